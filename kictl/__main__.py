@@ -1,0 +1,5 @@
+"""``python -m kictl``."""
+
+from kictl.cli import main
+
+main()

@@ -1,0 +1,437 @@
+"""Bytes in and bytes out: strict JSON parsing, canonical bytes and digests.
+
+This module is the only path between JSON values and bytes in kictl.
+
+* ``parse_json`` reads JSON strictly: duplicate object keys, ``NaN`` and
+  ``Infinity``, numbers that overflow a double and integers beyond
+  ±(2^53−1) are errors that name the JSON path (I-JSON, RFC 7493 §2.2;
+  DESIGN §3 "Number and text policy").  An integer literal beyond that range
+  is accepted only when it is exactly the RFC 8785 serialisation of a double
+  (``100000000000000000000`` is how JCS writes ``1e20``), and it is then read
+  as that double, so canonical bytes always parse back to the same value.
+* ``canonical_bytes`` is RFC 8785 (JCS), through the ``rfc8785`` package.
+* ``pretty_bytes`` is the normal form of files in the registry: the same
+  values and key order as JCS, indented by two spaces, one trailing newline
+  (DESIGN §4).  Removing its insignificant whitespace gives the JCS bytes.
+* ``record_digest`` is ``"sha256:" + hex(sha256(JCS({apiVersion, kind, spec})))``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import rfc8785
+
+from kictl.errors import RecordError
+
+MAX_SAFE_INTEGER = 2**53 - 1
+DIGEST_PREFIX = "sha256:"
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_HEX_RE = re.compile(r"^[0-9a-f]{64}$")
+_IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+#: The members of a record that its digest covers (DESIGN §3).
+DIGEST_MEMBERS = ("apiVersion", "kind", "spec")
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def format_path(path: tuple[str | int, ...]) -> str:
+    """Render a JSON path as ``$.spec.inputs["k v"][0]``."""
+    parts = ["$"]
+    for part in path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif _IDENTIFIER_RE.match(part):
+            parts.append(f".{part}")
+        else:
+            parts.append(f"[{json.dumps(part)}]")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def es6_number(value: float) -> str:
+    """Serialise a finite double as ECMAScript's Number::toString does.
+
+    RFC 8785 §3.2.2.3 adopts ECMA-262 §7.1.12.1 for numbers: the shortest
+    digits that round-trip, written without an exponent from 1e-6 up to (not
+    including) 1e21.
+    """
+    if math.isnan(value) or math.isinf(value):
+        raise ValueError(f"{value!r} is not a JSON number")
+    if value == 0:
+        return "0"
+    if value < 0:
+        return "-" + es6_number(-value)
+    mantissa, _, exp_text = repr(value).partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    if frac_part == "0":
+        frac_part = ""
+    digits = (int_part + frac_part).lstrip("0")
+    # position of the decimal point relative to the start of ``digits``
+    point = len(int_part) + (int(exp_text) if exp_text else 0)
+    point -= len(int_part + frac_part) - len(digits)
+    digits = digits.rstrip("0") or "0"
+    k, n = len(digits), point
+    if k <= n <= 21:
+        return digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * (-n) + digits
+    exponent = n - 1
+    sign = "+" if exponent >= 0 else "-"
+    head = digits if k == 1 else digits[0] + "." + digits[1:]
+    return f"{head}e{sign}{abs(exponent)}"
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+class _Rejected(ValueError):
+    """Raised inside json.loads hooks; the slow locator then finds the path."""
+
+
+def _parse_int(text: str) -> int | float:
+    number = int(text)
+    if -MAX_SAFE_INTEGER <= number <= MAX_SAFE_INTEGER:
+        return number
+    as_float = _canonical_big_integer(text)
+    if as_float is None:
+        raise _Rejected(text)
+    return as_float
+
+
+def _canonical_big_integer(text: str) -> float | None:
+    """The double that ``text`` is the JCS serialisation of, if it is one."""
+    try:
+        as_float = float(int(text))
+    except OverflowError:
+        return None
+    if math.isinf(as_float) or es6_number(as_float) != text:
+        return None
+    return as_float
+
+
+def _parse_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise _Rejected(text)
+    return number
+
+
+def _parse_constant(text: str) -> Any:
+    raise _Rejected(text)
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _Rejected("duplicate key")
+    return obj
+
+
+def parse_json(data: bytes | str, *, source: str = "<input>") -> Any:
+    """Parse one JSON document strictly.
+
+    Raises ``RecordError`` with one line ``source: $.path: message (line L,
+    column C)`` for malformed JSON, duplicate keys, NaN or Infinity, numbers
+    too large for a double, and integers beyond ±(2^53−1).
+    """
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RecordError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    else:
+        text = data
+    try:
+        return json.loads(
+            text,
+            object_pairs_hook=_object_pairs,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
+    except (ValueError, RecursionError) as exc:
+        located = _Locator(text).find_error()
+        if located is None:  # pragma: no cover - the locator mirrors json.loads
+            raise RecordError(f"{source}: {exc}") from exc
+        raise RecordError(f"{source}: {located}") from exc
+
+
+_NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_STRING_RE = re.compile(r'"(?:[^"\\\x00-\x1f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"')
+_WS = " \t\n\r"
+
+
+class _Located(Exception):
+    def __init__(self, path: tuple[str | int, ...], message: str, pos: int) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+        self.pos = pos
+
+
+class _Locator:
+    """A slow recursive-descent JSON reader that says where a document goes wrong.
+
+    It runs only after the fast parser has failed, to turn that failure into a
+    message with the JSON path and the line and column.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def find_error(self) -> str | None:
+        try:
+            self._skip_ws()
+            self._value(())
+            self._skip_ws()
+            if self.pos != len(self.text):
+                raise _Located((), "extra data after the JSON value", self.pos)
+        except _Located as exc:
+            line = self.text.count("\n", 0, exc.pos) + 1
+            column = exc.pos - (self.text.rfind("\n", 0, exc.pos) + 1) + 1
+            return f"{format_path(exc.path)}: {exc.message} (line {line}, column {column})"
+        except RecursionError:
+            return "$: JSON nested too deeply"
+        return None
+
+    def _skip_ws(self) -> None:
+        text, pos = self.text, self.pos
+        while pos < len(text) and text[pos] in _WS:
+            pos += 1
+        self.pos = pos
+
+    def _value(self, path: tuple[str | int, ...]) -> None:
+        text, pos = self.text, self.pos
+        char = text[pos] if pos < len(text) else ""
+        if char == "{":
+            self._object(path)
+        elif char == "[":
+            self._array(path)
+        elif char == '"':
+            self._string(path)
+        elif text.startswith(("NaN", "Infinity", "-Infinity"), pos):
+            raise _Located(path, "NaN and Infinity are not allowed in JSON", pos)
+        elif char == "-" or char.isdigit():
+            self._number(path)
+        else:
+            for literal in ("true", "false", "null"):
+                if text.startswith(literal, pos):
+                    self.pos = pos + len(literal)
+                    return
+            found = repr(char) if char else "end of input"
+            raise _Located(path, f"expected a JSON value, found {found}", pos)
+
+    def _number(self, path: tuple[str | int, ...]) -> None:
+        match = _NUMBER_RE.match(self.text, self.pos)
+        if match is None:
+            raise _Located(path, "malformed number", self.pos)
+        literal = match.group(0)
+        if match.group(1) is None and match.group(2) is None:
+            number = int(literal)
+            if abs(number) > MAX_SAFE_INTEGER and _canonical_big_integer(literal) is None:
+                raise _Located(path, f"integer {literal} is beyond ±(2^53−1) and cannot be exact", self.pos)
+        elif math.isinf(float(literal)):
+            raise _Located(path, f"number {literal} is too large for a double", self.pos)
+        self.pos = match.end()
+
+    def _string(self, path: tuple[str | int, ...]) -> str:
+        match = _STRING_RE.match(self.text, self.pos)
+        if match is None:
+            raise _Located(path, "malformed string", self.pos)
+        self.pos = match.end()
+        value: str = json.loads(match.group(0))
+        return value
+
+    def _object(self, path: tuple[str | int, ...]) -> None:
+        start = self.pos
+        self.pos += 1
+        seen: set[str] = set()
+        self._skip_ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            return
+        while True:
+            self._skip_ws()
+            key_pos = self.pos
+            if not self.text.startswith('"', self.pos):
+                raise _Located(path, "expected a quoted object key", self.pos)
+            key = self._string(path)
+            if key in seen:
+                raise _Located(path, f"duplicate key {json.dumps(key)}", key_pos)
+            seen.add(key)
+            self._skip_ws()
+            if not self.text.startswith(":", self.pos):
+                raise _Located((*path, key), "expected ':' after the key", self.pos)
+            self.pos += 1
+            self._skip_ws()
+            self._value((*path, key))
+            self._skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                continue
+            if self.text.startswith("}", self.pos):
+                self.pos += 1
+                return
+            raise _Located(path, f"object opened at offset {start} is not closed", self.pos)
+
+    def _array(self, path: tuple[str | int, ...]) -> None:
+        self.pos += 1
+        self._skip_ws()
+        if self.text.startswith("]", self.pos):
+            self.pos += 1
+            return
+        index = 0
+        while True:
+            self._skip_ws()
+            self._value((*path, index))
+            self._skip_ws()
+            if self.text.startswith(",", self.pos):
+                self.pos += 1
+                index += 1
+                continue
+            if self.text.startswith("]", self.pos):
+                self.pos += 1
+                return
+            raise _Located(path, "expected ',' or ']' in array", self.pos)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """RFC 8785 canonical bytes of a JSON value.
+
+    Raises ``RecordError`` for values JCS cannot represent (NaN, infinities,
+    unsafe integers, lone surrogates, non-string keys).
+    """
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as exc:
+        raise RecordError(f"cannot canonicalise: {exc}") from exc
+
+
+def _utf16_key(key: str) -> bytes:
+    # RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their names.
+    return key.encode("utf-16be", "surrogatepass")
+
+
+_encode_string = json.encoder.encode_basestring
+
+
+def _pretty(value: Any, level: int, out: list[str]) -> None:
+    if isinstance(value, dict):
+        if not value:
+            out.append("{}")
+            return
+        inner = "\n" + "  " * (level + 1)
+        separator = "{" + inner
+        for key in sorted(value, key=_utf16_key):
+            if not isinstance(key, str):
+                raise RecordError("cannot canonicalise: object keys must be strings")
+            out.append(separator)
+            out.append(_encode_string(key))
+            out.append(": ")
+            _pretty(value[key], level + 1, out)
+            separator = "," + inner
+        out.append("\n" + "  " * level + "}")
+    elif isinstance(value, (list, tuple)):
+        if not value:
+            out.append("[]")
+            return
+        inner = "\n" + "  " * (level + 1)
+        separator = "[" + inner
+        for item in value:
+            out.append(separator)
+            _pretty(item, level + 1, out)
+            separator = "," + inner
+        out.append("\n" + "  " * level + "]")
+    elif isinstance(value, str):
+        out.append(_encode_string(value))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise RecordError(f"cannot canonicalise: integer {value} is beyond ±(2^53−1)")
+        out.append(str(value))
+    elif isinstance(value, float):
+        try:
+            out.append(es6_number(value))
+        except ValueError as exc:
+            raise RecordError(f"cannot canonicalise: {exc}") from exc
+    else:
+        raise RecordError(f"cannot canonicalise: unsupported type {type(value).__name__}")
+
+
+def pretty_bytes(value: Any) -> bytes:
+    """The normal form of a file in the registry (DESIGN §4).
+
+    JCS member order and number and string forms, two-space indent, one
+    trailing newline.  Raises ``RecordError`` where ``canonical_bytes`` would.
+    """
+    out: list[str] = []
+    _pretty(value, 0, out)
+    out.append("\n")
+    try:
+        return "".join(out).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RecordError("cannot canonicalise: text contains lone surrogates") from exc
+
+
+# --------------------------------------------------------------------------- digests
+
+
+def sha256_hex(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def bytes_digest(data: bytes) -> str:
+    """``sha256:<hex>`` of raw bytes (blobs, envelopes)."""
+    return DIGEST_PREFIX + sha256_hex(data)
+
+
+def digest_body(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The members of a record that its digest covers; raises ``RecordError``."""
+    missing = [name for name in DIGEST_MEMBERS if name not in record]
+    if missing:
+        raise RecordError(f"$: record lacks {', '.join(missing)}")
+    return {name: record[name] for name in DIGEST_MEMBERS}
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """``sha256:`` + hex SHA-256 of JCS({apiVersion, kind, spec}); metadata is not covered."""
+    return bytes_digest(canonical_bytes(digest_body(record)))
+
+
+def is_digest(text: str) -> bool:
+    """Whether ``text`` is a full ``sha256:<64 hex>`` digest."""
+    return DIGEST_RE.match(text) is not None
+
+
+def digest_hex(digest: str) -> str:
+    """The 64 hex digits of a full digest; raises ``RecordError`` for anything else."""
+    if not is_digest(digest):
+        raise RecordError(f"not a digest: {digest!r} (expected sha256: and 64 lowercase hex digits)")
+    return digest[len(DIGEST_PREFIX) :]
+
+
+def is_hex_digest(text: str) -> bool:
+    """Whether ``text`` is 64 lowercase hex digits."""
+    return _HEX_RE.match(text) is not None

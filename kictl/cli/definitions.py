@@ -1,0 +1,86 @@
+"""``kictl definitions``: compile the editable definitions and list what the registry defines."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
+from kictl.definitions import compile_all
+from kictl.records import BenchmarkRun, Definition, Workload
+from kictl.store import Transaction
+
+app = typer.Typer(help="Compile and list definitions.", no_args_is_help=True)
+
+
+@app.command("compile")
+@guarded
+def compile_command(
+    name: Annotated[str | None, typer.Argument(help="Only this definition (default: all).")] = None,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Build the Definition and Workload records of definitions/<family>/<name>/ and store them."""
+    target = open_registry(registry)
+    compiled = compile_all(target.root, name)
+    rows = []
+    with Transaction() as transaction:
+        for item in compiled:
+            records = [item.definition, *item.workloads]
+            for result in target.add(records, transaction=transaction):
+                rows.append((result.record, result.created))
+    if as_json:
+        emit_json([{"digest": r.digest, "kind": r.kind, "name": r.name, "created": created} for r, created in rows])
+    else:
+        for record, created in rows:
+            out(f"{record.digest}  {record.kind:<10}  {record.name}  {'added' if created else 'present'}")
+    err(f"{len(compiled)} definition(s), {sum(created for _, created in rows)} new record(s)")
+
+
+@app.command("list")
+@guarded
+def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
+    """List the registry's definitions with their workloads and runs."""
+    target = open_registry(registry)
+    definitions = list(target.iter_records(["Definition"]))
+    workloads: dict[str, int] = {}
+    for record in target.iter_records(["Workload"]):
+        assert isinstance(record.model, Workload)
+        key = record.model.spec.definition_digest
+        workloads[key] = workloads.get(key, 0) + 1
+    runs: dict[str, int] = {}
+    workload_definition = {
+        r.digest: r.model.spec.definition_digest
+        for r in target.iter_records(["Workload"])
+        if isinstance(r.model, Workload)
+    }
+    for record in target.iter_records(["BenchmarkRun"]):
+        assert isinstance(record.model, BenchmarkRun)
+        definition = workload_definition.get(record.model.spec.workload_digest)
+        if definition is not None:
+            runs[definition] = runs.get(definition, 0) + 1
+    rows: list[dict[str, str | int]] = []
+    for record in sorted(definitions, key=lambda r: (r.model.spec.family, r.name)):  # type: ignore[union-attr]
+        assert isinstance(record.model, Definition)
+        rows.append(
+            {
+                "name": record.name,
+                "family": record.model.spec.family,
+                "digest": record.digest,
+                "workloads": workloads.get(record.digest, 0),
+                "runs": runs.get(record.digest, 0),
+            }
+        )
+    if as_json:
+        emit_json(rows)
+        return
+    for line in table(
+        ["definition", "family", "workloads", "runs", "digest"],
+        [
+            [str(r["name"]), str(r["family"]), str(r["workloads"]), str(r["runs"]), short(str(r["digest"]))]
+            for r in rows
+        ],
+        right=(2, 3),
+    ):
+        out(line)

@@ -1,0 +1,143 @@
+"""Commands on records: ``init``, ``digest``, ``add``, ``validate``, ``show``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from kictl import canon
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out
+from kictl.errors import RecordError
+from kictl.records import KINDS
+from kictl.scaffold import create_registry
+from kictl.store import read_record_inputs
+from kictl.validate import validate_registry
+
+FilesArgument = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Files with one record, a JSON list of records, or a manifest {name: record}; '-' reads stdin; "
+        "a folder gives every *.json below it.",
+        show_default=False,
+    ),
+]
+
+
+def _read(files: list[Path]) -> list[Any]:
+    stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in files) else None
+    return read_record_inputs(files, stdin=stdin)
+
+
+@guarded
+def init(
+    directory: Annotated[Path, typer.Argument(help="Folder for the new registry (created if missing).")],
+) -> None:
+    """Create a new, empty registry: a git repository with a trust root and a policy."""
+    sha = create_registry(directory)
+    err(f"created an empty registry in {directory} (commit {sha[:12]})")
+    out(str(directory.resolve()))
+
+
+@guarded
+def digest(files: FilesArgument, as_json: JsonOption = False) -> None:
+    """Print the digest, kind and name of each record in FILES."""
+    records = _read(files)
+    if as_json:
+        emit_json([{"digest": r.digest, "kind": r.kind, "name": r.name} for r in records])
+        return
+    for record in records:
+        out(f"{record.digest}  {record.kind:<20}  {record.name}")
+
+
+@guarded
+def add(files: FilesArgument, registry: RegistryOption = None, as_json: JsonOption = False) -> None:
+    """Validate records and store them in the registry; nothing is written if any is invalid.
+
+    Records may arrive in any order: one whose references are not in the
+    registry yet is stored with a warning (`kictl validate` reports what is
+    still dangling).
+    """
+    target = open_registry(registry)
+    records = _read(files)
+    results = target.add(records)
+    for result in results:
+        for dangling in result.dangling:
+            err(f"warning: {result.record.digest} ({result.record.kind}) refers to {dangling}, not in the registry yet")
+    if as_json:
+        emit_json(
+            [
+                {
+                    "digest": r.record.digest,
+                    "kind": r.record.kind,
+                    "name": r.record.name,
+                    "path": target.relative(r.path),
+                    "created": r.created,
+                    "dangling": list(r.dangling),
+                }
+                for r in results
+            ]
+        )
+    else:
+        for result in results:
+            state = "added" if result.created else "present"
+            out(f"{result.record.digest}  {result.record.kind:<20}  {state}")
+    created = sum(1 for r in results if r.created)
+    err(f"{created} added, {len(results) - created} already present")
+
+
+@guarded
+def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
+    """Check every record, blob, attestation and definition folder of the registry.
+
+    Each problem is printed as `path: message`. Exit 3 if there is any.
+    """
+    target = open_registry(registry)
+    report = validate_registry(target)
+    if as_json:
+        emit_json(
+            {
+                "ok": report.ok,
+                "counts": report.counts,
+                "problems": [{"path": p.path, "message": p.message} for p in report.problems],
+            }
+        )
+    else:
+        for problem in report.problems:
+            out(str(problem))
+    summary = ", ".join(f"{report.counts.get(kind, 0)} {kind}" for kind in KINDS)
+    err(f"{summary}; {report.counts.get('blobs', 0)} blobs, {report.counts.get('attestations', 0)} attestations")
+    if not report.ok:
+        raise RecordError(f"{len(report.problems)} problem(s) in {target.root}")
+
+
+@guarded
+def show(
+    reference: Annotated[str, typer.Argument(help="A digest, a unique prefix of 8+ hex digits, or a name.")],
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print a record found by digest, digest prefix or name."""
+    target = open_registry(registry)
+    record = target.resolve(reference)
+    path = target.relative(target.record_path(record.kind, record.digest))
+    if as_json:
+        emit_json(
+            {"digest": record.digest, "kind": record.kind, "name": record.name, "path": path, "record": record.raw}
+        )
+        return
+    out(f"digest: {record.digest}")
+    out(f"kind:   {record.kind}")
+    out(f"name:   {record.name}")
+    out(f"path:   {path}")
+    sys.stdout.write(canon.pretty_bytes(record.raw).decode("utf-8"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(init)
+    app.command()(digest)
+    app.command()(add)
+    app.command()(validate)
+    app.command()(show)

@@ -1,0 +1,256 @@
+"""Compiling ``definitions/<family>/<name>/`` into Definition and Workload records.
+
+A definition folder holds the editable source of a definition (DESIGN §4):
+
+``definition.json``
+    ``{"metadata": {...}, "spec": {...}}``: a Definition without its reference.
+``reference.py``
+    the Python source of ``run(...)``, embedded into ``spec.reference`` as text
+    so that the digest covers it.
+``workloads.jsonl``
+    the curated workload suite, one ``{"metadata": {"name": label}, "spec": {...}}``
+    a line; ``definitionDigest`` is filled in by the compiler.
+
+Argument order.  Canonical JSON sorts object members, so a record cannot
+carry the order of ``inputs`` and ``outputs``.  The order is the reference's:
+inputs in the order of ``run``'s parameters (which must name exactly the
+definition's inputs), outputs in the order of the names in its ``return``
+statement (or by key when it returns a dict).  ``signature`` derives both.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kictl import canon, families
+from kictl.errors import RecordError, RegistryError
+from kictl.records import (
+    API_VERSION,
+    BlobInput,
+    DefinitionSpec,
+    RandomInput,
+    ScalarInput,
+    StoredRecord,
+    SynthesizedInput,
+    WorkloadSpec,
+    record_from_value,
+)
+from kictl.store import DEFINITIONS_DIR, parse_json_file
+
+DEFINITION_FILE = "definition.json"
+REFERENCE_FILE = "reference.py"
+WORKLOADS_FILE = "workloads.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """The positional order of a definition's inputs and outputs."""
+
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Compiled:
+    """The records one definition folder compiles to."""
+
+    folder: Path
+    definition: StoredRecord
+    workloads: tuple[StoredRecord, ...]
+
+
+def _run_function(tree: ast.Module) -> ast.FunctionDef | None:
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "run":
+            return node
+    return None
+
+
+def signature(spec: DefinitionSpec, *, source: str = "reference") -> Signature:
+    """Input and output order from the reference's ``run``; raises ``RecordError``."""
+    try:
+        tree = ast.parse(spec.reference)
+    except SyntaxError as exc:
+        raise RecordError(f"{source}: line {exc.lineno}: {exc.msg}") from exc
+    run = _run_function(tree)
+    if run is None:
+        raise RecordError(f"{source}: the reference defines no top-level run(...)")
+    params = [arg.arg for arg in (*run.args.posonlyargs, *run.args.args)]
+    if set(params) != set(spec.inputs) or len(params) != len(spec.inputs):
+        raise RecordError(
+            f"{source}: run({', '.join(params)}) does not take exactly the inputs {', '.join(sorted(spec.inputs))}"
+        )
+    return Signature(inputs=tuple(params), outputs=_output_order(run, spec))
+
+
+def _output_order(run: ast.FunctionDef, spec: DefinitionSpec) -> tuple[str, ...]:
+    declared = tuple(spec.outputs)
+    if len(declared) == 1:
+        return declared
+    for node in ast.walk(run):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        if isinstance(value, ast.Tuple) and all(isinstance(elt, ast.Name) for elt in value.elts):
+            names = tuple(elt.id for elt in value.elts if isinstance(elt, ast.Name))
+            if sorted(names) == sorted(declared):
+                return names
+        if isinstance(value, ast.Dict) and all(
+            isinstance(key, ast.Constant) and isinstance(key.value, str) for key in value.keys
+        ):
+            keys = tuple(str(key.value) for key in value.keys if isinstance(key, ast.Constant))
+            if sorted(keys) == sorted(declared):
+                return keys
+    return declared
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def definition_folders(root: Path) -> list[Path]:
+    """Every ``definitions/<family>/<name>/`` that holds a definition.json."""
+    base = root / DEFINITIONS_DIR
+    if not base.is_dir():
+        return []
+    return sorted(path.parent for path in base.glob(f"*/*/{DEFINITION_FILE}"))
+
+
+def _relative(root: Path, path: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _read_text(path: Path, label: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise RecordError(f"{label}: missing") from exc
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{label}: not UTF-8 text") from exc
+    except OSError as exc:
+        raise RegistryError(f"{label}: cannot read: {exc.strerror}") from exc
+
+
+def compile_folder(folder: Path, root: Path) -> Compiled:
+    """Build the records of one definition folder; raises ``RecordError`` with file and path."""
+    label = _relative(root, folder)
+    document = parse_json_file(folder / DEFINITION_FILE, source=f"{label}/{DEFINITION_FILE}")
+    if not isinstance(document, dict) or not {"metadata", "spec"} <= document.keys():
+        raise RecordError(f'{label}/{DEFINITION_FILE}: $: expected {{"metadata": ..., "spec": ...}}')
+    extra = sorted(set(document) - {"apiVersion", "kind", "metadata", "spec"})
+    if extra:
+        raise RecordError(f"{label}/{DEFINITION_FILE}: $.{extra[0]}: unknown member")
+    spec = document["spec"]
+    if not isinstance(spec, dict):
+        raise RecordError(f"{label}/{DEFINITION_FILE}: $.spec: expected an object")
+    if "reference" in spec:
+        raise RecordError(f"{label}/{DEFINITION_FILE}: $.spec.reference: the reference lives in {REFERENCE_FILE}")
+    raw = {
+        "apiVersion": API_VERSION,
+        "kind": "Definition",
+        "metadata": document["metadata"],
+        "spec": {**spec, "reference": _read_text(folder / REFERENCE_FILE, f"{label}/{REFERENCE_FILE}")},
+    }
+    for member in ("apiVersion", "kind"):
+        if member in document and document[member] != raw[member]:
+            raise RecordError(f"{label}/{DEFINITION_FILE}: $.{member}: must be {raw[member]!r}")
+    definition = record_from_value(raw, source=f"{label}/{DEFINITION_FILE}")
+    assert isinstance(definition.model.spec, DefinitionSpec)
+    def_spec = definition.model.spec
+    expected = (def_spec.family, def_spec.name)
+    if (folder.parent.name, folder.name) != expected:
+        raise RecordError(
+            f"{label}: the folder must be {DEFINITIONS_DIR}/{expected[0]}/{expected[1]} for this definition"
+        )
+    signature(def_spec, source=f"{label}/{REFERENCE_FILE}")
+    workloads = _compile_workloads(folder, root, definition)
+    return Compiled(folder=folder, definition=definition, workloads=tuple(workloads))
+
+
+def _compile_workloads(folder: Path, root: Path, definition: StoredRecord) -> list[StoredRecord]:
+    path = folder / WORKLOADS_FILE
+    label = _relative(root, path)
+    if not path.exists():
+        return []
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    out: list[StoredRecord] = []
+    labels: set[str] = set()
+    text = _read_text(path, label)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{label}:{number}"
+        value = canon.parse_json(line, source=where)
+        if not isinstance(value, dict) or set(value) != {"metadata", "spec"} or not isinstance(value["spec"], dict):
+            raise RecordError(f'{where}: $: expected {{"metadata": {{"name": ...}}, "spec": {{...}}}}')
+        given = value["spec"].get("definitionDigest")
+        if given is not None and given != definition.digest:
+            raise RecordError(f"{where}: $.spec.definitionDigest: this folder's definition is {definition.digest}")
+        raw: dict[str, Any] = {
+            "apiVersion": API_VERSION,
+            "kind": "Workload",
+            "metadata": value["metadata"],
+            "spec": {**value["spec"], "definitionDigest": definition.digest},
+        }
+        workload = record_from_value(raw, source=where)
+        if workload.name in labels:
+            raise RecordError(f"{where}: $.metadata.name: workload label {workload.name!r} repeats")
+        labels.add(workload.name)
+        assert isinstance(workload.model.spec, WorkloadSpec)
+        check_workload(spec, workload.model.spec, source=where)
+        out.append(workload)
+    return out
+
+
+def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str) -> None:
+    """A workload fits its definition: axes, one source per input of the right type.
+
+    Raises ``RecordError``.
+    """
+    axes = families.full_axes(spec, workload.axes, source=source)
+    missing = [name for name in spec.inputs if name not in workload.inputs]
+    if missing:
+        raise RecordError(f"{source}: $.spec.inputs: no source for {', '.join(missing)}")
+    unknown = sorted(set(workload.inputs) - set(spec.inputs))
+    if unknown:
+        raise RecordError(f"{source}: $.spec.inputs.{unknown[0]}: not an input of {spec.name}")
+    family = families.family_for(spec.family)
+    structural = set(family.structural(spec))
+    for name, given in workload.inputs.items():
+        tensor = spec.inputs[name]
+        where = f"{source}: {canon.format_path(('spec', 'inputs', name))}"
+        if isinstance(given, ScalarInput) and tensor.shape:
+            raise RecordError(f"{where}: a scalar source for a tensor of shape {list(tensor.shape)}")
+        if isinstance(given, SynthesizedInput) and name not in structural:
+            raise RecordError(
+                f"{where}: only structural inputs ({', '.join(sorted(structural)) or 'none'}) are synthesised"
+            )
+        if isinstance(given, RandomInput) and name in structural:
+            raise RecordError(f"{where}: a structural input cannot be random; use synthesized or a blob")
+        if isinstance(given, BlobInput) and given.missing:
+            continue
+    families.structure(spec, workload, None, source=source)
+    del axes
+
+
+def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
+    """Compile every definition folder (or the one named); raises on the first error."""
+    folders = definition_folders(root)
+    if name is not None:
+        folders = [folder for folder in folders if folder.name == name]
+        if not folders:
+            from kictl.errors import NotFoundError
+            from kictl.store import closest
+
+            known = [folder.name for folder in definition_folders(root)]
+            raise NotFoundError(
+                f"no definition folder named {name!r} under {DEFINITIONS_DIR}/",
+                details=[f"closest known: {', '.join(near)}" for near in [closest(name, known)] if near],
+            )
+    return [compile_folder(folder, root) for folder in folders]

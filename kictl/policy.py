@@ -1,0 +1,79 @@
+"""The registry's policy: ``registry/policy.json``.
+
+It holds the numbers that ranking, review and citation need and that a
+registry's maintainers may choose: how old a run may be before it is shown as
+stale, the tolerance under which two latencies tie when their samples are not
+known, which implementation is the baseline of each definition, and the base
+URL of permalinks.  The policy is a small closed document, validated like a
+record (unknown members are errors), but it is not a record and has no digest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from kictl import canon
+from kictl.errors import RecordError, RegistryError
+
+
+class _PolicyModel(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class FloorPolicy(_PolicyModel):
+    #: "datasheet": bytes over datasheet bandwidth, FLOPs over datasheet dense peak.
+    model: Literal["datasheet"] = "datasheet"
+
+
+class Policy(_PolicyModel):
+    api_version: Literal["kernelindex.dev/v1alpha1"] = "kernelindex.dev/v1alpha1"
+    kind: Literal["Policy"] = "Policy"
+    #: A run observed longer ago than this is shown as stale.
+    stale_after_days: int = Field(default=365, ge=1)
+    #: Relative difference under which two latencies tie when samples are unknown.
+    tie_tolerance: float = Field(default=0.02, ge=0.0, le=1.0)
+    #: A verifier's rerun agrees when its latency is within this ratio of the run's.
+    rerun_tolerance: float = Field(default=0.10, ge=0.0, le=10.0)
+    #: Per definition name, the implementation name the leaderboard's speed-ups are over.
+    baselines: dict[str, str] = Field(default_factory=dict)
+    #: Prefix of a record's permalink; the digest is appended.
+    permalink_base: str = "https://kernelindex.dev/r/"
+    floor: FloorPolicy = Field(default_factory=FloorPolicy)
+
+
+def default_policy_document() -> dict[str, object]:
+    """The policy a new registry starts with, as JSON."""
+    return Policy().model_dump(mode="json", by_alias=True)
+
+
+def load_policy(path: Path) -> Policy:
+    """Read ``registry/policy.json``; a missing file means the defaults.
+
+    Raises ``RecordError`` for an invalid document and ``RegistryError`` when
+    the file cannot be read.
+    """
+    if not path.exists():
+        return Policy()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    canon.parse_json(data, source=str(path))
+    try:
+        return Policy.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = canon.format_path(tuple(first["loc"]))
+        raise RecordError(f"{path}: {where}: {first['msg']}") from exc

@@ -1,0 +1,706 @@
+"""The six kinds of record of DESIGN §3, as pydantic models, and how records are loaded.
+
+Every record is ``{apiVersion, kind, metadata, spec}``; one discriminated
+union over ``kind`` (``RECORD_ADAPTER``) validates any of them.  Members are
+camelCase on the wire and snake_case in Python.  Unknown members are errors;
+optional members that a record does not have stay absent, and a record's
+digest covers exactly the members it has (``canon.record_digest`` over the
+JSON value as read, never over a re-serialised model).
+
+Validation is strict: strings are not numbers, latencies are integers, digests
+are ``sha256:`` and 64 lowercase hex digits, timestamps are RFC 3339 UTC with
+milliseconds and ``Z``.  Loaded records are ``StoredRecord`` values that keep
+the model, the JSON value it came from and the digest together.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from kictl import canon
+from kictl.errors import RecordError
+
+API_VERSION = "kernelindex.dev/v1alpha1"
+KINDS = (
+    "Definition",
+    "Workload",
+    "Implementation",
+    "BenchmarkProtocol",
+    "ExecutionEnvironment",
+    "BenchmarkRun",
+)
+
+# --------------------------------------------------------------------------- scalar types
+
+SafeInt = Annotated[int, Field(ge=-canon.MAX_SAFE_INTEGER, le=canon.MAX_SAFE_INTEGER)]
+NonNegativeInt = Annotated[int, Field(ge=0, le=canon.MAX_SAFE_INTEGER)]
+PositiveInt = Annotated[int, Field(ge=1, le=canon.MAX_SAFE_INTEGER)]
+Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+HexSha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+#: Names are printable ASCII without spaces (DESIGN §3: no Unicode normalisation happens).
+Name = Annotated[str, StringConstraints(pattern=r"^[!-~]+$", max_length=256)]
+FamilyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=128)]
+Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
+NonNegativeFloat = Annotated[float, Field(ge=0.0)]
+
+_TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def _check_timestamp(value: str) -> str:
+    if not _TIMESTAMP_RE.match(value):
+        raise ValueError("timestamps are RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-30T07:31:00.000Z")
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError as exc:
+        raise ValueError(f"not a real date and time: {value}") from exc
+    return value
+
+
+Timestamp = Annotated[str, AfterValidator(_check_timestamp)]
+
+
+def format_timestamp(moment: datetime) -> str:
+    """A timezone-aware datetime as RFC 3339 UTC with milliseconds and ``Z``."""
+    if moment.tzinfo is None:
+        raise ValueError("format_timestamp needs a timezone-aware datetime")
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_timestamp(value: str) -> datetime:
+    """The UTC datetime of a record timestamp."""
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def now_timestamp() -> str:
+    """The current time as a record timestamp."""
+    return format_timestamp(datetime.now(UTC))
+
+
+DType = Literal[
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+]
+Status = Literal[
+    "passed",
+    "incorrect_numerical",
+    "incorrect_shape",
+    "incorrect_dtype",
+    "runtime_error",
+    "compile_error",
+    "timeout",
+    "reward_hack",
+]
+Statistic = Literal["mean", "median", "min", "max", "p10", "p90"]
+STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
+STATISTICS: tuple[str, ...] = Statistic.__args__  # type: ignore[attr-defined]
+
+
+class _Model(BaseModel):
+    """Frozen, strict, closed: the base of every part of a record."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        strict=True,
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+
+class Metadata(_Model):
+    """Presentation only; not covered by the digest."""
+
+    name: Name
+    title: str | None = None
+    labels: dict[str, str] | None = None
+
+
+# --------------------------------------------------------------------------- Definition
+
+
+class ConstAxis(_Model):
+    type: Literal["const"]
+    value: SafeInt
+    description: str | None = None
+
+
+class VarAxis(_Model):
+    type: Literal["var"]
+    description: str | None = None
+
+
+Axis = Annotated[ConstAxis | VarAxis, Field(discriminator="type")]
+
+
+class TensorSpec(_Model):
+    """An input or output: ``shape`` lists axis names, ``null`` for a scalar."""
+
+    shape: tuple[str, ...] | None
+    dtype: DType
+    description: str | None = None
+
+
+class DefinitionSpec(_Model):
+    name: Name
+    family: FamilyName
+    description: str | None = None
+    axes: dict[str, Axis]
+    inputs: dict[str, TensorSpec]
+    outputs: dict[str, TensorSpec]
+    constraints: tuple[str, ...] | None = None
+    reference: str
+    tags: tuple[str, ...] | None = None
+    determinism: Literal["deterministic", "nondeterministic"] | None = None
+
+    @model_validator(mode="after")
+    def _shapes_use_known_axes(self) -> DefinitionSpec:
+        for group in ("inputs", "outputs"):
+            for tensor_name, tensor in getattr(self, group).items():
+                for axis in tensor.shape or ():
+                    if axis not in self.axes:
+                        raise ValueError(f"{group}.{tensor_name} uses axis {axis!r}, which axes does not declare")
+        if not self.outputs:
+            raise ValueError("a definition has at least one output")
+        return self
+
+
+# --------------------------------------------------------------------------- Workload
+
+
+class RandomInput(_Model):
+    """A tensor of random values drawn from ``seed``."""
+
+    type: Literal["random"]
+    seed: NonNegativeInt | None = None
+
+
+class ScalarInput(_Model):
+    type: Literal["scalar"]
+    value: bool | SafeInt | float
+
+
+class BlobInput(_Model):
+    """A tensor stored in a safetensors blob under ``registry/blobs/``.
+
+    A blob the source named but did not ship is kept with its ``path`` and
+    ``missing: true`` so that workloads whose blobs differ stay distinct.
+    """
+
+    type: Literal["blob"]
+    digest: Digest | None = None
+    key: str
+    path: str | None = None
+    missing: bool | None = None
+
+    @model_validator(mode="after")
+    def _digest_or_missing(self) -> BlobInput:
+        if self.missing:
+            if self.path is None:
+                raise ValueError("a missing blob keeps the source's path")
+        elif self.digest is None:
+            raise ValueError("a blob input needs its digest (or missing: true and the source path)")
+        return self
+
+
+class SynthesizedInput(_Model):
+    """A structural tensor (indptr, indices, …) that the family synthesises from the axes."""
+
+    type: Literal["synthesized"]
+    seed: NonNegativeInt | None = None
+
+
+WorkloadInput = Annotated[RandomInput | ScalarInput | BlobInput | SynthesizedInput, Field(discriminator="type")]
+
+
+class Tolerance(_Model):
+    atol: NonNegativeFloat | None = None
+    rtol: NonNegativeFloat | None = None
+    required_matched_ratio: Ratio | None = None
+
+
+class WorkloadSpec(_Model):
+    definition_digest: Digest
+    axes: dict[str, SafeInt]
+    inputs: dict[str, WorkloadInput]
+    tolerance: Tolerance | None = None
+    uuid: str | None = None
+
+
+# --------------------------------------------------------------------------- Implementation
+
+
+class SourceFile(_Model):
+    path: str
+    sha256: HexSha256
+    content: str
+
+    @model_validator(mode="after")
+    def _hash_matches(self) -> SourceFile:
+        actual = hashlib.sha256(self.content.encode("utf-8")).hexdigest()
+        if actual != self.sha256:
+            raise ValueError(f"sha256 of {self.path} is {actual}, the record says {self.sha256}")
+        return self
+
+
+class ImplementationSpec(_Model):
+    name: Name
+    project: str | None = None
+    definition_digest: Digest | None = None
+    runtime: str
+    entry_point: Annotated[str, StringConstraints(pattern=r"^[^:]+::[A-Za-z_][A-Za-z0-9_]*$")]
+    sources: tuple[SourceFile, ...]
+    dependencies: dict[str, str] | None = None
+    revision: str | None = None
+    license: str | None = None
+    availability: Literal["package", "source", "vendored"] | None = None
+    author: str | None = None
+    description: str | None = None
+    target_hardware: tuple[str, ...] | None = None
+    build_commands: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _entry_file_present(self) -> ImplementationSpec:
+        entry_file = self.entry_point.split("::", 1)[0]
+        paths = [source.path for source in self.sources]
+        if entry_file not in paths:
+            raise ValueError(f"entry point file {entry_file!r} is not among the sources {paths}")
+        if len(set(paths)) != len(paths):
+            raise ValueError("source paths repeat")
+        return self
+
+
+# --------------------------------------------------------------------------- BenchmarkProtocol
+
+
+class Harness(_Model):
+    name: str
+    version: str | None = None
+    repository: str | None = None
+
+
+class CorrectnessProtocol(_Model):
+    reference: str
+    comparator: str
+    atol: NonNegativeFloat | None = None
+    rtol: NonNegativeFloat | None = None
+    required_matched_ratio: Ratio | None = None
+    rounds: PositiveInt | None = None
+
+
+class Measurement(_Model):
+    timer: str
+    primary_statistic: Statistic
+    warmup: NonNegativeInt | None = None
+    iterations: NonNegativeInt | None = None
+    trials: NonNegativeInt | None = None
+    l2_flush: bool | None = None
+    l2_flush_bytes: NonNegativeInt | None = None
+    cuda_graph: bool | None = None
+    input_policy: str | None = None
+    setup_in_timed_region: bool | None = None
+    device: str | None = None
+
+
+class Comparability(_Model):
+    family: str
+
+
+class BenchmarkProtocolSpec(_Model):
+    harness: Harness
+    correctness: CorrectnessProtocol
+    measurement: Measurement
+    comparability: Comparability
+
+
+# --------------------------------------------------------------------------- ExecutionEnvironment
+
+
+class Hardware(_Model):
+    vendor: str | None = None
+    product: str
+    architecture: str | None = None
+    compute_capability: str | None = None
+    sm_count: NonNegativeInt | None = None
+    memory_bytes: NonNegativeInt | None = None
+    l2_cache_bytes: NonNegativeInt | None = None
+    count: PositiveInt | None = None
+    cpu: str | None = None
+
+
+class Framework(_Model):
+    name: str
+    version: str | None = None
+
+
+class Software(_Model):
+    framework: Framework | None = None
+    cuda_toolkit: str | None = None
+    driver: str | None = None
+    libraries: dict[str, str] | None = None
+    python: str | None = None
+    os: str | None = None
+
+
+class ExecutionEnvironmentSpec(_Model):
+    hardware: Hardware
+    software: Software
+
+
+# --------------------------------------------------------------------------- BenchmarkRun
+
+
+class LatencyNs(_Model):
+    mean: NonNegativeInt | None = None
+    median: NonNegativeInt | None = None
+    min: NonNegativeInt | None = None
+    max: NonNegativeInt | None = None
+    p10: NonNegativeInt | None = None
+    p90: NonNegativeInt | None = None
+    stdev: NonNegativeInt | None = None
+
+
+class Timing(_Model):
+    latency_ns: LatencyNs
+    samples: tuple[NonNegativeInt, ...] | None = None
+    primary_statistic: Statistic
+
+    @model_validator(mode="after")
+    def _primary_present(self) -> Timing:
+        if getattr(self.latency_ns, self.primary_statistic) is None:
+            raise ValueError(f"the primary statistic {self.primary_statistic!r} has no value in latencyNs")
+        return self
+
+    def primary_ns(self) -> int:
+        value = getattr(self.latency_ns, self.primary_statistic)
+        assert isinstance(value, int)
+        return value
+
+
+class RunCorrectness(_Model):
+    comparator: str
+    maximum_absolute_error: NonNegativeFloat | None = None
+    maximum_relative_error: NonNegativeFloat | None = None
+    matched_ratio: Ratio | None = None
+    rounds: PositiveInt | None = None
+
+
+class SourceNative(_Model):
+    source: str
+    benchmark: str | None = None
+    external_id: str | None = None
+    metrics: dict[str, float | None] | None = None
+
+
+class IntegrityCheck(_Model):
+    result: Literal["passed", "failed", "skipped"]
+    detail: str | None = None
+
+
+class BenchmarkRunSpec(_Model):
+    status: Status
+    status_detail: str | None = None
+    timing: Timing | None = None
+    observed_at: Timestamp
+    correctness: RunCorrectness | None = None
+    definition_digest: Digest | None = None
+    workload_digest: Digest
+    implementation_digest: Digest
+    protocol_digest: Digest
+    environment_digest: Digest
+    source_native: SourceNative | None = None
+    integrity: dict[str, IntegrityCheck] | None = None
+    synthesized_inputs: tuple[str, ...] | None = None
+
+    @model_validator(mode="after")
+    def _passed_has_timing(self) -> BenchmarkRunSpec:
+        if self.status == "passed" and self.timing is None:
+            raise ValueError("a passed run has timing")
+        return self
+
+
+# --------------------------------------------------------------------------- records
+
+
+class Definition(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["Definition"]
+    metadata: Metadata
+    spec: DefinitionSpec
+
+    @model_validator(mode="after")
+    def _alias_is_name(self) -> Definition:
+        if self.metadata.name != self.spec.name:
+            raise ValueError(f"metadata.name {self.metadata.name!r} differs from spec.name {self.spec.name!r}")
+        return self
+
+
+class Workload(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["Workload"]
+    metadata: Metadata
+    spec: WorkloadSpec
+
+
+class Implementation(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["Implementation"]
+    metadata: Metadata
+    spec: ImplementationSpec
+
+
+class BenchmarkProtocol(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["BenchmarkProtocol"]
+    metadata: Metadata
+    spec: BenchmarkProtocolSpec
+
+
+class ExecutionEnvironment(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["ExecutionEnvironment"]
+    metadata: Metadata
+    spec: ExecutionEnvironmentSpec
+
+
+class BenchmarkRun(_Model):
+    api_version: Literal["kernelindex.dev/v1alpha1"]
+    kind: Literal["BenchmarkRun"]
+    metadata: Metadata
+    spec: BenchmarkRunSpec
+
+
+AnyRecord: TypeAlias = Definition | Workload | Implementation | BenchmarkProtocol | ExecutionEnvironment | BenchmarkRun
+AnySpec: TypeAlias = (
+    DefinitionSpec
+    | WorkloadSpec
+    | ImplementationSpec
+    | BenchmarkProtocolSpec
+    | ExecutionEnvironmentSpec
+    | BenchmarkRunSpec
+)
+RECORD_ADAPTER: TypeAdapter[AnyRecord] = TypeAdapter(Annotated[AnyRecord, Field(discriminator="kind")])
+_RECORD_CLASSES: dict[str, type[AnyRecord]] = {
+    "Definition": Definition,
+    "Workload": Workload,
+    "Implementation": Implementation,
+    "BenchmarkProtocol": BenchmarkProtocol,
+    "ExecutionEnvironment": ExecutionEnvironment,
+    "BenchmarkRun": BenchmarkRun,
+}
+_SPEC_KINDS: dict[type[AnySpec], str] = {
+    DefinitionSpec: "Definition",
+    WorkloadSpec: "Workload",
+    ImplementationSpec: "Implementation",
+    BenchmarkProtocolSpec: "BenchmarkProtocol",
+    ExecutionEnvironmentSpec: "ExecutionEnvironment",
+    BenchmarkRunSpec: "BenchmarkRun",
+}
+
+#: For each kind, the members of its spec that name other records, and their kinds.
+REFERENCE_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "Workload": (("definitionDigest", "Definition"),),
+    "Implementation": (("definitionDigest", "Definition"),),
+    "BenchmarkRun": (
+        ("definitionDigest", "Definition"),
+        ("workloadDigest", "Workload"),
+        ("implementationDigest", "Implementation"),
+        ("protocolDigest", "BenchmarkProtocol"),
+        ("environmentDigest", "ExecutionEnvironment"),
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A validated record with the JSON value it was read from and its digest."""
+
+    model: AnyRecord
+    raw: dict[str, Any]
+    digest: str
+
+    @property
+    def kind(self) -> str:
+        return self.model.kind
+
+    @property
+    def name(self) -> str:
+        return self.model.metadata.name
+
+    @property
+    def title(self) -> str | None:
+        return self.model.metadata.title
+
+    def references(self) -> Iterator[tuple[str, str, str]]:
+        """``(member, digest, expected kind)`` for each record this one names."""
+        spec = self.raw["spec"]
+        for member, kind in REFERENCE_FIELDS.get(self.kind, ()):
+            value = spec.get(member)
+            if isinstance(value, str):
+                yield member, value, kind
+
+    def blob_references(self) -> Iterator[tuple[str, str]]:
+        """``(input name, blob digest)`` for each blob a workload names."""
+        if isinstance(self.model, Workload):
+            for input_name, source in self.model.spec.inputs.items():
+                if isinstance(source, BlobInput) and source.digest is not None:
+                    yield input_name, source.digest
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        return "unknown member"
+    if kind == "missing":
+        return "missing member"
+    if kind == "union_tag_invalid":
+        ctx = error.get("ctx", {})
+        return (
+            f"unknown {ctx.get('discriminator', 'tag')} {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags')}"
+        )
+    if kind == "union_tag_not_found":
+        return f"missing member {error.get('ctx', {}).get('discriminator', '')}".rstrip()
+    message = str(error.get("msg", "invalid"))
+    return message.removeprefix("Value error, ")
+
+
+def _json_path(raw: Any, loc: tuple[Any, ...]) -> str:
+    """Map a pydantic error location onto the JSON value, dropping union tags."""
+    path: list[str | int] = []
+    node = raw
+    for position, part in enumerate(loc):
+        last = position == len(loc) - 1
+        if isinstance(node, dict) and isinstance(part, str):
+            if part in node:
+                path.append(part)
+                node = node[part]
+            elif last:
+                path.append(part)
+            # else: a discriminated-union tag, not a member
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif last:
+            path.append(part)
+    return canon.format_path(tuple(path))
+
+
+def validation_error(exc: ValidationError, raw: Any, source: str) -> RecordError:
+    """One ``source: $.path: message`` line per problem, the first as the message."""
+    lines = [f"{source}: {_json_path(raw, tuple(err['loc']))}: {_describe(err)}" for err in exc.errors()]
+    return RecordError(lines[0], details=lines[1:])
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _check_envelope(raw: Any, source: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise RecordError(f"{source}: $: a record is a JSON object, found {type(raw).__name__}")
+    kind = raw.get("kind")
+    if "kind" in raw and kind not in KINDS:
+        raise RecordError(f"{source}: $.kind: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return raw
+
+
+def record_from_value(raw: Any, *, source: str = "<input>") -> StoredRecord:
+    """Validate one record given as a parsed JSON value; raises ``RecordError``."""
+    raw = _check_envelope(raw, source)
+    try:
+        model = RECORD_ADAPTER.validate_json(json.dumps(raw, allow_nan=False))
+    except ValidationError as exc:
+        raise validation_error(exc, raw, source) from exc
+    except ValueError as exc:
+        raise RecordError(f"{source}: {exc}") from exc
+    return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
+
+
+def record_from_bytes(data: bytes, *, source: str = "<input>") -> StoredRecord:
+    """Parse strictly and validate one record file; raises ``RecordError``."""
+    raw = _check_envelope(canon.parse_json(data, source=source), source)
+    try:
+        model = RECORD_ADAPTER.validate_json(data)
+    except ValidationError as exc:
+        raise validation_error(exc, raw, source) from exc
+    return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
+
+
+def record_from_model(model: AnyRecord) -> StoredRecord:
+    """The stored form of a record built in code: exactly the members that were set."""
+    raw = model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    raw["apiVersion"] = model.api_version
+    raw["kind"] = model.kind
+    return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
+
+
+def new_record(
+    spec: AnySpec, *, name: str, title: str | None = None, labels: dict[str, str] | None = None
+) -> StoredRecord:
+    """Wrap a spec into a record of its kind and return its stored form."""
+    kind = _SPEC_KINDS[type(spec)]
+    metadata: dict[str, Any] = {"name": name}
+    if title is not None:
+        metadata["title"] = title
+    if labels is not None:
+        metadata["labels"] = labels
+    cls = _RECORD_CLASSES[kind]
+    model = cls(api_version=API_VERSION, kind=kind, metadata=Metadata(**metadata), spec=spec)  # type: ignore[arg-type]
+    return record_from_model(model)
+
+
+def records_in_document(value: Any, *, source: str) -> list[tuple[str, Any]]:
+    """Split a document into its records: one record, a list, or a manifest.
+
+    A manifest is an object whose member values are records, e.g.
+    ``{"run": {...}, "protocol": {...}}``.  Returns ``(source label, value)``
+    pairs, the label naming the element (``file.json[2]``,
+    ``file.json#run``).  Raises ``RecordError`` for anything else.
+    """
+    if isinstance(value, list):
+        return [(f"{source}[{index}]", item) for index, item in enumerate(value)]
+    if isinstance(value, dict):
+        if "kind" in value or "apiVersion" in value or "spec" in value:
+            return [(source, value)]
+        if value and all(isinstance(item, dict) and "kind" in item for item in value.values()):
+            return [(f"{source}#{key}", item) for key, item in value.items()]
+        raise RecordError(f"{source}: $: neither a record (it has no kind) nor a manifest of records")
+    raise RecordError(f"{source}: $: expected a record, a list of records or a manifest")
+
+
+def spec_wire(record: StoredRecord) -> dict[str, Any]:
+    """The spec of a record as JSON (the members it has)."""
+    spec: dict[str, Any] = record.raw["spec"]
+    return spec

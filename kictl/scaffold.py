@@ -1,0 +1,40 @@
+"""Creating a new, empty registry (``kictl init``).
+
+A registry is a git repository with ``registry/trust/root.json`` (a trust
+root with no keys yet), ``registry/policy.json`` (the default policy) and a
+``.gitignore`` that keeps derived data under ``.kictl/`` out of git.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kictl import canon, trust
+from kictl.errors import RegistryError
+from kictl.policy import default_policy_document
+from kictl.store import POLICY_FILE, REGISTRY_DIR, ROOT_FILE, init_repository
+
+GITIGNORE = b".kictl/\n__pycache__/\n"
+
+
+def create_registry(target: Path) -> str:
+    """Create a registry at ``target`` and return the sha of its first commit.
+
+    Raises ``RegistryError`` when ``target`` already holds a registry or a git
+    repository, or cannot be written.
+    """
+    target = target.expanduser()
+    if (target / REGISTRY_DIR).exists():
+        raise RegistryError(f"{target} already holds a registry (it has a registry/ folder)")
+    if (target / ".git").exists():
+        raise RegistryError(f"{target} is already a git repository; kictl init makes a new one")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RegistryError(f"cannot create {target}: {exc.strerror}") from exc
+    files = {
+        ROOT_FILE: canon.pretty_bytes(trust.initial_root_document()),
+        POLICY_FILE: canon.pretty_bytes(default_policy_document()),
+        ".gitignore": GITIGNORE,
+    }
+    return init_repository(target, files, "Create an empty KernelIndex registry")

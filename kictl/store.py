@@ -1,0 +1,693 @@
+"""The registry on disk and in git (DESIGN §4); the only importer of gitpython.
+
+Layout under the registry root::
+
+    definitions/<family>/<name>/definition.json   editable source of a Definition
+    registry/records/<kind>/<hex[0:2]>/<hex>.json  every published record, immutable
+    registry/attestations/<hex[0:2]>/<hex>/<envelope-hex>.dsse.json
+    registry/blobs/<hex[0:2]>/<hex>                raw bytes, named by their sha256
+    registry/trust/root.json                       the trust root
+    registry/policy.json                           staleness, tolerances, floor model
+
+Writes are atomic (a temporary file in the same folder, then a rename) and
+idempotent: writing bytes a path already holds is a no-op, and a published
+path is never overwritten with different bytes.  A batch of writes that fails
+part-way removes what it created, so the registry is left as it was.
+
+``Registry.git`` reads history through gitpython: the revisions, the files a
+change touched, a file's bytes at a revision and the commit that first added
+each file (the signing time of attestations, the history of records).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kictl import canon
+from kictl.errors import NotFoundError, RecordError, RegistryError, UsageError
+from kictl.policy import Policy, load_policy
+from kictl.records import KINDS, StoredRecord, record_from_bytes
+
+if TYPE_CHECKING:
+    import git
+
+REGISTRY_DIR = "registry"
+DEFINITIONS_DIR = "definitions"
+RECORDS_DIR = f"{REGISTRY_DIR}/records"
+ATTESTATIONS_DIR = f"{REGISTRY_DIR}/attestations"
+BLOBS_DIR = f"{REGISTRY_DIR}/blobs"
+TRUST_DIR = f"{REGISTRY_DIR}/trust"
+POLICY_FILE = f"{REGISTRY_DIR}/policy.json"
+ROOT_FILE = f"{TRUST_DIR}/root.json"
+ENV_VAR = "KICTL_REGISTRY"
+MIN_PREFIX = 8
+
+
+# --------------------------------------------------------------------------- locating
+
+
+def find_root(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
+    """The registry root: ``explicit``, else ``$KICTL_REGISTRY``, else the nearest
+    folder upwards from ``cwd`` that has a ``registry/`` folder.
+
+    Raises ``RegistryError`` when none is found or the one named has no ``registry/``.
+    """
+    if explicit is not None:
+        return _checked_root(explicit, "--registry")
+    from_env = os.environ.get(ENV_VAR)
+    if from_env:
+        return _checked_root(Path(from_env), f"${ENV_VAR}")
+    start = (cwd or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / REGISTRY_DIR).is_dir():
+            return folder
+    raise RegistryError(
+        f"no registry found from {start} upwards (no registry/ folder); "
+        f"pass --registry DIR, set ${ENV_VAR}, or create one with `kictl init DIR`"
+    )
+
+
+def _checked_root(path: Path, origin: str) -> Path:
+    root = path.expanduser().resolve()
+    if not (root / REGISTRY_DIR).is_dir():
+        raise RegistryError(f"{origin} {path} is not a registry (it has no registry/ folder)")
+    return root
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    Returns ``True`` when the file was created or replaced, ``False`` when it
+    already held exactly these bytes.  Raises ``RegistryError`` on I/O errors.
+    """
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp_name, mode)
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    return True
+
+
+def write_immutable(path: Path, data: bytes) -> bool:
+    """Publish ``data`` at ``path`` unless it is there already.
+
+    Returns ``True`` when created, ``False`` when the same bytes were there.
+    Raises ``RegistryError`` when ``path`` holds other bytes: published files
+    are never modified.
+    """
+    if path.exists():
+        try:
+            existing = path.read_bytes()
+        except OSError as exc:
+            raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+        if existing == data:
+            return False
+        raise RegistryError(
+            f"{path} is already published with other bytes; published files are never modified "
+            "(metadata changes need a new record)"
+        )
+    return write_atomic(path, data)
+
+
+class Transaction:
+    """A batch of immutable writes that is undone as a whole if any write fails."""
+
+    def __init__(self) -> None:
+        self.created: list[Path] = []
+
+    def write(self, path: Path, data: bytes) -> bool:
+        created = write_immutable(path, data)
+        if created:
+            self.created.append(path)
+        return created
+
+    def rollback(self) -> None:
+        for path in reversed(self.created):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self.created.clear()
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is not None:
+            self.rollback()
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True, slots=True)
+class AddResult:
+    """What ``Registry.add`` did with one record."""
+
+    record: StoredRecord
+    path: Path
+    created: bool
+    dangling: tuple[str, ...]
+
+
+class Registry:
+    """A registry checkout: paths, reads and atomic writes of records and blobs."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @classmethod
+    def locate(cls, explicit: Path | None = None) -> Registry:
+        """The registry named by ``--registry``, ``$KICTL_REGISTRY`` or the folders above."""
+        return cls(find_root(explicit))
+
+    # ----------------------------------------------------------------- paths
+
+    @property
+    def records_dir(self) -> Path:
+        return self.root / RECORDS_DIR
+
+    @property
+    def attestations_dir(self) -> Path:
+        return self.root / ATTESTATIONS_DIR
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.root / BLOBS_DIR
+
+    @property
+    def trust_dir(self) -> Path:
+        return self.root / TRUST_DIR
+
+    @property
+    def definitions_dir(self) -> Path:
+        return self.root / DEFINITIONS_DIR
+
+    @property
+    def policy_path(self) -> Path:
+        return self.root / POLICY_FILE
+
+    @property
+    def kictl_dir(self) -> Path:
+        """Derived data (query index, caches): never committed."""
+        return self.root / ".kictl"
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the root, with forward slashes."""
+        try:
+            return path.relative_to(self.root).as_posix()
+        except ValueError:
+            return str(path)
+
+    def record_path(self, kind: str, digest: str) -> Path:
+        hex_digest = canon.digest_hex(digest)
+        return self.records_dir / kind / hex_digest[:2] / f"{hex_digest}.json"
+
+    def blob_path(self, digest: str) -> Path:
+        hex_digest = canon.digest_hex(digest)
+        return self.blobs_dir / hex_digest[:2] / hex_digest
+
+    def attestation_folder(self, digest: str) -> Path:
+        hex_digest = canon.digest_hex(digest)
+        return self.attestations_dir / hex_digest[:2] / hex_digest
+
+    def policy(self) -> Policy:
+        return load_policy(self.policy_path)
+
+    # ----------------------------------------------------------------- reading
+
+    def record_files(self, kinds: Iterable[str] = KINDS) -> Iterator[tuple[str, Path]]:
+        """``(kind folder, path)`` of every ``*.json`` under ``registry/records/``, sorted."""
+        for kind in kinds:
+            kind_dir = self.records_dir / kind
+            if not kind_dir.is_dir():
+                continue
+            for shard in sorted(os.scandir(kind_dir), key=lambda entry: entry.name):
+                if not shard.is_dir():
+                    continue
+                for entry in sorted(os.scandir(shard.path), key=lambda entry: entry.name):
+                    if entry.name.endswith(".json") and entry.is_file():
+                        yield kind, Path(entry.path)
+
+    def stray_record_paths(self) -> list[Path]:
+        """Files under ``registry/records/`` outside the ``<kind>/<xx>/<hex>.json`` layout."""
+        if not self.records_dir.is_dir():
+            return []
+        stray = []
+        for path in sorted(self.records_dir.rglob("*")):
+            if not path.is_file():
+                continue
+            parts = path.relative_to(self.records_dir).parts
+            if len(parts) != 3 or parts[0] not in KINDS or not parts[2].endswith(".json"):
+                stray.append(path)
+        return stray
+
+    def read_record(self, path: Path) -> StoredRecord:
+        """Parse and validate one record file (not its name; see ``validate``)."""
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise RegistryError(f"{self.relative(path)}: cannot read: {exc.strerror}") from exc
+        return record_from_bytes(data, source=self.relative(path))
+
+    def iter_records(self, kinds: Iterable[str] = KINDS) -> Iterator[StoredRecord]:
+        """Every record of the given kinds; raises ``RecordError`` on the first bad file."""
+        for _, path in self.record_files(kinds):
+            yield self.read_record(path)
+
+    def has_record(self, digest: str) -> bool:
+        return any(self.record_path(kind, digest).is_file() for kind in KINDS)
+
+    def digest_kind(self, digest: str) -> str | None:
+        """The kind of the record with this full digest, or ``None``."""
+        for kind in KINDS:
+            if self.record_path(kind, digest).is_file():
+                return kind
+        return None
+
+    def load(self, digest: str) -> StoredRecord:
+        """The record with this full digest; raises ``NotFoundError``."""
+        kind = self.digest_kind(digest)
+        if kind is None:
+            raise NotFoundError(f"no record {digest} in {self.root}")
+        return self.read_record(self.record_path(kind, digest))
+
+    def resolve_prefix(self, text: str, kinds: Iterable[str] = KINDS) -> list[str]:
+        """Full digests of records whose hex starts with ``text`` (with or without ``sha256:``)."""
+        prefix = text.removeprefix(canon.DIGEST_PREFIX).lower()
+        if len(prefix) < 2 or any(char not in "0123456789abcdef" for char in prefix):
+            return []
+        found = []
+        for kind in kinds:
+            shard = self.records_dir / kind / prefix[:2]
+            if not shard.is_dir():
+                continue
+            for entry in os.scandir(shard):
+                if entry.name.endswith(".json") and entry.name.startswith(prefix):
+                    found.append(canon.DIGEST_PREFIX + entry.name[:-5])
+        return sorted(found)
+
+    def resolve(self, ref: str, kinds: Sequence[str] = KINDS) -> StoredRecord:
+        """A record by full digest, by a unique prefix of 8+ hex digits, or by name.
+
+        Names are looked up among records of ``kinds``.  Raises
+        ``NotFoundError`` (exit 3) for unknown or ambiguous references, with the
+        candidates or the closest known names.
+        """
+        bare = ref.removeprefix(canon.DIGEST_PREFIX).lower()
+        looks_hex = len(bare) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in bare)
+        if looks_hex:
+            matches = self.resolve_prefix(bare, kinds)
+            if len(matches) == 1:
+                return self.load(matches[0])
+            if len(matches) > 1:
+                raise NotFoundError(f"digest prefix {ref} is ambiguous", candidates=matches[:20])
+            if ref.startswith(canon.DIGEST_PREFIX):
+                raise NotFoundError(f"no record with digest {ref}")
+        elif ref.startswith(canon.DIGEST_PREFIX):
+            raise NotFoundError(f"{ref}: a digest prefix needs at least {MIN_PREFIX} hex digits")
+        named = [record for record in self.iter_records(kinds) if record.name == ref]
+        if len(named) == 1:
+            return named[0]
+        if len(named) > 1:
+            raise NotFoundError(
+                f"name {ref!r} names {len(named)} records; use a digest",
+                candidates=[f"{r.digest} ({r.kind})" for r in named[:20]],
+            )
+        names = sorted({record.name for record in self.iter_records(kinds)})
+        raise NotFoundError(
+            f"no {'/'.join(kinds) if len(kinds) < len(KINDS) else 'record'} named or digested {ref!r}",
+            details=_closest_line(ref, names),
+        )
+
+    # ----------------------------------------------------------------- writing
+
+    def add(self, records: Sequence[StoredRecord], *, transaction: Transaction | None = None) -> list[AddResult]:
+        """Store records (already validated); all or nothing.
+
+        A record whose references are not in the registry (nor in this batch)
+        is stored all the same and its result names the dangling digests.
+        Raises ``RegistryError`` when a path already holds other bytes.
+        """
+        batch = {record.digest for record in records}
+        own = transaction or Transaction()
+        results = []
+        try:
+            for record in records:
+                path = self.record_path(record.kind, record.digest)
+                created = own.write(path, canon.pretty_bytes(record.raw))
+                dangling = tuple(
+                    digest
+                    for _, digest, _ in record.references()
+                    if digest not in batch and not self.has_record(digest)
+                )
+                results.append(AddResult(record=record, path=path, created=created, dangling=dangling))
+        except BaseException:
+            if transaction is None:
+                own.rollback()
+            raise
+        return results
+
+    def add_blob(self, data: bytes, *, transaction: Transaction | None = None) -> str:
+        """Store raw bytes under their digest and return it."""
+        digest = canon.bytes_digest(data)
+        path = self.blob_path(digest)
+        if transaction is None:
+            write_immutable(path, data)
+        else:
+            transaction.write(path, data)
+        return digest
+
+    def read_blob(self, digest: str) -> bytes:
+        path = self.blob_path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise NotFoundError(f"no blob {digest} in {self.root}") from exc
+        except OSError as exc:
+            raise RegistryError(f"{self.relative(path)}: cannot read: {exc.strerror}") from exc
+        if canon.bytes_digest(data) != digest:
+            raise RecordError(f"{self.relative(path)}: bytes do not match the blob's name")
+        return data
+
+    # ----------------------------------------------------------------- git
+
+    @cached_property
+    def git(self) -> GitHistory:
+        """The git history of the registry; raises ``RegistryError`` if it is no repository."""
+        return GitHistory(self.root)
+
+    def is_git_repository(self) -> bool:
+        return (self.root / ".git").exists()
+
+
+def _closest_line(word: str, known: Sequence[str]) -> list[str]:
+    import difflib
+
+    close = difflib.get_close_matches(word, known, n=5, cutoff=0.5)
+    return [f"closest known: {', '.join(close)}"] if close else []
+
+
+def closest(word: str, known: Sequence[str]) -> list[str]:
+    """Up to five known names close to ``word``, for "did you mean" messages."""
+    import difflib
+
+    return difflib.get_close_matches(word, known, n=5, cutoff=0.5)
+
+
+# --------------------------------------------------------------------------- git
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """A commit as history reports it."""
+
+    sha: str
+    date: str  # RFC 3339 with the author's offset, as git prints it (%aI)
+    timestamp: int  # seconds since the epoch (author time)
+    author: str
+    email: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A file a change touched: ``status`` is A (added), M (modified), D (deleted) or T."""
+
+    status: str
+    path: str
+
+
+_LOG_FORMAT = "%x00%H%x1f%aI%x1f%at%x1f%an%x1f%ae%x1f%s"
+
+
+class GitHistory:
+    """The questions kictl asks of a registry's git history."""
+
+    def __init__(self, root: Path) -> None:
+        try:
+            import git
+        except ImportError as exc:  # pragma: no cover - gitpython is a dependency
+            raise RegistryError("gitpython is not installed") from exc
+        try:
+            self.repo: git.Repo = git.Repo(root)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise RegistryError(f"{root} is not a git repository") from exc
+        self.root = root
+
+    def _run(self, *args: str) -> str:
+        import git
+
+        try:
+            output: str = self.repo.git.execute(["git", *args], stdout_as_string=True)
+        except git.GitCommandError as exc:
+            stderr = (exc.stderr or "").strip().splitlines()
+            raise RegistryError(f"git {args[0]} failed: {stderr[-1] if stderr else exc}") from exc
+        return output
+
+    # ----------------------------------------------------------------- revisions
+
+    def rev_parse(self, rev: str) -> str:
+        """The full commit sha of ``rev``; raises ``NotFoundError`` with close names."""
+        import git
+
+        try:
+            return str(self.repo.commit(rev).hexsha)
+        except (git.BadName, git.BadObject, ValueError) as exc:
+            names = [ref.name for ref in self.repo.refs]
+            raise NotFoundError(f"unknown revision {rev!r}", details=_closest_line(rev, names)) from exc
+
+    def head(self) -> str | None:
+        """The sha of HEAD, or ``None`` in a repository without commits."""
+        try:
+            return str(self.repo.head.commit.hexsha)
+        except ValueError:
+            return None
+
+    def merge_base(self, a: str, b: str) -> str:
+        bases = self.repo.merge_base(self.rev_parse(a), self.rev_parse(b))
+        if not bases:
+            raise RegistryError(f"{a} and {b} have no common ancestor")
+        return str(bases[0].hexsha)
+
+    def current_branch(self) -> str | None:
+        try:
+            return str(self.repo.active_branch.name)
+        except TypeError:
+            return None  # detached HEAD
+
+    def branch_exists(self, name: str) -> bool:
+        return name in [head.name for head in self.repo.heads]
+
+    def is_dirty(self) -> bool:
+        """Uncommitted changes to tracked files, or untracked files that are not ignored."""
+        return bool(self.repo.is_dirty(untracked_files=True))
+
+    def status_lines(self) -> list[str]:
+        return [line for line in self._run("status", "--porcelain").splitlines() if line]
+
+    # ----------------------------------------------------------------- contents
+
+    def changed_files(self, base: str, head: str) -> list[Change]:
+        """Files that differ between two commits, renames shown as delete and add."""
+        output = self._run("diff", "--name-status", "--no-renames", "-z", self.rev_parse(base), self.rev_parse(head))
+        fields = [field for field in output.split("\0") if field]
+        return [Change(status=fields[i][0], path=fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+    def read_file(self, rev: str, path: str) -> bytes | None:
+        """The bytes of ``path`` at ``rev``, or ``None`` when it does not exist there."""
+        import git
+
+        commit = self.repo.commit(self.rev_parse(rev))
+        try:
+            blob = commit.tree / path
+        except KeyError:
+            return None
+        if not isinstance(blob, git.Blob):
+            return None
+        data: bytes = blob.data_stream.read()
+        return data
+
+    def list_files(self, rev: str, prefix: str) -> list[str]:
+        """Paths of files under ``prefix`` at ``rev``."""
+        output = self._run("ls-tree", "-r", "--name-only", "-z", self.rev_parse(rev), "--", prefix)
+        return sorted(path for path in output.split("\0") if path)
+
+    def read_files(self, rev: str, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """``(path, bytes)`` of every file under ``prefix`` at ``rev``, in one pass over the tree."""
+        import git
+
+        commit = self.repo.commit(self.rev_parse(rev))
+        try:
+            tree = commit.tree / prefix
+        except KeyError:
+            return
+        if not isinstance(tree, git.Tree):
+            return
+        for item in tree.traverse():
+            if isinstance(item, git.Blob):
+                yield str(item.path), item.data_stream.read()
+
+    # ----------------------------------------------------------------- history
+
+    def _parse_log(self, output: str) -> Iterator[tuple[CommitInfo, list[str]]]:
+        for chunk in output.split("\0"):
+            if not chunk.strip():
+                continue
+            header, _, rest = chunk.partition("\n")
+            sha, date, stamp, author, email, subject = header.split("\x1f", 5)
+            info = CommitInfo(sha=sha, date=date, timestamp=int(stamp), author=author, email=email, subject=subject)
+            paths = [line for line in rest.splitlines() if line.strip()]
+            yield info, paths
+
+    def first_added(self, prefix: str, rev: str = "HEAD") -> dict[str, CommitInfo]:
+        """For every file under ``prefix``, the oldest commit (reachable from ``rev``) that added it.
+
+        One ``git log`` over the history; files not committed yet are absent.
+        """
+        if self.head() is None:
+            return {}
+        output = self._run(
+            "log", "--reverse", "--diff-filter=A", "--name-only", "--no-renames",
+            f"--format={_LOG_FORMAT}", rev, "--", prefix,
+        )  # fmt: skip
+        added: dict[str, CommitInfo] = {}
+        for info, paths in self._parse_log(output):
+            for path in paths:
+                added.setdefault(path, info)
+        return added
+
+    def commits(self, rev: str = "HEAD", paths: Sequence[str] = ()) -> list[CommitInfo]:
+        """Commits reachable from ``rev`` touching ``paths`` (all when empty), oldest first."""
+        if self.head() is None:
+            return []
+        output = self._run("log", "--reverse", f"--format={_LOG_FORMAT}", rev, "--", *paths)
+        return [info for info, _ in self._parse_log(output)]
+
+    def commit_info(self, rev: str) -> CommitInfo:
+        output = self._run("log", "-1", f"--format={_LOG_FORMAT}", self.rev_parse(rev))
+        return next(info for info, _ in self._parse_log(output))
+
+    # ----------------------------------------------------------------- writing
+
+    def commit(self, paths: Sequence[str], message: str) -> str:
+        """Stage ``paths`` (relative to the root) and commit; returns the new sha."""
+        import git
+
+        try:
+            self.repo.index.add(list(paths))
+            commit = self.repo.index.commit(message)
+        except (git.GitCommandError, OSError) as exc:
+            raise RegistryError(f"git commit failed: {exc}") from exc
+        return str(commit.hexsha)
+
+    def create_branch(self, name: str, start: str = "HEAD") -> None:
+        self._run("branch", name, self.rev_parse(start))
+
+    def delete_branch(self, name: str) -> None:
+        self._run("branch", "-D", name)
+
+    def checkout(self, name: str) -> None:
+        self._run("checkout", "-q", name)
+
+    def reset_hard(self, rev: str) -> None:
+        self._run("reset", "-q", "--hard", rev)
+
+    def push(self, remote: str, branch: str) -> None:
+        self._run("push", remote, f"{branch}:{branch}")
+
+
+def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
+    """Create a git repository at ``root`` holding ``files`` in a first commit."""
+    import git
+
+    try:
+        repo = git.Repo.init(root, initial_branch="main")
+    except git.GitCommandError as exc:
+        raise RegistryError(f"git init failed in {root}: {exc}") from exc
+    for relative, data in files.items():
+        write_atomic(root / relative, data)
+    history = GitHistory(root)
+    del repo
+    return history.commit(sorted(files), message)
+
+
+def parse_json_file(path: Path, *, source: str | None = None) -> Any:
+    """Read and strictly parse a JSON file; raises ``RegistryError`` or ``RecordError``."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError as exc:
+        raise RegistryError(f"{source or path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise RegistryError(f"{source or path}: is a folder, not a file") from exc
+    except OSError as exc:
+        raise RegistryError(f"{source or path}: cannot read: {exc.strerror}") from exc
+    return canon.parse_json(data, source=source or str(path))
+
+
+def read_record_inputs(paths: Sequence[Path], *, stdin: bytes | None = None) -> list[StoredRecord]:
+    """Records from files given on the command line.
+
+    Each file holds one record, a JSON list of records or a manifest; a folder
+    contributes every ``*.json`` below it; ``-`` is standard input (``stdin``).
+    Every record is validated before any is returned: the error lists every
+    problem (``RecordError``), or names the unreadable file (``RegistryError``).
+    """
+    from kictl.records import record_from_value, records_in_document
+
+    documents: list[tuple[str, bytes]] = []
+    for path in paths:
+        if str(path) == "-":
+            documents.append(("<stdin>", stdin if stdin is not None else b""))
+        elif path.is_dir():
+            for child in sorted(path.rglob("*.json")):
+                documents.append((str(child), _read_input(child)))
+        else:
+            documents.append((str(path), _read_input(path)))
+    problems: list[str] = []
+    found: list[StoredRecord] = []
+    for source, data in documents:
+        try:
+            value = canon.parse_json(data, source=source)
+            for label, item in records_in_document(value, source=source):
+                found.append(record_from_value(item, source=label))
+        except RecordError as exc:
+            problems.extend([exc.message, *exc.details])
+    if problems:
+        raise RecordError(problems[0], details=problems[1:])
+    return found
+
+
+def _read_input(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such file") from exc
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc

@@ -1,0 +1,232 @@
+"""Checking a registry: names, normal form, schema, references, definitions.
+
+``check_record_file`` judges one record file from its path and bytes alone,
+so that ``kictl validate`` (the working tree) and ``kictl review`` (files at a
+git revision) apply the same rules.  ``validate_registry`` runs every check
+over a registry checkout and returns every problem found, as
+``path: message`` lines; it raises nothing for bad content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kictl import canon, definitions
+from kictl.errors import KictlError, RecordError
+from kictl.records import KINDS, StoredRecord, record_from_bytes
+from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry
+
+ENVELOPE_SUFFIX = ".dsse.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong, at one path (relative to the registry root)."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.message else self.path
+
+
+@dataclass
+class Report:
+    """What ``validate_registry`` found."""
+
+    problems: list[Problem] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _strip_source(message: str, path: str) -> str:
+    return message.removeprefix(f"{path}: ")
+
+
+def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:
+    """Judge one file under ``registry/records/`` by its path and bytes.
+
+    The path must be ``registry/records/<kind>/<hex[0:2]>/<hex>.json`` with the
+    record's own kind and digest, and the bytes the normal form (DESIGN §4).
+    """
+    problems: list[Problem] = []
+    parts = path.split("/")
+    expected_prefix = RECORDS_DIR.split("/")
+    layout_ok = (
+        len(parts) == len(expected_prefix) + 3
+        and parts[: len(expected_prefix)] == expected_prefix
+        and parts[-3] in KINDS
+        and parts[-1].endswith(".json")
+        and canon.is_hex_digest(parts[-1][:-5])
+        and parts[-2] == parts[-1][:2]
+    )
+    if not layout_ok:
+        problems.append(Problem(path, f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)"))
+    try:
+        record = record_from_bytes(data, source=path)
+    except RecordError as exc:
+        problems.append(Problem(path, _strip_source(exc.message, path)))
+        problems.extend(Problem(path, _strip_source(line, path)) for line in exc.details)
+        return None, problems
+    try:
+        normal = canon.pretty_bytes(record.raw)
+    except RecordError as exc:
+        problems.append(Problem(path, exc.message))
+        return None, problems
+    if normal != data:
+        problems.append(
+            Problem(path, "bytes are not in normal form (JCS order, two-space indent, one trailing newline)")
+        )
+    if layout_ok:
+        if parts[-1][:-5] != canon.digest_hex(record.digest):
+            problems.append(Problem(path, f"file name is not the record's digest {record.digest}"))
+        if parts[-3] != record.kind:
+            problems.append(Problem(path, f"a {record.kind} filed under {parts[-3]}/"))
+    return record, problems
+
+
+def check_blob_file(path: str, data: bytes) -> list[Problem]:
+    """A blob's name is the sha256 of its bytes, under its two-digit shard."""
+    parts = path.split("/")
+    name = parts[-1]
+    if not canon.is_hex_digest(name) or parts[-2] != name[:2] or "/".join(parts[:-2]) != BLOBS_DIR:
+        return [Problem(path, f"not a blob path ({BLOBS_DIR}/<hex[0:2]>/<hex>)")]
+    actual = hashlib.sha256(data).hexdigest()
+    if actual != name:
+        return [Problem(path, f"bytes hash to {actual}, not to the file's name")]
+    return []
+
+
+def check_envelope_file(path: str, data: bytes) -> list[Problem]:
+    """An attestation file: normal form, named by the digest of its canonical bytes."""
+    parts = path.split("/")
+    if (
+        len(parts) != 5
+        or "/".join(parts[:2]) != ATTESTATIONS_DIR
+        or not canon.is_hex_digest(parts[3])
+        or parts[2] != parts[3][:2]
+        or not parts[4].endswith(ENVELOPE_SUFFIX)
+    ):
+        return [Problem(path, f"not an attestation path ({ATTESTATIONS_DIR}/<xx>/<record hex>/<hex>{ENVELOPE_SUFFIX})")]
+    try:
+        value = canon.parse_json(data, source=path)
+        normal = canon.pretty_bytes(value)
+        name = canon.sha256_hex(canon.canonical_bytes(value))
+    except RecordError as exc:
+        return [Problem(path, _strip_source(exc.message, path))]
+    problems = []
+    if normal != data:
+        problems.append(Problem(path, "bytes are not in normal form"))
+    if parts[4] != name + ENVELOPE_SUFFIX:
+        problems.append(Problem(path, f"file name is not the envelope's digest sha256:{name}"))
+    return problems
+
+
+def check_references(
+    records: Iterable[StoredRecord], known: dict[str, str], source_of: dict[str, str]
+) -> list[Problem]:
+    """Every reference names a known record of the expected kind."""
+    problems = []
+    for record in records:
+        for member, digest, kind in record.references():
+            actual = known.get(digest)
+            where = source_of.get(record.digest, record.digest)
+            if actual is None:
+                problems.append(Problem(where, f"$.spec.{member}: no record {digest} in the registry"))
+            elif actual != kind:
+                problems.append(Problem(where, f"$.spec.{member}: {digest} is a {actual}, not a {kind}"))
+    return problems
+
+
+def _files_under(folder: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, _, filenames in os.walk(folder):
+        out.extend(Path(dirpath) / name for name in filenames)
+    return sorted(out)
+
+
+def validate_registry(registry: Registry) -> Report:
+    """Every check over the checkout at ``registry.root``."""
+    report = Report()
+    problems = report.problems
+    records: list[StoredRecord] = []
+    source_of: dict[str, str] = {}
+    for path in registry.stray_record_paths():
+        problems.append(
+            Problem(registry.relative(path), f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)")
+        )
+    for _, path in registry.record_files():
+        relative = registry.relative(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            problems.append(Problem(relative, f"cannot read: {exc.strerror}"))
+            continue
+        record, found = check_record_file(relative, data)
+        problems.extend(found)
+        if record is not None:
+            records.append(record)
+            source_of[record.digest] = relative
+    known = {record.digest: record.kind for record in records}
+    problems.extend(check_references(records, known, source_of))
+    blob_names = set()
+    if registry.blobs_dir.is_dir():
+        for path in _files_under(registry.blobs_dir):
+            relative = registry.relative(path)
+            problems.extend(check_blob_file(relative, path.read_bytes()))
+            blob_names.add(path.name)
+    for record in records:
+        for input_name, digest in record.blob_references():
+            if canon.digest_hex(digest) not in blob_names:
+                problems.append(
+                    Problem(source_of[record.digest], f"$.spec.inputs.{input_name}.digest: no blob {digest}")
+                )
+    envelopes = 0
+    if registry.attestations_dir.is_dir():
+        for path in _files_under(registry.attestations_dir):
+            relative = registry.relative(path)
+            envelopes += 1
+            problems.extend(check_envelope_file(relative, path.read_bytes()))
+            subject = path.parent.name
+            if canon.is_hex_digest(subject) and canon.DIGEST_PREFIX + subject not in known:
+                problems.append(Problem(relative, f"attests sha256:{subject}, which is no record in the registry"))
+    problems.extend(_check_definitions(registry, known))
+    try:
+        registry.policy()
+    except KictlError as exc:
+        problems.append(Problem(registry.relative(registry.policy_path), exc.message))
+    counts: dict[str, int] = dict.fromkeys(KINDS, 0)
+    for record in records:
+        counts[record.kind] += 1
+    counts["blobs"] = len(blob_names)
+    counts["attestations"] = envelopes
+    report.counts = counts
+    return report
+
+
+def _check_definitions(registry: Registry, known: dict[str, str]) -> list[Problem]:
+    problems = []
+    for folder in definitions.definition_folders(registry.root):
+        label = registry.relative(folder)
+        try:
+            compiled = definitions.compile_folder(folder, registry.root)
+        except KictlError as exc:
+            problems.append(Problem(label, exc.message.removeprefix(f"{label}: ")))
+            continue
+        for record in (compiled.definition, *compiled.workloads):
+            if record.digest not in known:
+                problems.append(
+                    Problem(
+                        label,
+                        f"{record.kind} {record.name} compiles to {record.digest}, which is not in the registry "
+                        "(run `kictl definitions compile`)",
+                    )
+                )
+    return problems
