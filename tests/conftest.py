@@ -1,0 +1,86 @@
+"""Fixtures shared by every test: registries in real git repositories, the CLI runner.
+
+Areas with fixtures of their own keep them in their folder's conftest.py
+(tests/bench/, tests/trust/, tests/rank/, tests/importers/, tests/review/).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from kictl.cli import make_app
+from kictl.scaffold import create_registry
+from kictl.store import GitHistory, Registry
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+ASSETS = Path(__file__).resolve().parent / "assets"
+
+RunCli = Callable[..., Result]
+
+
+def shared_data(name: str) -> Path:
+    """A folder of ../shared/data, or skip the test when it is absent."""
+    path = SHARED_DATA / name
+    if not path.is_dir():
+        pytest.skip(f"{path} is absent")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No test sees the developer's registry, key passphrase or git identity."""
+    monkeypatch.delenv("KICTL_REGISTRY", raising=False)
+    monkeypatch.delenv("KICTL_KEY_PASSPHRASE", raising=False)
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.org")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "author@example.org")
+    monkeypatch.chdir(tmp_path)
+    yield
+
+
+@pytest.fixture
+def cli() -> RunCli:
+    """Run kictl in-process: ``cli("validate", "--registry", path)``; returns click's Result."""
+    runner = CliRunner()
+    app = make_app()
+
+    def run(*args: str | os.PathLike[str], input: str | bytes | None = None) -> Result:
+        return runner.invoke(app, [str(arg) for arg in args], input=input, catch_exceptions=False)
+
+    return run
+
+
+@pytest.fixture
+def empty_registry(tmp_path: Path) -> Registry:
+    """A new registry made by `kictl init`, in a real git repository."""
+    root = tmp_path / "empty-registry"
+    create_registry(root)
+    return Registry(root)
+
+
+def copy_bundled(target: Path) -> Registry:
+    """The repository's bundled registry and definitions, copied into a new git repository."""
+    target.mkdir(parents=True)
+    for folder in ("registry", "definitions"):
+        shutil.copytree(REPO_ROOT / folder, target / folder)
+    import git
+
+    repo = git.Repo.init(target, initial_branch="main")
+    repo.index.add(["registry", "definitions"])
+    repo.index.commit("Bundled registry")
+    assert GitHistory(target).head() is not None
+    return Registry(target)
+
+
+@pytest.fixture
+def bundled_registry(tmp_path: Path) -> Registry:
+    """A copy of the bundled registry in its own git repository."""
+    return copy_bundled(tmp_path / "bundled")
