@@ -9,7 +9,10 @@ This module is the only path between JSON values and bytes in kictl.
   is accepted only when it is exactly the RFC 8785 serialisation of a double
   (``100000000000000000000`` is how JCS writes ``1e20``), and it is then read
   as that double, so canonical bytes always parse back to the same value.
-* ``canonical_bytes`` is RFC 8785 (JCS), through the ``rfc8785`` package.
+* ``canonical_bytes`` is RFC 8785 (JCS).  kictl writes it itself, in the
+  same traversal that writes a file's normal form, because validating a large
+  registry spends most of its time there; the tests check it byte for byte
+  against the ``rfc8785`` package and RFC 8785's own examples.
 * ``pretty_bytes`` is the normal form of files in the registry: the same
   values and key order as JCS, indented by two spaces, one trailing newline
   (DESIGN §4).  Removing its insignificant whitespace gives the JCS bytes.
@@ -24,8 +27,6 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any
-
-import rfc8785
 
 from kictl.errors import RecordError
 
@@ -139,6 +140,28 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def parse_record_json(data: bytes, *, source: str = "<input>") -> dict[str, Any]:
+    """Parse a record file for ``record_forms``: ``parse_json`` without its per-integer hook.
+
+    Integers are range-checked by ``record_forms`` instead (it refuses unsafe
+    ones); call ``parse_json`` again when it does, for the exact message and
+    for big integer literals that are the JCS form of a double.  Raises
+    ``RecordError`` for everything else ``parse_json`` refuses.
+    """
+    try:
+        value = json.loads(
+            data.decode("utf-8"),
+            object_pairs_hook=_object_pairs,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        value = parse_json(data, source=source)
+    if not isinstance(value, dict):
+        raise RecordError(f"{source}: $: a record is a JSON object, found {type(value).__name__}")
+    return value
+
+
 def parse_json(data: bytes | str, *, source: str = "<input>") -> Any:
     """Parse one JSON document strictly.
 
@@ -250,7 +273,11 @@ class _Locator:
     def _string(self, path: tuple[str | int, ...]) -> str:
         match = _STRING_RE.match(self.text, self.pos)
         if match is None:
-            raise _Located(path, "malformed string", self.pos)
+            end = self.text.find('"', self.pos + 1)
+            newline = self.text.find("\n", self.pos + 1)
+            if end < 0 or 0 <= newline < end:
+                raise _Located(path, "unterminated string", self.pos)
+            raise _Located(path, "invalid escape or control character in string", self.pos)
         self.pos = match.end()
         value: str = json.loads(match.group(0))
         return value
@@ -311,72 +338,170 @@ class _Locator:
 # --------------------------------------------------------------------------- writing
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """RFC 8785 canonical bytes of a JSON value.
-
-    Raises ``RecordError`` for values JCS cannot represent (NaN, infinities,
-    unsafe integers, lone surrogates, non-string keys).
-    """
-    try:
-        return rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError as exc:
-        raise RecordError(f"cannot canonicalise: {exc}") from exc
-
-
 def _utf16_key(key: str) -> bytes:
     # RFC 8785 §3.2.3: members sorted by the UTF-16 code units of their names.
     return key.encode("utf-16be", "surrogatepass")
 
 
+def _sorted_keys(value: dict[Any, Any]) -> list[str]:
+    try:
+        joined = "".join(value)
+    except TypeError as exc:
+        raise RecordError("cannot canonicalise: object keys must be strings") from exc
+    if joined.isascii():
+        return sorted(value)  # without astral characters code-point order is UTF-16 order
+    return sorted(value, key=_utf16_key)
+
+
 _encode_string = json.encoder.encode_basestring
+_INT_ONLY = {int}
 
 
-def _pretty(value: Any, level: int, out: list[str]) -> None:
-    if isinstance(value, dict):
-        if not value:
-            out.append("{}")
-            return
-        inner = "\n" + "  " * (level + 1)
-        separator = "{" + inner
-        for key in sorted(value, key=_utf16_key):
-            if not isinstance(key, str):
-                raise RecordError("cannot canonicalise: object keys must be strings")
-            out.append(separator)
-            out.append(_encode_string(key))
-            out.append(": ")
-            _pretty(value[key], level + 1, out)
-            separator = "," + inner
-        out.append("\n" + "  " * level + "}")
-    elif isinstance(value, (list, tuple)):
-        if not value:
-            out.append("[]")
-            return
-        inner = "\n" + "  " * (level + 1)
-        separator = "[" + inner
-        for item in value:
-            out.append(separator)
-            _pretty(item, level + 1, out)
-            separator = "," + inner
-        out.append("\n" + "  " * level + "]")
-    elif isinstance(value, str):
-        out.append(_encode_string(value))
-    elif value is None:
-        out.append("null")
-    elif value is True:
-        out.append("true")
-    elif value is False:
-        out.append("false")
-    elif isinstance(value, int):
-        if abs(value) > MAX_SAFE_INTEGER:
-            raise RecordError(f"cannot canonicalise: integer {value} is beyond ±(2^53−1)")
-        out.append(str(value))
-    elif isinstance(value, float):
+def _scalar(value: Any) -> str:
+    """RFC 8785 §3.2.2: the serialisation of a string, number or literal."""
+    kind = type(value)
+    if kind is str:
+        return str(_encode_string(value))
+    if kind is int:
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return str(value)
+        raise RecordError(f"cannot canonicalise: integer {value} is beyond ±(2^53−1)")
+    if kind is float:
         try:
-            out.append(es6_number(value))
+            return es6_number(value)
         except ValueError as exc:
             raise RecordError(f"cannot canonicalise: {exc}") from exc
-    else:
-        raise RecordError(f"cannot canonicalise: unsupported type {type(value).__name__}")
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, str):
+        return _scalar(str(value))
+    if isinstance(value, int):
+        return _scalar(int(value))
+    if isinstance(value, float):
+        return _scalar(float(value))
+    raise RecordError(f"cannot canonicalise: unsupported type {kind.__name__}")
+
+
+class _Writer:
+    """One traversal that writes the pretty form, the compact (JCS) form, or both.
+
+    The compact form is RFC 8785: members sorted by UTF-16 code units (§3.2.3),
+    strings with the minimal escapes (§3.2.2.2), numbers as ECMAScript writes
+    them (§3.2.2.3), no whitespace.  The pretty form is the same tokens with a
+    two-space indent.  ``compact`` is switched off for members the digest does
+    not cover.
+    """
+
+    __slots__ = ("compact", "compact_on", "pretty")
+
+    def __init__(self, *, pretty: bool, compact: bool) -> None:
+        self.pretty: list[str] | None = [] if pretty else None
+        self.compact: list[str] | None = [] if compact else None
+        self.compact_on = compact
+
+    def _put(self, pretty: str, compact: str) -> None:
+        if self.pretty is not None:
+            self.pretty.append(pretty)
+        if self.compact_on and self.compact is not None:
+            self.compact.append(compact)
+
+    def value(self, value: Any, level: int) -> None:
+        kind = type(value)
+        if kind is dict:
+            self._object(value, level)
+        elif kind is list or kind is tuple:
+            self._array(value, level)
+        elif isinstance(value, dict):
+            self._object(dict(value), level)
+        elif isinstance(value, (list, tuple)):
+            self._array(value, level)
+        else:
+            text = _scalar(value)
+            self._put(text, text)
+
+    def _object(self, value: dict[str, Any], level: int, skip_compact: frozenset[str] = frozenset()) -> None:
+        if not value:
+            self._put("{}", "{}")
+            return
+        inner = "\n" + "  " * (level + 1)
+        opening_pretty, opening_compact = "{" + inner, "{"
+        compact_was = self.compact_on
+        pretty, compact = self.pretty, self.compact
+        for key in _sorted_keys(value):
+            self.compact_on = on = compact_was and key not in skip_compact
+            encoded = _encode_string(key)
+            if pretty is not None:
+                pretty.append(opening_pretty + encoded + ": ")
+            if on and compact is not None:
+                compact.append(opening_compact + encoded + ":")
+            opening_pretty, opening_compact = "," + inner, ","
+            item = value[key]
+            kind = type(item)
+            if kind is str:  # the common scalars inline: most members are strings and numbers
+                text = _encode_string(item)
+            elif kind is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER:
+                text = str(item)
+            else:
+                self.value(item, level + 1)
+                continue
+            if pretty is not None:
+                pretty.append(text)
+            if on and compact is not None:
+                compact.append(text)
+        self.compact_on = compact_was
+        self._put("\n" + "  " * level + "}", "}")
+
+    def _array(self, value: list[Any] | tuple[Any, ...], level: int) -> None:
+        if not value:
+            self._put("[]", "[]")
+            return
+        inner = "\n" + "  " * (level + 1)
+        if set(map(type, value)) == _INT_ONLY:  # kept samples: a fast path
+            if max(value) > MAX_SAFE_INTEGER or min(value) < -MAX_SAFE_INTEGER:
+                raise RecordError("cannot canonicalise: an integer is beyond ±(2^53−1)")
+            texts = list(map(str, value))
+            self._put("[" + inner + ("," + inner).join(texts) + "\n" + "  " * level + "]", "[" + ",".join(texts) + "]")
+            return
+        separator_pretty, separator_compact = "[" + inner, "["
+        for item in value:
+            self._put(separator_pretty, separator_compact)
+            self.value(item, level + 1)
+            separator_pretty, separator_compact = "," + inner, ","
+        self._put("\n" + "  " * level + "]", "]")
+
+    def record(self, value: dict[str, Any]) -> None:
+        """A record: the compact form covers only the members the digest covers."""
+        self._object(value, 0, skip_compact=frozenset(value) - frozenset(DIGEST_MEMBERS))
+
+    @staticmethod
+    def _encode(parts: list[str] | None) -> bytes:
+        assert parts is not None
+        try:
+            return "".join(parts).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise RecordError("cannot canonicalise: text contains lone surrogates") from exc
+
+    def pretty_bytes(self) -> bytes:
+        return self._encode(self.pretty) + b"\n"
+
+    def compact_bytes(self) -> bytes:
+        return self._encode(self.compact)
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """RFC 8785 canonical bytes of a JSON value.
+
+    Raises ``RecordError`` for values JCS cannot represent (NaN, infinities,
+    unsafe integers, lone surrogates, non-string keys).  The tests check this
+    implementation byte for byte against the ``rfc8785`` package.
+    """
+    writer = _Writer(pretty=False, compact=True)
+    writer.value(value, 0)
+    return writer.compact_bytes()
 
 
 def pretty_bytes(value: Any) -> bytes:
@@ -385,13 +510,19 @@ def pretty_bytes(value: Any) -> bytes:
     JCS member order and number and string forms, two-space indent, one
     trailing newline.  Raises ``RecordError`` where ``canonical_bytes`` would.
     """
-    out: list[str] = []
-    _pretty(value, 0, out)
-    out.append("\n")
-    try:
-        return "".join(out).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise RecordError("cannot canonicalise: text contains lone surrogates") from exc
+    writer = _Writer(pretty=True, compact=False)
+    writer.value(value, 0)
+    return writer.pretty_bytes()
+
+
+def record_forms(record: dict[str, Any]) -> tuple[bytes, str]:
+    """A record's normal-form bytes and its digest, from one traversal."""
+    missing = [name for name in DIGEST_MEMBERS if name not in record]
+    if missing:
+        raise RecordError(f"$: record lacks {', '.join(missing)}")
+    writer = _Writer(pretty=True, compact=True)
+    writer.record(record)
+    return writer.pretty_bytes(), bytes_digest(writer.compact_bytes())
 
 
 # --------------------------------------------------------------------------- digests

@@ -235,8 +235,10 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
             raise RecordError(f"{where}: a structural input cannot be random; use synthesized or a blob")
         if isinstance(given, BlobInput) and given.missing:
             continue
-    families.structure(spec, workload, None, source=source)
-    del axes
+    try:
+        family.check_axes(spec, axes)
+    except RecordError as exc:
+        raise RecordError(f"{source}: {exc.message}") from exc
 
 
 def compile_all(root: Path, name: str | None = None) -> list[Compiled]:

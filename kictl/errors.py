@@ -42,6 +42,9 @@ class KictlError(Exception):
         self.message = message
         self.details = tuple(details)
 
+    def __str__(self) -> str:
+        return self.diagnostics()
+
     def diagnostics(self) -> str:
         """The text shown to the user: the message, then one line per detail."""
         if not self.details:

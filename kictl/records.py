@@ -68,7 +68,7 @@ def _check_timestamp(value: str) -> str:
     if not _TIMESTAMP_RE.match(value):
         raise ValueError("timestamps are RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-30T07:31:00.000Z")
     try:
-        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+        datetime.fromisoformat(value)
     except ValueError as exc:
         raise ValueError(f"not a real date and time: {value}") from exc
     return value
@@ -648,14 +648,29 @@ def record_from_value(raw: Any, *, source: str = "<input>") -> StoredRecord:
     return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
 
 
-def record_from_bytes(data: bytes, *, source: str = "<input>") -> StoredRecord:
-    """Parse strictly and validate one record file; raises ``RecordError``."""
-    raw = _check_envelope(canon.parse_json(data, source=source), source)
+def load_record_file(data: bytes, *, source: str = "<input>") -> tuple[StoredRecord, bool]:
+    """Parse strictly and validate one record file; raises ``RecordError``.
+
+    Returns the record and whether ``data`` is its normal form (DESIGN §4);
+    the normal form and the digest come from one traversal.
+    """
+    raw = _check_envelope(canon.parse_record_json(data, source=source), source)
+    try:
+        normal, digest = canon.record_forms(raw)
+    except RecordError:
+        # an integer beyond ±(2^53-1): the strict parser says where, or reads it as the double it is
+        raw = _check_envelope(canon.parse_json(data, source=source), source)
+        normal, digest = canon.record_forms(raw)
     try:
         model = RECORD_ADAPTER.validate_json(data)
     except ValidationError as exc:
         raise validation_error(exc, raw, source) from exc
-    return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
+    return StoredRecord(model=model, raw=raw, digest=digest), normal == data
+
+
+def record_from_bytes(data: bytes, *, source: str = "<input>") -> StoredRecord:
+    """Parse strictly and validate one record file; raises ``RecordError``."""
+    return load_record_file(data, source=source)[0]
 
 
 def record_from_model(model: AnyRecord) -> StoredRecord:

@@ -255,18 +255,34 @@ class Registry:
                     if entry.name.endswith(".json") and entry.is_file():
                         yield kind, Path(entry.path)
 
+    def record_file_entries(self, kinds: Iterable[str] = KINDS) -> Iterator[tuple[str, str, str]]:
+        """``(kind folder, path relative to the root, absolute path)`` of every record file, sorted.
+
+        The same files as ``record_files``, as strings, for passes over many records.
+        """
+        for kind in kinds:
+            kind_dir = os.path.join(self.records_dir, kind)
+            if not os.path.isdir(kind_dir):
+                continue
+            for shard in sorted(os.listdir(kind_dir)):
+                shard_dir = os.path.join(kind_dir, shard)
+                if not os.path.isdir(shard_dir):
+                    continue
+                for name in sorted(os.listdir(shard_dir)):
+                    if name.endswith(".json"):
+                        yield kind, f"{RECORDS_DIR}/{kind}/{shard}/{name}", os.path.join(shard_dir, name)
+
     def stray_record_paths(self) -> list[Path]:
         """Files under ``registry/records/`` outside the ``<kind>/<xx>/<hex>.json`` layout."""
-        if not self.records_dir.is_dir():
-            return []
+        base = str(self.records_dir)
         stray = []
-        for path in sorted(self.records_dir.rglob("*")):
-            if not path.is_file():
-                continue
-            parts = path.relative_to(self.records_dir).parts
-            if len(parts) != 3 or parts[0] not in KINDS or not parts[2].endswith(".json"):
-                stray.append(path)
-        return stray
+        for dirpath, _, filenames in os.walk(base):
+            parts = os.path.relpath(dirpath, base).split(os.sep)
+            depth = 0 if parts == ["."] else len(parts)
+            for name in filenames:
+                if depth != 2 or parts[0] not in KINDS or not name.endswith(".json"):
+                    stray.append(Path(dirpath) / name)
+        return sorted(stray)
 
     def read_record(self, path: Path) -> StoredRecord:
         """Parse and validate one record file (not its name; see ``validate``)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kictl import canon, definitions
 from kictl.errors import KictlError, RecordError
-from kictl.records import KINDS, StoredRecord, record_from_bytes
+from kictl.records import KINDS, StoredRecord, load_record_file
 from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry
 
 ENVELOPE_SUFFIX = ".dsse.json"
@@ -70,17 +70,12 @@ def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list
     if not layout_ok:
         problems.append(Problem(path, f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)"))
     try:
-        record = record_from_bytes(data, source=path)
+        record, is_normal = load_record_file(data, source=path)
     except RecordError as exc:
         problems.append(Problem(path, _strip_source(exc.message, path)))
         problems.extend(Problem(path, _strip_source(line, path)) for line in exc.details)
         return None, problems
-    try:
-        normal = canon.pretty_bytes(record.raw)
-    except RecordError as exc:
-        problems.append(Problem(path, exc.message))
-        return None, problems
-    if normal != data:
+    if not is_normal:
         problems.append(
             Problem(path, "bytes are not in normal form (JCS order, two-space indent, one trailing newline)")
         )
@@ -162,10 +157,10 @@ def validate_registry(registry: Registry) -> Report:
         problems.append(
             Problem(registry.relative(path), f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)")
         )
-    for _, path in registry.record_files():
-        relative = registry.relative(path)
+    for _, relative, absolute in registry.record_file_entries():
         try:
-            data = path.read_bytes()
+            with open(absolute, "rb") as handle:
+                data = handle.read()
         except OSError as exc:
             problems.append(Problem(relative, f"cannot read: {exc.strerror}"))
             continue

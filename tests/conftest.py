@@ -43,7 +43,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "author@example.org")
     monkeypatch.chdir(tmp_path)
-    yield
+    return
 
 
 @pytest.fixture

@@ -145,6 +145,9 @@ class Family:
             raise RecordError(f"family {self.name} cannot synthesise {', '.join(wanted)}")
         return {}
 
+    def check_axes(self, spec: DefinitionSpec, axes: dict[str, int]) -> None:
+        """Raise ``RecordError`` when no valid structure has these axes (cheap: draws nothing)."""
+
     def bytes_moved(self, spec: DefinitionSpec, structure: Structure) -> int:
         return sum(tensor_bytes(spec, name, structure.axes) for name in (*spec.inputs, *spec.outputs))
 

@@ -87,19 +87,13 @@ class PagedAttention(Family):
         when its pages can hold them.
         Raises ``RecordError`` for axes no valid structure has.
         """
+        self.check_axes(spec, axes)
         batch = self.batch_size(axes)
         page_size = axes.get("page_size", 1)
         num_pages = axes.get("num_pages", 0)
         num_indices = axes.get("num_kv_indices", 0)
-        if batch < 1:
-            raise RecordError(f"{spec.name}: a workload needs at least one sequence (len_indptr >= 2)")
-        if num_indices < batch:
-            raise RecordError(f"{spec.name}: num_kv_indices {num_indices} gives some sequence no page")
-        if num_indices > num_pages:
-            raise RecordError(f"{spec.name}: num_kv_indices {num_indices} exceeds num_pages {num_pages}")
         rng = random.Random(seed)
-        pages = list(range(num_pages))
-        rng.shuffle(pages)
+        pages = rng.sample(range(num_pages), num_indices)  # distinct pages in random order
         page_counts = split_evenly(num_indices, batch)
         prefill = self.is_prefill(spec)
         q_lens = split_evenly(axes["total_q"], batch) if prefill else [1] * batch
@@ -110,7 +104,7 @@ class PagedAttention(Family):
             last.append(rng.randint(lowest, page_size))
         made: dict[str, list[int]] = {
             "kv_indptr": _cumsum(page_counts),
-            "kv_indices": pages[:num_indices],
+            "kv_indices": pages,
             "kv_last_page_len": last,
             "last_page_len": last,
         }
@@ -123,6 +117,19 @@ class PagedAttention(Family):
             # a last-page tensor declared over len_indptr has one unused trailing entry
             out[name] = values + [0] * (length - len(values)) if length > len(values) else values
         return out
+
+    def check_axes(self, spec: DefinitionSpec, axes: dict[str, int]) -> None:
+        batch = self.batch_size(axes)
+        num_pages = axes.get("num_pages", 0)
+        num_indices = axes.get("num_kv_indices", 0)
+        if batch < 1:
+            raise RecordError(f"{spec.name}: a workload needs at least one sequence (len_indptr >= 2)")
+        if num_indices < batch:
+            raise RecordError(f"{spec.name}: num_kv_indices {num_indices} gives some sequence no page")
+        if num_indices > num_pages:
+            raise RecordError(f"{spec.name}: num_kv_indices {num_indices} exceeds num_pages {num_pages}")
+        if "batch_size" in axes and "len_indptr" in axes and axes["len_indptr"] != axes["batch_size"] + 1:
+            raise RecordError(f"{spec.name}: len_indptr must be batch_size + 1")
 
     def sequences(self, spec: DefinitionSpec, structure: Structure) -> list[tuple[int, int, list[int], int]]:
         """Per sequence: (queries, KV tokens, page ids, tokens in the last page)."""
