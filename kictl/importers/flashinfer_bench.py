@@ -433,6 +433,8 @@ class _Reader:
         self.non_finite_runs = 0
         self.unmatched_workloads = 0
         self.incomplete_inputs: dict[str, set[str]] = {}
+        self.workload_by_uuid: dict[tuple[str, str], str] = {}  # (definition, uuid) -> digest
+        self.redescribed: set[tuple[str, str]] = set()
         self.protocol = self._protocol()
 
     # ----------------------------------------------------------------- driver
@@ -470,6 +472,8 @@ class _Reader:
             action(path)
         except _Skip as exc:
             self.dataset.skipped.append(Skipped(self._relative(path), None, kind, str(exc)))
+        except RecordError as exc:  # text JCS cannot hold (lone surrogates), found while hashing
+            self.dataset.skipped.append(Skipped(self._relative(path), None, kind, exc.message))
 
     def _guard_line(self, line: _Line, kind: str, action: Callable[[_Line], None]) -> None:
         """Read one line; a failure skips it and is reported as ``file:line: message``."""
@@ -477,6 +481,8 @@ class _Reader:
             action(line)
         except _Skip as exc:
             self.dataset.skipped.append(Skipped(line.file, line.number, kind, str(exc)))
+        except RecordError as exc:  # text JCS cannot hold (lone surrogates), found while hashing
+            self.dataset.skipped.append(Skipped(line.file, line.number, kind, exc.message))
 
     def _read_text(self, path: Path) -> str:
         try:
@@ -691,6 +697,10 @@ class _Reader:
         title = f"{definition.spec.name}: " + (", ".join(f"{a}={v}" for a, v in axes.items()) or "no variable axes")
         record = self._add(_build("Workload", label, spec, title=title))
         entry = _WorkloadEntry(record, {"axes": axes, "inputs": inputs})
+        if uuid is not None:
+            known = self.workload_by_uuid.setdefault((definition.spec.name, uuid), record.digest)
+            if known != record.digest:
+                self.redescribed.add((definition.spec.name, uuid))
         key = (definition.spec.name, canon.canonical_bytes(_sanitised({"axes": axes, "inputs": inputs})))
         same = self.workloads_by_content.setdefault(key, [])
         if all(known.record.digest != record.digest for known in same):
@@ -960,6 +970,8 @@ class _Reader:
                 f"{self.unmatched_workloads} trace line(s) without a workload uuid match no workload line; "
                 "their workloads are named by their axes"
             )
+        for definition, uuid in sorted(self.redescribed):
+            notes.append(f"workload {uuid} of {definition} is described differently by two lines; both are kept")
         for definition, absent in sorted(self.incomplete_inputs.items()):
             notes.append(f"workloads of {definition} give no source for input(s) {', '.join(sorted(absent))}")
         for what, members in sorted(self.dropped.items()):
