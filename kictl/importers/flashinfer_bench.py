@@ -96,8 +96,10 @@ STATUSES: dict[str, str] = {
     "REWARD_HACK": "reward_hack",
 }
 
-_DEFINITION_MEMBERS = {"name", "op_type", "type", "description", "tags", "axes", "inputs", "outputs", "constraints"}
-_DEFINITION_MEMBERS |= {"reference"}
+_DEFINITION_MEMBERS = {
+    *("name", "op_type", "type", "description", "tags"),
+    *("axes", "inputs", "outputs", "constraints", "reference"),
+}
 _AXIS_MEMBERS = ("type", "value", "description")
 _TENSOR_MEMBERS = ("shape", "dtype", "description")
 _SOLUTION_MEMBERS = {"name", "definition", "description", "author", "spec", "sources"}
@@ -404,15 +406,20 @@ class _Line:
     value: dict[str, Any]
     definition: str
 
-    @property
-    def label(self) -> str:
-        return f"{self.file}:{self.number}"
-
 
 @dataclass
-class _WorkloadEntry:
-    record: StoredRecord
-    source: dict[str, Any]  # the source's {axes, inputs}
+class _PendingWorkload:
+    """A workload built from a line, not stored yet, with what storing it brings along."""
+
+    definition: str
+    record: StoredRecord | None = None
+    uuid: str | None = None
+    key: bytes = b""  # canonical bytes of the source's {axes, inputs}
+    absent: set[str] = field(default_factory=set)  # definition inputs the source gives no source for
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (source path, input name)
+    matched: bool = False  # an already stored workload (the 2025 match): nothing to store
+    unmatched: bool = False  # a 2025 trace workload that matched no workload line
 
 
 class _Reader:
@@ -423,8 +430,8 @@ class _Reader:
         self.dataset = Dataset(root=root)
         self.definitions: dict[str, _Definition] = {}
         self.solutions: dict[str, _Solution] = {}
-        self.workloads_by_content: dict[tuple[str, bytes], list[_WorkloadEntry]] = {}
-        self.blob_cache: dict[Path, tuple[str, dict[str, blobs.TensorEntry]] | None] = {}
+        self.workloads_by_content: dict[tuple[str, bytes], list[StoredRecord]] = {}
+        self.blob_cache: dict[Path, tuple[bytes, dict[str, blobs.TensorEntry]]] = {}
         self.missing: dict[str, dict[tuple[str, str], None]] = {}  # path -> {(workload, input)}
         self.solution_without_evaluation = 0
         self.aliases: dict[str, str] = {}
@@ -666,11 +673,13 @@ class _Reader:
 
     def _workload_line(self, line: _Line) -> None:
         definition = self._definition_of(line)
+        pending = self._build_workload(definition, line.value["workload"])
+        self._commit_workload(pending)
         if line.value.get("solution") not in (None, ""):
             self.solution_without_evaluation += 1
-        self._workload(definition, line.value["workload"], line)
 
-    def _workload(self, definition: _Definition, source: dict[str, Any], line: _Line) -> _WorkloadEntry:
+    def _build_workload(self, definition: _Definition, source: dict[str, Any]) -> _PendingWorkload:
+        """The Workload record of a source workload, and what storing it brings along."""
         uuid = source.get("uuid")
         if uuid is not None:
             uuid = _string(uuid, "workload", "uuid")
@@ -686,28 +695,46 @@ class _Reader:
         unknown = sorted(set(inputs) - set(definition.spec.inputs))
         if unknown:
             raise _Skip(f"{_path('workload', 'inputs', unknown[0])}: not an input of {definition.spec.name}")
-        absent = set(definition.spec.inputs) - set(inputs)
-        if absent:
-            self.incomplete_inputs.setdefault(definition.spec.name, set()).update(absent)
         label = uuid if uuid is not None else "_".join(f"{axis}{amount}" for axis, amount in axes.items()) or "all"
-        converted = {name: self._input(name, item, label) for name, item in inputs.items()}
+        pending = _PendingWorkload(
+            definition=definition.spec.name,
+            uuid=uuid,
+            key=_content_key(axes, inputs),
+            absent=set(definition.spec.inputs) - set(inputs),
+        )
+        converted = {name: self._input(name, item, pending) for name, item in inputs.items()}
         spec: dict[str, Any] = {"definitionDigest": definition.record.digest, "axes": axes, "inputs": converted}
         if uuid is not None:
             spec["uuid"] = uuid
         title = f"{definition.spec.name}: " + (", ".join(f"{a}={v}" for a, v in axes.items()) or "no variable axes")
-        record = self._add(_build("Workload", label, spec, title=title))
-        entry = _WorkloadEntry(record, {"axes": axes, "inputs": inputs})
-        if uuid is not None:
-            known = self.workload_by_uuid.setdefault((definition.spec.name, uuid), record.digest)
-            if known != record.digest:
-                self.redescribed.add((definition.spec.name, uuid))
-        key = (definition.spec.name, canon.canonical_bytes(_sanitised({"axes": axes, "inputs": inputs})))
-        same = self.workloads_by_content.setdefault(key, [])
-        if all(known.record.digest != record.digest for known in same):
-            same.append(entry)
-        return entry
+        pending.record = _build("Workload", label, spec, title=title)
+        return pending
 
-    def _input(self, name: str, item: Any, workload: str) -> dict[str, Any]:
+    def _commit_workload(self, pending: _PendingWorkload) -> StoredRecord:
+        """Store a built workload with its blobs; index it for the 2025 match by axes and inputs."""
+        record = pending.record
+        assert record is not None
+        if pending.matched:
+            return record
+        self._add(record)
+        for digest, data in pending.blobs.items():
+            self.dataset.blobs.setdefault(digest, data)
+        for path_text, input_name in pending.missing:
+            self.missing.setdefault(path_text, {})[(record.name, input_name)] = None
+        if pending.absent:
+            self.incomplete_inputs.setdefault(pending.definition, set()).update(pending.absent)
+        if pending.uuid is not None:
+            known = self.workload_by_uuid.setdefault((pending.definition, pending.uuid), record.digest)
+            if known != record.digest:
+                self.redescribed.add((pending.definition, pending.uuid))
+        same = self.workloads_by_content.setdefault((pending.definition, pending.key), [])
+        if all(known.digest != record.digest for known in same):
+            same.append(record)
+        if pending.unmatched:
+            self.unmatched_workloads += 1
+        return record
+
+    def _input(self, name: str, item: Any, pending: _PendingWorkload) -> dict[str, Any]:
         item = _object(item, "workload", "inputs", name)
         kind = item.get("type")
         if kind == "random":
@@ -722,15 +749,20 @@ class _Reader:
         if kind == "safetensors":
             path_text = _string(item.get("path"), "workload", "inputs", name, "path")
             key = _string(item.get("tensor_key"), "workload", "inputs", name, "tensor_key")
-            return self._blob(path_text, key, name, workload)
+            return self._blob(path_text, key, name, pending)
         raise _Skip(f"{_path('workload', 'inputs', name, 'type')}: unknown input type {kind!r}")
 
-    def _blob(self, path_text: str, key: str, name: str, workload: str) -> dict[str, Any]:
-        """A safetensors input: copied by digest when the dataset has the file, else kept as missing."""
+    def _blob(self, path_text: str, key: str, name: str, pending: _PendingWorkload) -> dict[str, Any]:
+        """A safetensors input: copied by digest when the dataset has the file, else kept as missing.
+
+        The path is relative to the dataset's root (the flashinfer-bench
+        ``SafetensorsInput``); a path that leads outside the dataset is never
+        read and counts as missing.
+        """
         root = self.root.resolve()
         resolved = (root / path_text).resolve()
         if not resolved.is_relative_to(root) or not resolved.is_file():
-            self.missing.setdefault(path_text, {})[(workload, name)] = None
+            pending.missing.append((path_text, name))
             return {"type": "blob", "key": key, "path": path_text, "missing": True}
         if resolved not in self.blob_cache:
             try:
@@ -740,60 +772,66 @@ class _Reader:
             try:
                 header = blobs.read_header(data, source=path_text)
             except RecordError as exc:
-                self.blob_cache[resolved] = None
                 raise _Skip(exc.message) from exc
-            digest = canon.bytes_digest(data)
-            self.dataset.blobs.setdefault(digest, data)
-            self.blob_cache[resolved] = (digest, header)
-        cached = self.blob_cache[resolved]
-        if cached is None:
-            raise _Skip(f"{path_text}: not a safetensors file")
-        digest, header = cached
+            self.blob_cache[resolved] = (data, header)
+        data, header = self.blob_cache[resolved]
         if key not in header:
             raise _Skip(
                 f"{_path('workload', 'inputs', name, 'tensor_key')}: {path_text} has no tensor {key!r} "
                 f"(it has {', '.join(sorted(header)) or 'none'})"
             )
+        digest = canon.bytes_digest(data)
+        pending.blobs[digest] = data
         return {"type": "blob", "digest": digest, "key": key}
 
-    def _trace_workload(self, definition: _Definition, line: _Line) -> _WorkloadEntry:
+    def _trace_workload(self, definition: _Definition, line: _Line) -> _PendingWorkload:
         """The workload a trace line measured: its own uuid, else the 2025 match by axes and inputs."""
         source = line.value["workload"]
         if source.get("uuid") is not None:
-            return self._workload(definition, source, line)
-        axes, inputs = source.get("axes"), source.get("inputs")
-        try:
-            key = (definition.spec.name, canon.canonical_bytes(_sanitised({"axes": axes, "inputs": inputs})))
-        except RecordError as exc:
-            raise _Skip(f"$.workload: {exc.message}") from exc
-        matches = self.workloads_by_content.get(key, [])
+            return self._build_workload(definition, source)
+        key = _content_key(source.get("axes"), source.get("inputs"))
+        matches = self.workloads_by_content.get((definition.spec.name, key), [])
         if len(matches) == 1:
-            return matches[0]
+            return _PendingWorkload(definition=definition.spec.name, record=matches[0], matched=True)
         if len(matches) > 1:
-            uuids = ", ".join(entry.record.name for entry in matches)
+            uuids = ", ".join(record.name for record in matches)
             raise _Skip(f"$.workload: has no uuid and matches {len(matches)} workloads of {line.definition} ({uuids})")
-        self.unmatched_workloads += 1
-        return self._workload(definition, source, line)
+        pending = self._build_workload(definition, source)
+        pending.unmatched = True
+        return pending
 
     # ----------------------------------------------------------------- traces
 
     def _trace_line(self, line: _Line) -> None:
+        """A BenchmarkRun from an evaluated line; its workload and environment are stored with it."""
         definition = self._definition_of(line)
         value = line.value
         evaluation = _object(value.get("evaluation"), "evaluation")
         solution_name = value.get("solution")
         if not isinstance(solution_name, str) or not solution_name:
             raise _Skip("$.solution: an evaluation names no solution")
-        solution = self._solution(solution_name, line.definition)
-        workload = self._trace_workload(definition, line)
+        solution, alias = self._solution(solution_name, line.definition)
         status_text = _string(evaluation.get("status"), "evaluation", "status")
         if status_text not in STATUSES:
             raise _Skip(f"$.evaluation.status: unknown status {status_text!r}; expected one of {', '.join(STATUSES)}")
         status = STATUSES[status_text]
         details: list[str] = []
-        observed_at = self._observed_at(evaluation, details)
+        observed_at, zone_given = self._observed_at(evaluation, details)
         environment = self._environment(evaluation)
-        self._add(self.protocol)
+        correctness = evaluation.get("correctness")
+        if correctness is not None:
+            correctness = self._correctness(_object(correctness, "evaluation", "correctness"), details)
+        performance = evaluation.get("performance")
+        metrics = None
+        if performance is not None:
+            metrics = self._metrics(_object(performance, "evaluation", "performance"), details)
+        latency_ms = metrics.get("latency_ms") if metrics is not None else None
+        if latency_ms is not None and latency_ms < 0:
+            raise _Skip(f"$.evaluation.performance.latency_ms: negative ({latency_ms})")
+        if status == "passed" and latency_ms is None:
+            raise _Skip("$.evaluation: PASSED without a finite performance.latency_ms")
+        workload = self._trace_workload(definition, line)
+        assert workload.record is not None
         spec: dict[str, Any] = {
             "status": status,
             "observedAt": observed_at,
@@ -803,64 +841,65 @@ class _Reader:
             "protocolDigest": self.protocol.digest,
             "environmentDigest": environment.digest,
         }
-        correctness = evaluation.get("correctness")
         if correctness is not None:
-            spec["correctness"] = self._correctness(_object(correctness, "evaluation", "correctness"), details)
-        performance = evaluation.get("performance")
-        metrics: dict[str, float | None] | None = None
-        if performance is not None:
-            performance = _object(performance, "evaluation", "performance")
-            metrics = self._metrics(performance, details)
-            latency_ms = metrics.get("latency_ms")
-            if latency_ms is not None:
-                if latency_ms < 0:
-                    raise _Skip(f"$.evaluation.performance.latency_ms: negative ({latency_ms})")
-                spec["timing"] = {
-                    "latencyNs": {"mean": round(latency_ms * 1_000_000)},
-                    "primaryStatistic": PRIMARY_STATISTIC,
-                }
-        if status == "passed" and "timing" not in spec:
-            raise _Skip("$.evaluation: PASSED without a finite performance.latency_ms")
-        external_id = f"trace/{solution_name}/{workload.record.name}"
-        native: dict[str, Any] = {"source": SOURCE, "benchmark": line.definition, "externalId": external_id}
+            spec["correctness"] = correctness
+        if latency_ms is not None:
+            spec["timing"] = {
+                "latencyNs": {"mean": round(latency_ms * 1_000_000)},
+                "primaryStatistic": PRIMARY_STATISTIC,
+            }
+        native: dict[str, Any] = {
+            "source": SOURCE,
+            "benchmark": line.definition,
+            "externalId": f"trace/{solution_name}/{workload.record.name}",
+        }
         if metrics is not None:
             native["metrics"] = metrics
         spec["sourceNative"] = native
-        if any("is null" in detail for detail in details):
-            self.non_finite_runs += 1
         if details:
             spec["statusDetail"] = "; ".join(details)
-        environment_spec = environment.raw["spec"]
-        title = f"{solution.record.name} on {workload.record.model.metadata.title or workload.record.name} " + (
-            f"({environment_spec['hardware']['product']})"
-        )
-        self._add(_build("BenchmarkRun", f"{solution.record.name}/{workload.record.name}", spec, title=title))
+        product = environment.raw["spec"]["hardware"]["product"]
+        title = f"{solution.record.name} on {workload.record.title or workload.record.name} ({product})"
+        run = _build("BenchmarkRun", f"{solution.record.name}/{workload.record.name}", spec, title=title)
+        # nothing below can fail: the line's records are stored together or not at all
+        self._commit_workload(workload)
+        self._add(environment)
+        self._add(self.protocol)
+        self._add(run)
+        if alias is not None:
+            self.aliases[solution_name] = alias
+        self.naive_timestamps += not zone_given
+        self.non_finite_runs += any("is null" in detail for detail in details)
 
-    def _solution(self, name: str, definition: str) -> _Solution:
-        """The solution a trace names; the 2025 shape names ``<label>_<def>`` as ``<def>_<label>``."""
+    def _solution(self, name: str, definition: str) -> tuple[_Solution, str | None]:
+        """The solution a trace names, and the file's name when the trace used the 2025 alias.
+
+        The 2025 shape's traces call a solution ``<definition>_<label>`` where
+        its file names it ``<label>_<definition>``.
+        """
         found = self.solutions.get(name)
+        alias = None
         if found is None and name.startswith(definition + "_"):
             alias = f"{name[len(definition) + 1 :]}_{definition}"
             found = self.solutions.get(alias)
-            if found is not None:
-                self.aliases[name] = alias
         if found is None:
             raise _Skip(f"$.solution: solution {name} is not in the dataset (or was skipped)")
         if found.definition != definition:
             raise _Skip(f"$.solution: solution {found.record.name} implements {found.definition}, not {definition}")
-        return found
+        return found, alias
 
-    def _observed_at(self, evaluation: dict[str, Any], details: list[str]) -> str:
+    def _observed_at(self, evaluation: dict[str, Any], details: list[str]) -> tuple[str, bool]:
+        """The run's observedAt and whether the source gave a time zone (else UTC is assumed and said)."""
         text = _string(evaluation.get("timestamp"), "evaluation", "timestamp")
         try:
             moment = datetime.fromisoformat(text)
         except ValueError as exc:
             raise _Skip(f"$.evaluation.timestamp: not an ISO 8601 date and time: {text!r}") from exc
-        if moment.tzinfo is None:
-            self.naive_timestamps += 1
+        zone_given = moment.tzinfo is not None
+        if not zone_given:
             details.append(f"observedAt: the source's timestamp {text} has no time zone; read as UTC")
             moment = moment.replace(tzinfo=UTC)
-        return format_timestamp(moment)
+        return format_timestamp(moment), zone_given
 
     def _correctness(self, correctness: dict[str, Any], details: list[str]) -> dict[str, Any]:
         out: dict[str, Any] = {"comparator": COMPARATOR}
@@ -947,7 +986,7 @@ class _Reader:
         parts += [f"torch-{versions['torch']}"] if "torch" in versions else []
         parts += [f"cuda-{versions['cuda']}"] if "cuda" in versions else []
         name = "_".join(parts).replace(" ", "-")
-        return self._add(_build("ExecutionEnvironment", name, {"hardware": hardware, "software": software}))
+        return _build("ExecutionEnvironment", name, {"hardware": hardware, "software": software})
 
     # ----------------------------------------------------------------- notes
 
@@ -990,6 +1029,14 @@ class _Reader:
                 f"{len(self.missing)} safetensors file(s) named by {inputs} input(s) are not in the dataset; "
                 "those inputs are kept with their path and missing: true"
             )
+
+
+def _content_key(axes: Any, inputs: Any) -> bytes:
+    """What identifies a workload without a uuid: its source axes and inputs, canonicalised."""
+    try:
+        return canon.canonical_bytes(_sanitised({"axes": axes, "inputs": inputs}))
+    except RecordError as exc:
+        raise _Skip(f"$.workload: {exc.message}") from exc
 
 
 def _sanitised(value: Any) -> Any:

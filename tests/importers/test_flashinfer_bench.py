@@ -503,3 +503,19 @@ def test_trace_describing_a_workload_differently_keeps_both(
         if _spec(r)["sourceNative"]["metrics"]["latency_ms"] == 0.0204
     )
     assert _spec(run)["workloadDigest"] == next(r.digest for r in twins if _spec(r)["axes"]["M"] == 17)
+
+
+def test_a_skipped_trace_line_stores_none_of_its_records(empty_registry: Registry, copy_dataset: CopyDataset) -> None:
+    dataset = copy_dataset("current_schema")
+    traces = dataset / "traces/alice/gemm/gemm_n8_k4.jsonl"
+    line = _source_lines(traces)[0]
+    line["workload"]["uuid"] = "0badc0de-0000-4000-8000-000000000099"
+    line["workload"]["axes"]["M"] = 99
+    line["evaluation"]["environment"]["hardware"] = "NVIDIA_L40S"
+    line["evaluation"]["status"] = "EXPLODED"
+    traces.write_text(traces.read_text() + json.dumps(line) + "\n")
+    report = import_flashinfer_bench(empty_registry, dataset)
+    assert [(item.line, item.kind) for item in report.skipped] == [(6, "BenchmarkRun")]
+    assert "0badc0de-0000-4000-8000-000000000099" not in _by_name(empty_registry, "Workload")
+    products = [_spec(record)["hardware"]["product"] for record in _records(empty_registry, "ExecutionEnvironment")]
+    assert products == ["H100 SXM"]
