@@ -19,7 +19,17 @@ from kictl.scaffold import create_registry
 from kictl.store import GitHistory, Registry
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def _find_shared_data() -> Path:
+    """../shared/data beside the checkout, or beside a folder above it (worktrees sit deeper)."""
+    for folder in REPO_ROOT.parents:
+        if (folder / "shared" / "data").is_dir():
+            return folder / "shared" / "data"
+    return REPO_ROOT.parent / "shared" / "data"
+
+
+SHARED_DATA = _find_shared_data()
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 RunCli = Callable[..., Result]
