@@ -290,6 +290,7 @@ def trust_init(
             "--maintainer",
             help="A maintainer's public key (.pub); repeatable. The --key holders are maintainers too. "
             "The owner is the .pub file's owner: line, else its name.",
+            metavar="PUB",
         ),
     ] = None,
     threshold: Annotated[int, typer.Option("--threshold", help="Maintainer signatures a change needs.")] = 1,
@@ -326,7 +327,10 @@ def trust_init(
 def trust_add_key(
     public_key: Annotated[Path, typer.Argument(help="The new key's public key file (.pub).")],
     roles: Annotated[
-        list[str], typer.Option("--role", help="maintainer, submitter or verifier; repeatable.", show_default=False)
+        list[str],
+        typer.Option(
+            "--role", help="maintainer, submitter or verifier; repeatable.", metavar="ROLE", show_default=False
+        ),
     ],
     keys: KeysOption,
     owner: Annotated[
