@@ -160,6 +160,7 @@ def generate_keypair(out: Path, *, owner: str | None = None) -> str:
     public_text = public_key_text(private_key.public_key(), owner=owner)
     created: list[Path] = []
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         for path, data, mode in ((out, private_pem, 0o600), (public_path, public_text, 0o644)):
             # O_EXCL: never replace a file that appeared since the check above.
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -1061,23 +1062,50 @@ def _parse_statement(payload: bytes, subject: StoredRecord) -> tuple[dict[str, A
     )
 
 
+class AttestationRejected(CheckFailed):
+    """An envelope whose signatures verified but which is rejected all the same (exit 1).
+
+    It keeps who signed and, once known, the predicate type, so that reports can
+    say "a rerun by X, rejected because ...".
+    """
+
+    def __init__(self, message: str, *, signers: Sequence[Signer], predicate_type: str | None) -> None:
+        super().__init__(message)
+        self.signers = tuple(signers)
+        self.predicate_type = predicate_type
+
+
 def _verify_core(envelope: bytes, subject: StoredRecord, root: TrustRoot, signed_at: datetime) -> VerifiedAttestation:
     parsed = parse_envelope(envelope)
     # DSSE protocol, "To verify": signatures first, then the payload type, then parse the body.
     signers = [_signer_of(root, parsed, index) for index in range(len(parsed.signatures))]
+    unique = tuple({signer.keyid: signer for signer in signers}.values())
+    try:
+        return _verify_signed(parsed, subject, root, signed_at, unique)
+    except AttestationRejected:
+        raise
+    except CheckFailed as exc:  # before the predicate type is known
+        raise AttestationRejected(exc.message, signers=unique, predicate_type=None) from exc
+
+
+def _verify_signed(
+    parsed: Envelope, subject: StoredRecord, root: TrustRoot, signed_at: datetime, signers: tuple[Signer, ...]
+) -> VerifiedAttestation:
     if parsed.payload_type != PAYLOAD_TYPE:
         raise CheckFailed(f"wrong payloadType {parsed.payload_type!r}; attestations are {PAYLOAD_TYPE!r}")
     statement, kind, uri = _parse_statement(parsed.payload, subject)
-    unique: dict[str, Signer] = {signer.keyid: signer for signer in signers}
-    for signer in unique.values():
-        _check_key_time(root, signer, signed_at)
-    raw_predicate = statement.get("predicate", {})
-    if not isinstance(raw_predicate, dict):
-        raise CheckFailed("statement: predicate is not an object")
     try:
-        model = _validate_json_model(PREDICATE_MODELS[kind], raw_predicate, f"{kind} predicate")
-    except RecordError as exc:
-        raise CheckFailed(f"statement: {exc.message}") from exc
+        for signer in signers:
+            _check_key_time(root, signer, signed_at)
+        raw_predicate = statement.get("predicate", {})
+        if not isinstance(raw_predicate, dict):
+            raise CheckFailed("statement: predicate is not an object")
+        try:
+            model = _validate_json_model(PREDICATE_MODELS[kind], raw_predicate, f"{kind} predicate")
+        except RecordError as exc:
+            raise CheckFailed(f"statement: {exc.message}") from exc
+    except CheckFailed as exc:
+        raise AttestationRejected(exc.message, signers=signers, predicate_type=kind) from exc
     return VerifiedAttestation(
         predicate_type=kind,
         predicate_type_uri=uri,
@@ -1085,7 +1113,7 @@ def _verify_core(envelope: bytes, subject: StoredRecord, root: TrustRoot, signed
         predicate_json=raw_predicate,
         statement=statement,
         payload=parsed.payload,
-        signers=tuple(unique.values()),
+        signers=signers,
         signed_at=signed_at,
     )
 
@@ -1209,6 +1237,8 @@ class AttestationResult:
     attestation: VerifiedAttestation | None
     failure: str | None = None
     counts_for: str | None = None  # evidence, community, review, submission, retraction
+    predicate_type: str | None = None  # known once the signatures verified
+    signers: tuple[Signer, ...] = ()  # whose signatures verified, even when rejected
 
     @property
     def valid(self) -> bool:
@@ -1219,8 +1249,8 @@ class AttestationResult:
         return {
             "path": self.path,
             "valid": self.valid,
-            "type": att.predicate_type if att else None,
-            "signers": [signer.to_json() for signer in att.signers] if att else [],
+            "type": self.predicate_type,
+            "signers": [signer.to_json() for signer in self.signers],
             "signedAt": format_timestamp(self.signed_at),
             "committed": self.committed,
             "countsFor": self.counts_for,
@@ -1266,9 +1296,13 @@ def judge_attestations(
     are verified first, so that a retraction by the record's own submitter counts.
     """
     cores: list[tuple[str, datetime, bool, VerifiedAttestation | None, str | None]] = []
+    rejected: dict[str, AttestationRejected] = {}
     for path, data, signed_at, committed in envelopes:
         try:
             cores.append((path, signed_at, committed, _verify_core(data, subject, root, signed_at), None))
+        except AttestationRejected as exc:
+            rejected[path] = exc
+            cores.append((path, signed_at, committed, None, exc.message))
         except CheckFailed as exc:
             cores.append((path, signed_at, committed, None, exc.message))
     submitters: set[str] = set()
@@ -1310,6 +1344,8 @@ def judge_attestations(
             AttestationResult(
                 path=path, signed_at=signed_at, committed=committed, attestation=att,
                 failure=failure, counts_for=counts_for,
+                predicate_type=att.predicate_type if att else getattr(rejected.get(path), "predicate_type", None),
+                signers=att.signers if att else getattr(rejected.get(path), "signers", ()),
             )
         )  # fmt: skip
     level: Level = "disputed" if disagree else "verified" if agree else "reported"
@@ -1518,7 +1554,17 @@ def resolve_digest(registry: Registry, reference: str) -> str:
             return matches[0]
         if len(matches) > 1:
             raise NotFoundError(f"digest prefix {reference} is ambiguous", candidates=matches[:20])
-    return registry.resolve(reference).digest
+    record = registry.resolve(reference)
+    if registry.has_record(record.digest):
+        return record.digest
+    # The bytes of the file holding this name no longer hash to its name: name the file.
+    for _, path in registry.record_files([record.kind]):
+        try:
+            if registry.read_record(path).name == reference:
+                return canon.DIGEST_PREFIX + path.stem
+        except KictlError:
+            continue
+    return record.digest
 
 
 def _attested_digests(registry: Registry, wanted: set[str] | None) -> dict[str, list[Path]]:

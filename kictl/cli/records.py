@@ -142,10 +142,10 @@ def show(
             }
         )
         return
-    out(f"digest:   {record.digest}")
-    out(f"kind:     {record.kind}")
-    out(f"name:     {record.name}")
-    out(f"path:     {path}")
+    out(f"digest: {record.digest}")
+    out(f"kind:   {record.kind}")
+    out(f"name:   {record.name}")
+    out(f"path:   {path}")
     trust = report.trust
     extras = [f"{trust.community_reruns} community rerun(s)", f"{trust.reviews} review(s)"]
     if trust.retracted:

@@ -143,9 +143,7 @@ def sign(
 
 
 def _signers(result: trust_core.AttestationResult) -> str:
-    if result.attestation is None:
-        return "-"
-    return ", ".join(f"{s.owner} ({s.keyid[:12]})" for s in result.attestation.signers)
+    return ", ".join(f"{s.owner} ({s.keyid[:12]})" for s in result.signers) or "-"
 
 
 def _detail(result: trust_core.AttestationResult) -> str:
@@ -168,8 +166,7 @@ def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
     """One row per envelope: type, valid or INVALID, signers, signing time, what it says."""
     rows = []
     for result in results:
-        att = result.attestation
-        kind = att.predicate_type if att else "?"
+        kind = result.predicate_type or "?"
         state = "valid" if result.valid else "INVALID"
         when = format_timestamp(result.signed_at)[:19] + ("Z" if result.committed else "Z (uncommitted)")
         detail = _detail(result)
@@ -227,7 +224,7 @@ def verify(
                     out(line)
     if not report.ok:
         raise CheckFailed(f"{len(report.failures)} failure(s) verifying {digest}")
-    err(f"ok: {digest} and the {len(report.records) - 1} record(s) it references are intact")
+    err(f"ok: {len(report.records)} record(s) and {len(report.attestations)} attestation(s) intact")
 
 
 # --------------------------------------------------------------------------- trust ...

@@ -304,3 +304,17 @@ def test_verify_of_a_registry_without_git(cli: RunCli, tmp_path: Path, key_folde
     result = cli("verify", records.run.digest, "--registry", registry.root, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["attestations"][0]["committed"] is False
+
+
+def test_verify_by_name_finds_a_tampered_record(cli: RunCli, setup: Setup) -> None:
+    sign(setup, setup.submitter)
+    path = setup.registry.record_path("BenchmarkRun", setup.run.digest)
+    path.write_bytes(path.read_bytes().replace(b'"median": 1000000', b'"median": 100000'))
+    result = cli("verify", setup.run.name, "--registry", setup.registry.root, "--json")
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["digest"] == setup.run.digest
+    assert any("file name is not the record's digest" in f for f in report["failures"])
+    (attestation,) = report["attestations"]
+    assert attestation["type"] is None  # the statement is about the record as signed, not as it is now
+    assert attestation["signers"][0]["owner"] == "submitter"

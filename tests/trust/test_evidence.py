@@ -207,3 +207,13 @@ def test_check_record_finds_a_rerun_of_another_kernel(setup: Setup) -> None:
 def test_check_record_of_an_unknown_digest(setup: Setup) -> None:
     with pytest.raises(NotFoundError, match="no record sha256:0000"):
         trust.check_record(setup.registry, "sha256:" + "0" * 64)
+
+
+def test_rejected_attestations_still_say_who_signed_and_what(setup: Setup) -> None:
+    sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
+    trust.revoke_key(setup.registry, setup.verifier.keyid, reason="compromised", keys=[setup.maintainer.load()])
+    (result,) = trust.check_record(setup.registry, setup.run.digest).attestations
+    assert not result.valid
+    assert result.predicate_type == "rerun"
+    assert [s.owner for s in result.signers] == ["verifier"]
+    assert "revoked as compromised" in (result.failure or "")
