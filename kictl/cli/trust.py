@@ -142,8 +142,13 @@ def sign(
 # --------------------------------------------------------------------------- verify
 
 
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def _signers(result: trust_core.AttestationResult) -> str:
-    return ", ".join(f"{s.owner} ({s.keyid[:12]})" for s in result.signers) or "-"
+    names = ", ".join(f"{_cut(s.owner, 20)} ({s.keyid[:8]})" for s in result.signers)
+    return _cut(names, 32) or "-"
 
 
 def _detail(result: trust_core.AttestationResult) -> str:
@@ -154,7 +159,7 @@ def _detail(result: trust_core.AttestationResult) -> str:
     if isinstance(predicate, trust_core.RerunPredicate):
         ratio = "-" if predicate.ratio is None else f"{predicate.ratio:.3f}"
         scope = "counts" if result.counts_for == "evidence" else "community"
-        return f"{predicate.verdict}, ratio {ratio} ({scope})"
+        return f"{predicate.verdict} {ratio} ({scope})"
     if isinstance(predicate, trust_core.RetractionPredicate):
         return f"reason: {predicate.reason}"
     if isinstance(predicate, trust_core.ReviewPredicate):
@@ -163,17 +168,19 @@ def _detail(result: trust_core.AttestationResult) -> str:
 
 
 def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
-    """One row per envelope: type, valid or INVALID, signers, signing time, what it says."""
+    """One row per envelope: type, valid or INVALID, signers, signing time (UTC), what it says.
+
+    A signing time marked ``*`` is now: the envelope is not committed yet.
+    """
     rows = []
     for result in results:
-        kind = result.predicate_type or "?"
+        when = format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
         state = "valid" if result.valid else "INVALID"
-        when = format_timestamp(result.signed_at)[:19] + ("Z" if result.committed else "Z (uncommitted)")
-        detail = _detail(result)
-        if len(detail) > 40:
-            detail = detail[:39] + "…"
-        rows.append([kind, state, _signers(result), when, detail])
-    return ["  " + line for line in table(["type", "state", "signed by", "signed at", "says"], rows)]
+        rows.append([result.predicate_type or "?", state, _signers(result), when, _cut(_detail(result), 22)])
+    lines = ["  " + line for line in table(["type", "state", "signed by", "signed (UTC)", "says"], rows)]
+    if not all(result.committed for result in results):
+        lines.append("  * not committed yet: signing time is now")
+    return lines
 
 
 def _level_line(trust: trust_core.RecordTrust) -> str:
