@@ -683,7 +683,7 @@ def verify_root_chain(versions: Sequence[bytes]) -> TrustRoot:
     """
     if not versions:
         raise CheckFailed("no trust root versions to verify")
-    current = _load_for_check(versions[0], f"trust root #{1}")
+    current = _load_for_check(versions[0], "first trust root")
     verify_anchor(current)
     for data in versions[1:]:
         verify_root_update(current.data, data)
@@ -1180,12 +1180,14 @@ def sign_record(
     *,
     predicate_type: str = "submission",
     predicate: dict[str, Any] | None = None,
+    transaction: Transaction | None = None,
 ) -> Path:
     """Sign an attestation about the record ``digest`` and publish it; return the envelope's path.
 
     The file is written atomically and never overwritten; signing the same
     statement twice with the same key yields the same file (Ed25519 is
-    deterministic).  Raises ``NotFoundError`` for an unknown record,
+    deterministic).  With ``transaction`` the write joins it (and is undone
+    with it).  Raises ``NotFoundError`` for an unknown record,
     ``RecordError`` for a record whose bytes no longer match its digest or a
     bad predicate, ``EnvError`` for an unusable key, ``RegistryError`` on I/O errors.
     """
@@ -1195,8 +1197,11 @@ def sign_record(
         raise RecordError(f"the file of record {digest} holds bytes that hash to {record.digest}; refusing to sign")
     envelope = attestation_envelope(record, key, predicate_type=predicate_type, predicate=predicate)
     path = registry.attestation_folder(digest) / envelope_name(envelope)
-    with Transaction() as transaction:
+    if transaction is not None:
         transaction.write(path, canon.pretty_bytes(envelope))
+        return path
+    with Transaction() as own:
+        own.write(path, canon.pretty_bytes(envelope))
     return path
 
 

@@ -315,3 +315,14 @@ def test_uncommitted_and_committed_envelopes_both_verify(setup: Setup) -> None:
     report = trust.check_record(setup.registry, setup.run.digest)
     assert [(r.committed, r.signed_at) for r in report.attestations] == [(True, at("2026-02-01"))]
     assert EPOCH < report.attestations[0].signed_at
+
+
+def test_sign_record_joins_a_transaction(setup: Setup) -> None:
+    from kictl.store import Transaction
+
+    transaction = Transaction()
+    path = trust.sign_record(setup.registry, setup.run.digest, setup.submitter.private, transaction=transaction)
+    assert transaction.created == [path]
+    assert path.exists()
+    transaction.rollback()  # what Transaction.__exit__ does when a later step fails
+    assert not path.exists()
