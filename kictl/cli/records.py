@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from kictl import canon
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.errors import RecordError
 from kictl.records import KINDS
 from kictl.scaffold import create_registry
@@ -119,19 +119,46 @@ def show(
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Print a record found by digest, digest prefix or name."""
+    """Print a record found by digest, digest prefix or name, with its evidence level and attestations."""
+    from kictl.cli.trust import attestation_lines
+    from kictl.trust import check_record, resolve_digest
+
     target = open_registry(registry)
-    record = target.resolve(reference)
-    path = target.relative(target.record_path(record.kind, record.digest))
+    digest = resolve_digest(target, reference)
+    record = target.load(digest)
+    path = target.relative(target.record_path(record.kind, digest))
+    report = check_record(target, digest)
     if as_json:
         emit_json(
-            {"digest": record.digest, "kind": record.kind, "name": record.name, "path": path, "record": record.raw}
+            {
+                "digest": record.digest,
+                "kind": record.kind,
+                "name": record.name,
+                "path": path,
+                "evidence": report.trust.to_json(),
+                "attestations": [result.to_json() for result in report.attestations],
+                "failures": report.failures,
+                "record": record.raw,
+            }
         )
         return
     out(f"digest: {record.digest}")
     out(f"kind:   {record.kind}")
     out(f"name:   {record.name}")
     out(f"path:   {path}")
+    trust = report.trust
+    extras = [f"{trust.community_reruns} community rerun(s)", f"{trust.reviews} review(s)"]
+    if trust.retracted:
+        extras.insert(0, "RETRACTED")
+    out(f"evidence: {trust.level} · " + " · ".join(extras))
+    if report.attestations:
+        out(f"attestations ({len(report.attestations)}):")
+        for line in attestation_lines(report.attestations):
+            out(line)
+    else:
+        out("attestations: none")
+    if report.failures:
+        err(f"warning: {len(report.failures)} verification failure(s); run `kictl verify {short(digest)}`")
     sys.stdout.write(canon.pretty_bytes(record.raw).decode("utf-8"))
 
 
