@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import definitions, importers, records
+from kictl.cli import definitions, importers, records, review
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -50,6 +50,7 @@ def make_app() -> typer.Typer:
     records.register(app)
     app.add_typer(definitions.app, name="definitions")
     app.add_typer(importers.app, name="import")
+    review.register(app)
     return app
 
 
