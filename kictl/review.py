@@ -421,10 +421,10 @@ def read_paths(history: GitHistory, rev: str, paths: Iterable[str]) -> dict[str,
 def record_path_digest(path: str) -> tuple[str, str] | None:
     """``(kind, digest)`` named by a path on the ``registry/records/<kind>/<xx>/<hex>.json`` layout."""
     parts = path.split("/")
-    if len(parts) != 6 or "/".join(parts[:2]) != RECORDS_DIR or parts[2] not in KINDS:
+    if len(parts) != 5 or "/".join(parts[:2]) != RECORDS_DIR or parts[2] not in KINDS:
         return None
-    name = parts[5]
-    if not name.endswith(".json") or not canon.is_hex_digest(name[:-5]) or parts[4] != name[:2]:
+    name = parts[4]
+    if not name.endswith(".json") or not canon.is_hex_digest(name[:-5]) or parts[3] != name[:2]:
         return None
     return parts[2], canon.DIGEST_PREFIX + name[:-5]
 
@@ -899,11 +899,12 @@ class _Review:
                 if verdict.problem is not None:
                     self.lint("bad-attestation", verdict.problem, path)
         for path, record in runs:
+            judged = verdicts.get(record.digest, [])
             signed = any(
                 verdict.valid and verdict.predicate_type == "submission" and "submitter" in verdict.roles
-                for verdict in verdicts.get(record.digest, [])
+                for verdict in judged
             )
-            if not signed:
+            if not signed and not any(not verdict.valid for verdict in judged):  # else bad-attestation says why
                 self.lint(
                     "unsigned-run",
                     "no valid submission attestation by a submitter key of the trust root "
@@ -1029,14 +1030,15 @@ def review(
 
 
 def _human_ns(value: float) -> str:
-    """A latency in the unit that suits it: ``812 ns``, ``12.5 µs``, ``1.94 ms``, ``2.10 s``."""
-    if value < 1e3:
+    """A latency with three significant digits in the unit that suits it: ``812 ns``, ``12.5 µs``, ``1.00 ms``."""
+    if value < 999.5:
         return f"{value:.0f} ns"
-    if value < 1e6:
-        return f"{value / 1e3:.3g} µs"
-    if value < 1e9:
-        return f"{value / 1e6:.3g} ms"
-    return f"{value / 1e9:.3g} s"
+    for scale, unit in ((1e3, "µs"), (1e6, "ms"), (1e9, "s")):
+        number = value / scale
+        if number < 999.5 or unit == "s":
+            break
+    digits = 2 if number < 9.995 else 1 if number < 99.95 else 0
+    return f"{number:.{digits}f} {unit}"
 
 
 def _added_line(report: ReviewReport) -> str:

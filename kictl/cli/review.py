@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +15,7 @@ from kictl.review import render_markdown, render_text, review
 from kictl.store import write_atomic
 
 
-class Format(str, Enum):
+class Format(StrEnum):
     text = "text"
     markdown = "markdown"
     json = "json"
