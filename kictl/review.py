@@ -124,6 +124,7 @@ HINTS: dict[str, str] = {
 
 _DEFINITION_FILES = (definitions.DEFINITION_FILE, definitions.REFERENCE_FILE, definitions.WORKLOADS_FILE)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 # --------------------------------------------------------------------------- results
@@ -403,19 +404,13 @@ def _count(number: int, noun: str) -> str:
 
 
 def read_paths(history: GitHistory, rev: str, paths: Iterable[str]) -> dict[str, bytes]:
-    """The bytes of ``paths`` at ``rev``, one ``read_files`` pass per folder; absent paths are left out."""
-    by_folder: dict[str, set[str]] = {}
-    for path in paths:
-        by_folder.setdefault(posixpath.dirname(path), set()).add(path)
-    found: dict[str, bytes] = {}
-    for folder in sorted(by_folder):
-        if not folder:
-            continue
-        wanted = by_folder[folder]
-        for path, data in history.read_files(rev, folder):
-            if path in wanted:
-                found[path] = data
-    return found
+    """The bytes of the files among ``paths`` at ``rev`` (one ``git cat-file --batch``); absent ones left out.
+
+    Paths with control characters are never asked for: one request is one line.
+    """
+    wanted = sorted({path for path in paths if path and not _CONTROL.search(path)})
+    found = history.read_paths(rev, wanted)
+    return {path: data for path, data in found.items() if data is not None}
 
 
 def record_path_digest(path: str) -> tuple[str, str] | None:
@@ -594,7 +589,9 @@ class _Review:
         folders: set[str] = set()
         for change in report.changes:
             area = areas[change.path]
-            if area == "outside":
+            if _CONTROL.search(change.path):
+                self.lint("path-not-allowed", "a file name with control characters", change.path)
+            elif area == "outside":
                 self.lint(
                     "path-not-allowed",
                     "outside registry/ and definitions/: a registry PR changes data only "
@@ -1059,8 +1056,13 @@ def _status_counts(changes: Sequence[Change]) -> str:
 
 
 def _short_hex(text: str) -> str:
-    """Shorten 64-digit hex runs for the terminal: digests stay whole in JSON and Markdown."""
-    return _HEX64.sub(lambda match: match.group(0)[:12] + "…", text)
+    """Shorten 64-digit hex runs for the terminal (digests stay whole in JSON and Markdown); no control characters."""
+    return _HEX64.sub(lambda match: match.group(0)[:12] + "…", _printable(text))
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters (a newline, a terminal escape) shown as ``?``."""
+    return _CONTROL.sub("?", text)
 
 
 def render_text(report: ReviewReport, *, width: int = 100) -> str:
@@ -1092,7 +1094,7 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         lines += ["", "not checked:"]
         for item in report.not_checked:
             lines.extend(wrap.wrap(f"{item.check}: {item.reason}"))
-    return "\n".join(lines) + "\n"
+    return "\n".join(_printable(line) for line in lines) + "\n"
 
 
 def _rank(rank: int | None) -> str:
@@ -1108,13 +1110,13 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
 def md_text(text: str) -> str:
     """Text safe in a Markdown table cell: punctuation escaped, no line breaks, no @mentions."""
-    flat = " ".join(text.split())
+    flat = " ".join(_printable(text).split())
     return _MD_SPECIAL.sub(r"\\\1", flat).replace("@", "&#64;")
 
 
 def md_code(text: str) -> str:
     """Inline code that survives any content: a fence longer than any backtick run inside, pipes escaped."""
-    flat = " ".join(text.split())
+    flat = " ".join(_printable(text).split())
     longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
     fence = "`" * (longest + 1)
     padded = f" {flat} " if flat.startswith("`") or flat.endswith("`") else flat

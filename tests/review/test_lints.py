@@ -240,3 +240,29 @@ def test_run_on_a_gpu_without_datasheet_is_reported_as_not_checked(cli: RunCli, 
     assert reviewed.exit_code == 0, reviewed.json_result.output
     floors = [item for item in reviewed.document["notChecked"] if item["check"] == "floors"]
     assert floors == [{"check": "floors", "reason": "1 run(s) on GPUs without datasheet figures: MysteryGPU-9000"}]
+
+
+def test_file_name_with_a_newline_is_not_read(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=30_000)
+    good = record_path(run)
+    pr.write(good[: -len(".json")] + "\nregistry/policy.json", canon.pretty_bytes(run))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    _only(reviewed.lint_codes, "path-not-allowed")
+    assert reviewed.document["lints"][0]["message"] == "a file name with control characters"
+    assert reviewed.document["added"]["records"] == {}
+
+
+def test_terminal_escapes_from_a_record_are_not_printed(cli: RunCli, pr: Pr) -> None:
+    environment = factories.environment("H200")
+    environment["spec"]["hardware"]["product"] = "Mystery\x1b[2J GPU"
+    run = pr.base.run_like(median_ns=30_000)
+    run["spec"]["environmentDigest"] = canon.record_digest(environment)
+    pr.add_record(environment)
+    pr.add_record(run)
+    pr.commit()
+    result = cli("review", "--registry", pr.root, "--base", "main")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout
+    assert "Mystery?[2J GPU" in result.stdout
