@@ -1110,13 +1110,13 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
 def md_text(text: str) -> str:
     """Text safe in a Markdown table cell: punctuation escaped, no line breaks, no @mentions."""
-    flat = " ".join(_printable(text).split())
+    flat = _printable(" ".join(text.split()))
     return _MD_SPECIAL.sub(r"\\\1", flat).replace("@", "&#64;")
 
 
 def md_code(text: str) -> str:
     """Inline code that survives any content: a fence longer than any backtick run inside, pipes escaped."""
-    flat = " ".join(_printable(text).split())
+    flat = _printable(" ".join(text.split()))
     longest = max((len(run) for run in re.findall(r"`+", flat)), default=0)
     fence = "`" * (longest + 1)
     padded = f" {flat} " if flat.startswith("`") or flat.endswith("`") else flat
@@ -1183,8 +1183,8 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
     )
     if report.changes and not report.code_only:
         budget.add(f"Changes: {_status_counts(report.changes)}. New: {md_text(_added_line(report))}.")
-    left = 0
-    for title, findings, header in (
+    left: Counter[str] = Counter()
+    for title, findings, noun in (
         ("Lints (each fails the review)", report.lints, "lint"),
         ("Hints", report.hints, "hint"),
     ):
@@ -1197,14 +1197,17 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
             [md_code(finding.where) if finding.where else "", md_code(finding.code), md_text(finding.message)]
             for finding in findings
         ]
-        left += _table(budget, ["where", header, "message"], rows, "lll", header)
+        left[noun] += _table(budget, ["where", noun, "message"], rows, "lll", noun)
     if report.leaderboards:
         budget.add("")
         budget.add("#### Leaderboards")
-        for group in report.leaderboards:
+        for number, group in enumerate(report.leaderboards):
             if not budget.fits("", reserve=_RESERVE * 2):
-                left += 1
-                continue
+                rest = len(report.leaderboards) - number
+                left["comparison group"] += rest
+                budget.add("")
+                budget.add(f"_{_count(rest, 'comparison group')} more, not shown._")
+                break
             budget.add("")
             budget.add(f"**{md_text(group.label)}** (group {md_code(group.key)})")
             budget.add("")
@@ -1218,13 +1221,8 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
                 ]
                 for move in group.moves
             ]
-            left += _table(
-                budget,
-                ["implementation", "rank before", "latency before", "rank after", "latency after"],
-                rows,
-                "lrrrr",
-                "row",
-            )
+            headers = ["implementation", "rank before", "latency before", "rank after", "latency after"]
+            left["leaderboard row"] += _table(budget, headers, rows, "lrrrr", "leaderboard row")
     if report.not_checked:
         budget.add("")
         budget.add("#### Not checked")
@@ -1235,6 +1233,7 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
                 budget.add(line)
     budget.add("")
     if left:
-        budget.add(f"_Overflow: {left:,} item(s) not shown; download the review artifact for the full JSON report._")
+        parts = [_count(count, noun) for noun, count in left.items() if count]
+        budget.add(f"_Overflow: {', '.join(parts)} not shown; the review's JSON artifact holds the full report._")
     budget.add("<sub>`kictl review --format json` gives this report as JSON.</sub>")
     return "\n".join(budget.lines) + "\n"
