@@ -1232,7 +1232,7 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
             if budget.fits(line, reserve=_RESERVE // 2):
                 budget.add(line)
     budget.add("")
-    if left:
+    if any(left.values()):
         parts = [_count(count, noun) for noun, count in left.items() if count]
         budget.add(f"_Overflow: {', '.join(parts)} not shown; the review's JSON artifact holds the full report._")
     budget.add("<sub>`kictl review --format json` gives this report as JSON.</sub>")
