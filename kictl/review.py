@@ -764,25 +764,30 @@ class _Review:
             before = None
         old = before.definition.digest if before else None
         head_has = set(self.head_paths)
-        for record in (compiled.definition, *compiled.workloads):
-            if record.digest in head_has:
-                continue
+        new = compiled.definition.digest
+        missing = [record for record in compiled.workloads if record.digest not in head_has]
+        parts = []
+        if new not in head_has:
+            parts.append(f"Definition {compiled.definition.name} to {new}")
+        if missing:
+            labels = ", ".join(record.name for record in missing[:5]) + (", ..." if len(missing) > 5 else "")
+            parts.append(f"{_count(len(missing), 'Workload')} ({labels}) to records")
+        if parts:
+            what = " and ".join(parts)
             if before is None:
                 self.lint(
                     "definition-not-compiled",
-                    f"{record.kind} {record.name} compiles to {record.digest}, which this PR does not add "
-                    "(run `kictl definitions compile` and commit the records)",
+                    f"compiles {what} this PR does not add (run `kictl definitions compile` and commit them)",
                     folder,
                 )
             else:
+                kept = f"; the old Definition {old} stays published" if new != old else ""
                 self.lint(
                     "definition-in-place",
-                    f"changed in place: {record.kind} {record.name} now compiles to {record.digest}, which this PR "
-                    f"does not add; a changed definition is a new record (run `kictl definitions compile`), "
-                    f"its old record {old} stays",
+                    f"changed in place: it compiles {what} this PR does not add; a changed definition is a new "
+                    f"record (run `kictl definitions compile` and commit them){kept}",
                     folder,
                 )
-        new = compiled.definition.digest
         if old is not None and old != new and new in head_has:
             self.hint(
                 "definition-new-version",

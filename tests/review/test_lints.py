@@ -194,10 +194,23 @@ def test_definition_changed_in_place(cli: RunCli, pr: Pr) -> None:
     reviewed = run_review(cli, pr)
     assert reviewed.exit_code == 1
     _only(reviewed.lint_codes, "definition-in-place")
-    lints = reviewed.document["lints"]
-    assert len(lints) == 7  # the Definition and its six workloads (their definitionDigest changes)
-    assert all(lint["path"] == GEMM for lint in lints)
-    assert any("Definition gemm_n4096_k4096 now compiles to sha256:" in lint["message"] for lint in lints)
+    (lint,) = reviewed.document["lints"]
+    assert lint["path"] == GEMM
+    # the Definition and its six workloads (their definitionDigest changes) are new records
+    assert lint["message"].startswith("changed in place: it compiles Definition gemm_n4096_k4096 to sha256:")
+    assert " and 6 Workloads (m1, m7, m32, m128, m512, ...) to records this PR does not add; " in lint["message"]
+    assert lint["message"].endswith(f"the old Definition {canon.record_digest(pr.base.definition)} stays published")
+
+
+def test_workload_suite_changed_in_place(cli: RunCli, pr: Pr) -> None:
+    suite = pr.root / GEMM / "workloads.jsonl"
+    suite.write_text(suite.read_text().replace('"seed": 31', '"seed": 33'))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    _only(reviewed.lint_codes, "definition-in-place")
+    (lint,) = reviewed.document["lints"]
+    assert lint["message"].startswith("changed in place: it compiles 1 Workload (m128) to records this PR does not add")
+    assert "stays published" not in lint["message"]
 
 
 def test_new_definition_folder_not_compiled(cli: RunCli, pr: Pr) -> None:
