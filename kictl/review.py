@@ -1097,8 +1097,11 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
                 )
     if report.not_checked:
         lines += ["", "not checked:"]
+        item_wrap = textwrap.TextWrapper(
+            width=width, initial_indent="  ", subsequent_indent="    ", break_long_words=False
+        )
         for item in report.not_checked:
-            lines.extend(wrap.wrap(f"{item.check}: {item.reason}"))
+            lines.extend(item_wrap.wrap(f"{item.check}: {item.reason}"))
     return "\n".join(_printable(line) for line in lines) + "\n"
 
 
