@@ -475,6 +475,7 @@ def _area(path: str) -> str:
     return "outside"
 
 
+_READ = frozenset({"record", "blob", "attestation", "root", "policy"})
 _PUBLISHED = {"record": "record", "blob": "blob", "attestation": "attestation", "trust": "trust-root version"}
 
 
@@ -561,11 +562,7 @@ class _Review:
             return
         if not report.changes:
             return
-        wanted = [
-            change.path
-            for change in report.changes
-            if change.status != "D" and areas[change.path] in {"record", "blob", "attestation", "root", "policy"}
-        ]
+        wanted = [change.path for change in report.changes if change.status != "D" and areas[change.path] in _READ]
         self.head_bytes = read_paths(self.git, report.head, wanted)
         base_records = self.git.list_files(report.merge_base, RECORDS_DIR)
         head_records = self.git.list_files(report.head, RECORDS_DIR)
@@ -614,6 +611,8 @@ class _Review:
                     )
                 else:
                     folders.add(folder)
+            elif change.status != "D" and area in _READ and change.path not in self.head_bytes:
+                self.lint("path-not-allowed", "not a regular file (a submodule?)", change.path)
             elif area in _PUBLISHED and change.status != "A":
                 verb = "deletes" if change.status == "D" else "edits"
                 self.lint(

@@ -279,3 +279,18 @@ def test_terminal_escapes_from_a_record_are_not_printed(cli: RunCli, pr: Pr) -> 
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.stdout
     assert "Mystery?[2J GPU" in result.stdout
+
+
+def test_submodule_in_place_of_a_record(cli: RunCli, pr: Pr) -> None:
+    path = record_path(pr.base.run_like(median_ns=30_000))
+    pr.repo.git.update_index("--add", "--cacheinfo", f"160000,{pr.repo.head.commit.hexsha},{path}")
+    pr.repo.index.update()
+    pr.repo.git.commit("-q", "-m", "a gitlink where a record belongs")
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    _only(reviewed.lint_codes, "path-not-allowed")
+    assert reviewed.document["lints"][0] == {
+        "code": "path-not-allowed",
+        "message": "not a regular file (a submodule?)",
+        "path": path,
+    }
