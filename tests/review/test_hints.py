@@ -1,0 +1,64 @@
+"""One PR branch per hint the review gives on its own: reported exactly, exit 0, Markdown renders."""
+
+from __future__ import annotations
+
+import json
+
+from kictl import canon
+from tests.conftest import RunCli
+from tests.review.conftest import GEMM, Pr, envelope, run_review
+
+NATIVE = {"source": "flashinfer-bench", "benchmark": "mlsys26-contest", "externalId": "trace-17"}
+
+
+def test_imported_run_without_rerun(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=30_000, sourceNative=NATIVE)
+    pr.add_record(run)
+    pr.add_envelope(run, envelope(run, "submission"))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert reviewed.lint_codes == []
+    assert reviewed.hint_codes == ["source-native-no-rerun"]
+    hint = reviewed.document["hints"][0]
+    assert hint["path"].startswith("registry/records/BenchmarkRun/")
+    assert hint["message"].startswith(
+        "imported from flashinfer-bench mlsys26-contest with no rerun attestation (signatures not verified)"
+    )
+
+
+def test_imported_run_with_a_rerun_attestation_gets_no_hint(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=30_000, sourceNative=NATIVE)
+    pr.add_record(run)
+    pr.add_envelope(run, envelope(run, "rerun"))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert reviewed.hint_codes == []
+
+
+def test_definition_gets_a_new_version(cli: RunCli, pr: Pr) -> None:
+    reference = pr.root / GEMM / "reference.py"
+    reference.write_text(reference.read_text() + "\n# accumulate in float64 from now on\n")
+    compiled = cli("definitions", "compile", "gemm_n4096_k4096", "--registry", pr.root)
+    assert compiled.exit_code == 0, compiled.output
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert reviewed.lint_codes == []
+    assert reviewed.hint_codes == ["definition-new-version"]
+    old = canon.record_digest(pr.base.definition)
+    assert f"(was {old})" in reviewed.document["hints"][0]["message"]
+    assert reviewed.document["added"]["records"] == {"Definition": 1, "Workload": 6}
+
+
+def test_policy_changed(cli: RunCli, pr: Pr) -> None:
+    policy = json.loads((pr.root / "registry" / "policy.json").read_text())
+    policy["staleAfterDays"] = 180
+    pr.write("registry/policy.json", canon.pretty_bytes(policy))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert reviewed.lint_codes == []
+    assert reviewed.hint_codes == ["policy-changed"]
+    assert reviewed.document["hints"][0]["path"] == "registry/policy.json"

@@ -1,0 +1,49 @@
+"""A review of a PR branch that adds 1,000 runs, each with its submission envelope, takes under 30 s."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from kictl import canon
+from tests import factories
+from tests.conftest import RunCli
+from tests.review.conftest import Pr, envelope
+
+RUNS = 1_000
+BUDGET_S = 30.0
+
+
+def test_review_of_a_thousand_runs(cli: RunCli, pr: Pr) -> None:
+    environments = [factories.environment(product) for product in ("H100", "B200")]
+    implementations = [
+        factories.implementation(canon.record_digest(pr.base.definition), name=f"kernel_{i}") for i in range(8)
+    ]
+    for raw in (*environments, *implementations):
+        pr.add_record(raw)
+    labels = sorted(pr.base.workloads)
+    for number in range(RUNS):
+        run = pr.base.run_like(
+            workload=labels[number % len(labels)],
+            median_ns=5_000_000 + number,
+            implementationDigest=canon.record_digest(implementations[number % len(implementations)]),
+            environmentDigest=canon.record_digest(environments[number % len(environments)]),
+        )
+        pr.add_record(run)
+        pr.add_envelope(run, envelope(run))
+    below = pr.base.run_like(median_ns=1_000)  # one impossible run among them must still be caught
+    pr.add_record(below)
+    pr.add_envelope(below, envelope(below))
+    pr.commit("1,001 runs")
+
+    started = time.perf_counter()
+    result = cli("review", "--registry", pr.root, "--base", "main", "--format", "json")
+    elapsed = time.perf_counter() - started
+
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)
+    assert document["added"]["records"]["BenchmarkRun"] == RUNS + 1
+    assert document["added"]["attestations"] == RUNS + 1
+    assert [lint["code"] for lint in document["lints"]] == ["below-floor"]
+    assert elapsed < BUDGET_S, f"review of {RUNS:,} runs took {elapsed:.1f} s"
+    print(f"\nreview of {RUNS + 1:,} runs and {RUNS + 1:,} envelopes: {elapsed:.2f} s")
