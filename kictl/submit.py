@@ -64,7 +64,7 @@ from typing import Any
 
 from kictl import canon, trust
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
-from kictl.records import StoredRecord
+from kictl.records import KINDS, StoredRecord
 from kictl.store import GitHistory, Registry, Transaction
 
 BRANCH_PREFIX = "submit/"
@@ -156,7 +156,8 @@ def latency_text(ns: int) -> str:
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if ns >= scale:
             value = ns / scale
-            return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+            digits = 2 if value < 10 else 1 if value < 100 else 0
+            return f"{value:.{digits}f} {unit}"
     return f"{ns} ns"
 
 
@@ -348,9 +349,15 @@ def _some(names: Iterable[str], limit: int = 2) -> str:
     return shown if len(ordered) <= limit else f"{shown} and {len(ordered) - limit} more"
 
 
+def count_kinds(kinds: Iterable[str]) -> str:
+    """``1 Definition, 2 BenchmarkRun``: how many of each kind, in the order of ``records.KINDS``."""
+    counted = Counter(kinds)
+    order = [*KINDS, *sorted(set(counted) - set(KINDS))]
+    return ", ".join(f"{counted[kind]} {kind}" for kind in order if counted[kind])
+
+
 def _counts(records: Iterable[StoredRecord]) -> str:
-    counted = Counter(record.kind for record in records)
-    return ", ".join(f"{number} {kind}" for kind, number in counted.items())
+    return count_kinds(record.kind for record in records)
 
 
 def default_subject(plan: Plan) -> str:

@@ -20,7 +20,7 @@ import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.store import read_record_inputs
-from kictl.submit import Submission
+from kictl.submit import Submission, count_kinds
 from kictl.submit import submit as submit_records
 
 WIDTH = 100
@@ -48,15 +48,13 @@ def _field(label: str, text: str) -> list[str]:
 
 def render(result: Submission) -> list[str]:
     """The text report of a submission (fits 100 columns; ``--json`` has every digest whole)."""
-    counts: dict[str, int] = {}
-    for item in result.records:
-        counts[item.kind] = counts.get(item.kind, 0) + 1
-    added = ", ".join(f"{number} {kind}" for kind, number in counts.items())
+    added = count_kinds(item.kind for item in result.records)
     signer = result.signer
     lines = [
         *_field("branch", result.branch),
         *_field("commit", f"{result.commit[:12]} on top of {result.base_branch or 'detached HEAD'} {result.base[:12]}"),
-        *_field("records", f"{len(result.records)} new ({added}), {len(result.present)} already in the registry"),
+        *_field("records", f"{len(result.records)} new, {len(result.present)} already in the registry"),
+        *_wrapped(added, " " * 11),
         *_field("signed", f"{len(result.attestations)} submission attestation(s) by {signer.owner} "
                 f"(key {signer.keyid[:12]})"),
     ]  # fmt: skip
