@@ -78,6 +78,7 @@ def submit(
         typer.Argument(
             help="Record files, JSON lists, manifests, or folders (e.g. the --out folder of kictl bench); "
             "'-' reads stdin.",
+            metavar="PATH",
             show_default=False,
         ),
     ],
@@ -86,19 +87,26 @@ def submit(
         typer.Option(
             "--key",
             help="Your submitter's private key (passphrase from $KICTL_KEY_PASSPHRASE).",
+            metavar="KEY",
             show_default=False,
         ),
     ],
     registry: RegistryOption = None,
     branch: Annotated[
         str | None,
-        typer.Option("--branch", help="Name of the new branch (default: submit/<12 hex digits of the first new run>)."),
+        typer.Option(
+            "--branch",
+            metavar="NAME",
+            help="Name of the new branch (default: submit/<12 hex digits of the first new run>).",
+        ),
     ] = None,
     message: Annotated[
-        str | None, typer.Option("--message", help="The commit's subject line (the list of runs always follows).")
+        str | None,
+        typer.Option("--message", metavar="TEXT", help="The commit's subject line (the list of runs always follows)."),
     ] = None,
     push: Annotated[
-        str | None, typer.Option("--push", help="Push the new branch to this remote (a name, URL or path).")
+        str | None,
+        typer.Option("--push", metavar="REMOTE", help="Push the new branch to this remote (a name, URL or path)."),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
