@@ -477,11 +477,11 @@ class GitHistory:
             raise RegistryError(f"{root} is not a git repository") from exc
         self.root = root
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, env: dict[str, str] | None = None) -> str:
         import git
 
         try:
-            output: str = self.repo.git.execute(["git", *args], stdout_as_string=True)
+            output: str = self.repo.git.execute(["git", *args], stdout_as_string=True, env=env)
         except git.GitCommandError as exc:
             stderr = (exc.stderr or "").strip().splitlines()
             raise RegistryError(f"git {args[0]} failed: {stderr[-1] if stderr else exc}") from exc
@@ -672,6 +672,45 @@ class GitHistory:
 
     def push(self, remote: str, branch: str) -> None:
         self._run("push", remote, f"{branch}:{branch}")
+
+    # ----------------------------------------------------------------- new branches
+
+    def check_branch_name(self, name: str) -> None:
+        """Raises ``UsageError`` unless ``name`` is a valid new branch name (``git check-ref-format --branch``)."""
+        import git
+
+        if not name or name.startswith("-") or name.startswith("@") or name == "HEAD":
+            raise UsageError(f"{name!r} is not a valid branch name")
+        try:
+            self.repo.git.execute(["git", "check-ref-format", "--branch", name])
+        except git.GitCommandError as exc:
+            raise UsageError(f"{name!r} is not a valid branch name (git check-ref-format)") from exc
+
+    def remote_names(self) -> list[str]:
+        """The names of the configured remotes, sorted."""
+        return sorted(str(remote.name) for remote in self.repo.remotes)
+
+    def commit_on_new_branch(self, branch: str, paths: Sequence[str], message: str, *, start: str = "HEAD") -> str:
+        """Commit the working-tree files ``paths`` on top of ``start`` as the new branch ``branch``.
+
+        The commit is built in a temporary index (``GIT_INDEX_FILE``), so HEAD,
+        the index and the working tree are left exactly as they are; the branch
+        is created only if it does not exist yet (``git update-ref`` with an
+        empty old value).  Returns the new commit's sha.  Raises
+        ``RegistryError`` when git fails (no identity, the branch exists, ...).
+        """
+        base = self.rev_parse(start)
+        with tempfile.TemporaryDirectory(prefix="kictl-commit-") as folder:
+            env = {"GIT_INDEX_FILE": os.path.join(folder, "index")}
+            self._run("read-tree", base, env=env)
+            for first in range(0, len(paths), 256):
+                self._run("update-index", "--add", "--", *paths[first : first + 256], env=env)
+            tree = self._run("write-tree", env=env).strip()
+            message_path = Path(folder) / "message"
+            message_path.write_text(message if message.endswith("\n") else message + "\n", encoding="utf-8")
+            sha = self._run("commit-tree", tree, "-p", base, "-F", str(message_path)).strip()
+        self._run("update-ref", "-m", f"kictl: create {branch}", f"refs/heads/{branch}", sha, "")
+        return sha
 
 
 def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import definitions, importers, records, review, trust
+from kictl.cli import definitions, importers, records, review, submit, trust
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -51,6 +51,7 @@ def make_app() -> typer.Typer:
     app.add_typer(definitions.app, name="definitions")
     trust.register(app)
     app.add_typer(importers.app, name="import")
+    submit.register(app)
     review.register(app)
     return app
 
