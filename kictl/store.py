@@ -539,6 +539,41 @@ class GitHistory:
         output = self._run("ls-tree", "-r", "--name-only", "-z", self.rev_parse(rev), "--", prefix)
         return sorted(path for path in output.split("\0") if path)
 
+    def read_paths(self, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+        """The bytes of each of ``paths`` at ``rev`` (``None`` where absent), in one ``git cat-file --batch``.
+
+        Raises ``NotFoundError`` for an unknown revision and ``RegistryError`` when git fails.
+        """
+        import subprocess
+
+        sha = self.rev_parse(rev)
+        if not paths:
+            return {}
+        request = b"".join(f"{sha}:{path}\n".encode() for path in paths)
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.root), "cat-file", "--batch"], input=request, capture_output=True, check=False
+            )
+        except OSError as exc:
+            raise RegistryError(f"git cat-file failed: {exc}") from exc
+        if done.returncode != 0:
+            raise RegistryError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+        output, position = done.stdout, 0
+        found: dict[str, bytes | None] = {}
+        for path in paths:
+            end = output.index(b"\n", position)
+            header = output[position:end].split()
+            position = end + 1
+            if header[-1] == b"missing" or header[1] != b"blob":
+                found[path] = None
+                if header[-1] != b"missing":
+                    position += int(header[2]) + 1
+                continue
+            size = int(header[2])
+            found[path] = output[position : position + size]
+            position += size + 1
+        return found
+
     def read_files(self, rev: str, prefix: str) -> Iterator[tuple[str, bytes]]:
         """``(path, bytes)`` of every file under ``prefix`` at ``rev``, in one pass over the tree."""
         import git
@@ -636,6 +671,29 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
     history = GitHistory(root)
     del repo
     return history.commit(sorted(files), message)
+
+
+def current_commit(root: Path) -> str | None:
+    """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
+
+    Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
+    second, so that read commands can check whether a cache is current cheaply.
+    """
+    import subprocess
+
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and sha else None
 
 
 def parse_json_file(path: Path, *, source: str | None = None) -> Any:
