@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import definitions, records
+from kictl.cli import definitions, rank, records
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -49,6 +49,7 @@ def make_app() -> typer.Typer:
 
     records.register(app)
     app.add_typer(definitions.app, name="definitions")
+    rank.register(app)
     return app
 
 
