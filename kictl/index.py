@@ -638,7 +638,8 @@ class QueryIndex:
 
     _RUN_SELECT = (
         "SELECT r.digest, r.name, COALESCE(r.definition, w.definition), r.workload, w.name, r.implementation, "
-        "i.name, i.entry_sha256, r.protocol, p.comparability, r.environment, e.product, r.status, r.statistic, "
+        "i.name, i.entry_sha256, r.protocol, p.comparability, r.environment, e.product, r.status, "
+        "COALESCE(r.statistic, p.statistic), "
         "r.latency_ns, r.observed_at, r.noise_ns, r.noise_source, r.native_reference_ns, r.samples, r.committed "
         "FROM runs r "
         "LEFT JOIN workloads w ON w.digest = r.workload AND w.present = 1 "

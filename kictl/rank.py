@@ -1139,15 +1139,18 @@ def history(
     entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.kind != "Definition", e.kind, e.name))
     if evidence is None:
         evidence = obtain_evidence(registry, [run.digest for run in runs])
-    commit_of = {entry.digest: entry for entry in entries}
+
+    def entered(run_digest: str) -> Any:
+        return added.get(index.path_of(run_digest) or "")
+
     groups_out = []
     groups, _ = group_runs(runs)
     for key in sorted(groups):
         members = groups[key]
         steps: dict[int, list[RunFacts]] = {}
         for run in members:
-            entry = commit_of.get(run.digest)
-            position = order.get(entry.commit, len(order)) if entry and entry.commit else len(order)
+            info = entered(run.digest)
+            position = order.get(info.sha, len(order)) if info else len(order)
             steps.setdefault(position, []).append(run)
         seen: list[RunFacts] = []
         changes: list[LeaderChange] = []
@@ -1167,10 +1170,10 @@ def history(
             leader = ranked.leader
             if leader is None or (previous is not None and previous.run.digest == leader.run.digest):
                 continue
-            step = commit_of.get(steps[position][0].digest)
+            step = entered(steps[position][0].digest)
             changes.append(
                 LeaderChange(
-                    commit=step.commit if step else None,
+                    commit=step.sha if step else None,
                     date=step.date if step else None,
                     author=step.author if step else None,
                     implementation=leader.implementation_label,

@@ -14,13 +14,14 @@ evidence level, a citation format).
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
 from kictl.errors import CheckFailed, NotFoundError, UsageError
 from kictl.index import QueryIndex
 from kictl.policy import Policy
@@ -57,6 +58,21 @@ GpuOption = Annotated[
 ]
 
 
+def latency(value: float | None) -> str:
+    """A latency with three significant digits kept (``9.00 µs``, ``10.1 µs``, ``812 ns``)."""
+    if value is None:
+        return "-"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if value >= scale:
+            return f"{value / scale:#.3g} {unit}"
+    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
+
+
+def times(value: float) -> str:
+    """A ratio such as "record is N× above the floor"."""
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+
+
 def fit(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -71,7 +87,7 @@ def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     policy = target.policy()
     index = QueryIndex.open(target)
     report = index.report
-    if report.mode in ("rebuilt", "memory"):
+    if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():
         err(f"indexed {report.parsed} record files in {report.seconds:.2f} s ({'; '.join(report.reasons)})")
     problems = index.counts()["problems"]
     if problems:
@@ -196,7 +212,7 @@ def _floor_note(group: RankedGroup) -> str:
         return "-"
     if group.rows and group.rows[0].below_floor:
         return "BELOW FLOOR"
-    return f"{group.record_above_floor:.3g}× above"
+    return f"{times(group.record_above_floor)} above"
 
 
 def _render_definition(result: DefinitionBoard) -> list[str]:
@@ -236,7 +252,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
             rows.append(
                 [
                     fit(record.group.workload_name, 24),
-                    format_ns(leader.latency_ns),
+                    latency(leader.latency_ns),
                     fit(holder, 28),
                     leader.evidence + (" stale" if leader.stale else ""),
                     baseline,
@@ -284,10 +300,10 @@ def _render_group(group: RankedGroup) -> list[str]:
     if group.floor is not None:
         floor = group.floor
         above = group.record_above_floor
-        verdict = "" if above is None else f"; record is {above:.3g}× above it"
+        verdict = "" if above is None else f"; record is {times(above)} above it"
         if group.rows and group.rows[0].below_floor:
             verdict = "; the record is BELOW it (impossible: check the run)"
-        lines.extend(_wrap(f"floor {format_ns(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
+        lines.extend(_wrap(f"floor {_ns(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
         flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
         lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
     else:
@@ -301,7 +317,7 @@ def _render_group(group: RankedGroup) -> list[str]:
             [
                 f"{row.rank}{'=' if row.tied or _tied_below(group, row) else ''}",
                 fit(row.implementation_label, 26),
-                format_ns(row.latency_ns),
+                latency(row.latency_ns),
                 _ratio(row.times_vs_first),
                 _ratio(row.speedup_over_reference, 1),
                 row.evidence,
@@ -405,10 +421,10 @@ def leaderboard(
 
 
 def _ns(value: float | None) -> str:
-    """A floor in ns: three significant digits below a microsecond, else ``format_ns``."""
+    """A floor: three significant digits below a microsecond, else as a latency."""
     if value is None:
         return "-"
-    return f"{value:.3g} ns" if value < 1e3 else format_ns(value)
+    return f"{value:.3g} ns" if value < 1e3 else latency(value)
 
 
 def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: str) -> list[str]:
@@ -602,11 +618,9 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
         lines.append(fit(f"{label} ({change.key.comparability}, {change.key.statistic})", WIDTH))
         lines.append(f"  comparison key {change.key.digest}")
         if change.new_first and change.after_leader is not None:
-            now = f"{fit(change.after_leader.implementation_label, 30)} {format_ns(change.after_leader.latency_ns)}"
+            now = f"{fit(change.after_leader.implementation_label, 30)} {latency(change.after_leader.latency_ns)}"
             if change.before_leader is not None:
-                was = (
-                    f"{fit(change.before_leader.implementation_label, 30)} {format_ns(change.before_leader.latency_ns)}"
-                )
+                was = f"{fit(change.before_leader.implementation_label, 30)} {latency(change.before_leader.latency_ns)}"
                 margin = f", {change.margin:.3f}× faster" if change.margin else ""
                 lines.append(fit(f"  new #1: {now} (was {was}{margin})", WIDTH))
             else:
@@ -614,13 +628,10 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
         for rank in change.rank_changes:
             before_rank = "-" if rank.before_rank is None else str(rank.before_rank)
             after_rank = "-" if rank.after_rank is None else str(rank.after_rank)
-            lines.append(
-                fit(
-                    f"  rank {before_rank} → {after_rank}: {fit(rank.name, 30)} "
-                    f"({format_ns(rank.before_ns)} → {format_ns(rank.after_ns)})",
-                    WIDTH,
-                )
-            )
+            times_ = latency(rank.after_ns)
+            if rank.before_ns != rank.after_ns:
+                times_ = f"{latency(rank.before_ns)} → {latency(rank.after_ns)}"
+            lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 30)} ({times_})", WIDTH))
         for row in change.became_stale:
             lines.append(
                 fit(f"  became stale: {row.implementation_label} (observed {_date(row.run.observed_at)})", WIDTH)
@@ -765,12 +776,12 @@ def _render_history(result: History) -> list[str]:
         for change in group.changes:
             was = ""
             if change.previous_implementation is not None:
-                was = f" (was {fit(change.previous_implementation, 24)} {format_ns(change.previous_latency_ns)})"
+                was = f" (was {fit(change.previous_implementation, 24)} {latency(change.previous_latency_ns)})"
             commit = change.commit[:12] if change.commit else "uncommitted"
             lines.append(
                 fit(
                     f"    {_date(change.date)}  {commit:<12}  {fit(change.implementation, 26)} "
-                    f"{format_ns(change.latency_ns)}{was}",
+                    f"{latency(change.latency_ns)}{was}",
                     WIDTH,
                 )
             )
