@@ -68,7 +68,7 @@ def _check_timestamp(value: str) -> str:
     if not _TIMESTAMP_RE.match(value):
         raise ValueError("timestamps are RFC 3339 UTC with milliseconds and Z, e.g. 2026-11-30T07:31:00.000Z")
     try:
-        datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ")
+        datetime.fromisoformat(value)
     except ValueError as exc:
         raise ValueError(f"not a real date and time: {value}") from exc
     return value
