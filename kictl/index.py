@@ -120,6 +120,9 @@ _SCHEMA = [
     "CREATE TABLE shards (shard TEXT PRIMARY KEY, mtime_ns INTEGER NOT NULL)",
     "CREATE TABLE work (workload TEXT PRIMARY KEY, bytes INTEGER NOT NULL, flops INTEGER, "
     "compute_dtype TEXT NOT NULL, synthesized TEXT NOT NULL, notes TEXT NOT NULL)",
+]
+#: Secondary indexes, created after a full build has inserted its rows (sorting once is faster).
+_INDEXES = [
     *(f"CREATE INDEX {table}_shard ON {table} (shard)" for table in _COLUMNS),
     "CREATE INDEX problems_shard ON problems (shard)",
     "CREATE INDEX definitions_name ON definitions (name)",
@@ -301,12 +304,21 @@ def _row_values(record: Any) -> tuple[Any, ...]:
     )
 
 
+_RECORD_NAME_LENGTH = 64 + len(".json")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _is_record_name(name: str) -> bool:
+    """``<64 hex>.json``."""
+    return len(name) == _RECORD_NAME_LENGTH and name.endswith(".json") and _HEX.issuperset(name[:64])
+
+
 def _shard_of(path: str) -> str | None:
     """``Kind/xx`` for ``registry/records/Kind/xx/<hex>.json``, ``None`` for anything else."""
     parts = path.split("/")
-    if len(parts) != 5 or "/".join(parts[:2]) != RECORDS_DIR or parts[2] not in KINDS:
+    if len(parts) != 5 or parts[0] != "registry" or parts[1] != "records" or parts[2] not in KINDS:
         return None
-    if not parts[4].endswith(".json") or not canon.is_hex_digest(parts[4][:-5]) or parts[4][:2] != parts[3]:
+    if not _is_record_name(parts[4]) or parts[4][:2] != parts[3]:
         return None
     return f"{parts[2]}/{parts[3]}"
 
@@ -322,9 +334,9 @@ class _Parsed:
     problem: str | None
 
 
-def parse_file(path: str, data: bytes) -> _Parsed:
+def parse_file(path: str, data: bytes, shard: str | None = None) -> _Parsed:
     """The index row of one record file (or the problem that keeps it out of the facts)."""
-    shard = _shard_of(path)
+    shard = shard or _shard_of(path)
     assert shard is not None
     kind = shard.split("/", 1)[0]
     digest = canon.DIGEST_PREFIX + path.rsplit("/", 1)[1][:-5]
@@ -377,6 +389,8 @@ class QueryIndex:
         self.persistent = persistent
         self.report = report
         self.revision: str | None = None  # set on snapshots
+        self._loaded: dict[str, StoredRecord] = {}  # records never change: read each once
+        self._work: dict[str, WorkFacts] = {}
 
     # ----------------------------------------------------------------- opening
 
@@ -533,6 +547,9 @@ class QueryIndex:
         out["problems"] = self.conn.execute("SELECT count(*) FROM problems WHERE present = 1").fetchone()[0]
         return out
 
+    def problem_count(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM problems WHERE present = 1").fetchone()[0])
+
     def problems(self) -> list[tuple[str, str]]:
         return list(self.conn.execute("SELECT path, message FROM problems WHERE present = 1 ORDER BY path"))
 
@@ -550,7 +567,7 @@ class QueryIndex:
         return DefinitionFacts(*row) if row else None
 
     def resolve_definition(self, ref: str) -> DefinitionFacts:
-        """A definition by name, full digest or unique prefix of 8+ hex digits.
+        """A definition by name, full digest, unique prefix of 8+ hex digits, or unique name prefix of 8+.
 
         Raises ``NotFoundError`` (exit 3) with the closest names, or the candidates
         when a name or prefix names several.
@@ -582,6 +599,13 @@ class QueryIndex:
             raise NotFoundError(
                 f"{label} name {ref!r} names {len(rows)} records; give a digest", candidates=[r[0] for r in rows[:10]]
             )
+        if len(ref) >= 8:  # a unique prefix of a label (labels imported from other harnesses are uuids)
+            rows = self.conn.execute(
+                f"SELECT digest FROM {table} WHERE present = 1 AND name >= ? AND name < ?{scope} ORDER BY digest",
+                (ref, ref + "\U0010ffff", *args),
+            ).fetchall()
+            if len(rows) == 1:
+                return str(rows[0][0])
         names = sorted(
             {
                 str(r[0])
@@ -611,7 +635,7 @@ class QueryIndex:
         return WorkloadFacts(row[0], row[1], row[2], json.loads(row[3])) if row else None
 
     def resolve_workload(self, definition: str, ref: str) -> WorkloadFacts:
-        """A workload of ``definition`` by label or digest (prefix); raises ``NotFoundError``."""
+        """A workload of ``definition`` by label, digest (prefix) or unique label prefix; raises ``NotFoundError``."""
         found = self._resolve("workloads", ref, "workload", "definition = ?", (definition,))
         facts = self.workload(found)
         assert facts is not None
@@ -658,8 +682,9 @@ class QueryIndex:
     def runs_of_definition(self, definition: str) -> list[RunFacts]:
         """Every run of ``definition`` (through its workload, or its own definitionDigest)."""
         rows = self.conn.execute(
-            self._RUN_SELECT + "AND r.workload IN (SELECT digest FROM workloads WHERE definition = ? AND present = 1) "
-            "UNION " + self._RUN_SELECT + "AND r.definition = ?",
+            self._RUN_SELECT + "AND r.digest IN ("
+            "SELECT digest FROM runs WHERE workload IN (SELECT digest FROM workloads WHERE definition = ?) "
+            "UNION SELECT digest FROM runs WHERE definition = ?)",
             (definition, definition),
         )
         return [self._run(row) for row in rows]
@@ -782,6 +807,8 @@ class QueryIndex:
         Raises ``NotFoundError`` when the index has no such record and
         ``RecordError`` when its file is not a valid record.
         """
+        if digest in self._loaded:
+            return self._loaded[digest]
         path = self.path_of(digest)
         if path is None:
             raise NotFoundError(f"no record {digest} in {self.registry.root}")
@@ -792,17 +819,23 @@ class QueryIndex:
                 data = self.registry.git.read_paths(rev, [path]).get(path)
         if data is None:
             raise NotFoundError(f"record {digest} is neither in the working tree nor at {self.revision or 'HEAD'}")
-        return record_from_bytes(data, source=path)
+        record = record_from_bytes(data, source=path)
+        self._loaded[digest] = record
+        return record
 
     # ----------------------------------------------------------------- cached work
 
     def cached_work(self, workload: str) -> WorkFacts | None:
+        if workload in self._work:
+            return self._work[workload]
         row = self.conn.execute(
             "SELECT bytes, flops, compute_dtype, synthesized, notes FROM work WHERE workload = ?", (workload,)
         ).fetchone()
         if row is None:
             return None
-        return WorkFacts(row[0], row[1], row[2], tuple(json.loads(row[3])), json.loads(row[4]))
+        work = WorkFacts(row[0], row[1], row[2], tuple(json.loads(row[3])), json.loads(row[4]))
+        self._work[workload] = work
+        return work
 
     def store_work(self, workload: str, work: WorkFacts) -> None:
         """Remember a workload's work (workloads never change, so neither does it)."""
@@ -853,31 +886,44 @@ def _insert(conn: sqlite3.Connection, parsed: Iterable[_Parsed], *, committed: b
 
 def _read_disk(registry: Registry, path: str) -> bytes | None:
     try:
-        return (registry.root / path).read_bytes()
+        with open(os.path.join(registry.root, path), "rb") as handle:
+            return handle.read()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
 
 
-def _list_disk_records(registry: Registry) -> list[str]:
-    """Relative paths of every record-shaped file in the working tree."""
-    out: list[str] = []
-    records = registry.records_dir
+def _list_disk_records(registry: Registry) -> list[tuple[str, str]]:
+    """``(relative path, shard)`` of every record-shaped file in the working tree."""
+    out: list[tuple[str, str]] = []
+    records = str(registry.records_dir)
     for kind in KINDS:
-        kind_dir = records / kind
-        if not kind_dir.is_dir():
+        kind_dir = os.path.join(records, kind)
+        if not os.path.isdir(kind_dir):
             continue
         for shard in os.scandir(kind_dir):
-            if not shard.is_dir():
+            if len(shard.name) != 2 or not shard.is_dir():
                 continue
-            prefix = f"{RECORDS_DIR}/{kind}/{shard.name}/"
-            out.extend(prefix + entry.name for entry in os.scandir(shard.path) if _shard_of(prefix + entry.name))
+            label = f"{kind}/{shard.name}"
+            prefix = f"{RECORDS_DIR}/{label}/"
+            out.extend(
+                (prefix + name, label)
+                for name in os.listdir(shard.path)
+                if _is_record_name(name) and name.startswith(shard.name)
+            )
     return out
 
 
 def _build_into(conn: sqlite3.Connection, head: str | None, registry: Registry, report: SyncReport) -> None:
-    """Create the tables and index every record file of the working tree (and of HEAD)."""
+    """Create the tables and index every record file of the working tree (and of HEAD).
+
+    The target is a new file that replaces the index only once complete, so
+    the build runs without a rollback journal and indexes the rows once they
+    are all in.
+    """
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
     for statement in _SCHEMA:
         conn.execute(statement)
     conn.execute("BEGIN")
@@ -886,24 +932,32 @@ def _build_into(conn: sqlite3.Connection, head: str | None, registry: Registry, 
     tracked: set[str] = set()
     if head is not None:
         tracked = {path for path in registry.git.list_files(head, RECORDS_DIR) if _shard_of(path)}
-    batch: list[_Parsed] = []
-    for path in on_disk:
-        data = _read_disk(registry, path)
-        if data is None:
+    committed_rows: list[_Parsed] = []
+    loose_rows: list[_Parsed] = []
+    root = str(registry.root)
+    for path, shard in on_disk:
+        try:
+            with open(os.path.join(root, path), "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
             continue
-        batch.append(parse_file(path, data))
-    committed_rows = [item for item in batch if item.path in tracked]
-    loose_rows = [item for item in batch if item.path not in tracked]
+        except OSError as exc:
+            raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+        (committed_rows if path in tracked else loose_rows).append(parse_file(path, data, shard))
     report.parsed += _insert(conn, committed_rows, committed=True, present=True)
     report.parsed += _insert(conn, loose_rows, committed=False, present=True)
-    missing = sorted(tracked - set(on_disk))
+    missing = sorted(tracked - {path for path, _ in on_disk})
     if missing and head is not None:
         blobs = registry.git.read_paths(head, missing)
         hidden = [parse_file(path, data) for path, data in blobs.items() if data is not None]
         report.parsed += _insert(conn, hidden, committed=True, present=False)
+    for statement in _INDEXES:
+        conn.execute(statement)
     _set_meta(conn, schema=SCHEMA_VERSION, commit=head, families=_families_version())
     _scan_shards(conn, registry, report, mtimes=mtimes, reconcile=False)
     conn.execute("COMMIT")
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.execute("PRAGMA synchronous=NORMAL")
 
 
 def _apply_changes(
@@ -1019,7 +1073,7 @@ def _reconcile_shard(conn: sqlite3.Connection, registry: Registry, shard: str, r
     folder = registry.records_dir / shard
     prefix = f"{RECORDS_DIR}/{shard}/"
     try:
-        on_disk = {prefix + name for name in os.listdir(folder) if _shard_of(prefix + name)}
+        on_disk = {prefix + name for name in os.listdir(folder) if _is_record_name(name) and name[:2] == shard[-2:]}
     except FileNotFoundError:
         on_disk = set()
     indexed: dict[str, tuple[int, int]] = {}

@@ -56,7 +56,7 @@ from kictl.errors import NotFoundError, RecordError, RegistryError, UsageError
 from kictl.families.gpus import GPUS, find_gpu, normalize_product
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkFacts, WorkloadFacts
 from kictl.policy import Policy
-from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, parse_timestamp
+from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, format_timestamp
 from kictl.store import Registry, closest
 
 #: Evidence levels from weakest to strongest (DESIGN §5); ``--evidence`` is a minimum.
@@ -154,9 +154,18 @@ def ties(a: RunFacts, b: RunFacts, tie_tolerance: float) -> bool:
     return abs(a.latency_ns - b.latency_ns) <= max(noise_ns(a, tie_tolerance), noise_ns(b, tie_tolerance))
 
 
+def stale_cutoff(policy: Policy, now: datetime) -> str:
+    """The record timestamp before which a run is stale at ``now``.
+
+    Record timestamps are fixed-width UTC (``YYYY-MM-DDTHH:MM:SS.mmmZ``), so
+    they order as strings do.
+    """
+    return format_timestamp(now - timedelta(days=policy.stale_after_days))
+
+
 def is_stale(run: RunFacts, policy: Policy, now: datetime) -> bool:
     """Observed longer ago than the policy's window."""
-    return now - parse_timestamp(run.observed_at) > timedelta(days=policy.stale_after_days)
+    return run.observed_at < stale_cutoff(policy, now)
 
 
 def is_reference(run: RunFacts, definition: DefinitionFacts | None) -> bool:
@@ -418,6 +427,7 @@ def rank_group(
         else:
             best[run.implementation] = run
     ordered = sorted(best.values(), key=_run_order)
+    cutoff = stale_cutoff(policy, now)
     rows: list[RankedRow] = []
     leader: RunFacts | None = None
     rank = 0
@@ -443,7 +453,7 @@ def rank_group(
                 speedup_over_reference=speedup,
                 speedup_source=source,
                 evidence=evidence.get(run.digest, "reported"),
-                stale=is_stale(run, policy, now),
+                stale=run.observed_at < cutoff,
                 below_floor=None if floor is None else run.latency_ns < floor.floor_ns,
                 tied=tied,
             )
@@ -527,6 +537,9 @@ def choose_baseline(definition: DefinitionFacts, runs: Sequence[RunFacts], polic
 
     The FlashInfer wrapper is an implementation whose name starts with
     ``flashinfer`` (one naming a ``wrapper`` first, then the one with most runs).
+    The reference is a baseline when some run of it is in the registry, or some
+    run carries the reference latency its harness measured (``sourceNative``);
+    speed-ups over it are the rows' speed-ups over the reference.
     """
     named = policy.baselines.get(definition.name)
     if named is not None:
@@ -545,6 +558,8 @@ def choose_baseline(definition: DefinitionFacts, runs: Sequence[RunFacts], polic
         return Baseline(chosen, "flashinfer")
     if reference_names:
         return Baseline(min(reference_names, key=lambda name: (-counts[name], name)), "reference")
+    if any(run.native_reference_ns is not None for run in runs):
+        return Baseline("reference", "reference")
     return None
 
 
@@ -606,7 +621,8 @@ def definition_leaderboard(
         if ranked.rows:
             sections.setdefault((key.gpu, key.comparability, key.statistic), []).append(ranked)
     boards = [
-        _board(section, ranked_groups, len(workloads), baseline) for section, ranked_groups in sorted(sections.items())
+        _board(section, ranked_groups, len(workloads), baseline, definition)
+        for section, ranked_groups in sorted(sections.items())
     ]
     measured = {run.gpu for run in all_runs if run.gpu is not None and run.status == "passed"}
     known = {gpu_.product for gpu_ in GPUS} | set(index.gpu_products())
@@ -624,17 +640,31 @@ def definition_leaderboard(
 
 
 def _board(
-    section: tuple[str, str, str], ranked_groups: list[RankedGroup], total: int, baseline: Baseline | None
+    section: tuple[str, str, str],
+    ranked_groups: list[RankedGroup],
+    total: int,
+    baseline: Baseline | None,
+    definition: DefinitionFacts,
 ) -> Board:
     records = []
     covered: dict[str, set[str]] = {}
     wins: dict[str, int] = {}
     names: dict[str, str] = {}
     logs: dict[str, list[float]] = {}
+    by_reference = baseline is not None and baseline.source == "reference"
     for group in sorted(ranked_groups, key=lambda g: g.workload_name):
         base_row = None
         if baseline is not None:
-            base_row = next((row for row in group.rows if row.run.implementation_name == baseline.name), None)
+            base_row = next(
+                (
+                    row
+                    for row in group.rows
+                    if (
+                        is_reference(row.run, definition) if by_reference else row.implementation_label == baseline.name
+                    )
+                ),
+                None,
+            )
         unbeaten = None if base_row is None else base_row.rank == 1
         records.append(WorkloadRecord(group=group, leader=group.rows[0], baseline_unbeaten=unbeaten))
         for row in group.rows:
@@ -643,7 +673,9 @@ def _board(
             covered.setdefault(digest, set()).add(group.key.workload)
             if row.rank == 1:
                 wins[digest] = wins.get(digest, 0) + 1
-            if base_row is not None and row.latency_ns > 0:
+            if by_reference and row.speedup_over_reference:
+                logs.setdefault(digest, []).append(math.log(row.speedup_over_reference))
+            elif not by_reference and base_row is not None and row.latency_ns > 0:
                 logs.setdefault(digest, []).append(math.log(base_row.latency_ns / row.latency_ns))
     summaries = []
     for digest, workloads in covered.items():

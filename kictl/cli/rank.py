@@ -64,7 +64,7 @@ def latency(value: float | None) -> str:
         return "-"
     for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
         if value >= scale:
-            return f"{value / scale:#.3g} {unit}"
+            return f"{value / scale:#.3g}".rstrip(".") + f" {unit}"
     return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
 
 
@@ -89,7 +89,7 @@ def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     report = index.report
     if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():
         err(f"indexed {report.parsed} record files in {report.seconds:.2f} s ({'; '.join(report.reasons)})")
-    problems = index.counts()["problems"]
+    problems = index.problem_count()
     if problems:
         err(f"warning: {problems} record file(s) could not be indexed and are left out; `kictl validate` says why")
     return target, policy, index
@@ -319,7 +319,7 @@ def _render_group(group: RankedGroup) -> list[str]:
                 fit(row.implementation_label, 26),
                 latency(row.latency_ns),
                 _ratio(row.times_vs_first),
-                _ratio(row.speedup_over_reference, 1),
+                _ratio(row.speedup_over_reference),
                 row.evidence,
                 _date(row.run.observed_at),
                 ", ".join(notes),

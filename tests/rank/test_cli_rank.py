@@ -317,3 +317,14 @@ def test_leaderboard_never_imports_torch(world: World, ranked: dict[str, StoredR
     done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("nanoseconds", "text"),
+    [(None, "-"), (7, "7.00 ns"), (812, "812 ns"), (9_000, "9.00 µs"), (10_100, "10.1 µs"), (192_400, "192 µs"),
+     (1_940_000, "1.94 ms"), (2_100_000_000, "2.10 s")],
+)  # fmt: skip
+def test_latency_keeps_three_significant_digits(nanoseconds: int | None, text: str) -> None:
+    from kictl.cli.rank import latency
+
+    assert latency(nanoseconds) == text

@@ -328,3 +328,37 @@ def test_diff_of_two_runs_of_one_group(world: World, basic: dict[str, StoredReco
     assert "$.spec.environmentDigest" in {change.path for change in apart.changes}
     assert same.equal
     assert not far.equal
+
+
+def test_reference_latencies_from_the_source_make_the_reference_the_baseline(
+    world: World, basic: dict[str, StoredRecord]
+) -> None:
+    b = basic
+    # an imported harness reports each run's own reference latency; no reference run is in the registry
+    world.run(b["m1"], b["fast"], b["protocol"], b["h200"], 1_000, reference_ms=0.004)
+    world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, reference_ms=0.01)
+    world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, reference_ms=0.01)
+    world.commit("runs")
+    index = QueryIndex.open(world.registry)
+    with index:
+        summary = definition_leaderboard(index, "gemm_n64_k64", policy=POLICY)
+    assert summary.baseline is not None
+    assert (summary.baseline.name, summary.baseline.source) == ("reference", "reference")
+    standings = {s.name: s for s in summary.boards[0].implementations}
+    # fast: 4× on m1, 1× on m128; slow: 0.5× on m128
+    assert standings["fast"].geomean_speedup == pytest.approx(2.0)
+    assert standings["fast"].speedup_workloads == 2
+    assert standings["slow"].geomean_speedup == pytest.approx(0.5)
+    assert all(record.baseline_unbeaten is None for record in summary.boards[0].records)
+
+
+def test_a_unique_label_prefix_names_a_workload(world: World, basic: dict[str, StoredRecord]) -> None:
+    definition = basic["definition"]
+    uuid_like = world.workload(definition, "547e0ce5-e484-4e0c-8b38-f153fb7ce6d4", 7)
+    world.workload(definition, "547e0ce5-ffff-4e0c-8b38-000000000000", 9)
+    world.commit("records")
+    index = QueryIndex.open(world.registry)
+    with index:
+        assert index.resolve_workload(definition.digest, "547e0ce5-e484").digest == uuid_like.digest
+        with pytest.raises(NotFoundError, match="no workload named or digested '547e0ce5-'"):
+            index.resolve_workload(definition.digest, "547e0ce5-")  # two labels start so
