@@ -1168,7 +1168,7 @@ def history(
                 info.author if info else None,
             )
         )
-    entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.kind != "Definition", e.kind, e.name))
+    entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.digest != digest, e.kind, e.name))
     if evidence is None:
         evidence = obtain_evidence(registry, [run.digest for run in runs])
 
@@ -1217,6 +1217,7 @@ def history(
             )
             previous = leader
         groups_out.append(GroupHistory(key, members[0].workload_name or key.workload, tuple(changes)))
+    groups_out.sort(key=lambda group: (group.workload_name, group.key))
     return History(kind, digest, name, tuple(entries), tuple(groups_out))
 
 

@@ -618,20 +618,21 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
         lines.append(fit(f"{label} ({change.key.comparability}, {change.key.statistic})", WIDTH))
         lines.append(f"  comparison key {change.key.digest}")
         if change.new_first and change.after_leader is not None:
-            now = f"{fit(change.after_leader.implementation_label, 30)} {latency(change.after_leader.latency_ns)}"
+            now = f"{fit(change.after_leader.implementation_label, 60)} {latency(change.after_leader.latency_ns)}"
+            lines.append(f"  new #1: {now}")
             if change.before_leader is not None:
-                was = f"{fit(change.before_leader.implementation_label, 30)} {latency(change.before_leader.latency_ns)}"
-                margin = f", {change.margin:.3f}× faster" if change.margin else ""
-                lines.append(fit(f"  new #1: {now} (was {was}{margin})", WIDTH))
+                was = f"{fit(change.before_leader.implementation_label, 60)} {latency(change.before_leader.latency_ns)}"
+                margin = f"; {change.margin:.3f}× faster" if change.margin else ""
+                lines.append(f"    was: {was}{margin}")
             else:
-                lines.append(fit(f"  new #1: {now} (the group's first ranked run)", WIDTH))
+                lines.append("    the group's first ranked run")
         for rank in change.rank_changes:
             before_rank = "-" if rank.before_rank is None else str(rank.before_rank)
             after_rank = "-" if rank.after_rank is None else str(rank.after_rank)
             times_ = latency(rank.after_ns)
             if rank.before_ns != rank.after_ns:
                 times_ = f"{latency(rank.before_ns)} → {latency(rank.after_ns)}"
-            lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 30)} ({times_})", WIDTH))
+            lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 50)} ({times_})", WIDTH))
         for row in change.became_stale:
             lines.append(
                 fit(f"  became stale: {row.implementation_label} (observed {_date(row.run.observed_at)})", WIDTH)
@@ -774,17 +775,16 @@ def _render_history(result: History) -> list[str]:
         )
         lines.append(f"    comparison key {group.key.digest}")
         for change in group.changes:
-            was = ""
-            if change.previous_implementation is not None:
-                was = f" (was {fit(change.previous_implementation, 24)} {latency(change.previous_latency_ns)})"
             commit = change.commit[:12] if change.commit else "uncommitted"
             lines.append(
                 fit(
-                    f"    {_date(change.date)}  {commit:<12}  {fit(change.implementation, 26)} "
-                    f"{latency(change.latency_ns)}{was}",
+                    f"    {_date(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
                     WIDTH,
                 )
             )
+            if change.previous_implementation is not None:
+                previous = f"{change.previous_implementation} {latency(change.previous_latency_ns)}"
+                lines.append(fit(f"{'':30}was {previous}", WIDTH))
     return lines
 
 

@@ -214,7 +214,8 @@ def test_diff_over_two_revisions(cli: RunCli, world: World, basic: dict[str, Sto
     assert ranks == {"fast": (1, 2), "slow": (2, 3), "reference": (3, 4), "flashinfer_wrapper_abc123": (None, 1)}
     assert [s["run"] for s in group["becameStale"]] == [old.digest]
     text = cli("diff", "HEAD~1", "HEAD", "--registry", world.registry.root)
-    assert "new #1: flashinfer_wrapper_abc123" in text.stdout
+    assert "new #1: flashinfer_wrapper_abc123 8.00 µs" in text.stdout
+    assert "was: fast 10.0 µs; 1.250× faster" in text.stdout
     assert "became stale: reference" in text.stdout
     _lines_fit(text.stdout)
     equal = cli("diff", "HEAD", "HEAD", "--registry", world.registry.root, "--json")
