@@ -171,7 +171,7 @@ def _board_json(board: Board) -> dict[str, Any]:
                 "stale": record.leader.stale,
                 "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
                 "baselineUnbeaten": record.baseline_unbeaten,
-                "floorNs": record.group.floor.floor_ns if record.group.floor else None,
+                "floorNs": round(record.group.floor.floor_ns, 3) if record.group.floor else None,
                 "recordAboveFloor": record.group.record_above_floor,
                 "belowFloor": record.leader.below_floor,
             }
@@ -222,10 +222,11 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
         f"digest    {definition.digest}",
     ]
     if result.baseline is not None:
-        why = {"policy": "policy", "flashinfer": "FlashInfer wrapper", "reference": "the reference"}[
-            result.baseline.source
-        ]
-        lines.append(fit(f"baseline  {result.baseline.name} ({why})", WIDTH))
+        if result.baseline.source == "reference":
+            lines.append("baseline  the definition's reference")
+        else:
+            why = "named by the policy" if result.baseline.source == "policy" else "the FlashInfer wrapper"
+            lines.append(fit(f"baseline  {result.baseline.name} ({why})", WIDTH))
     else:
         lines.append("baseline  none (no policy baseline, FlashInfer wrapper or reference run)")
     lines.append(f"evidence  {result.min_evidence} or better")
