@@ -1068,40 +1068,40 @@ def _scan_shards(
 
 
 def _reconcile_shard(conn: sqlite3.Connection, registry: Registry, shard: str, report: SyncReport) -> None:
+    """Make the rows of one shard folder agree with its listing (set operations, then the few changes)."""
     kind, _ = shard.split("/", 1)
     table = _TABLES[kind]
-    folder = registry.records_dir / shard
     prefix = f"{RECORDS_DIR}/{shard}/"
     try:
-        on_disk = {prefix + name for name in os.listdir(folder) if _is_record_name(name) and name[:2] == shard[-2:]}
+        on_disk = {prefix + name for name in os.listdir(registry.records_dir / shard)}
     except FileNotFoundError:
         on_disk = set()
-    indexed: dict[str, tuple[int, int]] = {}
+    present: set[str] = set()
+    absent: set[str] = set()  # committed rows whose file is not in the working tree
+    loose: set[str] = set()  # rows not in the commit's tree
     for name in (table, "problems"):
-        for path, committed, present in conn.execute(
-            f"SELECT path, committed, present FROM {name} WHERE shard = ?",
-            (shard,),
+        for path, is_committed, is_present in conn.execute(
+            f"SELECT path, committed, present FROM {name} WHERE shard = ?", (shard,)
         ):
-            indexed[path] = (committed, present)
-    new = [path for path in sorted(on_disk) if path not in indexed]
-    for path, (committed, present) in indexed.items():
-        if path in on_disk and not present:
-            for name in (table, "problems"):
-                conn.execute(f"UPDATE {name} SET present = 1 WHERE path = ?", (path,))
-        elif path not in on_disk and present:
-            for name in (table, "problems"):
-                if committed:
-                    conn.execute(f"UPDATE {name} SET present = 0 WHERE path = ?", (path,))
-                else:
-                    conn.execute(f"DELETE FROM {name} WHERE path = ?", (path,))
-        elif path not in on_disk and not committed:
-            for name in (table, "problems"):
-                conn.execute(f"DELETE FROM {name} WHERE path = ?", (path,))
+            (present if is_present else absent).add(path)
+            if not is_committed:
+                loose.add(path)
+    changes: list[tuple[str, str]] = []
+    changes.extend(("UPDATE {} SET present = 1 WHERE path = ?", path) for path in absent & on_disk)
+    vanished = present - on_disk
+    changes.extend(("DELETE FROM {} WHERE path = ?", path) for path in (vanished | absent) & loose - on_disk)
+    changes.extend(("UPDATE {} SET present = 0 WHERE path = ?", path) for path in vanished - loose)
+    for statement, path in changes:
+        for name in (table, "problems"):
+            conn.execute(statement.format(name), (path,))
+    new = sorted(path for path in on_disk - present - absent if _is_record_name(path[len(prefix) :]))
     parsed = []
     for path in new:
+        if path[len(prefix) : len(prefix) + 2] != shard[-2:]:
+            continue  # a record-shaped name in the wrong shard is not a record path
         data = _read_disk(registry, path)
         if data is not None:
-            parsed.append(parse_file(path, data))
+            parsed.append(parse_file(path, data, shard))
     report.parsed += _insert(conn, parsed, committed=False, present=True)
 
 
