@@ -208,11 +208,12 @@ def _definition_json(result: DefinitionBoard) -> dict[str, Any]:
 
 
 def _floor_note(group: RankedGroup) -> str:
+    """How far above its floor a group's record is: ``1.83×``, ``BELOW``, or ``-`` without a floor."""
     if group.record_above_floor is None:
         return "-"
     if group.rows and group.rows[0].below_floor:
-        return "BELOW FLOOR"
-    return f"{times(group.record_above_floor)} above"
+        return "BELOW"
+    return times(group.record_above_floor)
 
 
 def _render_definition(result: DefinitionBoard) -> list[str]:
@@ -248,24 +249,29 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
             holder = leader.implementation_label
             extra = len(record.group.first()) - 1
             if extra:
-                holder = f"{fit(holder, 20)} +{extra} tied"
+                holder = f"{fit(holder, 17)} +{extra} tied"
             baseline = "-" if record.baseline_unbeaten is None else "unbeaten" if record.baseline_unbeaten else "beaten"
             rows.append(
                 [
-                    fit(record.group.workload_name, 24),
+                    fit(record.group.workload_name, 22),
                     latency(leader.latency_ns),
-                    fit(holder, 28),
-                    leader.evidence + (" stale" if leader.stale else ""),
+                    fit(holder, 26),
+                    leader.evidence,
                     baseline,
                     _floor_note(record.group),
+                    "stale" if leader.stale else "",
                 ]
             )
         lines.extend(
             "  " + line
             for line in table(
-                ["workload", "record", "implementation", "evidence", "baseline", "floor"], rows, right=(1,)
+                ["workload", "record", "implementation", "evidence", "baseline", "vs floor", "stale"],
+                rows,
+                right=(1, 5),
             )
         )
+        if any(record.leader.below_floor for record in board.records):
+            lines.append("  BELOW: the record is faster than its physical floor, which is impossible: check the run")
         lines.append("")
         rows = [
             [
@@ -312,12 +318,11 @@ def _render_group(group: RankedGroup) -> list[str]:
     rows = []
     for row in group.rows:
         notes = [label for flag, label in ((row.stale, "stale"), (row.below_floor, "BELOW FLOOR")) if flag]
-        if not row.run.committed:
-            notes.append("uncommitted")
+        mark = ("=" if row.tied or _tied_below(group, row) else "") + ("" if row.run.committed else "*")
         rows.append(
             [
-                f"{row.rank}{'=' if row.tied or _tied_below(group, row) else ''}",
-                fit(row.implementation_label, 26),
+                f"{row.rank}{mark}",
+                fit(row.implementation_label, 24),
                 latency(row.latency_ns),
                 _ratio(row.times_vs_first),
                 _ratio(row.speedup_over_reference),
@@ -333,6 +338,8 @@ def _render_group(group: RankedGroup) -> list[str]:
             right=(2, 3, 4),
         )
     )
+    if any(not row.run.committed for row in group.rows):
+        lines.append("* not committed yet")
     left_out = {name: count for name, count in group.excluded.items() if count}
     if left_out:
         words = {"notPassed": "not passed", "evidence": "below the evidence level", "notBest": "not their best"}

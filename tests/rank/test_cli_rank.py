@@ -131,7 +131,9 @@ def test_below_floor_is_flagged_in_text(cli: RunCli, world: World, basic: dict[s
     assert result.exit_code == 0, result.output
     assert "BELOW FLOOR" in result.stdout
     summary = cli("leaderboard", "gemm_n64_k64", "--registry", world.registry.root)
-    assert "BELOW FLOOR" in summary.stdout
+    row = next(line for line in summary.stdout.splitlines() if line.startswith("  m128 "))
+    assert row.split()[-1] == "BELOW"
+    assert "BELOW: the record is faster than its physical floor" in summary.stdout
 
 
 def test_leaderboard_empty_workload_board_is_an_empty_list(
@@ -329,3 +331,30 @@ def test_latency_keeps_three_significant_digits(nanoseconds: int | None, text: s
     from kictl.cli.rank import latency
 
     assert latency(nanoseconds) == text
+
+
+def test_long_names_still_fit_100_columns(cli: RunCli, world: World, basic: dict[str, StoredRecord]) -> None:
+    b = basic
+    definition = b["definition"]
+    workload = world.workload(definition, "0f7c1e2a-9b3d-4c5e-8f6a-7b8c9d0e1f2a", 64)
+    long_a = world.implementation(definition, "triton_autotuned_split_k_persistent_gemm_" + "x" * 40)
+    long_b = world.implementation(definition, "flashinfer_wrapper_with_a_very_long_name_" + "y" * 40)
+    world.run(workload, long_a, b["protocol"], b["h200"], 3, observed=days_ago(400))  # below floor and stale
+    world.run(workload, long_b, b["protocol"], b["h200"], 3)
+    world.commit("long names")
+    world.run(workload, b["slow"], b["protocol"], b["h200"], 4)
+    world.add()  # uncommitted
+    root = world.registry.root
+    for args in (
+        ("leaderboard", "gemm_n64_k64"),
+        ("leaderboard", "gemm_n64_k64", "--workload", "0f7c1e2a-9b3d"),
+        ("history", "gemm_n64_k64"),
+        ("diff", "HEAD~1", "HEAD"),
+        ("floor", "gemm_n64_k64", "--gpu", "H100 PCIe"),
+    ):
+        result = cli(*args, "--registry", root)
+        assert result.exit_code in (0, 1), result.output
+        _lines_fit(result.stdout)
+    workload_view = cli("leaderboard", "gemm_n64_k64", "--workload", "0f7c1e2a-9b3d", "--registry", root).stdout
+    assert "* not committed yet" in workload_view
+    assert "BELOW FLOOR" in workload_view
