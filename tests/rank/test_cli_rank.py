@@ -358,3 +358,22 @@ def test_long_names_still_fit_100_columns(cli: RunCli, world: World, basic: dict
     workload_view = cli("leaderboard", "gemm_n64_k64", "--workload", "0f7c1e2a-9b3d", "--registry", root).stdout
     assert "* not committed yet" in workload_view
     assert "BELOW FLOOR" in workload_view
+
+
+def test_a_registry_without_git_still_ranks(
+    cli: RunCli, world: World, ranked: dict[str, StoredRecord], tmp_path: Path
+) -> None:
+    import shutil
+
+    plain = tmp_path / "plain"
+    shutil.copytree(world.registry.root / "registry", plain / "registry")
+    result = cli("leaderboard", "gemm_n64_k64", "--workload", "m128", "--registry", plain, "--json")
+    assert result.exit_code == 0, result.output
+    (group,) = [g for g in json.loads(result.stdout) if g["gpu"] == "H200"]
+    assert [row["implementation"] for row in group["rows"]] == ["fast", "slow", "flashinfer_wrapper_abc123"]
+    assert not any(row["committed"] for row in group["rows"])
+    history = cli("history", "gemm_n64_k64", "--registry", plain, "--json")
+    assert history.exit_code == 0, history.output
+    assert all(entry["commit"] is None for entry in json.loads(history.stdout)["entries"])
+    revisions = cli("diff", "HEAD~1", "HEAD", "--registry", plain)
+    assert revisions.exit_code == 3, revisions.output
