@@ -6,6 +6,9 @@ import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from kictl import index as index_module
 from kictl.canon import pretty_bytes
 from kictl.index import INDEX_FILE, QueryIndex
 from kictl.records import StoredRecord
@@ -195,12 +198,20 @@ def test_a_file_that_is_not_a_valid_record_is_a_problem_not_a_fact(
         assert "status" in message
 
 
-def test_racy_shard_times_are_listed_again(world: World, basic: dict[str, StoredRecord]) -> None:
+def test_racy_shard_times_are_listed_again(
+    world: World, basic: dict[str, StoredRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
     world.commit("records")
-    QueryIndex.open(world.registry).close()  # shard times are "now": recorded as unknown
+    monkeypatch.setattr(index_module, "RACY_SECONDS", 10_000.0)  # every folder time counts as "just now"
+    QueryIndex.open(world.registry).close()
     index = QueryIndex.open(world.registry)
     with index:
-        assert index.report.shards_listed > 0
+        assert index.report.shards_listed == len(list(world.registry.records_dir.glob("*/*")))
+    monkeypatch.setattr(index_module, "RACY_SECONDS", 0.0)
+    QueryIndex.open(world.registry).close()  # records the times now
+    index = QueryIndex.open(world.registry)
+    with index:
+        assert index.report.shards_listed == 0
 
 
 def test_index_survives_another_process_having_updated_it(world: World, basic: dict[str, StoredRecord]) -> None:
