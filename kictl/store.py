@@ -728,6 +728,29 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
     return history.commit(sorted(files), message)
 
 
+def current_commit(root: Path) -> str | None:
+    """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
+
+    Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
+    second, so that read commands can check whether a cache is current cheaply.
+    """
+    import subprocess
+
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and sha else None
+
+
 def parse_json_file(path: Path, *, source: str | None = None) -> Any:
     """Read and strictly parse a JSON file; raises ``RegistryError`` or ``RecordError``."""
     try:

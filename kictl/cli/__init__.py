@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import definitions, importers, records, review, submit, trust
+from kictl.cli import definitions, importers, rank, records, review, submit, trust
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -50,6 +50,7 @@ def make_app() -> typer.Typer:
     records.register(app)
     app.add_typer(definitions.app, name="definitions")
     trust.register(app)
+    rank.register(app)
     app.add_typer(importers.app, name="import")
     submit.register(app)
     review.register(app)

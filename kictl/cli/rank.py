@@ -1,0 +1,861 @@
+"""Commands that read the leaderboards: ``leaderboard``, ``floor``, ``diff``, ``history``, ``cite``.
+
+Each opens the registry's query index (``kictl.index``, brought up to date
+first), calls one function of ``kictl.rank`` and renders its result: text
+that fits 100 columns, or one JSON document with ``--json`` (latencies as
+integer nanoseconds ``latencyNs``, digests in full).
+
+Unknown names exit 3 (a definition, workload, record or revision that is not
+there, with the closest known names); an option value outside its fixed set
+exits 2 (a GPU that neither the datasheet table nor the registry knows, an
+evidence level, a citation format).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import typer
+
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl.errors import CheckFailed, NotFoundError, UsageError
+from kictl.index import QueryIndex
+from kictl.policy import Policy
+from kictl.rank import (
+    DEFAULT_EVIDENCE,
+    EVIDENCE_LEVELS,
+    Board,
+    Citation,
+    DefinitionBoard,
+    FloorEstimate,
+    GroupChange,
+    History,
+    RankedGroup,
+    RankedRow,
+    RecordDiff,
+    StateDiff,
+    WorkloadBoard,
+    bibtex,
+    citation,
+    definition_leaderboard,
+    diff_records,
+    diff_revisions,
+    floors,
+    history,
+    workload_leaderboard,
+)
+from kictl.store import Registry
+
+WIDTH = 100
+
+GpuOption = Annotated[
+    str | None,
+    typer.Option("--gpu", help="GPU product or alias (e.g. H200, 'NVIDIA H200', B200).", show_default=False),
+]
+
+
+def latency(value: float | None) -> str:
+    """A latency with three significant digits kept (``9.00 µs``, ``10.1 µs``, ``812 ns``)."""
+    if value is None:
+        return "-"
+    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
+        if value >= scale:
+            return f"{value / scale:#.3g}".rstrip(".") + f" {unit}"
+    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
+
+
+def times(value: float) -> str:
+    """A ratio such as "record is N× above the floor"."""
+    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _wrap(text: str, indent: str = "") -> list[str]:
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
+
+
+def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
+    target = open_registry(registry)
+    policy = target.policy()
+    index = QueryIndex.open(target)
+    report = index.report
+    if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():
+        err(f"indexed {report.parsed} record files in {report.seconds:.2f} s ({'; '.join(report.reasons)})")
+    problems = index.problem_count()
+    if problems:
+        err(f"warning: {problems} record file(s) could not be indexed and are left out; `kictl validate` says why")
+    return target, policy, index
+
+
+def _ratio(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}×"
+
+
+def _date(timestamp: str | None) -> str:
+    return timestamp[:10] if timestamp else "-"
+
+
+# --------------------------------------------------------------------------- leaderboard
+
+
+def _floor_json(group: RankedGroup) -> dict[str, Any] | None:
+    if group.floor is None:
+        return None
+    return {
+        **group.floor.to_json(),
+        "method": group.floor.method,
+        "recordAboveFloor": group.record_above_floor,
+    }
+
+
+def _row_json(row: RankedRow) -> dict[str, Any]:
+    run = row.run
+    return {
+        "rank": row.rank,
+        "tied": row.tied,
+        "implementation": row.implementation_label,
+        "implementationDigest": run.implementation,
+        "run": run.digest,
+        "latencyNs": row.latency_ns,
+        "timesVsFirst": row.times_vs_first,
+        "speedupOverReference": row.speedup_over_reference,
+        "speedupSource": row.speedup_source,
+        "evidence": row.evidence,
+        "observedAt": run.observed_at,
+        "stale": row.stale,
+        "belowFloor": row.below_floor,
+        "noiseNs": run.noise_ns,
+        "noiseSource": run.noise_source or "policy",
+        "committed": run.committed,
+    }
+
+
+def _group_json(group: RankedGroup) -> dict[str, Any]:
+    return {
+        "comparisonKey": group.comparison_key,
+        "workload": group.key.workload,
+        "workloadName": group.workload_name,
+        "gpu": group.key.gpu,
+        "comparabilityFamily": group.key.comparability,
+        "primaryStatistic": group.key.statistic,
+        "referenceLatencyNs": group.reference_ns,
+        "floor": _floor_json(group),
+        "excluded": group.excluded,
+        "rows": [_row_json(row) for row in group.rows],
+    }
+
+
+def _board_json(board: Board) -> dict[str, Any]:
+    return {
+        "gpu": board.gpu,
+        "comparabilityFamily": board.comparability,
+        "primaryStatistic": board.statistic,
+        "records": [
+            {
+                "workload": record.group.key.workload,
+                "workloadName": record.group.workload_name,
+                "comparisonKey": record.group.comparison_key,
+                "implementation": record.leader.implementation_label,
+                "implementationDigest": record.leader.run.implementation,
+                "run": record.leader.run.digest,
+                "latencyNs": record.leader.latency_ns,
+                "evidence": record.leader.evidence,
+                "stale": record.leader.stale,
+                "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
+                "baselineUnbeaten": record.baseline_unbeaten,
+                "floorNs": round(record.group.floor.floor_ns, 3) if record.group.floor else None,
+                "recordAboveFloor": record.group.record_above_floor,
+                "belowFloor": record.leader.below_floor,
+            }
+            for record in board.records
+        ],
+        "implementations": [
+            {
+                "implementation": summary.name,
+                "implementationDigest": summary.digest,
+                "covered": summary.covered,
+                "workloads": summary.workloads,
+                "wins": summary.wins,
+                "geomeanSpeedupOverBaseline": summary.geomean_speedup,
+                "speedupWorkloads": summary.speedup_workloads,
+            }
+            for summary in board.implementations
+        ],
+    }
+
+
+def _definition_json(result: DefinitionBoard) -> dict[str, Any]:
+    definition = result.definition
+    return {
+        "definition": {"name": definition.name, "digest": definition.digest, "family": definition.family},
+        "workloads": len(result.workloads),
+        "baseline": None
+        if result.baseline is None
+        else {"implementation": result.baseline.name, "source": result.baseline.source},
+        "minimumEvidence": result.min_evidence,
+        "boards": [_board_json(board) for board in result.boards],
+        "challenges": list(result.challenges),
+        "unranked": result.unranked,
+    }
+
+
+def _floor_note(group: RankedGroup) -> str:
+    """How far above its floor a group's record is: ``1.83×``, ``BELOW``, or ``-`` without a floor."""
+    if group.record_above_floor is None:
+        return "-"
+    if group.rows and group.rows[0].below_floor:
+        return "BELOW"
+    return times(group.record_above_floor)
+
+
+def _render_definition(result: DefinitionBoard) -> list[str]:
+    definition = result.definition
+    lines = [
+        fit(f"{definition.name}  ({definition.family}, {len(result.workloads)} workloads)", WIDTH),
+        f"digest    {definition.digest}",
+    ]
+    if result.baseline is not None:
+        if result.baseline.source == "reference":
+            lines.append("baseline  the definition's reference")
+        else:
+            why = "named by the policy" if result.baseline.source == "policy" else "the FlashInfer wrapper"
+            lines.append(fit(f"baseline  {result.baseline.name} ({why})", WIDTH))
+    else:
+        lines.append("baseline  none (no policy baseline, FlashInfer wrapper or reference run)")
+    lines.append(f"evidence  {result.min_evidence} or better")
+    if not result.boards:
+        lines.append("")
+        lines.append("no passed runs" + (f" on {result.gpu}" if result.gpu else ""))
+    for board in result.boards:
+        lines.append("")
+        lines.append(
+            fit(
+                f"{board.gpu} · {board.comparability} · {board.statistic}: "
+                f"records on {len(board.records)} of {len(result.workloads)} workloads",
+                WIDTH,
+            )
+        )
+        rows = []
+        for record in board.records:
+            leader = record.leader
+            holder = leader.implementation_label
+            extra = len(record.group.first()) - 1
+            if extra:
+                holder = f"{fit(holder, 17)} +{extra} tied"
+            baseline = "-" if record.baseline_unbeaten is None else "unbeaten" if record.baseline_unbeaten else "beaten"
+            rows.append(
+                [
+                    fit(record.group.workload_name, 22),
+                    latency(leader.latency_ns),
+                    fit(holder, 26),
+                    leader.evidence,
+                    baseline,
+                    _floor_note(record.group),
+                    "stale" if leader.stale else "",
+                ]
+            )
+        lines.extend(
+            "  " + line
+            for line in table(
+                ["workload", "record", "implementation", "evidence", "baseline", "vs floor", "stale"],
+                rows,
+                right=(1, 5),
+            )
+        )
+        if any(record.leader.below_floor for record in board.records):
+            lines.append("  BELOW: the record is faster than its physical floor, which is impossible: check the run")
+        lines.append("")
+        rows = [
+            [
+                fit(summary.name, 36),
+                f"{summary.covered}/{summary.workloads}",
+                str(summary.wins),
+                "-"
+                if summary.geomean_speedup is None
+                else f"{summary.geomean_speedup:.2f}× ({summary.speedup_workloads})",
+            ]
+            for summary in board.implementations
+        ]
+        lines.extend(
+            "  " + line
+            for line in table(
+                ["implementation", "covered", "wins", "geomean vs baseline (workloads)"], rows, right=(1, 2, 3)
+            )
+        )
+    if result.challenges:
+        lines.append("")
+        lines.extend(_wrap("open challenges (no passed run yet): " + ", ".join(result.challenges)))
+    if result.unranked:
+        lines.append("")
+        lines.append(f"{result.unranked} run(s) name a workload, protocol or environment not in the registry")
+    return lines
+
+
+def _render_group(group: RankedGroup) -> list[str]:
+    lines = [
+        fit(f"{group.key.gpu} · {group.key.comparability} · {group.key.statistic}", WIDTH),
+        f"comparison key {group.comparison_key}",
+    ]
+    if group.floor is not None:
+        floor = group.floor
+        above = group.record_above_floor
+        verdict = "" if above is None else f"; record is {times(above)} above it"
+        if group.rows and group.rows[0].below_floor:
+            verdict = "; the record is BELOW it (impossible: check the run)"
+        lines.extend(_wrap(f"floor {_ns(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
+        flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
+        lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
+    else:
+        lines.append(f"floor unknown ({group.key.gpu} is not in the datasheet table)")
+    rows = []
+    for row in group.rows:
+        notes = [label for flag, label in ((row.stale, "stale"), (row.below_floor, "BELOW FLOOR")) if flag]
+        mark = ("=" if row.tied or _tied_below(group, row) else "") + ("" if row.run.committed else "*")
+        rows.append(
+            [
+                f"{row.rank}{mark}",
+                fit(row.implementation_label, 24),
+                latency(row.latency_ns),
+                _ratio(row.times_vs_first),
+                _ratio(row.speedup_over_reference),
+                row.evidence,
+                _date(row.run.observed_at),
+                ", ".join(notes),
+            ]
+        )
+    lines.extend(
+        table(
+            ["rank", "implementation", "latency", "× vs #1", "× ref", "evidence", "observed", "notes"],
+            rows,
+            right=(2, 3, 4),
+        )
+    )
+    if any(not row.run.committed for row in group.rows):
+        lines.append("* not committed yet")
+    left_out = {name: count for name, count in group.excluded.items() if count}
+    if left_out:
+        words = {"notPassed": "not passed", "evidence": "below the evidence level", "notBest": "not their best"}
+        lines.append("left out: " + ", ".join(f"{count} {words[name]}" for name, count in left_out.items()))
+    return lines
+
+
+def _tied_below(group: RankedGroup, row: RankedRow) -> bool:
+    position = group.rows.index(row)
+    return (
+        position + 1 < len(group.rows) and group.rows[position + 1].tied and group.rows[position + 1].rank == row.rank
+    )
+
+
+def _render_workload(result: WorkloadBoard) -> list[str]:
+    workload = result.workload
+    axes = " · ".join(f"{name} = {value}" for name, value in sorted(workload.axes.items()))
+    lines = [fit(f"{result.definition.name} / {workload.name}", WIDTH), f"workload  {workload.digest}"]
+    lines.extend(_wrap(f"axes      {axes}"))
+    lines.append(f"evidence  {result.min_evidence} or better")
+    if not result.groups:
+        lines.append("")
+        lines.append("no runs" + (f" on {result.gpu}" if result.gpu else ""))
+    for group in result.groups:
+        lines.append("")
+        lines.extend(_render_group(group))
+    if result.unranked:
+        lines.append("")
+        lines.append(f"{result.unranked} run(s) name a protocol or environment not in the registry")
+    return lines
+
+
+@guarded
+def leaderboard(
+    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    gpu: GpuOption = None,
+    workload: Annotated[
+        str | None, typer.Option("--workload", help="Workload label or digest: show its groups in full.")
+    ] = None,
+    evidence: Annotated[
+        str,
+        typer.Option(
+            "--evidence",
+            help=f"Minimum evidence level: {', '.join(EVIDENCE_LEVELS)} (weakest first; disputed shows every run).",
+        ),
+    ] = DEFAULT_EVIDENCE,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The fastest correct implementations of a definition, per GPU and workload.
+
+    Without --workload: per GPU, the record of every workload and each
+    implementation's coverage, wins and geometric-mean speed-up over the
+    baseline. With --workload: every ranked run of that workload's groups,
+    with the comparison key and the physical floor. Exit 3 for an unknown
+    definition or workload, 2 for an unknown GPU or evidence level.
+    """
+    _, policy, index = _open(registry)
+    with index:
+        if workload is None:
+            result = definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
+            if as_json:
+                emit_json(_definition_json(result))
+            else:
+                for line in _render_definition(result):
+                    out(line)
+            return
+        board = workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
+        if as_json:
+            emit_json(
+                [
+                    {
+                        "definition": {"name": board.definition.name, "digest": board.definition.digest},
+                        "workloadAxes": board.workload.axes,
+                        "minimumEvidence": board.min_evidence,
+                        **_group_json(group),
+                    }
+                    for group in board.groups
+                ]
+            )
+        else:
+            for line in _render_workload(board):
+                out(line)
+
+
+# --------------------------------------------------------------------------- floor
+
+
+def _ns(value: float | None) -> str:
+    """A floor: three significant digits below a microsecond, else as a latency."""
+    if value is None:
+        return "-"
+    return f"{value:.3g} ns" if value < 1e3 else latency(value)
+
+
+def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: str) -> list[str]:
+    lines = [fit(f"floor of {definition_name} on {gpu} (an estimate, never evidence)", WIDTH)]
+    rows = [
+        [
+            fit(estimate.workload_name, 24),
+            f"{estimate.bytes:,}",
+            "-" if estimate.flops is None else f"{estimate.flops:,}",
+            _ns(estimate.bandwidth_bound_ns),
+            _ns(estimate.compute_bound_ns),
+            _ns(estimate.floor_ns),
+            estimate.bound,
+        ]
+        for estimate in estimates
+    ]
+    lines.extend(
+        table(["workload", "bytes", "FLOPs", "bandwidth", "compute", "floor", "bound"], rows, right=(1, 2, 3, 4, 5))
+    )
+    by_inputs: dict[tuple[str, ...], list[str]] = {}
+    for estimate in estimates:
+        if estimate.synthesized:
+            by_inputs.setdefault(estimate.synthesized, []).append(estimate.workload_name)
+    for inputs, names in sorted(by_inputs.items()):
+        lines.append("")
+        which = "every workload" if len(names) == len(estimates) else ", ".join(names)
+        lines.extend(_wrap(f"{', '.join(inputs)} synthesised from the axes (no blob given) for {which}"))
+    figures: list[str] = []
+    documents: list[str] = []
+    for estimate in estimates:
+        for source in estimate.sources:
+            figure, _, document = source.partition(": ")
+            if figure not in figures:
+                figures.append(figure)
+            if document not in documents:
+                documents.append(document)
+    if figures:
+        lines.append("")
+        lines.extend(_wrap("figures: " + "; ".join(figures)))
+        for document in documents:
+            lines.extend(_wrap(f"source: {document}"))
+    return lines
+
+
+@guarded
+def floor(
+    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    gpu: Annotated[str, typer.Option("--gpu", help="A GPU of the datasheet table (product or alias).")],
+    workload: Annotated[str | None, typer.Option("--workload", help="Only this workload (label or digest).")] = None,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The physical floor of a definition's workloads on a datasheet GPU.
+
+    Bytes that must cross memory over the datasheet bandwidth and FLOPs over
+    the datasheet dense peak; the larger is the floor. Exit 3 for an unknown
+    definition or workload, 2 for a GPU not in the datasheet table.
+    """
+    _, _, index = _open(registry)
+    with index:
+        facts, estimates = floors(index, definition, gpu, workload)
+        if as_json:
+            emit_json([estimate.to_json() for estimate in estimates])
+            return
+        product = estimates[0].gpu if estimates else gpu
+        for line in _render_floors(facts.name, estimates, product):
+            out(line)
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def _value(value: Any, present: bool, width: int) -> str:
+    if not present:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return fit(text, width)
+
+
+def _record_diff_json(result: RecordDiff) -> dict[str, Any]:
+    return {
+        "type": "records",
+        "equal": result.equal,
+        "before": {"digest": result.before.digest, "kind": result.before.kind, "name": result.before.name},
+        "after": {"digest": result.after.digest, "kind": result.after.kind, "name": result.after.name},
+        "changes": [
+            {
+                "path": change.path,
+                **({"before": change.before} if change.before_present else {}),
+                **({"after": change.after} if change.after_present else {}),
+            }
+            for change in result.changes
+        ],
+        "sameGroup": result.same_group,
+        "comparisonKey": result.comparison_key,
+        "latencyRatio": result.latency_ratio,
+        "exceedsNoise": result.exceeds_noise,
+    }
+
+
+def _render_record_diff(result: RecordDiff) -> list[str]:
+    lines = [
+        f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
+        f"b  {result.after.digest}  {fit(result.after.kind + ' ' + result.after.name, 20)}",
+    ]
+    if result.equal:
+        lines.append("the same record")
+        return lines
+    for change in result.changes:
+        room = max(20, (WIDTH - len(change.path) - 6) // 2)
+        line = (
+            f"{change.path}: {_value(change.before, change.before_present, room)}"
+            f" → {_value(change.after, change.after_present, room)}"
+        )
+        lines.append(fit(line, WIDTH))
+    if result.same_group and result.latency_ratio is not None:
+        verdict = "exceeds the noise" if result.exceeds_noise else "within the noise: a tie"
+        lines.append(f"one comparison group: {result.comparison_key}")
+        lines.append(f"latency b/a {result.latency_ratio:.4f} ({verdict})")
+    elif result.same_group is False:
+        lines.append("the runs are in different comparison groups: their latencies are not compared")
+    return lines
+
+
+def _leader_json(row: RankedRow | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {
+        "implementation": row.implementation_label,
+        "implementationDigest": row.run.implementation,
+        "run": row.run.digest,
+        "latencyNs": row.latency_ns,
+    }
+
+
+def _change_json(change: GroupChange) -> dict[str, Any]:
+    return {
+        "comparisonKey": change.key.digest,
+        "definition": change.definition,
+        "workload": change.key.workload,
+        "workloadName": change.workload_name,
+        "gpu": change.key.gpu,
+        "comparabilityFamily": change.key.comparability,
+        "primaryStatistic": change.key.statistic,
+        "newFirst": change.new_first,
+        "before": _leader_json(change.before_leader),
+        "after": _leader_json(change.after_leader),
+        "margin": change.margin,
+        "rankChanges": [
+            {
+                "implementation": rank.name,
+                "implementationDigest": rank.implementation,
+                "beforeRank": rank.before_rank,
+                "afterRank": rank.after_rank,
+                "beforeLatencyNs": rank.before_ns,
+                "afterLatencyNs": rank.after_ns,
+            }
+            for rank in change.rank_changes
+        ],
+        "becameStale": [
+            {"implementation": row.implementation_label, "run": row.run.digest, "observedAt": row.run.observed_at}
+            for row in change.became_stale
+        ],
+    }
+
+
+def _state_diff_json(result: StateDiff) -> dict[str, Any]:
+    return {
+        "type": "revisions",
+        "equal": result.equal,
+        "before": result.before,
+        "after": result.after,
+        "added": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.added],
+        "removed": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.removed],
+        "groups": [_change_json(change) for change in result.groups],
+    }
+
+
+def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
+    lines = [
+        f"{before} ({result.before[:12]}) → {after} ({result.after[:12]}): "
+        f"{len(result.added)} record(s) added, {len(result.removed)} removed"
+    ]
+    for title, items in (("added", result.added), ("removed", result.removed)):
+        if items:
+            lines.append(f"{title}:")
+            lines.extend(f"  {kind:<20}  {digest}" for kind, digest, _ in items)
+    for change in result.groups:
+        lines.append("")
+        label = f"{change.definition or '?'} / {change.workload_name} on {change.key.gpu}"
+        lines.append(fit(f"{label} ({change.key.comparability}, {change.key.statistic})", WIDTH))
+        lines.append(f"  comparison key {change.key.digest}")
+        if change.new_first and change.after_leader is not None:
+            now = f"{fit(change.after_leader.implementation_label, 60)} {latency(change.after_leader.latency_ns)}"
+            lines.append(f"  new #1: {now}")
+            if change.before_leader is not None:
+                was = f"{fit(change.before_leader.implementation_label, 60)} {latency(change.before_leader.latency_ns)}"
+                margin = f"; {change.margin:.3f}× faster" if change.margin else ""
+                lines.append(f"    was: {was}{margin}")
+            else:
+                lines.append("    the group's first ranked run")
+        for rank in change.rank_changes:
+            before_rank = "-" if rank.before_rank is None else str(rank.before_rank)
+            after_rank = "-" if rank.after_rank is None else str(rank.after_rank)
+            times_ = latency(rank.after_ns)
+            if rank.before_ns != rank.after_ns:
+                times_ = f"{latency(rank.before_ns)} → {latency(rank.after_ns)}"
+            lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 50)} ({times_})", WIDTH))
+        for row in change.became_stale:
+            lines.append(
+                fit(f"  became stale: {row.implementation_label} (observed {_date(row.run.observed_at)})", WIDTH)
+            )
+    return lines
+
+
+def _as_record(index: QueryIndex, ref: str) -> bool:
+    try:
+        index.resolve_any(ref)
+    except NotFoundError:
+        return False
+    return True
+
+
+def _as_revision(target: Registry, ref: str) -> bool:
+    if not target.is_git_repository():
+        return False
+    try:
+        target.git.rev_parse(ref)
+    except NotFoundError:
+        return False
+    return True
+
+
+@guarded
+def diff(
+    a: Annotated[str, typer.Argument(help="A record (digest, prefix or name) or a git revision.")],
+    b: Annotated[str, typer.Argument(help="The same kind of thing as A.")],
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Compare two records field by field, or the registry at two git revisions.
+
+    Two runs of one comparison group also get their latency ratio and whether
+    it exceeds the noise. Two revisions give the records added and, per
+    comparison group, the new #1, rank changes and runs that became stale.
+    A and B are taken as records when both name one (prefix a digest with
+    sha256: to insist), else as revisions. Exit 0 when equal, 1 when different,
+    3 when either is unknown.
+    """
+    target, policy, index = _open(registry)
+    with index:
+        records = _as_record(index, a) and _as_record(index, b)
+        if records:
+            record_result = diff_records(index, a, b, policy=policy)
+            equal = record_result.equal
+            if as_json:
+                emit_json(_record_diff_json(record_result))
+            else:
+                for line in _render_record_diff(record_result):
+                    out(line)
+        else:
+            revisions = {ref: _as_revision(target, ref) for ref in (a, b)}
+            if not all(revisions.values()):
+                records_known = {ref: _as_record(index, ref) for ref in (a, b)}
+                if any(records_known.values()) and any(revisions.values()):
+                    raise UsageError(f"{a!r} and {b!r} are not both records nor both revisions")
+                unknown = [ref for ref in (a, b) if not revisions[ref] and not records_known[ref]]
+                raise NotFoundError(
+                    f"{unknown[0]!r} is neither a record of the registry nor a git revision",
+                    details=["use a digest (prefix of 8+ hex digits) or a name, or a revision such as HEAD~1"],
+                )
+            state_result = diff_revisions(index, a, b, policy=policy)
+            equal = state_result.equal
+            if as_json:
+                emit_json(_state_diff_json(state_result))
+            else:
+                for line in _render_state_diff(state_result, a, b):
+                    out(line)
+    if not equal:
+        raise typer.Exit(CheckFailed.exit_code)
+
+
+# --------------------------------------------------------------------------- history
+
+
+def _history_json(result: History) -> dict[str, Any]:
+    return {
+        "kind": result.kind,
+        "digest": result.digest,
+        "name": result.name,
+        "entries": [
+            {
+                "kind": entry.kind,
+                "digest": entry.digest,
+                "name": entry.name,
+                "commit": entry.commit,
+                "date": entry.date,
+                "author": entry.author,
+            }
+            for entry in result.entries
+        ],
+        "groups": [
+            {
+                "comparisonKey": group.key.digest,
+                "workload": group.key.workload,
+                "workloadName": group.workload_name,
+                "gpu": group.key.gpu,
+                "comparabilityFamily": group.key.comparability,
+                "primaryStatistic": group.key.statistic,
+                "firstOverTime": [
+                    {
+                        "commit": change.commit,
+                        "date": change.date,
+                        "author": change.author,
+                        "implementation": change.implementation,
+                        "run": change.run,
+                        "latencyNs": change.latency_ns,
+                        "previousImplementation": change.previous_implementation,
+                        "previousLatencyNs": change.previous_latency_ns,
+                    }
+                    for change in group.changes
+                ],
+            }
+            for group in result.groups
+        ],
+    }
+
+
+def _render_history(result: History) -> list[str]:
+    lines = [fit(f"{result.kind} {result.name}", WIDTH), f"digest {result.digest}", "", "entered the registry:"]
+    rows = [
+        [
+            _date(entry.date),
+            entry.commit[:12] if entry.commit else "uncommitted",
+            fit(entry.author or "-", 16),
+            entry.kind,
+            fit(entry.name, 30),
+        ]
+        for entry in result.entries
+    ]
+    lines.extend("  " + line for line in table(["date", "commit", "author", "kind", "name"], rows))
+    if result.groups:
+        lines.append("")
+        lines.append("#1 over time:")
+    for group in result.groups:
+        lines.append(
+            fit(f"  {group.workload_name} on {group.key.gpu} ({group.key.comparability}, {group.key.statistic})", WIDTH)
+        )
+        lines.append(f"    comparison key {group.key.digest}")
+        for change in group.changes:
+            commit = change.commit[:12] if change.commit else "uncommitted"
+            lines.append(
+                fit(
+                    f"    {_date(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
+                    WIDTH,
+                )
+            )
+            if change.previous_implementation is not None:
+                previous = f"{change.previous_implementation} {latency(change.previous_latency_ns)}"
+                lines.append(fit(f"{'':30}was {previous}", WIDTH))
+    return lines
+
+
+@guarded
+def history_command(
+    target: Annotated[str, typer.Argument(help="A definition, implementation or record: name, digest or prefix.")],
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """When each related record entered the registry (git: commit, date, author) and how #1 changed.
+
+    For a definition: its workloads, implementations and runs; for an
+    implementation: its runs and the groups they are in; for a run: the records
+    it names and its group. Exit 3 for an unknown target.
+    """
+    _, policy, index = _open(registry)
+    with index:
+        result = history(index, target, policy=policy)
+    if as_json:
+        emit_json(_history_json(result))
+        return
+    for line in _render_history(result):
+        out(line)
+
+
+# --------------------------------------------------------------------------- cite
+
+
+def citation_text(cite: Citation) -> str:
+    added = f"added in commit {cite.commit[:12]}, {_date(cite.committed)}" if cite.commit else "not yet committed"
+    return (
+        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
+    )
+
+
+@guarded
+def cite(
+    digest: Annotated[str, typer.Argument(help="A record: digest, prefix of 8+ hex digits, or name.")],
+    citation_format: Annotated[str, typer.Option("--format", help="text, bibtex or json.")] = "text",
+    registry: RegistryOption = None,
+) -> None:
+    """How to cite a record: title, digest, permalink, the commit that added it, the access date.
+
+    The permalink is the policy's permalinkBase followed by the digest. Exit 3
+    for an unknown record, 2 for an unknown format.
+    """
+    if citation_format not in ("text", "bibtex", "json"):
+        raise UsageError(f"unknown format {citation_format!r}; expected text, bibtex or json")
+    _, policy, index = _open(registry)
+    with index:
+        result = citation(index, digest, policy=policy, accessed=datetime.now(UTC))
+    if citation_format == "json":
+        emit_json(result.to_json())
+    elif citation_format == "bibtex":
+        out(bibtex(result))
+    else:
+        for line in textwrap.wrap(citation_text(result), WIDTH, break_long_words=False, break_on_hyphens=False):
+            out(line)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(leaderboard)
+    app.command()(floor)
+    app.command()(diff)
+    app.command("history")(history_command)
+    app.command()(cite)
