@@ -135,6 +135,7 @@ class _Model(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,
+        defer_build=True,  # validators are built on first use: commands that never validate start faster
     )
 
 
@@ -509,7 +510,9 @@ AnySpec: TypeAlias = (
     | ExecutionEnvironmentSpec
     | BenchmarkRunSpec
 )
-RECORD_ADAPTER: TypeAdapter[AnyRecord] = TypeAdapter(Annotated[AnyRecord, Field(discriminator="kind")])
+RECORD_ADAPTER: TypeAdapter[AnyRecord] = TypeAdapter(
+    Annotated[AnyRecord, Field(discriminator="kind")], config=ConfigDict(defer_build=True)
+)
 _RECORD_CLASSES: dict[str, type[AnyRecord]] = {
     "Definition": Definition,
     "Workload": Workload,
