@@ -10,14 +10,16 @@ the notes and each skipped item as ``file:line: message``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.errors import CheckFailed
-from kictl.importers.flashinfer_bench import ImportReport, import_flashinfer_bench
 from kictl.records import KINDS
+
+if TYPE_CHECKING:
+    from kictl.importers.flashinfer_bench import ImportReport
 
 app = typer.Typer(help="Import results of other harnesses.", no_args_is_help=True)
 
@@ -47,6 +49,8 @@ def flashinfer_bench(
     registry cannot be written (nothing of the import is left behind).
     """
     target = open_registry(registry)
+    from kictl.importers.flashinfer_bench import import_flashinfer_bench
+
     report = import_flashinfer_bench(target, path, dry_run=dry_run)
     if as_json:
         emit_json(report.to_json())

@@ -12,9 +12,7 @@ from kictl import canon
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.errors import RecordError
 from kictl.records import KINDS
-from kictl.scaffold import create_registry
 from kictl.store import read_record_inputs
-from kictl.validate import validate_registry
 
 FilesArgument = Annotated[
     list[Path],
@@ -36,6 +34,8 @@ def init(
     directory: Annotated[Path, typer.Argument(help="Folder for the new registry (created if missing).")],
 ) -> None:
     """Create a new, empty registry: a git repository with a trust root and a policy."""
+    from kictl.scaffold import create_registry  # imports the trust module: only here
+
     sha = create_registry(directory)
     err(f"created an empty registry in {directory} (commit {sha[:12]})")
     out(str(directory.resolve()))
@@ -95,6 +95,8 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
     Each problem is printed as `path: message`. Exit 3 if there is any.
     """
     target = open_registry(registry)
+    from kictl.validate import validate_registry
+
     report = validate_registry(target)
     if as_json:
         emit_json(
