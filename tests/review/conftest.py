@@ -211,9 +211,18 @@ class Pr:
     def remove(self, path: str) -> None:
         (self.root / path).unlink()
 
-    def commit(self, message: str = "PR") -> str:
+    def commit(self, message: str = "PR", *, when: datetime | None = None) -> str:
+        """Commit everything written; ``when`` sets the author time (an envelope's signing time)."""
         self.repo.git.add("-A")
-        return str(self.repo.index.commit(message, author=ACTOR, committer=ACTOR).hexsha)
+        date = None if when is None else f"{int(when.timestamp())} +0000"
+        commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR, author_date=date, commit_date=date)
+        return str(commit.hexsha)
+
+    def publish(self, message: str = "published on main") -> str:
+        """Commit what was written so far and move ``main`` there: the base grows, the PR starts after it."""
+        sha = self.commit(message)
+        self.repo.git.branch("-f", "main", "HEAD")
+        return sha
 
     def stored(self, raw: dict[str, Any]) -> StoredRecord:
         return record_from_value(raw)
