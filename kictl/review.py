@@ -1343,6 +1343,11 @@ def _printable(text: str) -> str:
     return _CONTROL.sub("?", text)
 
 
+_NBSP = "\u00a0"
+#: The space between a number and its unit, which a line break must not split ("30.0 µs").
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s)\b)")
+
+
 def render_text(report: ReviewReport, *, width: int = 100) -> str:
     """The report for a terminal, lines of at most ``width`` columns (digests in messages stay whole)."""
     lines = [
@@ -1350,7 +1355,8 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         report.summary(),
     ]
     if report.changes and not report.code_only:
-        lines.append(f"changes: {_status_counts(report.changes)}; new: {_added_line(report)}")
+        changes = f"changes: {_status_counts(report.changes)}; new: {_added_line(report)}"
+        lines.extend(textwrap.wrap(changes, width=width, subsequent_indent="  ", break_long_words=False))
     wrap = textwrap.TextWrapper(width=width, initial_indent="    ", subsequent_indent="    ", break_long_words=False)
     for title, findings in (("lints", report.lints), ("hints", report.hints)):
         if not findings:
@@ -1358,7 +1364,7 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         lines += ["", f"{title}:"]
         for finding in findings:
             lines.append(f"  {finding.code}  {_short_hex(finding.where)}".rstrip())
-            lines.extend(wrap.wrap(finding.message))
+            lines.extend(line.replace(_NBSP, " ") for line in wrap.wrap(_UNIT_SPACE.sub(_NBSP, finding.message)))
     if report.leaderboards:
         lines += ["", "leaderboards:"]
         for group in report.leaderboards:
