@@ -1224,6 +1224,9 @@ class _Review:
                     NotChecked("leaderboards", f"{_NO_RANK}: rank changes, new #1 records and stale groups")
                 )
             return
+        if not new_runs:  # no run added: no group changes (published runs never go; linted if they do)
+            self.report.leaderboards = []
+            return
         try:
             diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
         except KictlError as exc:  # e.g. the query index cannot be written or read

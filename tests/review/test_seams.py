@@ -115,3 +115,12 @@ def test_head_evidence_ignores_community_reruns(pr: Pr) -> None:
     pr.add_envelope(pr.base.run, _rerun_envelope(pr, "agrees", 1.0, SUBMITTER_KEY))
     pr.commit()
     assert _evidence(pr) == "reported"
+
+
+def test_a_pr_without_runs_builds_no_leaderboards(pr: Pr) -> None:
+    pr.add_envelope(pr.base.run, envelope(pr.base.run, "review", SUBMITTER_KEY, {"note": "reproduced locally"}))
+    pr.commit()
+    report = review(pr.registry, "main")
+    assert report.ok
+    assert report.leaderboards == []
+    assert not (pr.root / ".kictl").exists()  # the query index was not needed
