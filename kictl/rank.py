@@ -39,16 +39,22 @@ Floors are estimates, never evidence: ``families.work`` and
 datasheet peak; a run faster than its floor is flagged wherever it is shown.
 
 Evidence levels come from ``kictl.trust`` (DESIGN §5) through
-``obtain_evidence``, the one place that asks for them.
+``obtain_evidence``, the one place that asks for them, unless a caller brings
+its own ``EvidenceSource`` (``kictl review`` judges a PR head's attestations).
+
+Diffs and stale groups serve ``kictl diff`` and ``kictl review``: what changed
+per group between two revisions (``diff_revisions``), and the groups of a
+PR's definitions and GPUs whose #1 is stale, which a new run could refresh
+(``stale_groups``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 from kictl import canon, families
@@ -78,6 +84,11 @@ def obtain_evidence(registry: Registry, digests: Sequence[str]) -> dict[str, str
     if levels is None:
         return dict.fromkeys(digests, "reported")
     return dict(levels(registry, list(digests)))
+
+
+#: ``digests -> {digest: level}``: where a caller's evidence levels come from when not from the
+#: working tree (``kictl review`` judges the head's attestations by the base's trust root).
+EvidenceSource = Callable[[Sequence[str]], Mapping[str, str]]
 
 
 def check_evidence_level(level: str) -> str:
@@ -909,12 +920,15 @@ def diff_states(
     after_time: datetime,
     evidence: Mapping[str, str] | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
+    evidence_of: EvidenceSource | None = None,
 ) -> StateDiff:
     """What changed between two states of a registry (two snapshots of the index).
 
     Groups compared are those whose runs were added or removed and those with a
     run that was fresh at ``before_time`` and stale at ``after_time``.
-    Evidence is today's for both states (attestations are not records).
+    Evidence is one map for both states (attestations are not records):
+    ``evidence``, else ``evidence_of(digests)`` for the runs of the groups
+    compared, else ``obtain_evidence`` (today's, from the working tree).
     """
     old, new = before.all_records(), after.all_records()
     added = tuple(sorted((new[d][0], d, new[d][1]) for d in new.keys() - old.keys()))
@@ -938,7 +952,8 @@ def diff_states(
     digests = sorted({run.digest for key in keys for run in after.runs_of_workload(key.workload)})
     digests += [run.digest for key in keys for run in before.runs_of_workload(key.workload)]
     if evidence is None:
-        evidence = obtain_evidence(after.registry, sorted(set(digests)))
+        source = evidence_of if evidence_of is not None else partial(obtain_evidence, after.registry)
+        evidence = source(sorted(set(digests)))
     old_groups = _ranked(before, keys, policy=policy, evidence=evidence, now=before_time, min_evidence=min_evidence)
     new_groups = _ranked(after, keys, policy=policy, evidence=evidence, now=after_time, min_evidence=min_evidence)
     changes = []
@@ -1016,6 +1031,7 @@ def diff_revisions(
     policy: Policy,
     evidence: Mapping[str, str] | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
+    evidence_of: EvidenceSource | None = None,
 ) -> StateDiff:
     """``diff_states`` of the registry at two git revisions, staleness judged at each commit's time.
 
@@ -1032,10 +1048,76 @@ def diff_revisions(
             after_time=commit_time(index.registry, after.revision or after_rev),
             evidence=evidence,
             min_evidence=min_evidence,
+            evidence_of=evidence_of,
         )
     finally:
         before.close()
         after.close()
+
+
+def stale_groups(
+    index: QueryIndex,
+    run_digests: Iterable[str],
+    *,
+    policy: Policy,
+    now: datetime,
+    evidence_of: EvidenceSource | None = None,
+    min_evidence: str = DEFAULT_EVIDENCE,
+) -> list[RankedGroup]:
+    """The groups a submitter of these runs could refresh: same definition and GPU, #1 stale at ``now``.
+
+    For each run of ``run_digests`` in ``index``, every comparison group of its
+    definition on its GPU (any workload, comparability family and statistic)
+    whose rank-1 rows are all stale (observed more than
+    ``policy.staleAfterDays`` before ``now``; DESIGN §6), ranked as
+    ``rank_group`` ranks them, ordered by group key.  Evidence comes from
+    ``evidence_of`` (else ``obtain_evidence``) for the runs of groups that
+    have a passed run old enough to be stale.  Raises what the evidence source raises.
+    """
+    gpus_of: dict[str, set[str]] = {}
+    for run in index.runs(run_digests):
+        definition = _definition_of(index, run)
+        if definition is not None and run.gpu is not None:
+            gpus_of.setdefault(definition, set()).add(run.gpu)
+    cutoff = stale_cutoff(policy, now)
+    candidates: dict[GroupKey, tuple[str, list[RunFacts]]] = {}
+    for definition, gpus in gpus_of.items():
+        groups, _ = group_runs(index.runs_of_definition(definition))
+        for key, runs in groups.items():
+            old = any(
+                run.status == "passed" and run.latency_ns is not None and run.observed_at < cutoff for run in runs
+            )
+            if key.gpu in gpus and old:
+                candidates[key] = (definition, runs)
+    if not candidates:
+        return []
+    digests = sorted({run.digest for _, runs in candidates.values() for run in runs})
+    source = evidence_of if evidence_of is not None else partial(obtain_evidence, index.registry)
+    evidence = source(digests)
+    out = []
+    for key in sorted(candidates):
+        definition, runs = candidates[key]
+        ranked = rank_group(
+            key,
+            runs,
+            policy=policy,
+            evidence=evidence,
+            now=now,
+            min_evidence=min_evidence,
+            definition=index.definition(definition),
+        )
+        first = ranked.first()
+        if first and all(row.stale for row in first):
+            out.append(ranked)
+    return out
+
+
+def _definition_of(index: QueryIndex, run: RunFacts) -> str | None:
+    """A run's definition digest: its own ``definitionDigest``, else its workload's."""
+    if run.definition is not None:
+        return run.definition
+    workload = index.workload(run.workload)
+    return workload.definition if workload is not None else None
 
 
 # --------------------------------------------------------------------------- history

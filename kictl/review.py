@@ -5,8 +5,10 @@ base of ``base`` and ``head`` and judges the files that changed, never the
 whole registry, as the conda-forge staged-recipes linter and MLPerf's
 submission checker do: *lints* fail the review (exit 1), *hints* advise the
 maintainer.  Everything is read from git objects (``GitHistory.read_files``,
-one pass per folder), never from the working tree, and nothing from the pull
-request is executed: a definition's reference is parsed (``ast``), not run.
+one pass per folder), never from the working tree (the leaderboards come
+from the query index's snapshots of the two revisions; the index itself is
+the cache under ``.kictl/``), and nothing from the pull request is executed:
+a definition's reference is parsed (``ast``), not run.
 
 Lints (issue 7):
 
@@ -34,9 +36,13 @@ through the leaderboard seam; ``source-native-no-rerun``,
 
 Seams.  Signature verification belongs to ``kictl.trust`` and ranking to
 ``kictl.rank``; review calls them through ``Checks``, three optional
-functions.  A check whose function is absent is reported under "not checked"
-with the reason, never silently passed.  ``default_checks`` is where the two
-modules plug in.
+functions.  A check whose function is absent (or fails) is reported under
+"not checked" with the reason, never silently passed.  ``default_checks``
+fills them: ``verify_with_trust`` (``trust.verify_attestation`` against the
+base's trust root), ``verify_root_update_with_trust`` and
+``leaderboards_with_rank`` (``rank.diff_states`` and ``rank.stale_groups``
+over snapshots of the query index of both revisions, with evidence levels
+from ``HeadEvidence``: the head's rerun attestations judged by the base's root).
 
 Rendering.  ``render_text`` (100 columns), ``render_markdown`` (a PR comment:
 a summary line, lints first, one table per comparison group, at most
@@ -56,8 +62,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -89,6 +96,10 @@ from kictl.store import (
 )
 from kictl.validate import Problem, check_blob_file, check_envelope_file, check_record_file, check_references
 
+if TYPE_CHECKING:
+    from kictl.rank import GroupChange, RankedRow
+    from kictl.trust import TrustRoot
+
 #: A PR comment holds at most 65,536 characters; the review keeps a margin.
 MARKDOWN_LIMIT = 60_000
 #: A new #1 more than this much faster than a verified previous #1 deserves a rerun (issue 7).
@@ -109,7 +120,8 @@ LINTS: dict[str, str] = {
     "below-floor": "a run faster than its physical floor",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",
     "bad-attestation": "an attestation that does not verify (signature, key validity at the time, role)",
-    "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold",
+    "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
+    "or whose versions are not kept in order",
 }
 #: Hint codes; they advise and never fail the review.
 HINTS: dict[str, str] = {
@@ -322,13 +334,218 @@ class Checks:
     leaderboards: Leaderboards | None = None
 
 
+# --------------------------------------------------------------------------- the modules behind the seams
+
+
+@lru_cache(maxsize=4)
+def _trust_root(data: bytes) -> TrustRoot:
+    """The base's trust root, parsed once per review (not once per envelope); raises ``RecordError``."""
+    from kictl import trust
+
+    return trust.load_root(data, source=f"the base's {ROOT_FILE}")
+
+
+def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime) -> AttestationVerdict:
+    """The ``verify_attestation`` seam filled with ``trust.verify_attestation`` (DESIGN §5).
+
+    Never raises: a rejected envelope, or a base trust root that does not
+    parse, is a verdict with its ``problem``.
+    """
+    from kictl import trust
+
+    try:
+        verified = trust.verify_attestation(envelope, subject=subject, root=_trust_root(root), signed_at=signed_at)
+    except trust.AttestationRejected as exc:  # signatures verified; something else is wrong
+        roles = {role for signer in exc.signers for role in signer.roles}
+        ordered = tuple(role for role in trust.ROLES if role in roles)
+        return AttestationVerdict(exc.predicate_type, ordered, problem=exc.message)
+    except (CheckFailed, RecordError) as exc:
+        return AttestationVerdict(None, problem=exc.message)
+    return AttestationVerdict(verified.predicate_type, verified.roles)
+
+
+def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
+    """The ``verify_root_update`` seam: ``trust.verify_root_update`` (TUF §5.3.4-5); raises ``CheckFailed``."""
+    from kictl import trust
+
+    trust.verify_root_update(previous, new)
+
+
+class HeadEvidence:
+    """Evidence levels of runs (DESIGN §5) as the head's attestations make them, judged by the base's root.
+
+    ``trust.evidence_levels`` reads the working tree and verifies its trust
+    root; a review reads git objects and judges with the base's root, so this
+    source reads the head's envelopes from git and hands them to
+    ``trust.judge_attestations``.  Only a verifier's ``rerun`` moves a level,
+    so only envelopes that claim to be reruns are verified.  Signing time: the
+    author time of the commit that added the envelope (the head's time when no
+    commit did).  Levels are cached; a record that cannot be read stays ``reported``.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        head: str,
+        root: bytes | None,
+        policy: Policy,
+        load: Callable[[str], StoredRecord],
+    ) -> None:
+        self.git = registry.git
+        self.head = head
+        self.root_bytes = root
+        self.policy = policy
+        self.load = load
+        self.levels: dict[str, str] = {}
+        self._folders: dict[str, list[str]] | None = None
+        self._times: dict[str, datetime] | None = None
+
+    def __call__(self, digests: Sequence[str]) -> dict[str, str]:
+        missing = [digest for digest in dict.fromkeys(digests) if digest not in self.levels]
+        if missing:
+            self._judge(missing)
+        return {digest: self.levels[digest] for digest in digests}
+
+    def _envelopes(self) -> dict[str, list[str]]:
+        if self._folders is None:
+            self._folders = {}
+            for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
+                parts = path.split("/")
+                if len(parts) == 5 and canon.is_hex_digest(parts[3]) and parts[4].endswith(".dsse.json"):
+                    self._folders.setdefault(canon.DIGEST_PREFIX + parts[3], []).append(path)
+        return self._folders
+
+    def _signing_times(self) -> dict[str, datetime]:
+        if self._times is None:
+            added = self.git.first_added(ATTESTATIONS_DIR, self.head)
+            self._times = {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
+        return self._times
+
+    def _judge(self, digests: Sequence[str]) -> None:
+        from kictl import trust
+
+        self.levels.update(dict.fromkeys(digests, "reported"))
+        try:
+            root = _trust_root(self.root_bytes) if self.root_bytes is not None else None
+        except RecordError:
+            root = None
+        if root is None or root.empty:
+            return
+        folders = self._envelopes()
+        data = read_paths(self.git, self.head, [path for digest in digests for path in folders.get(digest, ())])
+        for digest in digests:
+            reruns = [
+                (path, data[path])
+                for path in folders.get(digest, ())
+                if path in data and claimed_predicate_type(data[path]) == "rerun"
+            ]
+            if not reruns:
+                continue
+            try:
+                subject = self.load(digest)
+            except KictlError:
+                continue
+            times = self._signing_times()
+            head_time = datetime.fromtimestamp(self.git.commit_info(self.head).timestamp, UTC)
+            envelopes = [(path, body, times.get(path, head_time), path in times) for path, body in reruns]
+            _, standing = trust.judge_attestations(
+                subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
+            )
+            self.levels[digest] = standing.level
+
+
+def _standing(row: RankedRow) -> Standing:
+    return Standing(
+        implementation=row.implementation_label,
+        run=row.run.digest,
+        rank=row.rank,
+        latency_ns=row.latency_ns,
+        evidence=row.evidence,
+        stale=row.stale,
+        observed_at=row.run.observed_at,
+    )
+
+
+def _group_diff(change: GroupChange) -> GroupDiff:
+    moves = sorted(
+        change.rank_changes,
+        key=lambda c: (c.after_rank is None, c.after_rank or 0, c.before_rank or 0, c.name),
+    )
+    return GroupDiff(
+        key=change.key.digest,
+        definition=change.definition,
+        workload=change.workload_name,
+        gpu=change.key.gpu,
+        comparability=change.key.comparability,
+        statistic=change.key.statistic,
+        before_leader=_standing(change.before_leader) if change.before_leader else None,
+        after_leader=_standing(change.after_leader) if change.after_leader else None,
+        moves=tuple(Move(c.name, c.before_rank, c.after_rank, c.before_ns, c.after_ns) for c in moves),
+    )
+
+
+def leaderboards_with_rank(
+    registry: Registry, base: str, head: str, policy: Policy, new_runs: Sequence[str]
+) -> LeaderboardDiff:
+    """The ``leaderboards`` seam filled with ``kictl.rank`` over snapshots of the query index (DESIGN §6).
+
+    ``rank.diff_states`` of the two revisions (staleness at each commit's
+    time) gives each changed group; a group that only grew stale is left out
+    (the PR did not touch it).  ``rank.stale_groups`` gives the groups of the
+    new runs' definitions and GPUs whose #1 is stale at the head's time.
+    Evidence: ``HeadEvidence``.  Raises ``RegistryError`` when the index
+    cannot be built, ``NotFoundError`` for an unknown revision.
+    """
+    from kictl import rank
+    from kictl.index import QueryIndex
+
+    root = read_paths(registry.git, base, [ROOT_FILE]).get(ROOT_FILE)
+    with QueryIndex.open(registry) as query:
+        before = query.snapshot(base)
+        after = query.snapshot(head)
+        try:
+            evidence = HeadEvidence(registry, head, root, policy, after.load_record)
+            after_time = rank.commit_time(registry, head)
+            diff = rank.diff_states(
+                before,
+                after,
+                policy=policy,
+                before_time=rank.commit_time(registry, base),
+                after_time=after_time,
+                evidence_of=evidence,
+            )
+            stale = []
+            for group in rank.stale_groups(after, new_runs, policy=policy, now=after_time, evidence_of=evidence):
+                leader = group.leader
+                assert leader is not None
+                facts = after.definition(leader.run.definition) if leader.run.definition else None
+                stale.append(
+                    StaleGroup(
+                        key=group.comparison_key,
+                        definition=facts.name if facts else None,
+                        workload=group.workload_name,
+                        gpu=group.key.gpu,
+                        leader=_standing(leader),
+                    )
+                )
+        finally:
+            before.close()
+            after.close()
+    groups = tuple(_group_diff(change) for change in diff.groups if change.new_first or change.rank_changes)
+    return LeaderboardDiff(groups=groups, stale=tuple(stale))
+
+
 def default_checks() -> Checks:
-    """The seams this build fills: none yet, until kictl.trust and kictl.rank are wired in here."""
-    return Checks()
+    """The seams filled: ``kictl.trust`` for signatures and root rotation, ``kictl.rank`` for leaderboards."""
+    return Checks(
+        verify_attestation=verify_with_trust,
+        verify_root_update=verify_root_update_with_trust,
+        leaderboards=leaderboards_with_rank,
+    )
 
 
-_NO_TRUST = "kictl.trust is not wired into the review yet"
-_NO_RANK = "kictl.rank is not wired into the review yet"
+_NO_TRUST = "no signature verifier was given to the review"
+_NO_RANK = "no ranking was given to the review"
 
 
 # --------------------------------------------------------------------------- the report
@@ -475,7 +692,7 @@ def _area(path: str) -> str:
     return "outside"
 
 
-_READ = frozenset({"record", "blob", "attestation", "root", "policy"})
+_READ = frozenset({"record", "blob", "attestation", "root", "trust", "policy"})
 _PUBLISHED = {"record": "record", "blob": "blob", "attestation": "attestation", "trust": "trust-root version"}
 
 
@@ -584,6 +801,8 @@ class _Review:
             policy = self._base_policy()
 
         folders: set[str] = set()
+        root_change: Change | None = None
+        trust_versions: list[str] = []  # added files under registry/trust/
         for change in report.changes:
             area = areas[change.path]
             if _CONTROL.search(change.path):
@@ -628,10 +847,12 @@ class _Review:
             elif area == "attestation":
                 self._added_envelope(change.path)
             elif area == "root":
-                self._root_change(change)
+                root_change = change
+            elif area == "trust":
+                trust_versions.append(change.path)
             elif area == "policy":
                 self._policy_change(change)
-            # "trust" files added: trust-root versions, judged with the root by the trust seam
+        self._trust_changes(root_change, trust_versions)
 
         new = [record for _, record in self.new_records]
         for record in new:
@@ -695,20 +916,69 @@ class _Review:
         if len(parts) == 5 and canon.is_hex_digest(parts[3]):
             self.new_envelopes.setdefault(canon.DIGEST_PREFIX + parts[3], []).append(path)
 
-    def _root_change(self, change: Change) -> None:
-        if change.status == "D":
-            self.lint("published-changed", "deletes the trust root", change.path)
+    def _trust_changes(self, root: Change | None, added: Sequence[str]) -> None:
+        """DESIGN §5: each new trust-root version follows the one before with the maintainer thresholds.
+
+        The base's ``root.json`` is the previous version; the added
+        ``registry/trust/<N>.root.json`` files, in order, must each pass
+        ``verify_root_update`` (TUF §5.3.4-5), and the head's ``root.json``
+        must be the newest of them byte for byte (``trust.root_chain`` keeps
+        every version).  A version file equal to the base's root is the keyless
+        root of ``kictl init`` kept as version 1.
+        """
+        if root is not None and root.status == "D":
+            self.lint("published-changed", "deletes the trust root", root.path)
+            return
+        from kictl.trust import ROOT_VERSION_RE
+
+        versions: dict[int, str] = {}
+        for path in added:
+            match = ROOT_VERSION_RE.match(posixpath.basename(path))
+            if match is None or posixpath.dirname(path) != TRUST_DIR:
+                self.lint("path-not-allowed", f"not a trust-root version ({TRUST_DIR}/<N>.root.json)", path)
+            else:
+                versions[int(match.group(1))] = path
+        if root is None and not versions:
             return
         previous = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
         if previous is None:
             return  # a registry's first trust root has no previous version to be signed by
-        if self.checks.verify_root_update is None:
+        verify = self.checks.verify_root_update
+        if verify is None:
             self.report.not_checked.append(NotChecked("trust root", f"{_NO_TRUST}: the maintainer threshold"))
             return
-        try:
-            self.checks.verify_root_update(previous, self.head_bytes[change.path])
-        except CheckFailed as exc:
-            self.lint("trust-root-threshold", exc.message, change.path)
+        newest = self.head_bytes.get(ROOT_FILE, previous) if root is not None else previous
+        current = previous
+        for number in sorted(versions):
+            path = versions[number]
+            data = self.head_bytes.get(path)
+            if data is None or data == current:
+                continue
+            try:
+                verify(current, data)
+            except CheckFailed as exc:
+                self.lint("trust-root-threshold", exc.message, path)
+                return
+            current = data
+        if not versions:
+            try:
+                verify(previous, newest)
+            except CheckFailed as exc:
+                self.lint("trust-root-threshold", exc.message, ROOT_FILE)
+                return
+            self.lint(
+                "trust-root-threshold",
+                f"changes the trust root without keeping the new version as {TRUST_DIR}/<N>.root.json "
+                "(`kictl trust` writes both)",
+                ROOT_FILE,
+            )
+        elif newest != current:
+            self.lint(
+                "trust-root-threshold",
+                f"{ROOT_FILE} is not byte for byte {posixpath.basename(versions[max(versions)])}, "
+                "the newest trust-root version this PR adds",
+                ROOT_FILE,
+            )
 
     def _policy_change(self, change: Change) -> None:
         if change.status == "D":
@@ -954,7 +1224,14 @@ class _Review:
                     NotChecked("leaderboards", f"{_NO_RANK}: rank changes, new #1 records and stale groups")
                 )
             return
-        diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
+        if not new_runs:  # no run added: no group changes (published runs never go; linted if they do)
+            self.report.leaderboards = []
+            return
+        try:
+            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
+        except KictlError as exc:  # e.g. the query index cannot be written or read
+            self.report.not_checked.append(NotChecked("leaderboards", f"ranking failed: {exc.message}"))
+            return
         self.report.leaderboards = list(diff.groups)
         for group in diff.groups:
             after = group.after_leader
@@ -1069,6 +1346,11 @@ def _printable(text: str) -> str:
     return _CONTROL.sub("?", text)
 
 
+_NBSP = "\u00a0"
+#: The space between a number and its unit, which a line break must not split ("30.0 µs").
+_UNIT_SPACE = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s)\b)")
+
+
 def render_text(report: ReviewReport, *, width: int = 100) -> str:
     """The report for a terminal, lines of at most ``width`` columns (digests in messages stay whole)."""
     lines = [
@@ -1076,7 +1358,8 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         report.summary(),
     ]
     if report.changes and not report.code_only:
-        lines.append(f"changes: {_status_counts(report.changes)}; new: {_added_line(report)}")
+        changes = f"changes: {_status_counts(report.changes)}; new: {_added_line(report)}"
+        lines.extend(textwrap.wrap(changes, width=width, subsequent_indent="  ", break_long_words=False))
     wrap = textwrap.TextWrapper(width=width, initial_indent="    ", subsequent_indent="    ", break_long_words=False)
     for title, findings in (("lints", report.lints), ("hints", report.hints)):
         if not findings:
@@ -1084,7 +1367,7 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         lines += ["", f"{title}:"]
         for finding in findings:
             lines.append(f"  {finding.code}  {_short_hex(finding.where)}".rstrip())
-            lines.extend(wrap.wrap(finding.message))
+            lines.extend(line.replace(_NBSP, " ") for line in wrap.wrap(_UNIT_SPACE.sub(_NBSP, finding.message)))
     if report.leaderboards:
         lines += ["", "leaderboards:"]
         for group in report.leaderboards:

@@ -3,9 +3,11 @@
 ``base_registry`` (built once per session, copied for each test) is the
 bundled registry plus one measured result on ``main``: an implementation, a
 protocol, an H200 environment, a passed run of ``gemm_n4096_k4096`` workload
-``m128``, a blob and a submission envelope about the run signed with a real
-Ed25519 key.  ``Pr`` checks out a branch ``pr`` from ``main`` and writes,
-deletes and commits files on it; each test builds one PR and reviews it.
+``m128`` (torch_matmul, 40.0 µs), a blob, a submission envelope about the run
+signed with a real Ed25519 key, and a real trust root (``kictl.trust``): a
+maintainer, ``SUBMITTER_KEY`` as submitter and ``VERIFIER_KEY`` as verifier,
+valid from 2026-01-01.  ``Pr`` checks out a branch ``pr`` from ``main`` and
+writes, deletes and commits files on it; each test builds one PR and reviews it.
 
 ``assert_markdown_renders`` checks that a Markdown body has valid tables (the
 same number of cells in every row, a header separator) and renders them with
@@ -20,6 +22,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +33,9 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from markdown_it import MarkdownIt
 from typer.testing import Result
 
-from kictl import canon, definitions
+from kictl import canon, definitions, trust
 from kictl.records import StoredRecord, record_from_value
+from kictl.scaffold import GITIGNORE
 from kictl.store import Registry
 from tests import factories
 from tests.conftest import REPO_ROOT, RunCli
@@ -41,6 +45,8 @@ ACTOR = git.Actor("Test Author", "author@example.org")
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 #: One fixed key, so that the session's base registry and the tests agree.
 SUBMITTER_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+VERIFIER_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
+MAINTAINER_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(64, 96)))
 
 
 def record_path(raw: dict[str, Any]) -> str:
@@ -54,15 +60,22 @@ def keyid(key: Ed25519PrivateKey) -> str:
 
 
 def envelope(
-    subject: dict[str, Any], predicate_type: str = "submission", key: Ed25519PrivateKey = SUBMITTER_KEY
+    subject: dict[str, Any],
+    predicate_type: str = "submission",
+    key: Ed25519PrivateKey = SUBMITTER_KEY,
+    predicate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A DSSE envelope of an in-toto Statement v1 about ``subject`` (a raw record), signed over PAE."""
+    """A DSSE envelope of an in-toto Statement v1 about ``subject`` (a raw record), signed over PAE.
+
+    Built here by hand (DSSE protocol, PAE), not with kictl.trust, so that the
+    review's verification is checked against an independent signer.
+    """
     hex_digest = canon.digest_hex(canon.record_digest(subject))
     statement = {
         "_type": "https://in-toto.io/Statement/v1",
         "subject": [{"name": f"{subject['kind']}/{subject['metadata']['name']}", "digest": {"sha256": hex_digest}}],
         "predicateType": f"https://kernelindex.dev/attestation/{predicate_type}/v1",
-        "predicate": {},
+        "predicate": predicate or {},
     }
     payload = canon.canonical_bytes(statement)
     pae = b"DSSEv1 %d %s %d %s" % (len(PAYLOAD_TYPE), PAYLOAD_TYPE.encode(), len(payload), payload)
@@ -146,6 +159,20 @@ def base_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BaseR
     blob_hex = canon.sha256_hex(records.blob)
     _write(root, f"registry/blobs/{blob_hex[:2]}/{blob_hex}", records.blob)
     _write(root, envelope_path(records.run, records.run_envelope), canon.pretty_bytes(records.run_envelope))
+    # a real trust root: a maintainer, the submitter and a verifier, valid from before the base commit
+    registry = Registry(root)
+    valid_from = datetime(2026, 1, 1, tzinfo=UTC)
+    trust.init_root(
+        registry,
+        maintainers=[(MAINTAINER_KEY.public_key(), "Mia Maintainer")],
+        keys=[MAINTAINER_KEY],
+        not_before=valid_from,
+    )
+    for key, owner, role in ((SUBMITTER_KEY, "Sam Submitter", "submitter"), (VERIFIER_KEY, "Vic Verifier", "verifier")):
+        trust.add_key(
+            registry, key.public_key(), owner=owner, roles=[role], keys=[MAINTAINER_KEY], not_before=valid_from
+        )
+    (root / ".gitignore").write_bytes(GITIGNORE)  # as `kictl init` writes it: the query index stays out of git
     repo = git.Repo.init(root, initial_branch="main")
     repo.git.add("-A")
     repo.index.commit("Base registry", author=ACTOR, committer=ACTOR)
@@ -184,9 +211,18 @@ class Pr:
     def remove(self, path: str) -> None:
         (self.root / path).unlink()
 
-    def commit(self, message: str = "PR") -> str:
+    def commit(self, message: str = "PR", *, when: datetime | None = None) -> str:
+        """Commit everything written; ``when`` sets the author time (an envelope's signing time)."""
         self.repo.git.add("-A")
-        return str(self.repo.index.commit(message, author=ACTOR, committer=ACTOR).hexsha)
+        date = None if when is None else f"{int(when.timestamp())} +0000"
+        commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR, author_date=date, commit_date=date)
+        return str(commit.hexsha)
+
+    def publish(self, message: str = "published on main") -> str:
+        """Commit what was written so far and move ``main`` there: the base grows, the PR starts after it."""
+        sha = self.commit(message)
+        self.repo.git.branch("-f", "main", "HEAD")
+        return sha
 
     def stored(self, raw: dict[str, Any]) -> StoredRecord:
         return record_from_value(raw)

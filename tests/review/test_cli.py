@@ -12,8 +12,9 @@ from tests.review.conftest import Pr, envelope, record_path
 
 
 def _pr_with_lints(pr: Pr) -> None:
-    run = pr.base.run_like(median_ns=1_000)  # below its floor
+    run = pr.base.run_like(median_ns=1_000)  # below its floor, signed: three lints and a new #1
     pr.add_record(run)
+    pr.add_envelope(run, envelope(run))
     pr.write("tools/helper.py", b"print('data PRs carry no code')\n")
     raw = json.loads(json.dumps(pr.base.protocol))
     raw["metadata"]["title"] = "edited"
@@ -22,7 +23,7 @@ def _pr_with_lints(pr: Pr) -> None:
 
 
 def test_exit_0_without_lints(cli: RunCli, pr: Pr) -> None:
-    run = pr.base.run_like(median_ns=30_000)
+    run = pr.base.run_like(median_ns=45_000)  # slower than the base's run of torch_matmul: no rank change
     pr.add_record(run)
     pr.add_envelope(run, envelope(run))
     pr.commit()
@@ -38,9 +39,10 @@ def test_exit_1_with_lints_and_text_fits_100_columns(cli: RunCli, pr: Pr) -> Non
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines()[-1] == "error: 3 lint(s): the PR cannot be merged as it is"
     lines = result.stdout.splitlines()
-    assert lines[1] == "fail: 3 lints, 0 hints in 3 changed files"
+    assert lines[1] == "fail: 3 lints, 1 hint in 4 changed files"
     assert all(len(line) <= 100 for line in lines), [line for line in lines if len(line) > 100]
-    section = lines[lines.index("lints:") + 1 : lines.index("not checked:")]
+    assert "not checked:" not in lines
+    section = lines[lines.index("lints:") + 1 : lines.index("hints:")]
     codes = [line.split()[0] for line in section if line.startswith("  ") and not line.startswith("    ")]
     assert codes == ["published-changed", "below-floor", "path-not-allowed"]
 
@@ -57,7 +59,7 @@ def test_json_and_json_file_agree(cli: RunCli, pr: Pr, tmp_path: Path) -> None:
     assert document["head"]["commit"] == pr.repo.head.commit.hexsha
     markdown = cli("review", "--registry", pr.root, "--base", "main", "--format", "markdown", "--json-file", saved)
     assert markdown.exit_code == 1
-    assert markdown.stdout.startswith("### kictl review fails: 3 lints, 0 hints in 3 changed files\n")
+    assert markdown.stdout.startswith("### kictl review fails: 3 lints, 1 hint in 4 changed files\n")
     assert json.loads(saved.read_text()) == document
 
 
@@ -72,7 +74,7 @@ def test_head_option_and_merge_base(cli: RunCli, pr: Pr) -> None:
     document = json.loads(result.stdout)
     assert document["base"]["mergeBase"] != document["base"]["commit"]
     assert "registry/late.txt" not in [change["path"] for change in document["changes"]]
-    assert len(document["changes"]) == 3
+    assert len(document["changes"]) == 4
 
 
 def test_same_revision_has_nothing_to_review(cli: RunCli, pr: Pr) -> None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from kictl import canon
 from tests.conftest import RunCli
-from tests.review.conftest import GEMM, Pr, envelope, run_review
+from tests.review.conftest import GEMM, SUBMITTER_KEY, VERIFIER_KEY, Pr, envelope, run_review
 
 NATIVE = {"source": "flashinfer-bench", "benchmark": "mlsys26-contest", "externalId": "trace-17"}
 
 
 def test_imported_run_without_rerun(cli: RunCli, pr: Pr) -> None:
-    run = pr.base.run_like(median_ns=30_000, sourceNative=NATIVE)
+    run = pr.base.run_like(median_ns=45_000, sourceNative=NATIVE)
     pr.add_record(run)
     pr.add_envelope(run, envelope(run, "submission"))
     pr.commit()
@@ -23,18 +26,28 @@ def test_imported_run_without_rerun(cli: RunCli, pr: Pr) -> None:
     hint = reviewed.document["hints"][0]
     assert hint["path"].startswith("registry/records/BenchmarkRun/")
     assert hint["message"].startswith(
-        "imported from flashinfer-bench mlsys26-contest with no rerun attestation (signatures not verified)"
+        "imported from flashinfer-bench mlsys26-contest with no verified rerun attestation by a verifier"
     )
 
 
-def test_imported_run_with_a_rerun_attestation_gets_no_hint(cli: RunCli, pr: Pr) -> None:
-    run = pr.base.run_like(median_ns=30_000, sourceNative=NATIVE)
+@pytest.mark.parametrize(
+    ("key", "hinted"),
+    [(VERIFIER_KEY, False), (SUBMITTER_KEY, True)],
+    ids=["verifier-rerun", "community-rerun"],
+)
+def test_imported_run_with_a_rerun_attestation(cli: RunCli, pr: Pr, key: Ed25519PrivateKey, hinted: bool) -> None:
+    """A verifier's rerun answers the hint; a rerun by a key without the verifier role does not."""
+    run = pr.base.run_like(median_ns=45_000, sourceNative=NATIVE)
+    rerun = pr.base.run_like(median_ns=45_500)  # the rerunner's own run (not filed here)
     pr.add_record(run)
-    pr.add_envelope(run, envelope(run, "rerun"))
+    pr.add_envelope(run, envelope(run, "submission"))
+    predicate = {"runDigest": canon.record_digest(rerun), "ratio": 1.011, "verdict": "agrees"}
+    pr.add_envelope(run, envelope(run, "rerun", key, predicate))
     pr.commit()
     reviewed = run_review(cli, pr)
     assert reviewed.exit_code == 0, reviewed.json_result.output
-    assert reviewed.hint_codes == []
+    assert reviewed.lint_codes == []
+    assert reviewed.hint_codes == (["source-native-no-rerun"] if hinted else [])
 
 
 def test_definition_gets_a_new_version(cli: RunCli, pr: Pr) -> None:

@@ -36,7 +36,7 @@ def _report(lints: int, groups: int = 0) -> ReviewReport:
         report.leaderboards.append(
             GroupDiff(f"sha256:{number:064x}", "gemm", f"m{number}", "H200", "kictl", "median", None, None, moves)
         )
-    report.not_checked.append(NotChecked("signatures", "kictl.trust is not wired into the review yet"))
+    report.not_checked.append(NotChecked("signatures", "no signature verifier was given to the review"))
     return report
 
 
@@ -129,6 +129,27 @@ def test_text_wraps_at_100_columns() -> None:
     assert "0" * 12 + "…" in text
 
 
+def test_a_latency_is_never_split_from_its_unit() -> None:
+    report = _report(0)
+    for width in range(80, 95):  # one of these puts "30.0" at the end of a 100-column line
+        report.hints.append(Finding("new-first", "w" * width + " is 30.0 µs, 1.33x faster", group="sha256:" + "0" * 64))
+    lines = render_text(report).splitlines()
+    assert all(len(line) <= 100 for line in lines)
+    assert not [line for line in lines if line.strip().startswith("µs")]
+    assert sum(line.endswith(" is 30.0 µs,") for line in lines) > 0
+
+
+def test_the_changes_line_wraps_too() -> None:
+    report = _report(1)
+    report.added_records = {"Implementation": 1, "BenchmarkProtocol": 1, "ExecutionEnvironment": 1, "BenchmarkRun": 2}
+    report.added_attestations = 2
+    lines = render_text(report).splitlines()
+    assert lines[2:4] == [
+        "changes: 1 added; new: 1 Implementation, 1 BenchmarkProtocol, 1 ExecutionEnvironment, 2",
+        "  BenchmarkRuns, 2 attestations",
+    ]
+
+
 def test_json_is_one_document() -> None:
     document = json.loads(json.dumps(_report(2, 1).to_json()))
     assert document["leaderboards"][0]["moves"][0] == {
@@ -138,4 +159,6 @@ def test_json_is_one_document() -> None:
         "beforeNs": 1000,
         "afterNs": 1000,
     }
-    assert document["notChecked"] == [{"check": "signatures", "reason": "kictl.trust is not wired into the review yet"}]
+    assert document["notChecked"] == [
+        {"check": "signatures", "reason": "no signature verifier was given to the review"}
+    ]

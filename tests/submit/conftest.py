@@ -140,10 +140,14 @@ def commit_records(registry: Registry, values: list[dict[str, Any]], message: st
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
-    """Every file (its bytes) and folder (None) below ``root``, outside .git."""
+    """Every file (its bytes) and folder (None) below ``root``, outside .git and .kictl.
+
+    ``.kictl/`` is derived data that git ignores: the local review builds the
+    query index there (its leaderboards), as `kictl leaderboard` does.
+    """
     found: dict[str, bytes | None] = {}
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [name for name in dirs if name != ".git"]
+        dirs[:] = [name for name in dirs if name not in (".git", ".kictl")]
         relative = os.path.relpath(folder, root)
         found[relative + "/"] = None
         for name in files:

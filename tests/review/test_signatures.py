@@ -1,0 +1,251 @@
+"""Signatures and the trust root in review, through the real kictl.trust (DESIGN §5, issue 7).
+
+One PR branch per lint: ``unsigned-run``, ``bad-attestation`` (for each way an
+envelope fails: an unknown key, a wrong role, a changed payload, another
+record's statement, a key not yet valid, retired or compromised at the time)
+and ``trust-root-threshold``.  The base's trust root (conftest) lists a
+maintainer, ``SUBMITTER_KEY`` and ``VERIFIER_KEY``; envelopes are signed with
+real Ed25519 keys by conftest's own DSSE code, and the signing time is the
+author time of the commit that adds an envelope.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from kictl import canon, trust
+from tests.conftest import RunCli
+from tests.review.conftest import (
+    MAINTAINER_KEY,
+    SUBMITTER_KEY,
+    VERIFIER_KEY,
+    Pr,
+    Reviewed,
+    envelope,
+    envelope_path,
+    keyid,
+    run_review,
+)
+
+STRANGER_KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(2, 34)))
+ROOT = "registry/trust/root.json"
+
+
+def _signed_pr(pr: Pr, value: dict[str, Any] | None = None, *, when: datetime | None = None) -> str:
+    """A PR adding one run (slower than the base's, so no leaderboard change) and an envelope about it."""
+    run = pr.base.run_like(median_ns=45_000)
+    pr.add_record(run)
+    path = pr.add_envelope(run, value if value is not None else envelope(run))
+    pr.commit("a signed run", when=when)
+    return path
+
+
+def _one_lint(reviewed: Reviewed, code: str) -> dict[str, Any]:
+    assert reviewed.exit_code == 1, reviewed.json_result.output
+    assert reviewed.lint_codes == [code], reviewed.json_result.output
+    assert reviewed.hint_codes == [], reviewed.json_result.output
+    assert reviewed.document["notChecked"] == []
+    lint: dict[str, Any] = reviewed.document["lints"][0]
+    return lint
+
+
+def test_run_signed_by_the_submitter_passes(cli: RunCli, pr: Pr) -> None:
+    _signed_pr(pr)
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert (reviewed.lint_codes, reviewed.hint_codes, reviewed.document["notChecked"]) == ([], [], [])
+
+
+def test_unsigned_run(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    path = pr.add_record(run)
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "unsigned-run")
+    assert lint["path"] == path
+    assert lint["message"].startswith("no valid submission attestation by a submitter key of the trust root")
+
+
+def test_review_attestation_is_no_submission(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    pr.add_record(run)
+    pr.add_envelope(run, envelope(run, "review", SUBMITTER_KEY, {"note": "looks fine"}))
+    pr.commit()
+    _one_lint(run_review(cli, pr), "unsigned-run")
+
+
+def test_signed_by_a_key_the_root_does_not_list(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    path = _signed_pr(pr, envelope(run, "submission", STRANGER_KEY))
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["path"] == path
+    assert lint["message"] == (
+        f"unknown key: signature 0 verifies under no key of trust root version 4 (keyid hint {keyid(STRANGER_KEY)})"
+    )
+
+
+def test_submission_by_a_verifier_key_lacks_the_role(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    _signed_pr(pr, envelope(run, "submission", VERIFIER_KEY))
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["message"].startswith("role: a submission needs a submitter key; signed by Vic Verifier (")
+
+
+def test_payload_changed_after_signing(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    value = envelope(run)
+    statement = json.loads(base64.b64decode(value["payload"]))
+    statement["predicate"] = {"note": "added after signing"}
+    value["payload"] = base64.b64encode(canon.canonical_bytes(statement)).decode()
+    _signed_pr(pr, value)
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["message"].startswith(f"bad signature: signature 0, claimed by key {keyid(SUBMITTER_KEY)[:12]}")
+
+
+def test_statement_about_another_record(cli: RunCli, pr: Pr) -> None:
+    other = pr.base.run_like(median_ns=46_000)
+    _signed_pr(pr, envelope(other))
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["message"].startswith(f"subject: the statement is about {canon.record_digest(other)}, not this record")
+
+
+def test_signed_before_the_key_was_valid(cli: RunCli, pr: Pr) -> None:
+    _signed_pr(pr, when=datetime(2025, 6, 1, tzinfo=UTC))  # the submitter's key is valid from 2026-01-01
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["message"] == (
+        f"key {keyid(SUBMITTER_KEY)[:12]} (Sam Submitter) is valid from 2026-01-01T00:00:00.000Z, "
+        "after this attestation was signed (2025-06-01T00:00:00.000Z)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("reason", "signed", "problem"),
+    [
+        ("retired", datetime(2026, 3, 1, tzinfo=UTC), None),
+        ("retired", datetime(2026, 9, 1, tzinfo=UTC), "was retired on 2026-06-01T00:00:00.000Z, before this"),
+        ("compromised", datetime(2026, 3, 1, tzinfo=UTC), "was revoked as compromised on 2026-06-01T00:00:00.000Z"),
+    ],
+    ids=["retired-after-signing", "retired-before-signing", "compromised"],
+)
+def test_revoked_submitter_key(cli: RunCli, pr: Pr, reason: str, signed: datetime, problem: str | None) -> None:
+    """The base's root revokes the submitter's key on 2026-06-01; what counts is when the envelope was committed."""
+    at = datetime(2026, 6, 1, tzinfo=UTC)
+    trust.revoke_key(pr.registry, keyid(SUBMITTER_KEY), reason=reason, keys=[MAINTAINER_KEY], at=at)
+    pr.publish("revoke the submitter's key")
+    _signed_pr(pr, when=signed)
+    reviewed = run_review(cli, pr)
+    if problem is None:
+        assert reviewed.exit_code == 0, reviewed.json_result.output
+        assert reviewed.lint_codes == []
+    else:
+        assert problem in _one_lint(reviewed, "bad-attestation")["message"]
+
+
+def test_new_attestation_about_a_published_run_is_verified_too(cli: RunCli, pr: Pr) -> None:
+    path = pr.add_envelope(pr.base.run, envelope(pr.base.run, "review", STRANGER_KEY, {"note": "suspicious"}))
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["path"] == path
+    assert lint["message"].startswith("unknown key: ")
+
+
+def test_the_base_root_judges_even_when_the_pr_adds_the_key(cli: RunCli, pr: Pr) -> None:
+    """A PR cannot vouch for itself: a key its own root change adds does not sign its runs."""
+    trust.add_key(
+        pr.registry, STRANGER_KEY.public_key(), owner="Stan Stranger", roles=["submitter"], keys=[MAINTAINER_KEY]
+    )
+    run = pr.base.run_like(median_ns=45_000)
+    _signed_pr(pr, envelope(run, "submission", STRANGER_KEY))
+    lint = _one_lint(run_review(cli, pr), "bad-attestation")
+    assert lint["message"].startswith("unknown key: signature 0 verifies under no key of trust root version 4")
+
+
+# --------------------------------------------------------------------------- the trust root
+
+
+def _next_version(pr: Pr, signers: list[Ed25519PrivateKey]) -> tuple[int, bytes]:
+    """The root's next version with STRANGER_KEY as a submitter, signed by ``signers``."""
+    current = json.loads((pr.root / ROOT).read_bytes())
+    signed = copy.deepcopy(current["signed"])
+    signed["version"] += 1
+    signed["keys"][keyid(STRANGER_KEY)] = {
+        "publicKey": trust.public_bytes(STRANGER_KEY.public_key()).hex(),
+        "scheme": "ed25519",
+        "owner": "Stan Stranger",
+        "roles": ["submitter"],
+        "notBefore": "2026-01-01T00:00:00.000Z",
+    }
+    signatures = trust.sign_envelope(trust.ROOT_PAYLOAD_TYPE, canon.canonical_bytes(signed), signers)["signatures"]
+    return signed["version"], canon.pretty_bytes({"signed": signed, "signatures": signatures})
+
+
+def test_root_rotation_by_the_maintainer_passes(cli: RunCli, pr: Pr) -> None:
+    trust.add_key(
+        pr.registry, STRANGER_KEY.public_key(), owner="Stan Stranger", roles=["submitter"], keys=[MAINTAINER_KEY]
+    )
+    pr.commit("add a submitter")
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert sorted(change["path"] for change in reviewed.document["changes"]) == ["registry/trust/5.root.json", ROOT]
+    assert (reviewed.lint_codes, reviewed.hint_codes, reviewed.document["notChecked"]) == ([], [], [])
+
+
+def test_root_change_without_the_maintainer_threshold(cli: RunCli, pr: Pr) -> None:
+    version, data = _next_version(pr, [STRANGER_KEY])
+    pr.write(f"registry/trust/{version}.root.json", data)
+    pr.write(ROOT, data)
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "trust-root-threshold")
+    assert lint["path"] == "registry/trust/5.root.json"
+    assert (
+        lint["message"] == "trust root version 5 is signed by 0 maintainer(s) of version 4, needs 1 (signed by: none)"
+    )
+
+
+def test_root_json_is_not_the_newest_version(cli: RunCli, pr: Pr) -> None:
+    version, data = _next_version(pr, [MAINTAINER_KEY])
+    pr.write(f"registry/trust/{version}.root.json", data)  # root.json left as version 4
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "trust-root-threshold")
+    assert lint["path"] == ROOT
+    assert lint["message"].startswith("registry/trust/root.json is not byte for byte 5.root.json")
+
+
+def test_root_changed_without_keeping_its_version(cli: RunCli, pr: Pr) -> None:
+    _, data = _next_version(pr, [MAINTAINER_KEY])
+    pr.write(ROOT, data)
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "trust-root-threshold")
+    assert lint["message"].startswith("changes the trust root without keeping the new version as registry/trust/")
+
+
+def test_stray_file_in_the_trust_folder(cli: RunCli, pr: Pr) -> None:
+    pr.write("registry/trust/keys.txt", b"not a root version\n")
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "path-not-allowed")
+    assert lint["message"] == "not a trust-root version (registry/trust/<N>.root.json)"
+
+
+def test_published_root_version_edited(cli: RunCli, pr: Pr) -> None:
+    path = "registry/trust/4.root.json"
+    pr.write(path, (pr.root / path).read_bytes().replace(b"Sam Submitter", b"Sam Impostor"))
+    pr.commit()
+    lint = _one_lint(run_review(cli, pr), "published-changed")
+    assert lint["message"].startswith("edits a published trust-root version")
+
+
+def test_markdown_lists_the_attestation_lints(cli: RunCli, pr: Pr) -> None:
+    run = pr.base.run_like(median_ns=45_000)
+    pr.add_record(run)
+    path = envelope_path(run, envelope(run, "submission", STRANGER_KEY))
+    pr.add_envelope(run, envelope(run, "submission", STRANGER_KEY))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.markdown.startswith("### kictl review fails: 1 lint, 0 hints in 2 changed files\n")
+    assert f"| `{path}` | `bad-attestation` | unknown key: signature 0 verifies under no key" in reviewed.markdown
