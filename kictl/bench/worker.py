@@ -26,6 +26,7 @@ to a log file whose tail kictl reads when the worker dies without a word.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import gc
 import importlib.util
 import os
@@ -61,8 +62,31 @@ def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _traceback_tail() -> str:
-    return tail(traceback.format_exc())
+def _traceback_tail(folder: str | None = None) -> str:
+    """The current exception's traceback from the implementation's first frame on.
+
+    Frames of kictl's worker and of the import machinery are left out, and the
+    scratch folder the sources were written to is cut from paths, so that the
+    detail reads the same on every machine.
+    """
+    error = sys.exc_info()[1]
+    if error is None:
+        return ""
+    frames = traceback.extract_tb(error.__traceback__)
+    prefix = f"{folder.rstrip('/')}/" if folder else None
+    start = next((n for n, frame in enumerate(frames) if prefix and frame.filename.startswith(prefix)), None)
+    if start is None:
+        start = next((n + 1 for n, frame in reversed(list(enumerate(frames))) if frame.filename == __file__), 0)
+    text = "".join(
+        [
+            "Traceback (most recent call last):\n" if frames[start:] else "",
+            *traceback.format_list(frames[start:]),
+            *traceback.format_exception_only(type(error), error),
+        ]
+    )
+    if prefix:
+        text = text.replace(prefix, "")
+    return tail(text)
 
 
 def _redirect(log_path: str) -> None:
@@ -78,6 +102,7 @@ def _redirect(log_path: str) -> None:
 def main(conn: Any, device: str, log_path: str) -> None:
     """Entry point of the worker process."""
     _redirect(log_path)
+    faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     with contextlib.suppress(OSError):
         os.setsid()  # its own process group, so that kictl can end it with what it started
     try:
@@ -105,6 +130,7 @@ class Worker:
         self.module_key: str | None = None
         self.run: Callable[..., Any] | None = None
         self.setup: Callable[..., Any] | None = None
+        self.folder: str | None = None
 
     # ----------------------------------------------------------------- loop
 
@@ -159,20 +185,21 @@ class Worker:
         try:
             spec.loader.exec_module(loaded)
         except BaseException:
-            raise Failure("compile_error", _traceback_tail()) from None
+            raise Failure("compile_error", _traceback_tail(module["folder"])) from None
         run = getattr(loaded, module["function"], None)
         if not callable(run):
             raise Failure("compile_error", f"{module['entry']} defines no function {module['function']}(...)")
         setup = getattr(loaded, "setup", None)
         self.run, self.setup = run, setup if callable(setup) else None
         self.module_key = key
+        self.folder = module["folder"]
 
     def call(self, function: Callable[..., Any], args: Sequence[Any]) -> Any:
         """One call of the implementation; raises ``Failure("runtime_error")``."""
         try:
             return function(*args)
         except BaseException:
-            raise Failure("runtime_error", _traceback_tail()) from None
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
 
     # ----------------------------------------------------------------- outputs
 
@@ -203,11 +230,9 @@ class Worker:
 
         for name, tensor in zip(names, outputs, strict=True):
             if type(tensor) is not torch.Tensor:
-                notes.setdefault("plainTensorOutputs", []).append(f"output {name} is a {type(tensor).__name__}")
+                _note(notes, "plainTensorOutputs", f"output {name} is a {type(tensor).__name__}")
             if tensor.device != torch.device(self.device):
-                notes.setdefault("plainTensorOutputs", []).append(
-                    f"output {name} is on {tensor.device}, the run is on {self.device}"
-                )
+                _note(notes, "plainTensorOutputs", f"output {name} is on {tensor.device}, the run is on {self.device}")
 
     @staticmethod
     def to_host(outputs: Sequence[Any]) -> list[PackedTensor]:
@@ -307,27 +332,27 @@ class Worker:
                     snapshot=snapshot,
                 )
         except BaseException:
-            raise Failure("runtime_error", _traceback_tail()) from None
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         if self.cuda:
             torch.cuda.synchronize()
         started = integrity.new_threads(before)
         if started:
-            notes.setdefault("noThreadsLeft", []).append(f"threads started while timed: {', '.join(started)}")
+            _note(notes, "noThreadsLeft", f"threads started while timed: {', '.join(started)}")
         changed = [
             name
             for name, now, then in zip(input_names, timed_args, originals, strict=True)
             if isinstance(now, torch.Tensor) and not _same_bits(now, then)
         ]
         if changed:
-            notes.setdefault("inputsUnchanged", []).append(f"timed calls changed {', '.join(changed)}")
+            _note(notes, "inputsUnchanged", f"timed calls changed {', '.join(changed)}")
         audit = measured.audit_outputs
         audit_error = audit if isinstance(audit, str) else None
         left = integrity.new_threads(self.baseline.threads)
         if left:
-            notes.setdefault("noThreadsLeft", []).append(f"threads alive after the calls: {', '.join(left)}")
+            _note(notes, "noThreadsLeft", f"threads alive after the calls: {', '.join(left)}")
         touched = integrity.patched(self.baseline)
         if touched:
-            notes.setdefault("timerNotPatched", []).append(f"replaced: {', '.join(touched)}")
+            _note(notes, "timerNotPatched", f"replaced: {', '.join(touched)}")
         return {
             "rounds": rounds,
             "audit": None if audit is None or audit_error else self.to_host(audit),
@@ -379,8 +404,10 @@ class Worker:
             torch.cuda.synchronize()
             late = [name for name, a, b in zip(names, outputs, on_stream, strict=True) if not _same_bits(a, b)]
             if late:
-                notes.setdefault("streamOrdered", []).append(
-                    f"outputs {', '.join(late)} changed after the calling stream finished the call"
+                _note(
+                    notes,
+                    "streamOrdered",
+                    f"outputs {', '.join(late)} changed after the calling stream finished the call",
                 )
         else:
             args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
@@ -392,23 +419,29 @@ class Worker:
             on_stream = list(outputs)
         started = integrity.new_threads(before)
         if started:
-            notes.setdefault("noThreadsLeft", []).append(f"threads started by a call: {', '.join(started)}")
+            _note(notes, "noThreadsLeft", f"threads started by a call: {', '.join(started)}")
         changed = [
             name
             for name, now, then in zip(input_names, args, source, strict=True)
             if isinstance(now, torch.Tensor) and not _same_bits(now, then)
         ]
         if changed:
-            notes.setdefault("inputsUnchanged", []).append(f"a call changed {', '.join(changed)}")
+            _note(notes, "inputsUnchanged", f"a call changed {', '.join(changed)}")
         shared = integrity.aliasing(list(zip(names, outputs, strict=True)), list(zip(input_names, args, strict=True)))
         if shared:
-            notes.setdefault("outputsNotAliasInputs", []).extend(shared)
+            _note(notes, "outputsNotAliasInputs", *shared)
         self.output_checks(outputs, names, notes)
         host = self.to_host(on_stream)
         if not shared:
             for tensor in outputs:
                 integrity.poison_in_place(tensor)
         return {"outputs": host, "error": None}
+
+
+def _note(notes: dict[str, list[str]], check: str, *lines: str) -> None:
+    """Add evidence against ``check``, once per distinct line."""
+    found = notes.setdefault(check, [])
+    found.extend(line for line in lines if line not in found)
 
 
 PackedTensor = tuple[str, tuple[int, ...], bytes]

@@ -114,7 +114,9 @@ def run(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len,
         seen = n_kv - n_q  # keys every query sees before its own diagonal
         if seen >= 0:
             tail = _attend(queries, keys[:, seen:], values[:, seen:], scale, True)
-            result = tail if seen == 0 else _merge(_attend(queries, keys[:, :seen], values[:, :seen], scale, False), tail)
+            result = (
+                tail if seen == 0 else _merge(_attend(queries, keys[:, :seen], values[:, :seen], scale, False), tail)
+            )
             first = 0
         else:  # more queries than keys: the first -seen queries see nothing
             first = -seen

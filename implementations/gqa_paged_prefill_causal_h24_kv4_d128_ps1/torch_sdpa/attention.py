@@ -1,8 +1,9 @@
 """PyTorch implementation of gqa_paged_prefill_causal_h24_kv4_d128_ps1.
 
 Per sequence: gather the sequence's K/V pages (one token each), expand the
-4 KV heads to the 24 query heads, and attend with PyTorch's fused scaled-dot-product attention kernel that also returns the
-log-sum-exp (flash attention on CUDA, the flash kernel for CPU otherwise).
+4 KV heads to the 24 query heads, and attend with PyTorch's fused
+scaled-dot-product attention kernel that also returns the log-sum-exp (flash
+attention on CUDA, the flash kernel for CPU otherwise).
 The definition's causal mask aligns the last query with the last key, which
 for ``q`` queries and ``kv`` keys splits in two: the first ``kv - q`` keys are
 seen by every query (plain attention) and the last ``q`` keys form a square
@@ -112,7 +113,9 @@ def run(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale):
         seen = n_kv - n_q  # keys every query sees before its own diagonal
         if seen >= 0:
             tail = _attend(queries, keys[:, seen:], values[:, seen:], scale, True)
-            result = tail if seen == 0 else _merge(_attend(queries, keys[:, :seen], values[:, :seen], scale, False), tail)
+            result = (
+                tail if seen == 0 else _merge(_attend(queries, keys[:, :seen], values[:, :seen], scale, False), tail)
+            )
             first = 0
         else:  # more queries than keys: the first -seen queries see nothing
             first = -seen
