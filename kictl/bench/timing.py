@@ -52,6 +52,7 @@ SPIN_DEFAULT_NS = 200_000
 
 _perf_counter_ns = time.perf_counter_ns
 _ORIGINALS: dict[str, Any] = {}
+_CYCLES_PER_NS: dict[str, float | None] = {}
 
 Call = Callable[[], Any]
 Snapshot = Callable[[Any], Any]
@@ -152,12 +153,14 @@ def time_cpu(
 
 
 def spin_cycles_per_ns(device: str) -> float | None:
-    """Clock cycles of ``torch.cuda._sleep`` per nanosecond on ``device`` (``None`` without it)."""
+    """Clock cycles of ``torch.cuda._sleep`` per nanosecond on ``device`` (``None`` without it), measured once."""
     import torch
 
     sleep = _original("sleep")
     if sleep is None:
         return None
+    if device in _CYCLES_PER_NS:
+        return _CYCLES_PER_NS[device]
     event = _original("Event")
     elapsed = _original("elapsed_time")
     cycles = 2_000_000
@@ -171,7 +174,8 @@ def spin_cycles_per_ns(device: str) -> float | None:
             stop.synchronize()
             measured.append(elapsed(start, stop) * 1e6)
     nanoseconds = sorted(measured)[1]
-    return cycles / nanoseconds if nanoseconds > 0 else None
+    _CYCLES_PER_NS[device] = cycles / nanoseconds if nanoseconds > 0 else None
+    return _CYCLES_PER_NS[device]
 
 
 def _spin_for(host_ns: Sequence[int]) -> int:

@@ -379,13 +379,14 @@ class Worker:
 
         assert self.run is not None
         source = self.inputs(plan)
-        integrity.poison_allocator(self.device, sizes)
         before = integrity.thread_idents()
         if self.cuda:
             args = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in source]
             for arg in args:
                 if isinstance(arg, torch.Tensor):
                     integrity.poison_in_place(arg)
+            # last allocations before the call: the blocks its outputs will most likely get
+            integrity.poison_allocator(self.device, sizes)
             sleep = getattr(torch.cuda, "_sleep", None)
             cycles = timing.spin_cycles_per_ns(self.device)
             torch.cuda.synchronize()
@@ -411,6 +412,7 @@ class Worker:
                 )
         else:
             args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
+            integrity.poison_allocator(self.device, sizes)
             value = self.call(self.run, args)
             try:
                 outputs = self.normalize(value, names)
