@@ -107,10 +107,16 @@ class BenchReport:
     definition: StoredRecord
     records: list[StoredRecord] = field(default_factory=list)
     runs: list[RunSummary] = field(default_factory=list)
+    #: (workload label, why) for workloads that produced no runs: the reference or kictl's worker failed
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def all_passed(self) -> bool:
-        return bool(self.runs) and all(run.status == "passed" for run in self.runs)
+        return bool(self.runs) and not self.skipped and all(run.status == "passed" for run in self.runs)
+
+
+class _Skip(Exception):
+    """A workload cannot be judged (its reference failed, or kictl's worker did); no runs are recorded."""
 
 
 # --------------------------------------------------------------------------- options
@@ -645,6 +651,13 @@ class _Session:
         }
 
     def workload(self, workload: StoredRecord) -> None:
+        """Run every implementation on one workload; a workload that cannot be judged is skipped."""
+        try:
+            self._workload(workload)
+        except _Skip as exc:
+            self.report.skipped.append((workload.name, str(exc)))
+
+    def _workload(self, workload: StoredRecord) -> None:
         context = self.context(workload)
         refs: dict[int, list[Any]] | None = None
         outcomes: list[tuple[LoadedImplementation, Outcome, dict[str, Any]]] = []
@@ -659,10 +672,7 @@ class _Session:
                 self.implementation_job(impl, context, env), self.options.timeout_s, self._phase(label)
             )
             if outcome.kind == HARNESS_ERROR:
-                raise EnvError(
-                    f"kictl's worker failed on {workload.name} ({impl.name})",
-                    details=(outcome.detail or "").splitlines()[-10:],
-                )
+                raise _Skip(f"kictl's worker failed with {impl.name}: {_last_line(outcome.detail)}")
             if outcome.kind == RESULT:
                 _unpack_result(outcome.payload)
             if impl.is_reference and refs is None and outcome.kind == RESULT:
@@ -699,7 +709,7 @@ class _Session:
         return report
 
     def reference_outputs(self, context: WorkloadContext) -> dict[int, list[Any]]:
-        """The reference's outputs on every offset's inputs; raises ``EnvError`` when the reference fails."""
+        """The reference's outputs on every offset's inputs; raises ``_Skip`` when the reference fails."""
         job = {
             "role": "reference",
             "module": reference_module(self.spec, self.base),
@@ -711,10 +721,7 @@ class _Session:
         self.say(f"{name}: reference")
         outcome = self.reference_worker.run(job, self.options.timeout_s, lambda phase: self.say(f"{name}: {phase}"))
         if outcome.kind != RESULT:
-            raise EnvError(
-                f"the definition's reference did not run on workload {name} ({outcome.kind})",
-                details=(outcome.detail or "").splitlines()[-10:],
-            )
+            raise _Skip(f"the definition's reference failed ({outcome.kind}): {_last_line(outcome.detail)}")
         return {offset: [unpack(item) for item in packed] for offset, packed in outcome.payload["outputs"].items()}
 
     def environment(self, env: dict[str, Any]) -> StoredRecord:
@@ -729,6 +736,11 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def _last_line(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no detail"
 
 
 def _unpack_result(payload: dict[str, Any]) -> None:

@@ -159,7 +159,13 @@ def bench(
     for run in failed:
         first = (run.detail or "").strip().splitlines()[-1:] or [""]
         err(f"{run.implementation} on {run.workload}: {run.status}: {first[0][:200]}")
+    for label, reason in report.skipped:
+        err(f"warning: workload {label} skipped, no runs recorded: {reason}")
     sys.stdout.flush()
+    if report.skipped:
+        raise CheckFailed(
+            f"{len(report.skipped)} workload(s) skipped, {len(failed)} of {len(report.runs)} runs did not pass"
+        )
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(report.runs)} runs did not pass")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.records import BenchmarkRun
+from kictl.records import BenchmarkRun, DefinitionSpec, WorkloadSpec, new_record
 from kictl.store import Registry
 from tests.bench.conftest import FAST, IMPLEMENTATIONS, cuda_available
 from tests.conftest import REPO_ROOT, RunCli
@@ -162,3 +162,38 @@ def test_help_does_not_import_torch() -> None:
     probe = "import sys; from kictl.cli import make_app; make_app(); print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_workload_whose_reference_fails_is_skipped(cli: RunCli, empty_registry: Registry, tmp_path: Path) -> None:
+    spec = {
+        "name": "double",
+        "family": "elementwise",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "def run(x):\n    if x.shape[0] > 4:\n        raise MemoryError('too big for the reference')\n"
+        "    return x * 2\n",
+    }
+    definition = new_record(DefinitionSpec.model_validate_json(json.dumps(spec)), name="double")
+    workloads = [
+        new_record(
+            WorkloadSpec.model_validate_json(
+                json.dumps(
+                    {"definitionDigest": definition.digest, "axes": {"n": n}, "inputs": {"x": {"type": "random"}}}
+                )
+            ),
+            name=f"n{n}",
+        )
+        for n in (3, 9)
+    ]
+    empty_registry.add([definition, *workloads])
+    kernel = tmp_path / "double.py"
+    kernel.write_text("def run(x):\n    return x + x\n", encoding="utf-8")
+    result = cli("bench", "double", "--impl", kernel, *FAST, "--registry", empty_registry.root, "--json")
+    assert result.exit_code == 1, result.output
+    assert [(row["workload"], row["status"]) for row in json.loads(result.stdout)] == [("n3", "passed")]
+    assert (
+        "warning: workload n9 skipped, no runs recorded: the definition's reference failed (failed): " in result.stderr
+    )
+    assert "MemoryError: too big for the reference" in result.stderr
+    assert result.stderr.rstrip().endswith("error: 1 workload(s) skipped, 0 of 1 runs did not pass")
