@@ -257,7 +257,13 @@ def protocol_spec(
         )
     if options.time_setup:
         family = "kictl-cuda-setup-and-run" if on_gpu else "kictl-cpu-setup-and-run"
-        region += "; setup() and run() both inside the timed region"
+        if on_gpu:
+            region = (
+                "CUDA events on the calling stream around setup() and run(), after an L2 flush and a device "
+                "synchronisation: the host's time in setup() (e.g. a FlashInfer plan()) and the launch path count"
+            )
+        else:
+            region += "; setup() and run() both inside the timed region"
     else:
         region += "; setup(), if the module has one, called once before, outside the timed region"
     measurement: dict[str, Any] = {

@@ -196,8 +196,13 @@ def time_cuda(
     snapshot: Snapshot,
     flush_bytes: int,
     cuda_graph: bool,
+    host_inclusive: bool = False,
 ) -> TimingResult:
     """CUDA events around each call (or each replay of a graph of one call), GPU kept busy before each.
+
+    ``host_inclusive`` (used when setup is timed with the call): no spin, the
+    device synchronised before each start event, so that the host's time in
+    the call (a FlashInfer ``plan()``, the launch path) is inside the sample.
 
     Raises whatever the call raises, and ``RuntimeError`` from graph capture
     when the call cannot be captured.
@@ -252,7 +257,7 @@ def time_cuda(
             call()
             host_ns.append(clock() - start)
     synchronize(device)
-    spin_ns = _spin_for(host_ns) if cycles_per_ns is not None else 0
+    spin_ns = _spin_for(host_ns) if cycles_per_ns is not None and not host_inclusive else 0
 
     samples: list[int] = []
     ahead = 0
@@ -264,10 +269,12 @@ def time_cuda(
         synchronize(device)
         for position in range(iterations):
             busy(spin_ns)
+            if host_inclusive:
+                synchronize(device)
             record(starts[position])
             outputs = timed()
             record(stops[position])
-            if not query(starts[position]):
+            if not host_inclusive and not query(starts[position]):
                 ahead += 1
             if index == audit_index:
                 audit = snapshot(outputs)
@@ -278,6 +285,6 @@ def time_cuda(
     return TimingResult(
         samples_ns=samples,
         audit_outputs=audit,
-        enqueued_ahead=ahead,
-        device_spin_ns=spin_ns if cycles_per_ns is not None else None,
+        enqueued_ahead=None if host_inclusive else ahead,
+        device_spin_ns=spin_ns if cycles_per_ns is not None and not host_inclusive else None,
     )

@@ -321,6 +321,7 @@ class Worker:
                     snapshot=snapshot,
                     flush_bytes=options["flush_bytes"],
                     cuda_graph=options["cuda_graph"],
+                    host_inclusive=setup_inside,
                 )
             else:
                 measured = timing.time_cpu(

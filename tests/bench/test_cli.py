@@ -197,3 +197,47 @@ def test_a_workload_whose_reference_fails_is_skipped(cli: RunCli, empty_registry
     )
     assert "MemoryError: too big for the reference" in result.stderr
     assert result.stderr.rstrip().endswith("error: 1 workload(s) skipped, 0 of 1 runs did not pass")
+
+
+@pytest.mark.parametrize(
+    ("flag", "calls", "inside"),
+    [
+        (None, ["setup", "run", "setup", "run", "run", "run"], False),
+        ("--time-setup", ["setup", "run", "setup", "run", "setup", "run", "setup", "run"], True),
+    ],
+)
+def test_setup_runs_outside_the_timed_region_unless_asked(
+    cli: RunCli,
+    bundled_registry: Registry,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    flag: str | None,
+    calls: list[str],
+    inside: bool,
+) -> None:
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("KICTL_TEST_CALL_LOG", str(log))
+    impl = REPO_ROOT / "tests" / "assets" / "rmsnorm_with_setup.py"
+    extra = [flag] if flag else []
+    result = cli(
+        "bench",
+        RMSNORM,
+        "--impl",
+        impl,
+        "--workload",
+        "b1",
+        *FAST,
+        "--iterations",
+        "3",
+        *extra,
+        "--registry",
+        bundled_registry.root,
+        "--out",
+        tmp_path / "out",
+    )
+    assert result.exit_code == 0, result.output
+    # one correctness round (run sets itself up), setup for the timed tensors, three timed calls
+    assert log.read_text(encoding="utf-8").split() == calls
+    (manifest,) = (tmp_path / "out").glob("*.json")
+    (protocol,) = [r for r in json.loads(manifest.read_text()).values() if r["kind"] == "BenchmarkProtocol"]
+    assert protocol["spec"]["measurement"]["setupInTimedRegion"] is inside
