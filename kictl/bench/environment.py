@@ -14,6 +14,7 @@ import importlib.metadata
 import os
 import platform
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -29,14 +30,33 @@ def _version(package: str) -> str | None:
         return None
 
 
+def driver_from_proc(text: str) -> str | None:
+    """The version in the text of ``/proc/driver/nvidia/version`` (proprietary or open kernel module)."""
+    found = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", text)
+    return found.group(1) if found else None
+
+
 def driver_version() -> str | None:
-    """The NVIDIA kernel driver's version, from ``/proc/driver/nvidia/version``."""
+    """The NVIDIA kernel driver's version: ``/proc/driver/nvidia/version``, else ``nvidia-smi``."""
     try:
         text = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8", errors="replace")
     except OSError:
+        text = ""
+    found = driver_from_proc(text)
+    if found:
+        return found
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
         return None
-    found = re.search(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", text)
-    return found.group(1) if found else None
+    lines = done.stdout.strip().splitlines()
+    return lines[0].strip() if done.returncode == 0 and lines and re.fullmatch(r"[\d.]+", lines[0].strip()) else None
 
 
 def cpu_model() -> tuple[str | None, str]:
