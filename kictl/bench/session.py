@@ -6,8 +6,8 @@ its outputs with the reference's (``correctness``), judges the integrity
 evidence (``integrity``) and returns the records a registry needs
 (DESIGN §3, §7): the BenchmarkRuns and the Definition, Workload,
 Implementation, BenchmarkProtocol and ExecutionEnvironment records they
-name.  ``write_manifest`` writes them as one manifest file; ``Registry.add``
-stores them.
+name (``results``), judged by ``verdict``.  ``write_manifest`` writes them as
+one manifest file; ``Registry.add`` stores them.
 
 Reference outputs come from a worker running the definition's reference on
 the same inputs; when one of the implementations benchmarked *is* the
@@ -21,45 +21,39 @@ it is synthesised).
 
 from __future__ import annotations
 
-import math
 import re
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import kictl
 from kictl import canon, families
-from kictl.bench import correctness, integrity
+from kictl.bench import correctness
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_module
-from kictl.bench.inputs import InputPlan, plan_inputs
-from kictl.bench.runner import CRASHED, FAILED, HARNESS_ERROR, RESULT, TIMEOUT, Outcome, WorkerProcess
-from kictl.bench.timing import summarize
+from kictl.bench.inputs import plan_inputs
+from kictl.bench.results import (
+    BenchReport,
+    RunSummary,
+    build_run,
+    environment_record,
+    protocol_record,
+    protocol_spec,
+    speedups,
+    write_manifest,
+)
+from kictl.bench.runner import HARNESS_ERROR, RESULT, Outcome, WorkerProcess
+from kictl.bench.verdict import WorkloadContext, evaluate
 from kictl.bench.worker import unpack
 from kictl.definitions import signature
-from kictl.errors import EnvError, NotFoundError, RegistryError, UsageError
+from kictl.errors import EnvError, NotFoundError, UsageError
 from kictl.families.gpus import find_gpu
-from kictl.records import (
-    STATISTICS,
-    BenchmarkProtocolSpec,
-    BenchmarkRunSpec,
-    DefinitionSpec,
-    StoredRecord,
-    Workload,
-    WorkloadSpec,
-    format_timestamp,
-    record_from_value,
-)
-from kictl.store import Registry, write_atomic
+from kictl.records import STATISTICS, DefinitionSpec, StoredRecord, Workload, WorkloadSpec
+from kictl.store import Registry
 
 DEFAULTS = {"cpu": (1, 5, 1), "cuda": (10, 100, 3)}  # warmup, iterations, trials
 DEFAULT_ROUNDS = 3
 DEFAULT_TIMEOUT_S = 600.0
-HARNESS = {"name": "kictl", "version": kictl.__version__}
-INPUT_POLICY = "same tensors for every timed call; fresh tensors and seeds for each correctness round"
-REFERENCE_TEXT = "definition reference implementation, in its own process, on the same inputs"
 
 ProgressCallback = Callable[[str], None]
 
@@ -81,38 +75,6 @@ class BenchOptions:
     rtol: float | None = None
     matched_ratio: float | None = None
     workloads: tuple[str, ...] = ()
-
-
-@dataclass
-class RunSummary:
-    """One implementation on one workload, as the summary table shows it."""
-
-    implementation: str
-    workload: str
-    workload_digest: str
-    status: str
-    detail: str | None = None
-    latency_ns: int | None = None
-    speedup: float | None = None
-    maximum_absolute_error: float | None = None
-    maximum_relative_error: float | None = None
-    matched_ratio: float | None = None
-    run: StoredRecord | None = None
-
-
-@dataclass
-class BenchReport:
-    """What a session produced: the records to store and one summary per run."""
-
-    definition: StoredRecord
-    records: list[StoredRecord] = field(default_factory=list)
-    runs: list[RunSummary] = field(default_factory=list)
-    #: (workload label, why) for workloads that produced no runs: the reference or kictl's worker failed
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-
-    @property
-    def all_passed(self) -> bool:
-        return bool(self.runs) and not self.skipped and all(run.status == "passed" for run in self.runs)
 
 
 class _Skip(Exception):
@@ -202,124 +164,6 @@ def select_workloads(registry: Registry, definition: StoredRecord, wanted: Seque
     return chosen
 
 
-# --------------------------------------------------------------------------- records
-
-
-def _ascii_name(*parts: str) -> str:
-    text = ".".join(re.sub(r"[^!-~]+", "-", part).strip("-") for part in parts if part)
-    return text[:256]
-
-
-def environment_record(spec: dict[str, Any]) -> StoredRecord:
-    """The ExecutionEnvironment record of what a worker captured."""
-    hardware, software = spec["hardware"], spec["software"]
-    framework = software.get("framework", {})
-    parts = [hardware["product"], f"{framework.get('name', '')}-{framework.get('version', '')}"]
-    if software.get("cudaToolkit"):
-        parts.append(f"cuda-{software['cudaToolkit']}")
-    if software.get("driver"):
-        parts.append(f"driver-{software['driver']}")
-    title = ", ".join(str(value) for value in (hardware["product"], hardware.get("architecture")) if value)
-    raw = {
-        "apiVersion": "kernelindex.dev/v1alpha1",
-        "kind": "ExecutionEnvironment",
-        "metadata": {"name": _ascii_name(*parts), "title": title},
-        "spec": spec,
-    }
-    return record_from_value(raw, source="environment")
-
-
-def protocol_spec(
-    device: str,
-    counts: tuple[int, int, int],
-    options: BenchOptions,
-    tolerance: correctness.Tolerance,
-    flush_bytes: int,
-) -> dict[str, Any]:
-    """The BenchmarkProtocol spec (JSON members) of this session's measurement."""
-    warmup, iterations, trials = counts
-    on_gpu = device != "cpu"
-    if not on_gpu:
-        timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
-        region = "time.perf_counter_ns read just before and just after each call of run()"
-    elif options.cuda_graph:
-        timer, family = "cuda_graph_replay", "kictl-cuda-device-time"
-        region = (
-            "CUDA events around one replay of a CUDA graph captured from one call of run(), after an L2 flush "
-            "and a device spin"
-        )
-    else:
-        timer, family = "cuda_events", "kictl-cuda-device-time"
-        region = (
-            "CUDA events on the calling stream around each call of run(); a device spin and an L2 flush before "
-            "the start event keep the GPU busy so the call is enqueued before the GPU reaches it: device time, "
-            "not the host's launch path, unless the call waits for the GPU"
-        )
-    if options.time_setup:
-        family = "kictl-cuda-setup-and-run" if on_gpu else "kictl-cpu-setup-and-run"
-        if on_gpu:
-            region = (
-                "CUDA events on the calling stream around setup() and run(), after an L2 flush and a device "
-                "synchronisation: the host's time in setup() (e.g. a FlashInfer plan()) and the launch path count"
-            )
-        else:
-            region += "; setup() and run() both inside the timed region"
-    else:
-        region += "; setup(), if the module has one, called once before, outside the timed region"
-    measurement: dict[str, Any] = {
-        "timer": timer,
-        "primaryStatistic": options.statistic,
-        "warmup": warmup,
-        "iterations": iterations,
-        "trials": trials,
-        "l2Flush": on_gpu and flush_bytes > 0,
-        "cudaGraph": options.cuda_graph,
-        "inputPolicy": INPUT_POLICY,
-        "setupInTimedRegion": options.time_setup,
-        "device": "cuda" if on_gpu else "cpu",
-        "timedRegion": region,
-    }
-    if on_gpu and flush_bytes > 0:
-        measurement["l2FlushBytes"] = flush_bytes
-    return {
-        "harness": dict(HARNESS),
-        "correctness": {
-            "reference": REFERENCE_TEXT,
-            "comparator": correctness.COMPARATOR,
-            "atol": tolerance.atol,
-            "rtol": tolerance.rtol,
-            "requiredMatchedRatio": tolerance.required_matched_ratio,
-            "rounds": options.rounds,
-        },
-        "measurement": measurement,
-        "comparability": {"family": family},
-    }
-
-
-def protocol_record(spec: dict[str, Any]) -> StoredRecord:
-    measurement = spec["measurement"]
-    name = _ascii_name(
-        "kictl-bench",
-        measurement["device"],
-        measurement["timer"],
-        measurement["primaryStatistic"],
-        "setup-timed" if measurement["setupInTimedRegion"] else "",
-    )
-    title = (
-        f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of "
-        f"{measurement['iterations']}x{measurement['trials']} after {measurement['warmup']} warm-up"
-    )
-    raw = {
-        "apiVersion": "kernelindex.dev/v1alpha1",
-        "kind": "BenchmarkProtocol",
-        "metadata": {"name": name, "title": title},
-        "spec": spec,
-    }
-    record = record_from_value(raw, source="protocol")
-    assert isinstance(record.model.spec, BenchmarkProtocolSpec)
-    return record
-
-
 def tolerance_for(workload: StoredRecord, options: BenchOptions) -> correctness.Tolerance:
     """Command line over the workload's own tolerance over kictl's defaults."""
     spec = workload.model.spec
@@ -335,193 +179,6 @@ def tolerance_for(workload: StoredRecord, options: BenchOptions) -> correctness.
         rtol=correctness.DEFAULT_RTOL if rtol is None else rtol,
         required_matched_ratio=correctness.DEFAULT_MATCHED_RATIO if ratio is None else ratio,
     )
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-@dataclass
-class WorkloadContext:
-    """Everything about one workload that evaluation needs."""
-
-    record: StoredRecord
-    plans: dict[int, InputPlan]
-    names: list[str]
-    shapes: list[tuple[int, ...]]
-    dtypes: list[str]
-    tolerance: correctness.Tolerance
-    round_offsets: list[int]
-    floor_ns: float | None = None
-    floor_text: str | None = None
-
-
-def _integrity(
-    result: dict[str, Any],
-    context: WorkloadContext,
-    refs: dict[int, list[Any]],
-    rounds: list[Any],
-    primary_ns: int | None,
-) -> dict[str, dict[str, str]]:
-    notes: dict[str, list[str]] = result.get("notes", {})
-    skipped: dict[str, str] = result.get("skipped", {})
-    checks: dict[str, dict[str, str]] = {}
-    for name in (
-        "inputsUnchanged",
-        "outputsNotAliasInputs",
-        "plainTensorOutputs",
-        "noThreadsLeft",
-        "timerNotPatched",
-        "streamOrdered",
-    ):
-        if notes.get(name):
-            checks[name] = integrity.result(integrity.FAILED, "; ".join(notes[name])[:1000])
-        elif name in skipped:
-            checks[name] = integrity.result(integrity.SKIPPED, skipped[name])
-        else:
-            checks[name] = integrity.result(integrity.PASSED)
-    # outputs fully written: no element still holds the poison pattern
-    calls: dict[int, list[Any]] = {
-        offset: entry["outputs"] for offset, entry in result["rounds"].items() if entry.get("outputs") is not None
-    }
-    audit = result.get("audit")
-    poisoned = []
-    for offset, outputs in [*calls.items(), *([(0, audit)] if audit is not None else [])]:
-        for name, tensor, want in zip(context.names, outputs, refs.get(offset, [None] * len(outputs)), strict=False):
-            count = integrity.poisoned_elements(tensor, want)
-            if count:
-                poisoned.append(f"{count} elements of {name} (inputs {offset}) were never written")
-    checks["outputsFullyWritten"] = (
-        integrity.result(integrity.FAILED, "; ".join(poisoned)) if poisoned else integrity.result(integrity.PASSED)
-    )
-    # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
-    seen = [*calls.items(), *([(0, audit)] if audit is not None else [])]
-    stale = []
-    for position, (offset_a, outputs_a) in enumerate(seen):
-        for offset_b, outputs_b in seen[position + 1 :]:
-            if offset_a == offset_b or offset_a not in refs or offset_b not in refs:
-                continue
-            if correctness.outputs_identical(outputs_a, outputs_b) and not correctness.outputs_identical(
-                refs[offset_a], refs[offset_b]
-            ):
-                stale.append(f"inputs {offset_a} and {offset_b} gave identical outputs")
-    if len({offset for offset, _ in seen}) < 2:
-        checks["outputsFresh"] = integrity.result(integrity.SKIPPED, "fewer than two different inputs were called")
-    elif stale:
-        checks["outputsFresh"] = integrity.result(integrity.FAILED, "; ".join(stale))
-    else:
-        checks["outputsFresh"] = integrity.result(integrity.PASSED)
-    # a timed call, chosen at random, returned correct outputs
-    rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
-    if result.get("audit_error"):
-        checks["timedOutputsCorrect"] = integrity.result(integrity.FAILED, f"a timed call {result['audit_error']}")
-    elif audit is None or 0 not in refs:
-        checks["timedOutputsCorrect"] = integrity.result(integrity.SKIPPED, "no timed call was audited")
-    elif not rounds_passed:
-        checks["timedOutputsCorrect"] = integrity.result(integrity.SKIPPED, "the correctness rounds did not pass")
-    else:
-        audited = correctness.compare_round(
-            0, context.names, audit, refs[0], shapes=context.shapes, dtypes=context.dtypes, tolerance=context.tolerance
-        )
-        if audited.status == "passed":
-            checks["timedOutputsCorrect"] = integrity.result(integrity.PASSED)
-        else:
-            checks["timedOutputsCorrect"] = integrity.result(
-                integrity.FAILED, f"a timed call returned wrong outputs: {audited.detail}"
-            )
-    # not faster than physics allows
-    if context.floor_ns is None:
-        checks["aboveFloor"] = integrity.result(integrity.SKIPPED, context.floor_text or "no floor for this device")
-    elif primary_ns is None:
-        checks["aboveFloor"] = integrity.result(integrity.SKIPPED, "no timing")
-    elif primary_ns < context.floor_ns:
-        checks["aboveFloor"] = integrity.result(
-            integrity.FAILED, f"{primary_ns} ns is below the floor of {context.floor_ns:.0f} ns ({context.floor_text})"
-        )
-    else:
-        checks["aboveFloor"] = integrity.result(
-            integrity.PASSED, f"floor {context.floor_ns:.0f} ns ({context.floor_text})"
-        )
-    return checks
-
-
-def evaluate(
-    outcome: Outcome,
-    context: WorkloadContext,
-    refs: dict[int, list[Any]] | None,
-    statistic: str,
-    rounds_count: int,
-) -> dict[str, Any]:
-    """The BenchmarkRun spec members (without digests) an outcome earns."""
-    if outcome.kind == TIMEOUT:
-        return {"status": "timeout", "statusDetail": outcome.detail or "timeout"}
-    if outcome.kind == FAILED:
-        status = outcome.payload.get("status", "runtime_error")
-        return {"status": status, "statusDetail": outcome.detail or status}
-    if outcome.kind == CRASHED:
-        return {"status": "runtime_error", "statusDetail": outcome.detail or "the worker died"}
-    assert outcome.kind == RESULT
-    assert refs is not None
-    result: dict[str, Any] = outcome.payload
-    members: dict[str, Any] = {}
-    compared = []
-    shape_problem = None
-    for offset in context.round_offsets:
-        entry = result["rounds"].get(offset, {})
-        if entry.get("outputs") is None:
-            shape_problem = entry.get("error") or "no outputs"
-            continue
-        compared.append(
-            correctness.compare_round(
-                offset,
-                context.names,
-                entry["outputs"],
-                refs[offset],
-                shapes=context.shapes,
-                dtypes=context.dtypes,
-                tolerance=context.tolerance,
-            )
-        )
-    timing_data = result["timing"]
-    samples = [int(value) for value in timing_data["samples"]]
-    primary_ns = None
-    if samples:
-        stats = summarize(samples)
-        primary_ns = stats[statistic]
-        timing: dict[str, Any] = {"latencyNs": stats, "samples": samples, "primaryStatistic": statistic}
-        if timing_data.get("enqueued_ahead") is not None:
-            timing["enqueuedAhead"] = int(timing_data["enqueued_ahead"])
-        if timing_data.get("device_spin_ns") is not None:
-            timing["deviceSpinNs"] = int(timing_data["device_spin_ns"])
-        members["timing"] = timing
-    checks = _integrity(result, context, refs, compared, primary_ns)
-    members["integrity"] = checks
-    worst = correctness.worst_round(compared) if compared else None
-    record_correctness: dict[str, Any] = {"comparator": correctness.COMPARATOR, "rounds": rounds_count}
-    if worst is not None:
-        for key, value in (
-            ("maximumAbsoluteError", worst.maximum_absolute_error),
-            ("maximumRelativeError", worst.maximum_relative_error),
-            ("matchedRatio", worst.matched_ratio),
-        ):
-            if value is not None and math.isfinite(value):
-                record_correctness[key] = float(value)
-    members["correctness"] = record_correctness
-    failed = sorted(name for name, check in checks.items() if check["result"] == integrity.FAILED)
-    if shape_problem is not None:
-        members["status"], members["statusDetail"] = "incorrect_shape", shape_problem
-    elif worst is not None and worst.status in ("incorrect_shape", "incorrect_dtype"):
-        members["status"], members["statusDetail"] = worst.status, worst.detail
-    elif failed:
-        members["status"] = "reward_hack"
-        members["statusDetail"] = "; ".join(f"{name}: {checks[name].get('detail', 'failed')}" for name in failed)[:2000]
-    elif worst is not None and worst.status == "incorrect_numerical":
-        members["status"], members["statusDetail"] = "incorrect_numerical", worst.detail
-    else:
-        members["status"] = "passed"
-    return members
-
-
-# --------------------------------------------------------------------------- the session
 
 
 def _floor(
@@ -703,8 +360,10 @@ class _Session:
             else:
                 context.floor_ns, context.floor_text = None, "no datasheet floor for a CPU"
             members = evaluate(outcome, context, refs, self.options.statistic, self.options.rounds)
-            summaries.append(_run(members, impl, workload, self.definition, protocol, env_record, context))
-        _speedups(summaries, self.implementations)
+            summaries.append(
+                build_run(members, impl, workload, self.definition, protocol, env_record, context.plans[0].synthesized)
+            )
+        speedups(summaries, self.implementations)
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
 
@@ -801,87 +460,17 @@ def _session(
     return report
 
 
-def _run(
-    members: dict[str, Any],
-    impl: LoadedImplementation,
-    workload: StoredRecord,
-    definition: StoredRecord,
-    protocol: StoredRecord,
-    environment: StoredRecord,
-    context: WorkloadContext,
-) -> RunSummary:
-    observed = datetime.now(UTC)
-    spec_members = {
-        **members,
-        "observedAt": format_timestamp(observed),
-        "definitionDigest": definition.digest,
-        "workloadDigest": workload.digest,
-        "implementationDigest": impl.record.digest,
-        "protocolDigest": protocol.digest,
-        "environmentDigest": environment.digest,
-    }
-    synthesized = context.plans[0].synthesized
-    if synthesized:
-        spec_members["synthesizedInputs"] = list(synthesized)
-    stamp = observed.strftime("%Y%m%dT%H%M%S") + f"{observed.microsecond // 1000:03d}Z"
-    raw = {
-        "apiVersion": "kernelindex.dev/v1alpha1",
-        "kind": "BenchmarkRun",
-        "metadata": {
-            "name": _ascii_name(impl.name, workload.name, stamp),
-            "title": f"{impl.name} on {definition.name} / {workload.name}",
-        },
-        "spec": spec_members,
-    }
-    record = record_from_value(raw, source="run")
-    assert isinstance(record.model.spec, BenchmarkRunSpec)
-    run_spec = record.model.spec
-    summary = RunSummary(
-        implementation=impl.name,
-        workload=workload.name,
-        workload_digest=workload.digest,
-        status=run_spec.status,
-        detail=run_spec.status_detail,
-        run=record,
-    )
-    if run_spec.timing is not None:
-        summary.latency_ns = run_spec.timing.primary_ns()
-    if run_spec.correctness is not None:
-        summary.maximum_absolute_error = run_spec.correctness.maximum_absolute_error
-        summary.maximum_relative_error = run_spec.correctness.maximum_relative_error
-        summary.matched_ratio = run_spec.correctness.matched_ratio
-    return summary
-
-
-def _speedups(runs: Sequence[RunSummary], implementations: Sequence[LoadedImplementation]) -> None:
-    reference_names = {impl.name for impl in implementations if impl.is_reference}
-    baseline = next(
-        (r for r in runs if r.implementation in reference_names and r.status == "passed" and r.latency_ns), None
-    )
-    if baseline is None or not baseline.latency_ns:
-        return
-    for run in runs:
-        if run.status == "passed" and run.latency_ns:
-            run.speedup = baseline.latency_ns / run.latency_ns
-
-
-# --------------------------------------------------------------------------- output
-
-
-def write_manifest(report: BenchReport, folder: Path) -> Path:
-    """Write every record of the report as one manifest ``{<kind>/<hex>: record}`` in ``folder``.
-
-    ``kictl add FOLDER`` reads it back.  Raises ``RegistryError`` when the
-    folder cannot be written.
-    """
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RegistryError(f"cannot create {folder}: {exc.strerror}") from exc
-    manifest: dict[str, Any] = {}
-    for record in report.records:
-        manifest.setdefault(f"{record.kind}/{canon.digest_hex(record.digest)}", record.raw)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = folder / f"bench-{report.definition.name}-{stamp}.json"
-    write_atomic(path, canon.pretty_bytes(manifest))
-    return path
+__all__ = [
+    "BenchOptions",
+    "BenchReport",
+    "RunSummary",
+    "WorkloadContext",
+    "check_options",
+    "environment_record",
+    "evaluate",
+    "protocol_spec",
+    "resolve_device",
+    "run_bench",
+    "select_workloads",
+    "write_manifest",
+]

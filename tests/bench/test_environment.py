@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kictl.bench.environment import capture, driver_from_proc
-from kictl.bench.session import environment_record
+from kictl.bench.results import environment_record
 from kictl.records import ExecutionEnvironmentSpec
 
 
