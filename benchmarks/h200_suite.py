@@ -418,7 +418,7 @@ def preflight(smoke: bool) -> dict[str, Any]:
     """What is installed and which GPU this is; raises SystemExit when kictl cannot run."""
     facts: dict[str, Any] = {"python": sys.version.split()[0]}
     missing = []
-    for module in ("torch", "typer", "pydantic", "rfc8785", "rich", "kictl.cli"):
+    for module in ("torch", "typer", "pydantic", "rfc8785", "kictl.cli"):
         try:
             __import__(module)
         except ImportError as exc:

@@ -16,9 +16,12 @@ from kictl.errors import CheckFailed, UsageError
 
 @contextlib.contextmanager
 def _progress() -> Iterator[object]:
-    """A one-line status on stderr when it is a terminal; nothing otherwise."""
-    from rich.console import Console
-
+    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        yield lambda _text: None
+        return
     console = Console(stderr=True)
     if not console.is_terminal:
         yield lambda _text: None
