@@ -331,6 +331,8 @@ class Measurement(_Model):
     input_policy: str | None = None
     setup_in_timed_region: bool | None = None
     device: str | None = None
+    #: What lies between the timer's start and stop, in words (e.g. launches enqueued ahead of the start event).
+    timed_region: str | None = None
 
 
 class Comparability(_Model):
@@ -395,6 +397,10 @@ class Timing(_Model):
     latency_ns: LatencyNs
     samples: tuple[NonNegativeInt, ...] | None = None
     primary_statistic: Statistic
+    #: Samples whose call was wholly enqueued before the GPU reached the start event (host ahead).
+    enqueued_ahead: NonNegativeInt | None = None
+    #: The device-side spin put before each start event to keep the GPU busy while the host enqueues.
+    device_spin_ns: NonNegativeInt | None = None
 
     @model_validator(mode="after")
     def _primary_present(self) -> Timing:

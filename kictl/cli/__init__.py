@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import definitions, importers, rank, records, review, submit, trust
+from kictl.cli import bench, definitions, importers, rank, records, review, submit, trust
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -48,6 +48,7 @@ def make_app() -> typer.Typer:
         STATE.debug = debug
 
     records.register(app)
+    bench.register(app)
     app.add_typer(definitions.app, name="definitions")
     trust.register(app)
     rank.register(app)

@@ -1,0 +1,172 @@
+"""Comparing an implementation's outputs with the reference's (DESIGN §7, issue 4).
+
+Per element, with ``x`` the implementation's value and ``y`` the reference's
+(both widened to float64)::
+
+    matched  <=>  y finite and x finite and |x - y| <= atol + rtol * |y|
+              or  y is NaN and x is NaN
+              or  y is +inf or -inf and x == y     (a -inf lse where the reference has -inf)
+
+An output passes when its matched ratio (matched elements over all elements)
+is at least the required ratio.  Shapes and dtypes must be the definition's
+exactly (``incorrect_shape``, ``incorrect_dtype``).  The maximum absolute
+error is over elements where both values are finite; the maximum relative
+error is ``|x - y| / max(|y|, atol)`` over the same elements (``atol`` keeps
+near-zero references from dominating; ``1e-12`` when ``atol`` is 0).
+Comparisons run in chunks so that large outputs do not need float64 copies
+of themselves.  Several rounds of fresh inputs are compared; the worst round
+(lowest matched ratio, then largest absolute error) is what the run records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+COMPARATOR = "allclose |x-y| <= atol + rtol*|y|; NaN matches NaN; inf must equal; rel. error |x-y|/max(|y|,atol)"
+DEFAULT_ATOL = 1e-2
+DEFAULT_RTOL = 1e-2
+DEFAULT_MATCHED_RATIO = 1.0
+_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class Tolerance:
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    required_matched_ratio: float = DEFAULT_MATCHED_RATIO
+
+
+@dataclass(frozen=True, slots=True)
+class OutputComparison:
+    """One output of one round against the reference."""
+
+    name: str
+    status: str  # "passed", "incorrect_numerical", "incorrect_shape", "incorrect_dtype"
+    detail: str | None
+    maximum_absolute_error: float | None
+    maximum_relative_error: float | None
+    matched_ratio: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RoundComparison:
+    """Every output of one round."""
+
+    offset: int
+    outputs: tuple[OutputComparison, ...]
+
+    @property
+    def status(self) -> str:
+        for status in ("incorrect_shape", "incorrect_dtype", "incorrect_numerical"):
+            if any(output.status == status for output in self.outputs):
+                return status
+        return "passed"
+
+    @property
+    def matched_ratio(self) -> float | None:
+        ratios = [o.matched_ratio for o in self.outputs if o.matched_ratio is not None]
+        return min(ratios) if ratios else None
+
+    @property
+    def maximum_absolute_error(self) -> float | None:
+        errors = [o.maximum_absolute_error for o in self.outputs if o.maximum_absolute_error is not None]
+        return max(errors) if errors else None
+
+    @property
+    def maximum_relative_error(self) -> float | None:
+        errors = [o.maximum_relative_error for o in self.outputs if o.maximum_relative_error is not None]
+        return max(errors) if errors else None
+
+    @property
+    def detail(self) -> str | None:
+        details = [f"{o.name}: {o.detail}" for o in self.outputs if o.detail]
+        return "; ".join(details) if details else None
+
+
+def compare_output(
+    name: str, got: Any, want: Any, *, shape: tuple[int, ...], dtype: str, tolerance: Tolerance
+) -> OutputComparison:
+    """Compare one output with the reference's; ``shape``/``dtype`` are the definition's."""
+    import torch
+
+    if tuple(got.shape) != shape:
+        return OutputComparison(
+            name, "incorrect_shape", f"shape {list(got.shape)}, expected {list(shape)}", None, None, None
+        )
+    expected_dtype = getattr(torch, dtype)
+    if got.dtype != expected_dtype:
+        detail = f"dtype {str(got.dtype).removeprefix('torch.')}, expected {dtype}"
+        return OutputComparison(name, "incorrect_dtype", detail, None, None, None)
+    if tuple(want.shape) != shape:
+        raise ValueError(f"the reference's {name} has shape {list(want.shape)}, the definition says {list(shape)}")
+    total = got.numel()
+    if total == 0:
+        return OutputComparison(name, "passed", None, 0.0, 0.0, 1.0)
+    flat_x = got.detach().reshape(-1)
+    flat_y = want.detach().reshape(-1)
+    matched = 0
+    max_abs = 0.0
+    max_rel = 0.0
+    floor = tolerance.atol if tolerance.atol > 0 else 1e-12
+    for start in range(0, total, _CHUNK):
+        x = flat_x[start : start + _CHUNK].to(torch.float64)
+        y = flat_y[start : start + _CHUNK].to(torch.float64)
+        finite = torch.isfinite(x) & torch.isfinite(y)
+        diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
+        close = finite & (diff <= tolerance.atol + tolerance.rtol * y.abs())
+        both_nan = torch.isnan(x) & torch.isnan(y)
+        same_inf = torch.isinf(y) & (x == y)
+        matched += int((close | both_nan | same_inf).sum())
+        if bool(finite.any()):
+            max_abs = max(max_abs, float(diff.max()))
+            rel = diff / torch.clamp(y.abs(), min=floor)
+            max_rel = max(max_rel, float(torch.where(finite, rel, torch.zeros_like(rel)).max()))
+    ratio = matched / total
+    if ratio >= tolerance.required_matched_ratio:
+        return OutputComparison(name, "passed", None, max_abs, max_rel, ratio)
+    detail = f"{total - matched} of {total} elements outside tolerance (matched ratio {ratio:.6g})"
+    return OutputComparison(name, "incorrect_numerical", detail, max_abs, max_rel, ratio)
+
+
+def compare_round(
+    offset: int,
+    names: Sequence[str],
+    got: Sequence[Any],
+    want: Sequence[Any],
+    *,
+    shapes: Sequence[tuple[int, ...]],
+    dtypes: Sequence[str],
+    tolerance: Tolerance,
+) -> RoundComparison:
+    """Every output of one round; ``got`` and ``want`` are in ``names`` order."""
+    outputs = tuple(
+        compare_output(name, g, w, shape=shape, dtype=dtype, tolerance=tolerance)
+        for name, g, w, shape, dtype in zip(names, got, want, shapes, dtypes, strict=True)
+    )
+    return RoundComparison(offset=offset, outputs=outputs)
+
+
+def worst_round(rounds: Sequence[RoundComparison]) -> RoundComparison:
+    """The round the run reports: a failed one first, then lowest matched ratio, then largest error."""
+    order = {"incorrect_shape": 0, "incorrect_dtype": 1, "incorrect_numerical": 2, "passed": 3}
+
+    def key(item: RoundComparison) -> tuple[int, float, float]:
+        return (order[item.status], item.matched_ratio or 0.0, -(item.maximum_absolute_error or 0.0))
+
+    return min(rounds, key=key)
+
+
+def outputs_identical(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two calls returned bit-identical outputs (same shapes, same bytes)."""
+    import torch
+
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.numel() and not torch.equal(x.reshape(-1).view(torch.uint8), y.reshape(-1).view(torch.uint8)):
+            return False
+    return True

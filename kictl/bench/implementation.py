@@ -1,0 +1,213 @@
+"""What ``--impl`` names, made into an Implementation record and a folder a worker can import.
+
+``--impl`` is one of:
+
+* a Python file with ``run(...)``: the record holds that one file;
+* a folder with ``implementation.json``: its members are those of an
+  Implementation spec (``name``, ``entryPoint``, ``project``, ``runtime``,
+  ``dependencies``, ``license``, ``availability``, ``revision``,
+  ``description``, ``author``, ``targetHardware``, ``buildCommands``) plus an
+  optional ``sources`` list of relative paths (default: every ``*.py`` below
+  the folder);
+* the digest (or a unique prefix, or the name) of an Implementation record in
+  the registry.
+
+In every case the record's sources are written to a scratch folder and the
+worker imports them from there, so that what runs is exactly what the
+record (and its digest) holds.
+
+The record's name is the given name (or the file's stem) and the first six
+hex digits of the sources' hash, e.g. ``flashinfer_wrapper_be0f02``, so that
+edited sources never share a name.  A module may also define ``setup(...)``
+with the same parameters as ``run``: stateful preparation (a FlashInfer
+``plan()``) that kictl calls outside the timed region unless told to time it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kictl import canon
+from kictl.errors import RecordError, UsageError
+from kictl.records import (
+    API_VERSION,
+    DefinitionSpec,
+    Implementation,
+    ImplementationSpec,
+    StoredRecord,
+    record_from_value,
+)
+from kictl.store import Registry, parse_json_file
+
+MANIFEST = "implementation.json"
+_MANIFEST_MEMBERS = {
+    "name",
+    "project",
+    "runtime",
+    "entryPoint",
+    "dependencies",
+    "revision",
+    "license",
+    "availability",
+    "author",
+    "description",
+    "targetHardware",
+    "buildCommands",
+    "sources",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedImplementation:
+    """An Implementation record and where its sources lie on disk."""
+
+    record: StoredRecord
+    folder: Path
+    entry_file: str
+    function: str
+    is_reference: bool
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    def module(self) -> dict[str, str]:
+        """What a worker needs to import it."""
+        return {"folder": str(self.folder), "entry": self.entry_file, "function": self.function}
+
+
+def _source(path: Path, relative: str) -> dict[str, str]:
+    try:
+        content = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such file") from exc
+    except UnicodeDecodeError as exc:
+        raise RecordError(f"{path}: sources must be UTF-8 text") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from exc
+    return {"path": relative, "sha256": canon.sha256_hex(content.encode("utf-8")), "content": content}
+
+
+def _safe_relative(text: str, where: str) -> str:
+    path = PurePosixPath(text)
+    if path.is_absolute() or ".." in path.parts or not path.parts or text != path.as_posix():
+        raise RecordError(f"{where}: source path {text!r} must be relative, inside the folder, with '/' separators")
+    return text
+
+
+def _content_tag(sources: list[dict[str, str]]) -> str:
+    digest = hashlib.sha256()
+    for source in sorted(sources, key=lambda item: item["path"]):
+        digest.update(f"{source['path']}\0{source['sha256']}\0".encode())
+    return digest.hexdigest()[:6]
+
+
+def _build(spec_members: dict[str, Any], definition: StoredRecord, where: str) -> StoredRecord:
+    members = {"definitionDigest": definition.digest, **spec_members}
+    metadata: dict[str, Any] = {"name": members.get("name")}
+    description = members.get("description")
+    if isinstance(description, str) and description:
+        metadata["title"] = description.splitlines()[0][:200]
+    raw = {"apiVersion": API_VERSION, "kind": "Implementation", "metadata": metadata, "spec": members}
+    record = record_from_value(raw, source=where)
+    if members["definitionDigest"] != definition.digest:
+        raise UsageError(f"{where}: the implementation is for {members['definitionDigest']}, not {definition.digest}")
+    return record
+
+
+def _from_file(path: Path, definition: StoredRecord) -> StoredRecord:
+    if path.suffix != ".py":
+        raise UsageError(f"{path}: --impl takes a .py file, a folder with {MANIFEST}, or an Implementation digest")
+    source = _source(path, path.name)
+    members = {
+        "name": f"{path.stem}_{_content_tag([source])}",
+        "runtime": "python",
+        "entryPoint": f"{path.name}::run",
+        "sources": [source],
+    }
+    return _build(members, definition, str(path))
+
+
+def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
+    manifest_path = folder / MANIFEST
+    where = str(manifest_path)
+    if not manifest_path.is_file():
+        raise UsageError(f"{folder}: a folder given to --impl needs an {MANIFEST}")
+    manifest = parse_json_file(manifest_path, source=where)
+    if not isinstance(manifest, dict):
+        raise RecordError(f"{where}: $: expected an object")
+    unknown = sorted(set(manifest) - _MANIFEST_MEMBERS)
+    if unknown:
+        raise RecordError(f"{where}: $.{unknown[0]}: unknown member")
+    for member in ("name", "entryPoint"):
+        if not isinstance(manifest.get(member), str):
+            raise RecordError(f"{where}: $.{member}: a string is required")
+    listed = manifest.pop("sources", None)
+    if listed is None:
+        paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    elif isinstance(listed, list) and all(isinstance(item, str) for item in listed):
+        paths = [_safe_relative(item, where) for item in listed]
+    else:
+        raise RecordError(f"{where}: $.sources: a list of relative paths is expected")
+    sources = [_source(folder / relative, relative) for relative in paths]
+    members = {"runtime": "python", **manifest, "sources": sources}
+    members["name"] = f"{manifest['name']}_{_content_tag(sources)}"
+    return _build(members, definition, where)
+
+
+def _materialize(record: StoredRecord, workdir: Path) -> Path:
+    spec = record.model.spec
+    assert isinstance(spec, ImplementationSpec)
+    folder = workdir / "implementations" / canon.digest_hex(record.digest)[:16]
+    for source in spec.sources:
+        relative = _safe_relative(source.path, record.name)
+        target = folder / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(source.content, encoding="utf-8")
+    return folder
+
+
+def load_implementation(
+    reference: str, definition: StoredRecord, registry: Registry | None, workdir: Path
+) -> LoadedImplementation:
+    """The implementation ``--impl`` names, for ``definition``.
+
+    Raises ``UsageError`` for a path that is no implementation, ``RecordError``
+    for invalid sources or manifests, ``NotFoundError`` for an unknown digest.
+    """
+    path = Path(reference).expanduser()
+    def_spec = definition.model.spec
+    assert isinstance(def_spec, DefinitionSpec)
+    if path.is_dir():
+        record = _from_folder(path, definition)
+    elif path.is_file():
+        record = _from_file(path, definition)
+    elif path.suffix == ".py" or "/" in reference:
+        raise UsageError(f"{reference}: no such file or folder")
+    else:
+        if registry is None:
+            raise UsageError(f"{reference}: not a file or folder, and no registry to look an Implementation up in")
+        record = registry.resolve(reference, ["Implementation"])
+        assert isinstance(record.model, Implementation)
+        if record.model.spec.definition_digest not in (None, definition.digest):
+            raise UsageError(f"{record.name} implements {record.model.spec.definition_digest}, not {definition.name}")
+    # what runs is exactly what the record holds: its sources, written out afresh
+    folder = _materialize(record, workdir)
+    spec = record.model.spec
+    assert isinstance(spec, ImplementationSpec)
+    entry_file, function = spec.entry_point.split("::", 1)
+    if not (folder / entry_file).is_file():
+        raise UsageError(f"{record.name}: entry point file {entry_file} is missing from {folder}")
+    is_reference = len(spec.sources) == 1 and spec.sources[0].content == def_spec.reference and function == "run"
+    return LoadedImplementation(record, folder, entry_file, function, is_reference)
+
+
+def reference_module(spec: DefinitionSpec, workdir: Path) -> dict[str, str]:
+    """The definition's reference written out for a worker to import."""
+    folder = workdir / "reference"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "reference.py").write_text(spec.reference, encoding="utf-8")
+    return {"folder": str(folder), "entry": "reference.py", "function": "run"}

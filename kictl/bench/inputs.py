@@ -1,0 +1,188 @@
+"""A workload's inputs, planned without torch and made into tensors in the worker.
+
+DESIGN §7: inputs come from the workload.  ``plan_inputs`` turns a Workload
+into an ``InputPlan`` — plain data that crosses a process boundary — and
+``materialize`` turns a plan into the positional arguments of ``run(...)``
+(``definitions.signature(spec).inputs`` order) on a device.
+
+* ``random``: a tensor of standard-normal values (floating dtypes) or small
+  integers, drawn on the CPU with a ``torch.Generator`` seeded from the
+  workload's seed, then moved to the device, so that a CPU run and a GPU run
+  see the same values.  Offset 0 (the timed inputs) uses the seed as given;
+  offset ``k`` (correctness round ``k``) uses ``derive_seed(seed, k)``.  A
+  random input without a seed is seeded from the workload's digest and the
+  input's name.
+* ``scalar``: the value, as a Python number.
+* ``blob``: a tensor read from a safetensors blob of the registry.
+* structural tensors (``qo_indptr``, ``kv_indices``, …): from
+  ``families.structure(spec, workload, read_blob, seed_offset=k)``, synthesised
+  from the axes when the workload ships no blob; the plan lists them in
+  ``synthesized`` and the run records that list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kictl import blobs, families
+from kictl.errors import RecordError
+from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, StoredRecord, WorkloadSpec
+
+BlobReader = Callable[[str], bytes]
+FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+
+
+@dataclass(frozen=True, slots=True)
+class InputSource:
+    """How to make one input: ``kind`` is random, values (structure), blob or scalar."""
+
+    name: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    seed: int | None = None
+    values: tuple[int, ...] | None = None
+    blob: bytes | None = None
+    blob_key: str | None = None
+    scalar: bool | int | float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputPlan:
+    """Every input of one call, in the order of ``run``'s parameters."""
+
+    offset: int
+    sources: tuple[InputSource, ...]
+    synthesized: tuple[str, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(source.name for source in self.sources)
+
+
+def derive_seed(seed: int, offset: int) -> int:
+    """The seed of an input in round ``offset``: ``seed`` itself for offset 0, else a hash of both."""
+    if offset == 0:
+        return seed
+    digest = hashlib.sha256(f"kictl-bench:{seed}:{offset}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
+def _default_seed(workload_digest: str, name: str) -> int:
+    digest = hashlib.sha256(f"{workload_digest}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**63 - 1)
+
+
+def plan_inputs(
+    spec: DefinitionSpec,
+    workload: StoredRecord,
+    order: tuple[str, ...],
+    read_blob: BlobReader | None,
+    *,
+    offset: int = 0,
+) -> InputPlan:
+    """The inputs of ``workload`` for round ``offset``, in ``order``.
+
+    Raises ``RecordError`` when the workload does not fit the definition or
+    names a blob that cannot be read.
+    """
+    model = workload.model.spec
+    if not isinstance(model, WorkloadSpec):
+        raise RecordError(f"{workload.name}: not a Workload")
+    source = f"workload {workload.name}"
+    made = families.structure(spec, model, read_blob, source=source, seed_offset=offset)
+    axes = made.axes
+    out: list[InputSource] = []
+    for name in order:
+        tensor = spec.inputs[name]
+        shape = tuple(axes[axis] for axis in tensor.shape or ())
+        given = model.inputs.get(name)
+        if name in made.tensors:
+            out.append(InputSource(name, "values", tensor.dtype, shape, values=tuple(made.tensors[name])))
+        elif isinstance(given, ScalarInput):
+            out.append(InputSource(name, "scalar", tensor.dtype, shape, scalar=given.value))
+        elif isinstance(given, RandomInput):
+            seed = given.seed if given.seed is not None else _default_seed(workload.digest, name)
+            out.append(InputSource(name, "random", tensor.dtype, shape, seed=derive_seed(seed, offset)))
+        elif isinstance(given, BlobInput):
+            if given.missing or given.digest is None:
+                raise RecordError(f"{source}: input {name} names a blob the source did not ship ({given.path})")
+            if read_blob is None:
+                raise RecordError(f"{source}: input {name} is a blob and no registry is at hand to read it")
+            data = read_blob(given.digest)
+            entries = blobs.read_header(data, source=f"blob {given.digest}")
+            if given.key not in entries:
+                raise RecordError(f"{source}: blob {given.digest} has no tensor {given.key!r}")
+            out.append(InputSource(name, "blob", tensor.dtype, shape, blob=data, blob_key=given.key))
+        else:
+            raise RecordError(f"{source}: input {name} has no source")
+    return InputPlan(offset=offset, sources=tuple(out), synthesized=made.synthesized)
+
+
+# --------------------------------------------------------------------------- tensors (worker side)
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype of an index dtype name."""
+    import torch
+
+    return getattr(torch, name)
+
+
+def _random(source: InputSource) -> Any:
+    import torch
+
+    assert source.seed is not None
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(source.seed)
+    dtype = torch_dtype(source.dtype)
+    if source.dtype in FLOAT_DTYPES:
+        draw = torch.float64 if source.dtype == "float64" else torch.float32
+        return torch.randn(source.shape, generator=generator, dtype=draw).to(dtype)
+    if source.dtype == "bool":
+        return torch.randint(0, 2, source.shape, generator=generator, dtype=torch.int64).to(torch.bool)
+    low = 0 if source.dtype == "uint8" else -64
+    return torch.randint(low, 64, source.shape, generator=generator, dtype=torch.int64).to(dtype)
+
+
+def _from_blob(source: InputSource) -> Any:
+    import torch
+
+    assert source.blob is not None
+    assert source.blob_key is not None
+    entry = blobs.read_header(source.blob)[source.blob_key]
+    stored = {value: key for key, value in blobs.SAFETENSORS_DTYPES.items()}.get(entry.dtype)
+    if stored is None:
+        raise RecordError(f"blob tensor {source.blob_key!r} has dtype {entry.dtype}, which kictl cannot read")
+    raw = bytearray(source.blob[entry.start : entry.end])
+    tensor = torch.frombuffer(raw, dtype=torch_dtype(stored)) if raw else torch.empty(0, dtype=torch_dtype(stored))
+    if tensor.numel() != math.prod(source.shape):
+        raise RecordError(
+            f"blob tensor {source.blob_key!r} has {tensor.numel()} values, {source.name} needs {source.shape}"
+        )
+    return tensor.reshape(source.shape).to(torch_dtype(source.dtype))
+
+
+def materialize_one(source: InputSource, device: str) -> Any:
+    """One input as a tensor on ``device`` (or a Python number for a scalar)."""
+    import torch
+
+    if source.kind == "scalar":
+        return source.scalar
+    if source.kind == "values":
+        assert source.values is not None
+        tensor = torch.tensor(source.values, dtype=torch_dtype(source.dtype)).reshape(source.shape)
+    elif source.kind == "random":
+        tensor = _random(source)
+    else:
+        tensor = _from_blob(source)
+    return tensor.to(device)
+
+
+def materialize(plan: InputPlan, device: str) -> list[Any]:
+    """The positional arguments of ``run`` for ``plan`` on ``device``."""
+    return [materialize_one(source, device) for source in plan.sources]

@@ -1,0 +1,200 @@
+"""Integrity checks: catching an implementation that games the benchmark (DESIGN §7).
+
+Each check is recorded in the run as ``{result: passed|failed|skipped, detail}``
+under its name; a failed check makes the run's status ``reward_hack``.
+
+========================  ===========================================================
+``inputsUnchanged``       every input is bit-identical after the calls to a copy taken before
+``outputsNotAliasInputs`` no output shares memory with an input
+``outputsFullyWritten``   no output element still holds the poison pattern (all bytes 0xFF)
+                          the harness left in memory the call could reuse
+``outputsFresh``          calls on different inputs did not return identical outputs
+``timedOutputsCorrect``   a call picked at random among the timed ones returned correct outputs
+``plainTensorOutputs``    outputs are ``torch.Tensor`` itself (no lazy or proxy subclass) on the run's device
+``noThreadsLeft``         no Python thread started by the implementation is still alive
+``streamOrdered``         (GPU) the outputs were complete once the calling stream reached the end
+                          of the call: no work left running on another stream
+``timerNotPatched``       the timer's functions and kictl's own are the objects they were
+                          before the implementation was imported
+``aboveFloor``            the primary statistic is not below the workload's physical floor
+========================  ===========================================================
+
+The worker-side helpers here run in the implementation's process; the
+parent-side ones (``poisoned_elements``, ``floor_check``) run in kictl.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
+POISON_BYTE = 0xFF
+
+CHECKS = (
+    "inputsUnchanged",
+    "outputsNotAliasInputs",
+    "outputsFullyWritten",
+    "outputsFresh",
+    "timedOutputsCorrect",
+    "plainTensorOutputs",
+    "noThreadsLeft",
+    "streamOrdered",
+    "timerNotPatched",
+    "aboveFloor",
+)
+_KICTL_MODULES = ("kictl.bench.timing", "kictl.bench.integrity", "kictl.bench.worker", "kictl.bench.inputs")
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What the worker looked like before the implementation was imported."""
+
+    threads: frozenset[int]
+    objects: dict[str, Any]
+
+
+def _watched() -> dict[str, Any]:
+    """The objects whose identity must not change: the timer's functions and kictl's own."""
+    import torch
+
+    found: dict[str, Any] = {}
+    for name in ("perf_counter_ns", "perf_counter", "monotonic_ns", "monotonic", "time"):
+        found[f"time.{name}"] = getattr(time, name)
+    found["torch.cuda.Event"] = torch.cuda.Event
+    for name in ("elapsed_time", "record", "query", "synchronize"):
+        found[f"torch.cuda.Event.{name}"] = getattr(torch.cuda.Event, name)
+    base = getattr(torch._C, "_CudaEventBase", None)
+    if base is not None:
+        for name in ("elapsed_time", "record", "query", "synchronize"):
+            if hasattr(base, name):
+                found[f"torch._C._CudaEventBase.{name}"] = getattr(base, name)
+    found["torch.cuda.synchronize"] = torch.cuda.synchronize
+    found["torch.cuda.CUDAGraph.replay"] = torch.cuda.CUDAGraph.replay
+    found["torch.cuda._sleep"] = getattr(torch.cuda, "_sleep", None)
+    for name in ("equal", "empty", "clone"):
+        found[f"torch.{name}"] = getattr(torch, name)
+    for name in ("clone", "copy_", "to", "cpu", "fill_", "view", "untyped_storage", "data_ptr"):
+        found[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
+    from kictl.bench import timing
+
+    for name, value in timing._ORIGINALS.items():
+        found[f"kictl.bench.timing._ORIGINALS[{name}]"] = value
+    for module_name in _KICTL_MODULES:
+        module = sys.modules.get(module_name)
+        if module is None:
+            continue
+        for name, value in vars(module).items():
+            if callable(value) and getattr(value, "__module__", None) == module_name:
+                found[f"{module_name}.{name}"] = value
+                if isinstance(value, type):
+                    for member, function in vars(value).items():
+                        if callable(function):
+                            found[f"{module_name}.{name}.{member}"] = function
+    return found
+
+
+def take_baseline() -> Baseline:
+    """Threads and watched objects now (call before importing an implementation)."""
+    return Baseline(threads=frozenset(thread.ident or 0 for thread in threading.enumerate()), objects=_watched())
+
+
+def patched(baseline: Baseline) -> list[str]:
+    """The watched names whose object changed since ``baseline``."""
+    now = _watched()
+    return sorted(name for name, value in baseline.objects.items() if now.get(name) is not value)
+
+
+def new_threads(before: Iterable[int]) -> list[str]:
+    """Names of live threads that were not in ``before``."""
+    known = set(before)
+    return sorted(
+        thread.name for thread in threading.enumerate() if (thread.ident or 0) not in known and thread.is_alive()
+    )
+
+
+def thread_idents() -> frozenset[int]:
+    return frozenset(thread.ident or 0 for thread in threading.enumerate())
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def _span(tensor: Any) -> tuple[str, int, int] | None:
+    storage = tensor.untyped_storage()
+    start = storage.data_ptr()
+    size = storage.nbytes()
+    if size == 0:
+        return None
+    return str(tensor.device), start, start + size
+
+
+def aliasing(outputs: Sequence[tuple[str, Any]], inputs: Sequence[tuple[str, Any]]) -> list[str]:
+    """``"output <o> shares memory with input <i>"`` for every overlap of storages."""
+    import torch
+
+    found = []
+    spans = [(name, _span(value)) for name, value in inputs if isinstance(value, torch.Tensor)]
+    for out_name, value in outputs:
+        if not isinstance(value, torch.Tensor):
+            continue
+        mine = _span(value)
+        if mine is None:
+            continue
+        for in_name, theirs in spans:
+            if theirs is not None and theirs[0] == mine[0] and mine[1] < theirs[2] and theirs[1] < mine[2]:
+                found.append(f"output {out_name} shares memory with input {in_name}")
+    return found
+
+
+def poison_allocator(device: str, sizes: Iterable[int]) -> None:
+    """Leave freed device blocks of these byte sizes filled with 0xFF for the next allocations to reuse.
+
+    On CUDA the caching allocator hands a freed block of the right size to
+    the next ``torch.empty``; on the CPU a freed heap chunk is often reused
+    too, though not always.
+    """
+    import torch
+
+    blocks = [torch.empty(size, dtype=torch.uint8, device=device) for size in sizes if size > 0]
+    for block in blocks:
+        block.fill_(POISON_BYTE)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    del blocks
+
+
+def poison_in_place(tensor: Any) -> None:
+    """Overwrite a returned output with 0xFF bytes, so that a later call reusing it must rewrite it."""
+    import torch
+
+    if isinstance(tensor, torch.Tensor) and tensor.is_contiguous() and tensor.numel() > 0:
+        tensor.view(-1).view(torch.uint8).fill_(POISON_BYTE)
+
+
+def poisoned_elements(output: Any, reference: Any) -> int:
+    """Elements of a floating-point ``output`` whose bytes are all 0xFF where ``reference`` is no NaN."""
+    import torch
+
+    if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.numel() == 0:
+        return 0
+    flat = output.detach().contiguous().reshape(-1)
+    as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
+    poisoned = (as_bytes == POISON_BYTE).all(dim=1)
+    if isinstance(reference, torch.Tensor) and reference.shape == output.shape and reference.is_floating_point():
+        poisoned &= ~torch.isnan(reference.reshape(-1))
+    return int(poisoned.sum())
+
+
+def result(outcome: str, detail: str | None = None) -> dict[str, str]:
+    """One check's entry as the run records it."""
+    entry = {"result": outcome}
+    if detail:
+        entry["detail"] = detail
+    return entry

@@ -1,0 +1,271 @@
+"""The records a bench session produces, and how they are written (DESIGN §3).
+
+``environment_record`` and ``protocol_record`` turn what a worker captured
+and what the command line asked for into ExecutionEnvironment and
+BenchmarkProtocol records; ``build_run`` makes the BenchmarkRun of one
+implementation on one workload; ``write_manifest`` writes every record of a
+session as one manifest file that ``kictl add`` reads.  The protocol says
+what a reader needs to judge a number: the timer, what lay in the timed
+region, warm-up, iterations, trials, the flush, graph use, the input policy
+and whether stateful setup was timed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import kictl
+from kictl import canon
+from kictl.bench import correctness
+from kictl.errors import RegistryError
+from kictl.records import (
+    BenchmarkProtocolSpec,
+    BenchmarkRunSpec,
+    StoredRecord,
+    format_timestamp,
+    record_from_value,
+)
+from kictl.store import write_atomic
+
+if TYPE_CHECKING:
+    from kictl.bench.implementation import LoadedImplementation
+    from kictl.bench.session import BenchOptions
+
+HARNESS = {"name": "kictl", "version": kictl.__version__}
+INPUT_POLICY = "same tensors for every timed call; fresh tensors and seeds for each correctness round"
+REFERENCE_TEXT = "definition reference implementation, in its own process, on the same inputs"
+
+
+@dataclass
+class RunSummary:
+    """One implementation on one workload, as the summary table shows it."""
+
+    implementation: str
+    workload: str
+    workload_digest: str
+    status: str
+    detail: str | None = None
+    latency_ns: int | None = None
+    speedup: float | None = None
+    maximum_absolute_error: float | None = None
+    maximum_relative_error: float | None = None
+    matched_ratio: float | None = None
+    run: StoredRecord | None = None
+
+
+@dataclass
+class BenchReport:
+    """What a session produced: the records to store and one summary per run."""
+
+    definition: StoredRecord
+    records: list[StoredRecord] = field(default_factory=list)
+    runs: list[RunSummary] = field(default_factory=list)
+    #: (workload label, why) for workloads that produced no runs: the reference or kictl's worker failed
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.runs) and not self.skipped and all(run.status == "passed" for run in self.runs)
+
+
+def _ascii_name(*parts: str) -> str:
+    text = ".".join(re.sub(r"[^!-~]+", "-", part).strip("-") for part in parts if part)
+    return text[:256]
+
+
+def environment_record(spec: dict[str, Any]) -> StoredRecord:
+    """The ExecutionEnvironment record of what a worker captured."""
+    hardware, software = spec["hardware"], spec["software"]
+    framework = software.get("framework", {})
+    parts = [hardware["product"], f"{framework.get('name', '')}-{framework.get('version', '')}"]
+    if software.get("cudaToolkit"):
+        parts.append(f"cuda-{software['cudaToolkit']}")
+    if software.get("driver"):
+        parts.append(f"driver-{software['driver']}")
+    title = ", ".join(str(value) for value in (hardware["product"], hardware.get("architecture")) if value)
+    raw = {
+        "apiVersion": "kernelindex.dev/v1alpha1",
+        "kind": "ExecutionEnvironment",
+        "metadata": {"name": _ascii_name(*parts), "title": title},
+        "spec": spec,
+    }
+    return record_from_value(raw, source="environment")
+
+
+def protocol_spec(
+    device: str,
+    counts: tuple[int, int, int],
+    options: BenchOptions,
+    tolerance: correctness.Tolerance,
+    flush_bytes: int,
+) -> dict[str, Any]:
+    """The BenchmarkProtocol spec (JSON members) of this session's measurement."""
+    warmup, iterations, trials = counts
+    on_gpu = device != "cpu"
+    if not on_gpu:
+        timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
+        region = "time.perf_counter_ns read just before and just after each call of run()"
+    elif options.cuda_graph:
+        timer, family = "cuda_graph_replay", "kictl-cuda-device-time"
+        region = (
+            "CUDA events around one replay of a CUDA graph captured from one call of run(), after an L2 flush "
+            "and a device spin"
+        )
+    else:
+        timer, family = "cuda_events", "kictl-cuda-device-time"
+        region = (
+            "CUDA events on the calling stream around each call of run(); a device spin and an L2 flush before "
+            "the start event keep the GPU busy so the call is enqueued before the GPU reaches it: device time, "
+            "not the host's launch path, unless the call waits for the GPU"
+        )
+    if options.time_setup:
+        family = "kictl-cuda-setup-and-run" if on_gpu else "kictl-cpu-setup-and-run"
+        if on_gpu:
+            region = (
+                "CUDA events on the calling stream around setup() and run(), after an L2 flush and a device "
+                "synchronisation: the host's time in setup() (e.g. a FlashInfer plan()) and the launch path count"
+            )
+        else:
+            region += "; setup() and run() both inside the timed region"
+    else:
+        region += "; setup(), if the module has one, called once before, outside the timed region"
+    measurement: dict[str, Any] = {
+        "timer": timer,
+        "primaryStatistic": options.statistic,
+        "warmup": warmup,
+        "iterations": iterations,
+        "trials": trials,
+        "l2Flush": on_gpu and flush_bytes > 0,
+        "cudaGraph": options.cuda_graph,
+        "inputPolicy": INPUT_POLICY,
+        "setupInTimedRegion": options.time_setup,
+        "device": "cuda" if on_gpu else "cpu",
+        "timedRegion": region,
+    }
+    if on_gpu and flush_bytes > 0:
+        measurement["l2FlushBytes"] = flush_bytes
+    return {
+        "harness": dict(HARNESS),
+        "correctness": {
+            "reference": REFERENCE_TEXT,
+            "comparator": correctness.COMPARATOR,
+            "atol": tolerance.atol,
+            "rtol": tolerance.rtol,
+            "requiredMatchedRatio": tolerance.required_matched_ratio,
+            "rounds": options.rounds,
+        },
+        "measurement": measurement,
+        "comparability": {"family": family},
+    }
+
+
+def protocol_record(spec: dict[str, Any]) -> StoredRecord:
+    measurement = spec["measurement"]
+    name = _ascii_name(
+        "kictl-bench",
+        measurement["device"],
+        measurement["timer"],
+        measurement["primaryStatistic"],
+        "setup-timed" if measurement["setupInTimedRegion"] else "",
+    )
+    title = (
+        f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of "
+        f"{measurement['iterations']}x{measurement['trials']} after {measurement['warmup']} warm-up"
+    )
+    raw = {
+        "apiVersion": "kernelindex.dev/v1alpha1",
+        "kind": "BenchmarkProtocol",
+        "metadata": {"name": name, "title": title},
+        "spec": spec,
+    }
+    record = record_from_value(raw, source="protocol")
+    assert isinstance(record.model.spec, BenchmarkProtocolSpec)
+    return record
+
+
+def build_run(
+    members: dict[str, Any],
+    impl: LoadedImplementation,
+    workload: StoredRecord,
+    definition: StoredRecord,
+    protocol: StoredRecord,
+    environment: StoredRecord,
+    synthesized: Sequence[str],
+) -> RunSummary:
+    """The BenchmarkRun record (and its summary) of ``members`` judged by ``verdict.evaluate``."""
+    observed = datetime.now(UTC)
+    spec_members = {
+        **members,
+        "observedAt": format_timestamp(observed),
+        "definitionDigest": definition.digest,
+        "workloadDigest": workload.digest,
+        "implementationDigest": impl.record.digest,
+        "protocolDigest": protocol.digest,
+        "environmentDigest": environment.digest,
+    }
+    if synthesized:
+        spec_members["synthesizedInputs"] = list(synthesized)
+    stamp = observed.strftime("%Y%m%dT%H%M%S") + f"{observed.microsecond // 1000:03d}Z"
+    raw = {
+        "apiVersion": "kernelindex.dev/v1alpha1",
+        "kind": "BenchmarkRun",
+        "metadata": {
+            "name": _ascii_name(impl.name, workload.name, stamp),
+            "title": f"{impl.name} on {definition.name} / {workload.name}",
+        },
+        "spec": spec_members,
+    }
+    record = record_from_value(raw, source="run")
+    assert isinstance(record.model.spec, BenchmarkRunSpec)
+    run_spec = record.model.spec
+    summary = RunSummary(
+        implementation=impl.name,
+        workload=workload.name,
+        workload_digest=workload.digest,
+        status=run_spec.status,
+        detail=run_spec.status_detail,
+        run=record,
+    )
+    if run_spec.timing is not None:
+        summary.latency_ns = run_spec.timing.primary_ns()
+    if run_spec.correctness is not None:
+        summary.maximum_absolute_error = run_spec.correctness.maximum_absolute_error
+        summary.maximum_relative_error = run_spec.correctness.maximum_relative_error
+        summary.matched_ratio = run_spec.correctness.matched_ratio
+    return summary
+
+
+def speedups(runs: Sequence[RunSummary], implementations: Sequence[LoadedImplementation]) -> None:
+    reference_names = {impl.name for impl in implementations if impl.is_reference}
+    baseline = next(
+        (r for r in runs if r.implementation in reference_names and r.status == "passed" and r.latency_ns), None
+    )
+    if baseline is None or not baseline.latency_ns:
+        return
+    for run in runs:
+        if run.status == "passed" and run.latency_ns:
+            run.speedup = baseline.latency_ns / run.latency_ns
+
+
+def write_manifest(report: BenchReport, folder: Path) -> Path:
+    """Write every record of the report as one manifest ``{<kind>/<hex>: record}`` in ``folder``.
+
+    ``kictl add FOLDER`` reads it back.  Raises ``RegistryError`` when the
+    folder cannot be written.
+    """
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RegistryError(f"cannot create {folder}: {exc.strerror}") from exc
+    manifest: dict[str, Any] = {}
+    for record in report.records:
+        manifest.setdefault(f"{record.kind}/{canon.digest_hex(record.digest)}", record.raw)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    path = folder / f"bench-{report.definition.name}-{stamp}.json"
+    write_atomic(path, canon.pretty_bytes(manifest))
+    return path

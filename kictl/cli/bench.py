@@ -1,0 +1,177 @@
+"""``kictl bench``: benchmark implementations of a definition and write the records."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
+from kictl.errors import CheckFailed, UsageError
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[object]:
+    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        yield lambda _text: None
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _text: None
+        return
+    with console.status("starting") as status:
+        yield lambda text: status.update(text)
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}g}"
+
+
+@guarded
+def bench(
+    definition: Annotated[str, typer.Argument(help="Definition name, digest or digest prefix.", show_default=False)],
+    impl: Annotated[
+        list[str],
+        typer.Option(
+            "--impl",
+            help="A .py file with run(...), a folder with implementation.json, or an Implementation digest. "
+            "Repeat to compare several; the definition's reference, if given, runs first.",
+            show_default=False,
+        ),
+    ],
+    workload: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--workload", help="Workload label or digest prefix (repeatable); default all.", show_default=False
+        ),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    warmup: Annotated[
+        int | None, typer.Option(help="Untimed calls first (default: CUDA 10, CPU 1).", show_default=False)
+    ] = None,
+    iterations: Annotated[
+        int | None, typer.Option(help="Timed calls per trial (default: CUDA 100, CPU 5).", show_default=False)
+    ] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials (default: CUDA 3, CPU 1).", show_default=False)] = None,
+    rounds: Annotated[int, typer.Option(help="Correctness rounds, each on fresh inputs.")] = 3,
+    cuda_graph: Annotated[bool, typer.Option("--cuda-graph", help="Time replays of a CUDA graph of one call.")] = False,
+    time_setup: Annotated[
+        bool, typer.Option("--time-setup", help="Time setup() (e.g. a FlashInfer plan) together with run().")
+    ] = False,
+    statistic: Annotated[str, typer.Option(help="Primary statistic: mean, median, min, max, p10, p90.")] = "median",
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    atol: Annotated[float | None, typer.Option(help="Absolute tolerance (default: the workload's, else 1e-2).")] = None,
+    rtol: Annotated[float | None, typer.Option(help="Relative tolerance (default: the workload's, else 1e-2).")] = None,
+    matched_ratio: Annotated[
+        float | None, typer.Option(help="Share of elements that must match (default: the workload's, else 1).")
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the records as one manifest file in this folder instead of the registry."),
+    ] = None,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Benchmark implementations of DEFINITION on its workloads and record the results.
+
+    Each implementation runs in its own process with a timeout; its outputs are
+    checked against the definition's reference on fresh inputs, integrity checks
+    look for gamed results, and the timing is recorded sample by sample. The
+    BenchmarkRun records and the records they name are added to the registry, or
+    written to --out. Exit 0 when every run passed, 1 when some did not (the
+    records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU.
+    """
+    from kictl.bench.session import BenchOptions, run_bench, write_manifest
+
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: not a folder")
+    target = open_registry(registry)
+    options = BenchOptions(
+        device=device,
+        warmup=warmup,
+        iterations=iterations,
+        trials=trials,
+        rounds=rounds,
+        cuda_graph=cuda_graph,
+        time_setup=time_setup,
+        statistic=statistic,
+        timeout_s=timeout,
+        atol=atol,
+        rtol=rtol,
+        matched_ratio=matched_ratio,
+        workloads=tuple(workload or ()),
+    )
+    with _progress() as say:
+        report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+    if out_dir is not None:
+        path = write_manifest(report, out_dir)
+        err(f"wrote {len(report.records)} records to {path}")
+    else:
+        results = target.add(report.records)
+        created = sum(1 for result in results if result.created)
+        err(f"{created} records added to {target.root}, {len(results) - created} already present")
+    if as_json:
+        emit_json(
+            [
+                {
+                    "implementation": run.implementation,
+                    "workload": run.workload,
+                    "workloadDigest": run.workload_digest,
+                    "status": run.status,
+                    "statusDetail": run.detail,
+                    "primaryStatistic": options.statistic,
+                    "latencyNs": run.latency_ns,
+                    "speedupVsReference": run.speedup,
+                    "maximumAbsoluteError": run.maximum_absolute_error,
+                    "maximumRelativeError": run.maximum_relative_error,
+                    "matchedRatio": run.matched_ratio,
+                    "run": run.run.digest if run.run is not None else None,
+                }
+                for run in report.runs
+            ]
+        )
+    else:
+        implementations = list(dict.fromkeys(run.implementation for run in report.runs))
+        for number, name in enumerate(implementations):
+            if number:
+                out()
+            out(name)
+            rows = [
+                [
+                    run.workload,
+                    run.status,
+                    format_ns(run.latency_ns),
+                    "-" if run.speedup is None else f"{run.speedup:.2f}x",
+                    _number(run.maximum_absolute_error),
+                    _number(run.maximum_relative_error),
+                ]
+                for run in report.runs
+                if run.implementation == name
+            ]
+            headers = ["workload", "status", options.statistic, "vs ref", "max abs err", "max rel err"]
+            for line in table(headers, rows, right=(2, 3, 4, 5)):
+                out(line)
+    failed = [run for run in report.runs if run.status != "passed"]
+    for run in failed:
+        first = (run.detail or "").strip().splitlines()[-1:] or [""]
+        err(f"{run.implementation} on {run.workload}: {run.status}: {first[0][:200]}")
+    for label, reason in report.skipped:
+        err(f"warning: workload {label} skipped, no runs recorded: {reason}")
+    sys.stdout.flush()
+    if report.skipped:
+        raise CheckFailed(
+            f"{len(report.skipped)} workload(s) skipped, {len(failed)} of {len(report.runs)} runs did not pass"
+        )
+    if failed:
+        raise CheckFailed(f"{len(failed)} of {len(report.runs)} runs did not pass")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bench)

@@ -1,0 +1,54 @@
+"""Fixtures of the bench tests: a bundled registry shared by a module, kictl bench in-process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from kictl.cli import make_app
+from kictl.store import Registry
+from tests.conftest import ASSETS, REPO_ROOT, copy_bundled
+
+CHEATS = ASSETS / "cheats"
+IMPLEMENTATIONS = REPO_ROOT / "implementations"
+#: The cheapest way through a workload: one correctness round, one timed call.
+FAST = ("--device", "cpu", "--warmup", "0", "--iterations", "1", "--trials", "1", "--rounds", "1")
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def invoke(*args: str | Path) -> Result:
+    """kictl in-process (module-scoped fixtures cannot use the function-scoped ``cli``)."""
+    return CliRunner().invoke(make_app(), [str(arg) for arg in args], catch_exceptions=False)
+
+
+def rows(result: Result) -> list[dict[str, Any]]:
+    """The --json rows of a bench result."""
+    parsed: list[dict[str, Any]] = json.loads(result.stdout)
+    return parsed
+
+
+@pytest.fixture(scope="module")
+def shared_registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """One copy of the bundled registry for a whole test module (read-only use)."""
+    return copy_bundled(tmp_path_factory.mktemp("bench") / "bundled")
+
+
+@pytest.fixture(scope="module")
+def bench_module(shared_registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Result]:
+    """``kictl bench`` against the shared registry, writing to a fresh --out folder."""
+
+    def run(*args: str | Path) -> Result:
+        out = tmp_path_factory.mktemp("out")
+        return invoke("bench", *args, "--registry", shared_registry.root, "--out", out, "--json")
+
+    return run

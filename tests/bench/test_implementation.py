@@ -1,0 +1,100 @@
+"""--impl: a file, a folder with implementation.json, or a registry digest; what runs is what is recorded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kictl.bench.implementation import load_implementation
+from kictl.errors import NotFoundError, RecordError, UsageError
+from kictl.records import ImplementationSpec, StoredRecord
+from kictl.store import Registry
+from tests.bench.conftest import IMPLEMENTATIONS
+from tests.conftest import REPO_ROOT
+
+RMSNORM = "rmsnorm_h4096"
+
+
+def _definition(registry: Registry, name: str = RMSNORM) -> StoredRecord:
+    return registry.resolve(name, ["Definition"])
+
+
+def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Registry, tmp_path: Path) -> None:
+    source = tmp_path / "fast_norm.py"
+    source.write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
+    loaded = load_implementation(str(source), _definition(bundled_registry), bundled_registry, tmp_path / "work")
+    spec = loaded.record.model.spec
+    assert isinstance(spec, ImplementationSpec)
+    assert loaded.name.startswith("fast_norm_")
+    assert len(loaded.name) == len("fast_norm_") + 6
+    assert spec.entry_point == "fast_norm.py::run"
+    assert spec.definition_digest == _definition(bundled_registry).digest
+    assert [s.path for s in spec.sources] == ["fast_norm.py"]
+    assert not loaded.is_reference
+    # the worker imports a fresh copy of the recorded sources, not the original file
+    assert loaded.folder != source.parent
+    assert (loaded.folder / "fast_norm.py").read_text(encoding="utf-8") == source.read_text(encoding="utf-8")
+    source.write_text("def run(hidden_states, weight):\n    return weight\n", encoding="utf-8")
+    edited = load_implementation(str(source), _definition(bundled_registry), bundled_registry, tmp_path / "work")
+    assert edited.name != loaded.name
+
+
+@pytest.mark.parametrize(
+    "definition",
+    sorted(path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir()),
+)
+def test_bundled_implementations_load_and_the_reference_is_the_reference(
+    bundled_registry: Registry, tmp_path: Path, definition: str
+) -> None:
+    folders = sorted(path for path in (IMPLEMENTATIONS / definition).iterdir() if path.is_dir())
+    names = {path.name for path in folders}
+    assert "reference" in names
+    assert any(name.startswith("torch") for name in names)
+    if definition.startswith("gqa_"):
+        assert "flashinfer_wrapper" in names
+    record = _definition(bundled_registry, definition)
+    for folder in folders:
+        loaded = load_implementation(str(folder), record, bundled_registry, tmp_path)
+        assert loaded.name.startswith(folder.name + "_")
+        assert loaded.is_reference == (folder.name == "reference"), folder
+    family = record.raw["spec"]["family"]
+    copy = (IMPLEMENTATIONS / definition / "reference" / "reference.py").read_bytes()
+    assert copy == (REPO_ROOT / "definitions" / family / definition / "reference.py").read_bytes()
+
+
+def test_a_registry_digest_is_materialised(bundled_registry: Registry, tmp_path: Path) -> None:
+    definition = _definition(bundled_registry)
+    loaded = load_implementation(
+        str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), definition, bundled_registry, tmp_path
+    )
+    bundled_registry.add([loaded.record])
+    again = load_implementation(loaded.record.digest[:20], definition, bundled_registry, tmp_path / "other")
+    assert again.record.digest == loaded.record.digest
+    assert (again.folder / "rmsnorm.py").is_file()
+    with pytest.raises(NotFoundError):
+        load_implementation("0123456789abcdef", definition, bundled_registry, tmp_path)
+
+
+def test_manifest_problems_are_reported(bundled_registry: Registry, tmp_path: Path) -> None:
+    definition = _definition(bundled_registry)
+    folder = tmp_path / "impl"
+    folder.mkdir()
+    with pytest.raises(UsageError, match=r"needs an implementation\.json"):
+        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+    (folder / "kernel.py").write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
+    manifest = folder / "implementation.json"
+    manifest.write_text(json.dumps({"name": "k", "entryPoint": "kernel.py::run", "speed": "fast"}), encoding="utf-8")
+    with pytest.raises(RecordError, match=r"\$\.speed: unknown member"):
+        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+    manifest.write_text(
+        json.dumps({"name": "k", "entryPoint": "kernel.py::run", "sources": ["../escape.py"]}), encoding="utf-8"
+    )
+    with pytest.raises(RecordError, match="must be relative, inside the folder"):
+        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+    manifest.write_text(json.dumps({"name": "k", "entryPoint": "other.py::run"}), encoding="utf-8")
+    with pytest.raises(RecordError, match=r"entry point file 'other\.py' is not among the sources"):
+        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+    with pytest.raises(UsageError, match="no such file or folder"):
+        load_implementation(str(tmp_path / "missing.py"), definition, bundled_registry, tmp_path)

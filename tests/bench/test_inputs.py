@@ -1,0 +1,132 @@
+"""Inputs: planned without torch, drawn on the CPU from the workload's seeds, fresh per round."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kictl import blobs
+from kictl.bench.inputs import derive_seed, materialize, plan_inputs
+from kictl.definitions import signature
+from kictl.errors import RecordError
+from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record
+from kictl.store import Registry
+
+PREFILL = "gqa_paged_prefill_causal_h20_kv4_d128_ps64"
+
+
+def _definition(registry: Registry, name: str) -> tuple[StoredRecord, DefinitionSpec]:
+    record = registry.resolve(name, ["Definition"])
+    assert isinstance(record.model.spec, DefinitionSpec)
+    return record, record.model.spec
+
+
+def _workload(registry: Registry, definition: StoredRecord, label: str) -> StoredRecord:
+    return next(
+        r
+        for r in registry.iter_records(["Workload"])
+        if r.name == label and r.raw["spec"]["definitionDigest"] == definition.digest
+    )
+
+
+def test_derive_seed_keeps_offset_zero_and_separates_rounds() -> None:
+    assert derive_seed(7, 0) == 7
+    seeds = {derive_seed(7, offset) for offset in range(1, 50)}
+    assert len(seeds) == 49
+    assert 7 not in seeds
+    assert derive_seed(7, 1) == derive_seed(7, 1)
+    assert all(0 <= seed < 2**63 for seed in seeds)
+
+
+def test_plan_follows_the_reference_order_and_lists_synthesised_structure(bundled_registry: Registry) -> None:
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "b8x_q128_p64")
+    order = signature(spec).inputs
+    plan = plan_inputs(spec, workload, order, bundled_registry.read_blob)
+    assert plan.names == order
+    assert set(plan.synthesized) == {"qo_indptr", "kv_indptr", "kv_indices", "kv_last_page_len"}
+    kinds = {source.name: source.kind for source in plan.sources}
+    assert kinds == {
+        "q": "random",
+        "k_cache": "random",
+        "v_cache": "random",
+        "qo_indptr": "values",
+        "kv_indptr": "values",
+        "kv_indices": "values",
+        "kv_last_page_len": "values",
+        "sm_scale": "scalar",
+    }
+    q = next(source for source in plan.sources if source.name == "q")
+    assert q.seed == 41
+    assert q.shape == (1024, 20, 128)
+
+
+def test_materialize_is_deterministic_and_matches_a_plain_torch_draw(bundled_registry: Registry) -> None:
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "q16_p1")
+    order = signature(spec).inputs
+    plan = plan_inputs(spec, workload, order, bundled_registry.read_blob)
+    first = dict(zip(order, materialize(plan, "cpu"), strict=True))
+    second = dict(zip(order, materialize(plan, "cpu"), strict=True))
+    expected_q = torch.randn((16, 20, 128), generator=torch.Generator().manual_seed(11)).to(torch.bfloat16)
+    assert torch.equal(first["q"], expected_q)
+    for name in order:
+        if isinstance(first[name], torch.Tensor):
+            assert torch.equal(first[name], second[name]), name
+    assert first["q"].dtype == torch.bfloat16
+    assert first["kv_indices"].dtype == torch.int32
+    assert first["sm_scale"] == pytest.approx(0.08838834764831843)
+    assert isinstance(first["sm_scale"], float)
+
+
+def test_each_round_gets_fresh_values_and_fresh_structure(bundled_registry: Registry) -> None:
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "b8x_q128_p64")
+    order = signature(spec).inputs
+    rounds = [
+        dict(zip(order, materialize(plan_inputs(spec, workload, order, None, offset=offset), "cpu"), strict=True))
+        for offset in (0, 1, 2)
+    ]
+    for a, b in ((0, 1), (1, 2), (0, 2)):
+        assert not torch.equal(rounds[a]["q"], rounds[b]["q"])
+        assert not torch.equal(rounds[a]["kv_indices"], rounds[b]["kv_indices"])
+    # the structure stays valid: every sequence's pages are distinct pages of the cache
+    for inputs in rounds:
+        indices = inputs["kv_indices"].tolist()
+        assert len(set(indices)) == len(indices)
+        assert max(indices) < inputs["k_cache"].shape[0]
+
+
+def test_blob_inputs_are_read_from_the_registry(empty_registry: Registry) -> None:
+    spec_members = {
+        "name": "scale_rows",
+        "family": "elementwise",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "def run(x):\n    return x * 2\n",
+    }
+    definition = new_record(DefinitionSpec.model_validate_json(json.dumps(spec_members)), name="scale_rows")
+    values = torch.tensor([1.5, -2.0, 3.25], dtype=torch.float32)
+    blob = blobs.write_safetensors({"x": ("float32", (3,), values.numpy().tobytes())})
+    digest = empty_registry.add_blob(blob)
+    workload = new_record(
+        WorkloadSpec.model_validate_json(
+            json.dumps(
+                {
+                    "definitionDigest": definition.digest,
+                    "axes": {"n": 3},
+                    "inputs": {"x": {"type": "blob", "digest": digest, "key": "x"}},
+                }
+            )
+        ),
+        name="three",
+    )
+    assert isinstance(definition.model.spec, DefinitionSpec)
+    plan = plan_inputs(definition.model.spec, workload, ("x",), empty_registry.read_blob)
+    (x,) = materialize(plan, "cpu")
+    assert torch.equal(x, values)
+    with pytest.raises(RecordError, match="no registry is at hand"):
+        plan_inputs(definition.model.spec, workload, ("x",), None)

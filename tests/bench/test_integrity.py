@@ -1,0 +1,52 @@
+"""Integrity helpers: aliasing, poison, patched functions, threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import torch
+
+from kictl.bench import integrity
+
+
+def test_aliasing_finds_views_and_ignores_copies() -> None:
+    x = torch.randn(8, 4)
+    weight = torch.randn(4)
+    assert integrity.aliasing([("out", x[2:])], [("x", x), ("weight", weight)]) == [
+        "output out shares memory with input x"
+    ]
+    assert integrity.aliasing([("out", x.clone())], [("x", x), ("scale", 0.5)]) == []
+
+
+def test_poison_is_found_where_the_reference_is_no_nan() -> None:
+    out = torch.randn(6, dtype=torch.bfloat16)
+    integrity.poison_in_place(out)
+    assert integrity.poisoned_elements(out, torch.zeros(6, dtype=torch.bfloat16)) == 6
+    reference = torch.zeros(6, dtype=torch.bfloat16)
+    reference[:2] = float("nan")
+    assert integrity.poisoned_elements(out, reference) == 4
+    assert integrity.poisoned_elements(torch.full((3,), -1, dtype=torch.int32), None) == 0
+    assert integrity.poisoned_elements(torch.full((3,), float("nan")), None) == 0  # a computed NaN is no poison
+
+
+def test_patched_functions_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    baseline = integrity.take_baseline()
+    assert integrity.patched(baseline) == []
+    monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.0)
+    assert integrity.patched(baseline) == ["time.perf_counter_ns", "torch.cuda.Event.elapsed_time"]
+
+
+def test_new_threads_are_named_while_alive() -> None:
+    before = integrity.thread_idents()
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name="background-work")
+    thread.start()
+    try:
+        assert integrity.new_threads(before) == ["background-work"]
+    finally:
+        release.set()
+        thread.join()
+    assert integrity.new_threads(before) == []

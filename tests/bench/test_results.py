@@ -1,0 +1,31 @@
+"""The protocol a session records says what was timed and how."""
+
+from __future__ import annotations
+
+import json
+
+from kictl.bench import correctness
+from kictl.bench.results import protocol_spec
+from kictl.bench.session import BenchOptions
+from kictl.records import BenchmarkProtocolSpec
+
+
+def test_protocol_says_what_was_timed() -> None:
+    options = BenchOptions(rounds=3)
+    events = protocol_spec("cuda:0", (10, 100, 3), options, correctness.Tolerance(), 100 * 2**20)
+    BenchmarkProtocolSpec.model_validate_json(json.dumps(events))
+    measurement = events["measurement"]
+    assert measurement["timer"] == "cuda_events"
+    assert measurement["l2FlushBytes"] == 100 * 2**20
+    assert measurement["setupInTimedRegion"] is False
+    assert "enqueued before the GPU reaches it" in measurement["timedRegion"]
+    graph = protocol_spec("cuda:0", (10, 100, 3), BenchOptions(cuda_graph=True), correctness.Tolerance(), 1)
+    assert graph["measurement"]["timer"] == "cuda_graph_replay"
+    assert graph["comparability"] == events["comparability"] == {"family": "kictl-cuda-device-time"}
+    setup = protocol_spec("cuda:0", (10, 100, 3), BenchOptions(time_setup=True), correctness.Tolerance(), 1)
+    assert setup["measurement"]["setupInTimedRegion"] is True
+    assert setup["comparability"] == {"family": "kictl-cuda-setup-and-run"}
+    cpu = protocol_spec("cpu", (1, 5, 1), options, correctness.Tolerance(), 0)
+    assert cpu["measurement"]["timer"] == "perf_counter_ns"
+    assert "l2FlushBytes" not in cpu["measurement"]
+    assert cpu["measurement"]["l2Flush"] is False
