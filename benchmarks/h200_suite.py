@@ -172,6 +172,16 @@ class Suite:
                 extra = ["--workload", workload, "--rounds", "1"]
                 self.bench(definition, ["flashinfer_wrapper"], extra, f"repeat{repeat + 2}-{definition}")
 
+    def graph_repeats(self, count: int) -> None:
+        """``count`` runs of each target with ``--cuda-graph`` (graph replays timed), for their spread."""
+        for repeat in range(count):
+            for definition, workload in TARGETS.items():
+                if elapsed() > self.budget:
+                    log(f"time budget reached; --cuda-graph repeat {repeat + 1} of {definition} skipped")
+                    return
+                extra = ["--workload", workload, "--rounds", "1", "--cuda-graph"]
+                self.bench(definition, ["flashinfer_wrapper"], extra, f"cuda-graph{repeat + 1}-{definition}")
+
     def variants(self) -> None:
         for flag in ("--cuda-graph", "--time-setup"):
             for definition, workload in TARGETS.items():
@@ -238,9 +248,19 @@ class Suite:
                 if independent:
                     target["ratio"] = [m / independent for m in medians]
             for flag in ("cuda-graph", "time-setup"):
-                for invocation in self.results["invocations"]:
-                    if invocation["label"] == f"{flag}-{definition}":
-                        target[flag] = [row["latencyNs"] for row in invocation["runs"]]
+                found = [
+                    row["latencyNs"]
+                    for invocation in self.results["invocations"]
+                    if invocation["label"].startswith(flag) and invocation["label"].endswith(f"-{definition}")
+                    for row in invocation["runs"]
+                    if row["latencyNs"]
+                ]
+                if found:
+                    target[flag] = found
+                    if flag == "cuda-graph":
+                        target["cudaGraphSpread"] = (max(found) - min(found)) / statistics.median(found)
+                        if independent:
+                            target["cudaGraphRatio"] = [m / independent for m in found]
         lines.append(
             "Timer check: FlashInfer wrapper, kictl bench median vs independent CUDA-graph replay (L2 flushed)"
         )
@@ -277,7 +297,11 @@ class Suite:
             target = self.results["targets"][definition]
             for flag in ("cuda-graph", "time-setup"):
                 if flag in target:
-                    lines.append(f"  {flag:<11} {label:<16} {' '.join(_us(v) for v in target[flag])}")
+                    extra = ""
+                    if flag == "cuda-graph" and "cudaGraphRatio" in target:
+                        ratios = target["cudaGraphRatio"]
+                        extra = f"  ratio {min(ratios):.3f}-{max(ratios):.3f} spread {100 * target['cudaGraphSpread']:.1f}%"
+                    lines.append(f"  {flag:<11} {label:<16} {' '.join(_us(v) for v in target[flag])}{extra}")
         lines.append(f"elapsed {elapsed():.0f} s")
         return "\n".join(lines)
 
@@ -466,6 +490,14 @@ def main() -> int:
         "--budget", type=float, default=450.0, help="seconds after which repeats and variants are no longer started"
     )
     parser.add_argument("--smoke", action="store_true", help="CPU dry run on the smallest workloads, no FlashInfer")
+    parser.add_argument(
+        "--phase",
+        choices=("all", "timer"),
+        default="all",
+        help="all: the suite, then the timer check; timer: only the timer check (independent figure, repeats)",
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="extra default-mode runs of each target")
+    parser.add_argument("--graph-repeats", type=int, default=0, help="--cuda-graph runs of each target")
     options = parser.parse_args()
     options.out.mkdir(parents=True, exist_ok=True)
     suite = Suite(options.out, options.smoke, options.budget)
@@ -474,11 +506,14 @@ def main() -> int:
     log(f"machine: {json.dumps(facts)}")
     flashinfer = facts.get("flashinfer") is not None and not options.smoke
     try:
-        suite.suite(flashinfer)
+        if options.phase == "all":
+            suite.suite(flashinfer)
         if flashinfer:
             suite.independent()
-            suite.repeats(2)
-            suite.variants()
+            suite.repeats(options.repeats)
+            suite.graph_repeats(options.graph_repeats)
+            if options.phase == "all":
+                suite.variants()
     finally:
         suite.finish()
     return 0
