@@ -300,7 +300,8 @@ class Suite:
                     extra = ""
                     if flag == "cuda-graph" and "cudaGraphRatio" in target:
                         ratios = target["cudaGraphRatio"]
-                        extra = f"  ratio {min(ratios):.3f}-{max(ratios):.3f} spread {100 * target['cudaGraphSpread']:.1f}%"
+                        spread = 100 * target["cudaGraphSpread"]
+                        extra = f"  ratio {min(ratios):.3f}-{max(ratios):.3f} spread {spread:.1f}%"
                     lines.append(f"  {flag:<11} {label:<16} {' '.join(_us(v) for v in target[flag])}{extra}")
         lines.append(f"elapsed {elapsed():.0f} s")
         return "\n".join(lines)
