@@ -76,6 +76,14 @@ def bench(
         Path | None,
         typer.Option("--out", help="Write the records as one manifest file in this folder instead of the registry."),
     ] = None,
+    sign: Annotated[
+        Path | None,
+        typer.Option(
+            "--sign",
+            metavar="KEY",
+            help="Sign every new run with a submission attestation by this private key (registry mode only).",
+        ),
+    ] = None,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -93,6 +101,12 @@ def bench(
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
+    if sign is not None:
+        from kictl import trust
+
+        if out_dir is not None:
+            raise UsageError("--sign signs runs added to the registry; sign an --out folder with `kictl submit`")
+        trust.load_private_key(sign)  # a missing, loose or locked key fails now, not after the benchmark
     options = BenchOptions(
         device=device,
         warmup=warmup,
@@ -117,6 +131,11 @@ def bench(
         results = target.add(report.records)
         created = sum(1 for result in results if result.created)
         err(f"{created} records added to {target.root}, {len(results) - created} already present")
+        if sign is not None:
+            from kictl import trust
+
+            signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
+            err(f"signed {len(signed)} run(s) with a submission attestation")
     if as_json:
         emit_json(
             [

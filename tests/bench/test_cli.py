@@ -241,3 +241,43 @@ def test_setup_runs_outside_the_timed_region_unless_asked(
     (manifest,) = (tmp_path / "out").glob("*.json")
     (protocol,) = [r for r in json.loads(manifest.read_text()).values() if r["kind"] == "BenchmarkProtocol"]
     assert protocol["spec"]["measurement"]["setupInTimedRegion"] is inside
+
+
+def test_sign_attests_every_new_run(cli: RunCli, bundled_registry: Registry, tmp_path: Path) -> None:
+    from kictl import trust
+
+    keys = tmp_path / "keys"
+    for name in ("maintainer", "submitter"):
+        assert cli("keygen", "--out", keys / f"{name}.key", "--owner", name).exit_code == 0
+    root = bundled_registry.root
+    assert cli("trust", "init", "--key", keys / "maintainer.key", "--registry", root).exit_code == 0
+    added = cli(
+        "trust", "add-key", keys / "submitter.key.pub", "--role", "submitter",
+        "--key", keys / "maintainer.key", "--registry", root,
+    )  # fmt: skip
+    assert added.exit_code == 0, added.output
+    result = cli(
+        "bench", RMSNORM, *BOTH, "--workload", "b1", *FAST, "--sign", keys / "submitter.key", "--registry", root
+    )
+    assert result.exit_code == 0, result.output
+    assert "signed 2 run(s) with a submission attestation" in result.stderr
+    runs = [record.digest for record in bundled_registry.iter_records(["BenchmarkRun"])]
+    assert len(runs) == 2
+    for digest in runs:
+        report = trust.check_record(bundled_registry, digest)
+        assert report.ok, report
+        assert [a.predicate_type for a in report.attestations] == ["submission"]
+
+
+def test_sign_needs_the_registry_and_a_usable_key(cli: RunCli, bundled_registry: Registry, tmp_path: Path) -> None:
+    key = tmp_path / "k.key"
+    assert cli("keygen", "--out", key).exit_code == 0
+    with_out = cli(
+        "bench", RMSNORM, *BOTH, *FAST, "--sign", key, "--out", tmp_path / "o", "--registry", bundled_registry.root
+    )
+    assert with_out.exit_code == 2
+    assert "sign an --out folder with `kictl submit`" in with_out.stderr
+    key.chmod(0o644)
+    loose = cli("bench", RMSNORM, *BOTH, *FAST, "--sign", key, "--registry", bundled_registry.root)
+    assert loose.exit_code == 5, loose.output
+    assert not list(bundled_registry.iter_records(["BenchmarkRun"]))  # refused before benchmarking
