@@ -90,6 +90,16 @@ def copy_bundled(target: Path) -> Registry:
     return Registry(target)
 
 
+def empty_trust_root(root: Path) -> None:
+    """Give a copied registry the keyless trust root `kictl init` writes, so a test can set up its own keys."""
+    from kictl import canon, trust
+
+    folder = root / "registry" / "trust"
+    for version in folder.glob("*.root.json"):
+        version.unlink()
+    (folder / "root.json").write_bytes(canon.pretty_bytes(trust.initial_root_document()))
+
+
 @pytest.fixture
 def bundled_registry(tmp_path: Path) -> Registry:
     """A copy of the bundled registry in its own git repository."""

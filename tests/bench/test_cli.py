@@ -12,7 +12,7 @@ import pytest
 from kictl.records import BenchmarkRun, DefinitionSpec, WorkloadSpec, new_record
 from kictl.store import Registry
 from tests.bench.conftest import FAST, IMPLEMENTATIONS, cuda_available
-from tests.conftest import REPO_ROOT, RunCli
+from tests.conftest import REPO_ROOT, RunCli, empty_trust_root
 
 RMSNORM = "rmsnorm_h4096"
 BOTH = ("--impl", IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm", "--impl", IMPLEMENTATIONS / RMSNORM / "reference")
@@ -250,6 +250,7 @@ def test_sign_attests_every_new_run(cli: RunCli, bundled_registry: Registry, tmp
     for name in ("maintainer", "submitter"):
         assert cli("keygen", "--out", keys / f"{name}.key", "--owner", name).exit_code == 0
     root = bundled_registry.root
+    empty_trust_root(root)  # the test's own maintainer and submitter
     assert cli("trust", "init", "--key", keys / "maintainer.key", "--registry", root).exit_code == 0
     added = cli(
         "trust", "add-key", keys / "submitter.key.pub", "--role", "submitter",

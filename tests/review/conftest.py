@@ -38,7 +38,7 @@ from kictl.records import StoredRecord, record_from_value
 from kictl.scaffold import GITIGNORE
 from kictl.store import Registry
 from tests import factories
-from tests.conftest import REPO_ROOT, RunCli
+from tests.conftest import REPO_ROOT, RunCli, empty_trust_root
 
 GEMM = "definitions/gemm/gemm_n4096_k4096"
 ACTOR = git.Actor("Test Author", "author@example.org")
@@ -161,6 +161,7 @@ def base_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BaseR
     _write(root, envelope_path(records.run, records.run_envelope), canon.pretty_bytes(records.run_envelope))
     # a real trust root: a maintainer, the submitter and a verifier, valid from before the base commit
     registry = Registry(root)
+    empty_trust_root(root)  # the bundled registry's own keys are not the test's
     valid_from = datetime(2026, 1, 1, tzinfo=UTC)
     trust.init_root(
         registry,

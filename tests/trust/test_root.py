@@ -58,8 +58,14 @@ EMPTY = canon.pretty_bytes(trust.initial_root_document())
 # --------------------------------------------------------------------------- format
 
 
-def test_bundled_root_is_what_kictl_init_writes() -> None:
-    assert (REPO_ROOT / "registry" / "trust" / "root.json").read_bytes() == EMPTY
+def test_bundled_root_chain_verifies() -> None:
+    """The bundled registry starts from what `kictl init` writes and rotates by threshold from there."""
+    folder = REPO_ROOT / "registry" / "trust"
+    versions = sorted(folder.glob("*.root.json"), key=lambda path: int(path.name.split(".")[0]))
+    assert versions[0].read_bytes() == EMPTY
+    current = trust.verify_root_chain([path.read_bytes() for path in versions])
+    assert (folder / "root.json").read_bytes() == versions[-1].read_bytes()
+    assert any("submitter" in key.roles for key in current.keys.values())
     root = trust.load_root(EMPTY)
     assert root.empty
     assert root.version == 1
