@@ -140,6 +140,15 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+# Built once: json.loads with hooks would build a decoder (and its scanner) on every call.
+_STRICT = json.JSONDecoder(
+    object_pairs_hook=_object_pairs, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_parse_constant
+)
+_STRICT_BUT_INTS = json.JSONDecoder(
+    object_pairs_hook=_object_pairs, parse_float=_parse_float, parse_constant=_parse_constant
+)
+
+
 def parse_record_json(data: bytes, *, source: str = "<input>") -> dict[str, Any]:
     """Parse a record file for ``record_forms``: ``parse_json`` without its per-integer hook.
 
@@ -149,12 +158,7 @@ def parse_record_json(data: bytes, *, source: str = "<input>") -> dict[str, Any]
     ``RecordError`` for everything else ``parse_json`` refuses.
     """
     try:
-        value = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_object_pairs,
-            parse_float=_parse_float,
-            parse_constant=_parse_constant,
-        )
+        value = _STRICT_BUT_INTS.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
         value = parse_json(data, source=source)
     if not isinstance(value, dict):
@@ -177,13 +181,7 @@ def parse_json(data: bytes | str, *, source: str = "<input>") -> Any:
     else:
         text = data
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_object_pairs,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_parse_constant,
-        )
+        return _STRICT.decode(text)
     except (ValueError, RecursionError) as exc:
         located = _Locator(text).find_error()
         if located is None:  # pragma: no cover - the locator mirrors json.loads

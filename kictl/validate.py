@@ -10,10 +10,15 @@ over a registry checkout and returns every problem found, as
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from kictl import canon, definitions
 from kictl.errors import KictlError, RecordError
@@ -124,9 +129,14 @@ def check_envelope_file(path: str, data: bytes) -> list[Problem]:
     return problems
 
 
-def check_references(
-    records: Iterable[StoredRecord], known: dict[str, str], source_of: dict[str, str]
-) -> list[Problem]:
+class _Referring(Protocol):
+    @property
+    def digest(self) -> str: ...
+
+    def references(self) -> Iterator[tuple[str, str, str]]: ...
+
+
+def check_references(records: Iterable[_Referring], known: dict[str, str], source_of: dict[str, str]) -> list[Problem]:
     """Every reference names a known record of the expected kind."""
     problems = []
     for record in records:
@@ -140,6 +150,59 @@ def check_references(
     return problems
 
 
+@dataclass(frozen=True, slots=True)
+class RecordFacts:
+    """What the cross-file checks need of a record, small enough to send between processes."""
+
+    digest: str
+    kind: str
+    refs: tuple[tuple[str, str, str], ...]
+    blobs: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, record: StoredRecord) -> RecordFacts:
+        return cls(record.digest, record.kind, tuple(record.references()), tuple(record.blob_references()))
+
+    def references(self) -> Iterator[tuple[str, str, str]]:
+        return iter(self.refs)
+
+    def blob_references(self) -> Iterator[tuple[str, str]]:
+        return iter(self.blobs)
+
+
+def _check_files(entries: Sequence[tuple[str, str]]) -> list[tuple[str, list[Problem], RecordFacts | None]]:
+    out: list[tuple[str, list[Problem], RecordFacts | None]] = []
+    for relative, absolute in entries:
+        try:
+            with open(absolute, "rb") as handle:
+                data = handle.read()
+        except OSError as exc:
+            out.append((relative, [Problem(relative, f"cannot read: {exc.strerror}")], None))
+            continue
+        record, found = check_record_file(relative, data)
+        out.append((relative, found, RecordFacts.of(record) if record is not None else None))
+    return out
+
+
+#: Below this many record files one process is faster than starting more.
+PARALLEL_THRESHOLD = 2000
+
+
+def _check_all_files(entries: list[tuple[str, str]]) -> list[tuple[str, list[Problem], RecordFacts | None]]:
+    """``check_record_file`` over every file, on every core for a large registry (order kept)."""
+    workers = min(os.cpu_count() or 1, 8)
+    if len(entries) < PARALLEL_THRESHOLD or workers < 2:
+        return _check_files(entries)
+    size = -(-len(entries) // (workers * 4))
+    chunks = [entries[start : start + size] for start in range(0, len(entries), size)]
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return [item for chunk in pool.map(_check_files, chunks) for item in chunk]
+    except (OSError, BrokenProcessPool):  # no processes to be had: do it here
+        return _check_files(entries)
+
+
 def _files_under(folder: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, _, filenames in os.walk(folder):
@@ -151,24 +214,18 @@ def validate_registry(registry: Registry) -> Report:
     """Every check over the checkout at ``registry.root``."""
     report = Report()
     problems = report.problems
-    records: list[StoredRecord] = []
+    records: list[RecordFacts] = []
     source_of: dict[str, str] = {}
     for path in registry.stray_record_paths():
         problems.append(
             Problem(registry.relative(path), f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)")
         )
-    for _, relative, absolute in registry.record_file_entries():
-        try:
-            with open(absolute, "rb") as handle:
-                data = handle.read()
-        except OSError as exc:
-            problems.append(Problem(relative, f"cannot read: {exc.strerror}"))
-            continue
-        record, found = check_record_file(relative, data)
+    entries = [(relative, absolute) for _, relative, absolute in registry.record_file_entries()]
+    for relative, found, facts in _check_all_files(entries):
         problems.extend(found)
-        if record is not None:
-            records.append(record)
-            source_of[record.digest] = relative
+        if facts is not None:
+            records.append(facts)
+            source_of[facts.digest] = relative
     known = {record.digest: record.kind for record in records}
     problems.extend(check_references(records, known, source_of))
     blob_names = set()

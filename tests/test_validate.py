@@ -138,3 +138,18 @@ def test_validate_broken_definition_folder(cli: RunCli, bundled_registry: Regist
     assert result.exit_code == 3
     message = json.loads(result.stdout)["problems"][0]["message"]
     assert "run(x, weight) does not take exactly the inputs hidden_states, weight" in message
+
+
+def test_parallel_and_serial_validation_agree(monkeypatch: pytest.MonkeyPatch, bundled_registry: Registry) -> None:
+    """A large registry is checked on every core; the report is the same as one process's."""
+    from kictl import validate
+
+    digests = _registry_with_chain(bundled_registry)
+    bundled_registry.record_path("Workload", digests["workload"]).unlink()  # one dangling reference
+    serial = validate.validate_registry(bundled_registry)
+    monkeypatch.setattr(validate, "PARALLEL_THRESHOLD", 1)
+    monkeypatch.setattr(validate.os, "cpu_count", lambda: 2)
+    parallel = validate.validate_registry(bundled_registry)
+    assert parallel.problems == serial.problems
+    assert parallel.counts == serial.counts
+    assert len(serial.problems) == 1
