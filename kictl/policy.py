@@ -29,6 +29,7 @@ class _PolicyModel(BaseModel):
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,
+        defer_build=True,
     )
 
 

@@ -9,6 +9,7 @@ data only; ``emit_json`` prints one JSON document with the stdlib encoder.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -39,6 +40,16 @@ RegistryOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+
+
+class LazyModule:
+    """A module imported on first use, so that `kictl --help` and unrelated commands do not pay for it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(importlib.import_module(self._name), attribute)
 
 
 def guarded(func: Callable[P, R]) -> Callable[P, R]:

@@ -14,14 +14,18 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
+from kictl.cli._common import JsonOption, LazyModule, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.store import read_record_inputs
-from kictl.submit import Submission, count_kinds
-from kictl.submit import submit as submit_records
+
+if TYPE_CHECKING:
+    from kictl import submit as submit_core
+    from kictl.submit import Submission
+else:
+    submit_core = LazyModule("kictl.submit")
 
 WIDTH = 100
 
@@ -48,7 +52,7 @@ def _field(label: str, text: str) -> list[str]:
 
 def render(result: Submission) -> list[str]:
     """The text report of a submission (fits 100 columns; ``--json`` has every digest whole)."""
-    added = count_kinds(item.kind for item in result.records)
+    added = submit_core.count_kinds(item.kind for item in result.records)
     signer = result.signer
     lines = [
         *_field("branch", result.branch),
@@ -125,7 +129,7 @@ def submit(
     target = open_registry(registry)
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in paths) else None
     records = read_record_inputs(paths, stdin=stdin)
-    result = submit_records(target, records, key, branch=branch, message=message, push=push)
+    result = submit_core.submit(target, records, key, branch=branch, message=message, push=push)
     if as_json:
         emit_json(result.to_json())
     else:

@@ -13,15 +13,29 @@ import re
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kictl import trust as trust_core
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl.cli._common import (
+    JsonOption,
+    LazyModule,
+    RegistryOption,
+    emit_json,
+    err,
+    guarded,
+    open_registry,
+    out,
+    table,
+)
 from kictl.errors import CheckFailed, UsageError
 from kictl.records import format_timestamp, parse_timestamp
 from kictl.store import parse_json_file
+
+if TYPE_CHECKING:
+    from kictl import trust as trust_core
+else:
+    trust_core = LazyModule("kictl.trust")  # cryptography and the trust root: only when a command needs them
 
 app = typer.Typer(
     help="The trust root: keys, roles, validity and revocation (registry/trust/).",
