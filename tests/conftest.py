@@ -76,11 +76,23 @@ def empty_registry(tmp_path: Path) -> Registry:
     return Registry(root)
 
 
-def copy_bundled(target: Path) -> Registry:
-    """The repository's bundled registry and definitions, copied into a new git repository."""
+#: What the repository's registry holds beyond its definitions: measured results and their signatures.
+RESULT_KINDS = ("BenchmarkRun", "Implementation", "BenchmarkProtocol", "ExecutionEnvironment")
+
+
+def copy_bundled(target: Path, *, results: bool = False) -> Registry:
+    """The repository's definitions (and, with ``results``, its measured runs), in a new git repository.
+
+    Without ``results`` the copy holds the definitions and workloads only, with
+    the keyless trust root `kictl init` writes: the starting point most tests
+    want, whatever results the repository carries.
+    """
     target.mkdir(parents=True)
-    for folder in ("registry", "definitions"):
-        shutil.copytree(REPO_ROOT / folder, target / folder)
+    shutil.copytree(REPO_ROOT / "definitions", target / "definitions")
+    ignored = () if results else ("attestations", *RESULT_KINDS)
+    shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=shutil.ignore_patterns(*ignored))
+    if not results:
+        empty_trust_root(target)
     import git
 
     repo = git.Repo.init(target, initial_branch="main")
@@ -102,5 +114,11 @@ def empty_trust_root(root: Path) -> None:
 
 @pytest.fixture
 def bundled_registry(tmp_path: Path) -> Registry:
-    """A copy of the bundled registry in its own git repository."""
+    """The bundled definitions and workloads in their own git repository (no results, no keys)."""
     return copy_bundled(tmp_path / "bundled")
+
+
+@pytest.fixture
+def bundled_results(tmp_path: Path) -> Registry:
+    """A copy of the whole bundled registry, with its signed H200 results, in its own git repository."""
+    return copy_bundled(tmp_path / "bundled-results", results=True)

@@ -292,7 +292,9 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
         )
     if result.challenges:
         lines.append("")
-        lines.extend(_wrap("open challenges (no passed run yet): " + ", ".join(result.challenges)))
+        # a product name is one word here ("RTX 4090"): no line breaks inside it
+        names = ", ".join(name.replace(" ", "\u00a0") for name in result.challenges)
+        lines.extend(line.replace("\u00a0", " ") for line in _wrap("open challenges (no passed run yet): " + names))
     if result.unranked:
         lines.append("")
         lines.append(f"{result.unranked} run(s) name a workload, protocol or environment not in the registry")
