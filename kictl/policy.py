@@ -13,32 +13,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError
 
 from kictl import canon
 from kictl.errors import RecordError, RegistryError
+from kictl.records import WireModel
 
 
-class _PolicyModel(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-        defer_build=True,
-    )
-
-
-class FloorPolicy(_PolicyModel):
+class FloorPolicy(WireModel):
     #: "datasheet": bytes over datasheet bandwidth, FLOPs over datasheet dense peak.
     model: Literal["datasheet"] = "datasheet"
 
 
-class Policy(_PolicyModel):
+class Policy(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"] = "kernelindex.dev/v1alpha1"
     kind: Literal["Policy"] = "Policy"
     #: A run observed longer ago than this is shown as stale.

@@ -124,8 +124,11 @@ STATUSES: tuple[str, ...] = Status.__args__  # type: ignore[attr-defined]
 STATISTICS: tuple[str, ...] = Statistic.__args__  # type: ignore[attr-defined]
 
 
-class _Model(BaseModel):
-    """Frozen, strict, closed: the base of every part of a record."""
+class WireModel(BaseModel):
+    """Frozen, strict, closed, camelCase on the wire: the base of every part of a record.
+
+    The policy and the trust module's documents (trust root, predicates) use it too.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
@@ -139,7 +142,7 @@ class _Model(BaseModel):
     )
 
 
-class Metadata(_Model):
+class Metadata(WireModel):
     """Presentation only; not covered by the digest."""
 
     name: Name
@@ -150,13 +153,13 @@ class Metadata(_Model):
 # --------------------------------------------------------------------------- Definition
 
 
-class ConstAxis(_Model):
+class ConstAxis(WireModel):
     type: Literal["const"]
     value: SafeInt
     description: str | None = None
 
 
-class VarAxis(_Model):
+class VarAxis(WireModel):
     type: Literal["var"]
     description: str | None = None
 
@@ -164,7 +167,7 @@ class VarAxis(_Model):
 Axis = Annotated[ConstAxis | VarAxis, Field(discriminator="type")]
 
 
-class TensorSpec(_Model):
+class TensorSpec(WireModel):
     """An input or output: ``shape`` lists axis names, ``null`` for a scalar."""
 
     shape: tuple[str, ...] | None
@@ -172,7 +175,7 @@ class TensorSpec(_Model):
     description: str | None = None
 
 
-class DefinitionSpec(_Model):
+class DefinitionSpec(WireModel):
     name: Name
     family: FamilyName
     description: str | None = None
@@ -199,19 +202,19 @@ class DefinitionSpec(_Model):
 # --------------------------------------------------------------------------- Workload
 
 
-class RandomInput(_Model):
+class RandomInput(WireModel):
     """A tensor of random values drawn from ``seed``."""
 
     type: Literal["random"]
     seed: NonNegativeInt | None = None
 
 
-class ScalarInput(_Model):
+class ScalarInput(WireModel):
     type: Literal["scalar"]
     value: bool | SafeInt | float
 
 
-class BlobInput(_Model):
+class BlobInput(WireModel):
     """A tensor stored in a safetensors blob under ``registry/blobs/``.
 
     A blob the source named but did not ship is kept with its ``path`` and
@@ -234,7 +237,7 @@ class BlobInput(_Model):
         return self
 
 
-class SynthesizedInput(_Model):
+class SynthesizedInput(WireModel):
     """A structural tensor (indptr, indices, …) that the family synthesises from the axes."""
 
     type: Literal["synthesized"]
@@ -244,13 +247,13 @@ class SynthesizedInput(_Model):
 WorkloadInput = Annotated[RandomInput | ScalarInput | BlobInput | SynthesizedInput, Field(discriminator="type")]
 
 
-class Tolerance(_Model):
+class Tolerance(WireModel):
     atol: NonNegativeFloat | None = None
     rtol: NonNegativeFloat | None = None
     required_matched_ratio: Ratio | None = None
 
 
-class WorkloadSpec(_Model):
+class WorkloadSpec(WireModel):
     definition_digest: Digest
     axes: dict[str, SafeInt]
     inputs: dict[str, WorkloadInput]
@@ -261,7 +264,7 @@ class WorkloadSpec(_Model):
 # --------------------------------------------------------------------------- Implementation
 
 
-class SourceFile(_Model):
+class SourceFile(WireModel):
     path: str
     sha256: HexSha256
     content: str
@@ -274,7 +277,7 @@ class SourceFile(_Model):
         return self
 
 
-class ImplementationSpec(_Model):
+class ImplementationSpec(WireModel):
     name: Name
     project: str | None = None
     definition_digest: Digest | None = None
@@ -304,13 +307,13 @@ class ImplementationSpec(_Model):
 # --------------------------------------------------------------------------- BenchmarkProtocol
 
 
-class Harness(_Model):
+class Harness(WireModel):
     name: str
     version: str | None = None
     repository: str | None = None
 
 
-class CorrectnessProtocol(_Model):
+class CorrectnessProtocol(WireModel):
     reference: str
     comparator: str
     atol: NonNegativeFloat | None = None
@@ -319,7 +322,7 @@ class CorrectnessProtocol(_Model):
     rounds: PositiveInt | None = None
 
 
-class Measurement(_Model):
+class Measurement(WireModel):
     timer: str
     primary_statistic: Statistic
     warmup: NonNegativeInt | None = None
@@ -335,11 +338,11 @@ class Measurement(_Model):
     timed_region: str | None = None
 
 
-class Comparability(_Model):
+class Comparability(WireModel):
     family: str
 
 
-class BenchmarkProtocolSpec(_Model):
+class BenchmarkProtocolSpec(WireModel):
     harness: Harness
     correctness: CorrectnessProtocol
     measurement: Measurement
@@ -349,7 +352,7 @@ class BenchmarkProtocolSpec(_Model):
 # --------------------------------------------------------------------------- ExecutionEnvironment
 
 
-class Hardware(_Model):
+class Hardware(WireModel):
     vendor: str | None = None
     product: str
     architecture: str | None = None
@@ -361,12 +364,12 @@ class Hardware(_Model):
     cpu: str | None = None
 
 
-class Framework(_Model):
+class Framework(WireModel):
     name: str
     version: str | None = None
 
 
-class Software(_Model):
+class Software(WireModel):
     framework: Framework | None = None
     cuda_toolkit: str | None = None
     driver: str | None = None
@@ -375,7 +378,7 @@ class Software(_Model):
     os: str | None = None
 
 
-class ExecutionEnvironmentSpec(_Model):
+class ExecutionEnvironmentSpec(WireModel):
     hardware: Hardware
     software: Software
 
@@ -383,7 +386,7 @@ class ExecutionEnvironmentSpec(_Model):
 # --------------------------------------------------------------------------- BenchmarkRun
 
 
-class LatencyNs(_Model):
+class LatencyNs(WireModel):
     mean: NonNegativeInt | None = None
     median: NonNegativeInt | None = None
     min: NonNegativeInt | None = None
@@ -393,7 +396,7 @@ class LatencyNs(_Model):
     stdev: NonNegativeInt | None = None
 
 
-class Timing(_Model):
+class Timing(WireModel):
     latency_ns: LatencyNs
     samples: tuple[NonNegativeInt, ...] | None = None
     primary_statistic: Statistic
@@ -414,7 +417,7 @@ class Timing(_Model):
         return value
 
 
-class RunCorrectness(_Model):
+class RunCorrectness(WireModel):
     comparator: str
     maximum_absolute_error: NonNegativeFloat | None = None
     maximum_relative_error: NonNegativeFloat | None = None
@@ -422,19 +425,19 @@ class RunCorrectness(_Model):
     rounds: PositiveInt | None = None
 
 
-class SourceNative(_Model):
+class SourceNative(WireModel):
     source: str
     benchmark: str | None = None
     external_id: str | None = None
     metrics: dict[str, float | None] | None = None
 
 
-class IntegrityCheck(_Model):
+class IntegrityCheck(WireModel):
     result: Literal["passed", "failed", "skipped"]
     detail: str | None = None
 
 
-class BenchmarkRunSpec(_Model):
+class BenchmarkRunSpec(WireModel):
     status: Status
     status_detail: str | None = None
     timing: Timing | None = None
@@ -459,7 +462,7 @@ class BenchmarkRunSpec(_Model):
 # --------------------------------------------------------------------------- records
 
 
-class Definition(_Model):
+class Definition(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["Definition"]
     metadata: Metadata
@@ -472,35 +475,35 @@ class Definition(_Model):
         return self
 
 
-class Workload(_Model):
+class Workload(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["Workload"]
     metadata: Metadata
     spec: WorkloadSpec
 
 
-class Implementation(_Model):
+class Implementation(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["Implementation"]
     metadata: Metadata
     spec: ImplementationSpec
 
 
-class BenchmarkProtocol(_Model):
+class BenchmarkProtocol(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["BenchmarkProtocol"]
     metadata: Metadata
     spec: BenchmarkProtocolSpec
 
 
-class ExecutionEnvironment(_Model):
+class ExecutionEnvironment(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["ExecutionEnvironment"]
     metadata: Metadata
     spec: ExecutionEnvironmentSpec
 
 
-class BenchmarkRun(_Model):
+class BenchmarkRun(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"]
     kind: Literal["BenchmarkRun"]
     metadata: Metadata

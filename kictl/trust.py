@@ -61,12 +61,11 @@ from typing import Annotated, Any, Literal, TypeAlias
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, StringConstraints, ValidationError, model_validator
 
 from kictl import canon
 from kictl.errors import CheckFailed, EnvError, KictlError, NotFoundError, RecordError, RegistryError, UsageError
-from kictl.records import API_VERSION, KINDS, StoredRecord, Timestamp, format_timestamp, parse_timestamp
+from kictl.records import API_VERSION, KINDS, StoredRecord, Timestamp, WireModel, format_timestamp, parse_timestamp
 from kictl.store import ATTESTATIONS_DIR, ROOT_FILE, TRUST_DIR, Registry, Transaction, write_atomic
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -358,16 +357,7 @@ def parse_envelope(data: bytes) -> Envelope:
 # =========================================================================== models
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        strict=True,
-        alias_generator=to_camel,
-        validate_by_name=True,
-        validate_by_alias=True,
-        serialize_by_alias=True,
-    )
+_Model = WireModel
 
 
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
