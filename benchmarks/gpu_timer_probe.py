@@ -1,0 +1,289 @@
+#!/usr/bin/env python
+"""The CUPTI timer against Nsight Compute, CUDA events and graph replay, on the bundled attention workloads.
+
+Run on the GPU machine from the repository root, after the ``gpu`` extra's
+packages are importable (carried wheels: see docs/bench.md)::
+
+    python benchmarks/gpu_timer_probe.py --out "$OUT"            # timers, side-stream check, NVML
+    ncu --cache-control all --clock-control none --metrics gpu__time_duration.sum --csv \\
+        python benchmarks/gpu_timer_probe.py --ncu > "$OUT/ncu.csv"  # the profiler's kernel times
+
+then ``python benchmarks/gpu_timer_probe.py --compare "$OUT"`` prints the table.
+
+For each target workload the FlashInfer wrapper implementation of the
+registry is loaded from ``implementations/``, its ``setup()`` called once
+(plan outside the timed region), and ``run()`` timed ``--calls`` times, each
+call after a reset of the persisting L2 and a flush of the L2:
+
+* ``cupti``: kictl's CUPTI attribution (``kictl.bench.cupti_timer``), a device
+  spin before each call so the host enqueues the whole call ahead;
+* ``events``: CUDA events recorded after the same spin, around the call;
+* ``graph``: one call captured in a CUDA graph, each replay between events;
+* ``side``: the call moved to a stream of its own, returning at once (the
+  side-stream cheat): CUPTI must still time its kernels.
+
+``--ncu`` makes the same calls with nothing else on the device but the flush,
+for ``ncu`` to time each kernel; ``--compare`` groups its rows per call (the
+kernels between two flushes) and sets the medians side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import io
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+TARGETS = {
+    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q154_kv154"): "flashinfer_prefill.py",
+    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q512_kv2048_b8"): "flashinfer_prefill.py",
+    ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q1117_p1117"): "flashinfer_prefill.py",
+    ("gqa_paged_decode_h32_kv8_d128_ps1", "b16x_kv1024"): "flashinfer_decode.py",
+}
+FLUSH_BYTES = 256 * 1024 * 1024
+NCU_CALLS = 20
+NCU_WARMUP = 3
+
+
+def _load(definition: str, filename: str) -> Any:
+    folder = ROOT / "implementations" / definition / "flashinfer_wrapper"
+    path = next(folder.glob("*.py")) if not (folder / filename).exists() else folder / filename
+    spec = importlib.util.spec_from_file_location(f"probe_{definition}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _inputs(definition_name: str, label: str) -> list[Any] | None:
+    from kictl.bench.inputs import materialize, plan_inputs
+    from kictl.bench.session import select_workloads
+    from kictl.definitions import signature
+    from kictl.store import Registry
+
+    registry = Registry(ROOT)
+    definition = registry.resolve(definition_name, ["Definition"])
+    spec = definition.model.spec
+    try:
+        workload = select_workloads(registry, definition, [label])[0]
+    except Exception as exc:
+        print(f"skip {definition_name}/{label}: {exc}", file=sys.stderr)
+        return None
+    order = signature(spec).inputs
+    return list(materialize(plan_inputs(spec, workload, order, registry.read_blob, offset=0), "cuda:0"))
+
+
+def _targets() -> list[tuple[str, str, Any, list[Any]]]:
+    found = []
+    for (definition, label), filename in TARGETS.items():
+        args = _inputs(definition, label)
+        if args is None:
+            continue
+        module = _load(definition, filename)
+        if hasattr(module, "setup"):
+            module.setup(*args)
+        found.append((definition, label, module, args))
+    return found
+
+
+def _median(values: list[int]) -> float | None:
+    return float(statistics.median(values)) if values else None
+
+
+def measure(calls: int) -> dict[str, Any]:
+    import torch
+
+    from kictl.bench import gpu_state
+    from kictl.bench.cupti_timer import CuptiCollector, Window, attribute
+    from kictl.bench.timing import spin_cycles_per_ns
+
+    collector = CuptiCollector()
+    collector.start()
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda:0")
+    cycles_per_ns = spin_cycles_per_ns("cuda:0") or 1.0
+    nvml = None
+    try:
+        nvml = gpu_state.Nvml(0)
+    except Exception as exc:
+        print(f"NVML: {exc}", file=sys.stderr)
+    results: dict[str, Any] = {"l2ResetWorks": gpu_state.reset_persisting_l2(), "targets": {}}
+    for definition, label, module, args in _targets():
+
+        def call(module: Any = module, args: list[Any] = args) -> Any:
+            return module.run(*args)
+
+        for _ in range(10):
+            call()
+        torch.cuda.synchronize()
+        collector.drain()
+        readings = [nvml.read().to_json()] if nvml else []
+        spin_ns = 40_000
+
+        def windows_for(fn: Any, spin: int) -> tuple[list[Window], list[int]]:
+            windows: list[Window] = []
+            event_ns: list[int] = []
+            for _ in range(calls):
+                gpu_state.reset_persisting_l2()
+                flush.zero_()
+                torch.cuda.synchronize()
+                begin = collector.now()
+                if spin:
+                    torch.cuda._sleep(int(spin * cycles_per_ns))
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                stop.record()
+                torch.cuda.synchronize()
+                windows.append(Window(begin, collector.now(), harness_spin_ns=spin))
+                event_ns.append(round(start.elapsed_time(stop) * 1e6))
+            return windows, event_ns
+
+        windows, event_ns = windows_for(call, spin_ns)
+        attributed = attribute(collector.drain(), windows)
+        cupti_ns = [s.duration_ns for s in attributed.spans if s is not None]
+        kernels = sorted({s.kernels for s in attributed.spans if s is not None})
+
+        side_stream = torch.cuda.Stream()
+
+        def side_call(module: Any = module, args: list[Any] = args) -> Any:
+            side_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side_stream):
+                return module.run(*args)
+
+        side_windows, side_events = windows_for(side_call, spin_ns)
+        side = attribute(collector.drain(), side_windows)
+        side_ns = [s.duration_ns for s in side.spans if s is not None]
+
+        graph = torch.cuda.CUDAGraph()
+        capture = torch.cuda.Stream()
+        capture.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(capture):
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream().wait_stream(capture)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            call()
+        graph_windows, graph_events = windows_for(graph.replay, spin_ns)
+        graphed = attribute(collector.drain(), graph_windows)
+        graph_cupti = [s.duration_ns for s in graphed.spans if s is not None]
+        if nvml:
+            readings.append(nvml.read().to_json())
+        results["targets"][f"{definition}/{label}"] = {
+            "cuptiMedianNs": _median(cupti_ns),
+            "cuptiP10Ns": sorted(cupti_ns)[len(cupti_ns) // 10] if cupti_ns else None,
+            "cuptiP90Ns": sorted(cupti_ns)[9 * len(cupti_ns) // 10] if cupti_ns else None,
+            "kernelsPerCall": kernels,
+            "cuptiClean": attributed.clean,
+            "spinMissing": attributed.spin_missing,
+            "eventsMedianNs": _median(event_ns),
+            "graphEventsMedianNs": _median(graph_events),
+            "graphCuptiMedianNs": _median(graph_cupti),
+            "sideStreamCuptiMedianNs": _median(side_ns),
+            "sideStreamEventsMedianNs": _median(side_events),
+            "sideStreamStreams": sorted({s.streams for s in side.spans if s is not None}),
+            "calls": calls,
+            "nvml": readings,
+        }
+        print(json.dumps({f"{definition}/{label}": results["targets"][f"{definition}/{label}"]}), flush=True)
+    collector.stop()
+    return results
+
+
+def ncu_calls() -> None:
+    import torch
+
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda:0")
+    for definition, label, module, args in _targets():
+        for _ in range(NCU_WARMUP + NCU_CALLS):
+            flush.zero_()
+            torch.cuda.synchronize()
+            module.run(*args)
+            torch.cuda.synchronize()
+        print(f"ncu-target {definition}/{label}", file=sys.stderr)
+
+
+def parse_ncu(text: str) -> dict[str, list[float]]:
+    """Per target, the per-call sums of gpu__time_duration (ns), split on the flush kernels."""
+    start = text.find('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
+    kernels: list[tuple[int, str, float]] = []
+    for row in rows:
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(row["Metric Value"].replace(",", ""))
+        unit = row.get("Metric Unit", "ns")
+        scale = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(unit, 1.0)
+        kernels.append((int(row["ID"]), row["Kernel Name"], value * scale))
+    kernels.sort()
+    calls: list[float] = []
+    current: float | None = None
+    for _, name, duration in kernels:
+        if "fill" in name.lower() or "elementwise" in name.lower():
+            if current is not None:
+                calls.append(current)
+            current = 0.0
+        elif current is not None:
+            current += duration
+    if current is not None:
+        calls.append(current)
+    per_target: dict[str, list[float]] = {}
+    names = [f"{d}/{w}" for (d, w) in TARGETS]
+    block = NCU_WARMUP + NCU_CALLS
+    for index, name in enumerate(names):
+        chunk = calls[index * block : (index + 1) * block]
+        if chunk:
+            per_target[name] = chunk[NCU_WARMUP:]
+    return per_target
+
+
+def compare(folder: Path) -> str:
+    measured = json.loads((folder / "timers.json").read_text())["targets"]
+    ncu = parse_ncu((folder / "ncu.csv").read_text()) if (folder / "ncu.csv").exists() else {}
+    lines = [
+        "| workload | ncu gpu__time_duration (median) | CUPTI (kictl) | Δ | events | graph | side-stream CUPTI |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, row in measured.items():
+        profiler = statistics.median(ncu[name]) if ncu.get(name) else None
+        cupti = row["cuptiMedianNs"]
+        delta = f"{(cupti - profiler) / profiler * 100:+.1f}% ({(cupti - profiler) / 1000:+.2f} µs)" if profiler else "—"
+        lines.append(
+            f"| {name} | {profiler / 1000 if profiler else float('nan'):.2f} µs | {cupti / 1000:.2f} µs | {delta} | "
+            f"{row['eventsMedianNs'] / 1000:.2f} µs | {row['graphEventsMedianNs'] / 1000:.2f} µs | "
+            f"{(row['sideStreamCuptiMedianNs'] or 0) / 1000:.2f} µs |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--ncu", action="store_true")
+    parser.add_argument("--compare", type=Path)
+    options = parser.parse_args()
+    if options.compare:
+        print(compare(options.compare))
+        return 0
+    if options.ncu:
+        ncu_calls()
+        return 0
+    results = measure(options.calls)
+    if options.out:
+        options.out.mkdir(parents=True, exist_ok=True)
+        (options.out / "timers.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

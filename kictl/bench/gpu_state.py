@@ -1,0 +1,157 @@
+"""The GPU's state around a measurement: clocks, temperature, power, throttling, the persisting L2.
+
+A figure taken while the GPU throttled (power cap, thermal slowdown) is not
+the kernel's figure.  NVML (``nvidia-ml-py``, the ``gpu`` extra) is read
+before and after each trial; the readings go into the run, and
+:func:`clocks_steady` turns them into the ``clocksSteady`` integrity entry.
+
+Throttle ("clocks event") reasons are decoded from NVML's bit mask with the
+values of ``nvml.h`` (stable since the R450 drivers).  Being idle or running
+at the applications clocks is normal; the others mean the clocks were held
+down while a sample may have been taken.
+
+:func:`reset_persisting_l2` calls ``cudaCtxResetPersistingL2Cache`` so that
+lines an implementation pinned with an access-policy window do not survive
+into the next timed call (the flush alone cannot evict persisting lines).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kictl.errors import EnvError
+
+#: nvml.h: nvmlClocksEventReason* bit values.
+REASONS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+#: Reasons that do not lower the clocks below what the card runs at under load.
+BENIGN = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+#: SM clock spread (max/min − 1) across one measurement above which it is not steady.
+CLOCK_SPREAD_LIMIT = 0.05
+
+
+@dataclass(frozen=True)
+class GpuReading:
+    """One NVML reading of one GPU."""
+
+    sm_clock_mhz: int
+    memory_clock_mhz: int
+    temperature_c: int
+    power_mw: int
+    reasons: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "smClockMHz": self.sm_clock_mhz,
+            "memoryClockMHz": self.memory_clock_mhz,
+            "temperatureC": self.temperature_c,
+            "powerMilliwatts": self.power_mw,
+            "throttleReasons": list(self.reasons),
+        }
+
+
+def decode_reasons(mask: int) -> tuple[str, ...]:
+    """The names of the bits set in an NVML clocks-event mask; unknown bits as ``bit_0x…``."""
+    names = [name for bit, name in sorted(REASONS.items()) if mask & bit]
+    unknown = mask & ~sum(REASONS)
+    bit = 1
+    while unknown:
+        if unknown & bit:
+            names.append(f"bit_{bit:#x}")
+            unknown &= ~bit
+        bit <<= 1
+    return tuple(names)
+
+
+def clocks_steady(readings: Sequence[GpuReading]) -> tuple[bool, str]:
+    """Whether the clocks held during a measurement, and why not (empty when steady or unknown)."""
+    if not readings:
+        return True, ""
+    bad = sorted({reason for reading in readings for reason in reading.reasons if reason not in BENIGN})
+    if bad:
+        return False, "throttled: " + ", ".join(bad)
+    clocks = [reading.sm_clock_mhz for reading in readings if reading.sm_clock_mhz > 0]
+    if clocks and max(clocks) > min(clocks) * (1 + CLOCK_SPREAD_LIMIT):
+        return False, f"SM clock moved from {min(clocks)} to {max(clocks)} MHz"
+    return True, ""
+
+
+class Nvml:
+    """NVML for one device index (raises ``EnvError`` when NVML is missing or fails)."""
+
+    def __init__(self, index: int) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception as exc:
+            raise EnvError(f"NVML is not available: {type(exc).__name__}: {exc}") from exc
+        self._nvml: Any = pynvml
+
+    def read(self) -> GpuReading:
+        nvml, handle = self._nvml, self._handle
+        try:
+            reasons = (
+                getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            )
+            return GpuReading(
+                sm_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                memory_clock_mhz=int(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+                temperature_c=int(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+                power_mw=int(nvml.nvmlDeviceGetPowerUsage(handle)),
+                reasons=decode_reasons(int(reasons(handle))),
+            )
+        except Exception as exc:
+            raise EnvError(f"NVML read failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _cudart() -> Any:
+    """The CUDA runtime torch loaded (its own copy first, then the system's)."""
+    import torch
+
+    candidates: list[str] = []
+    lib_dir = Path(torch.__file__).parent / "lib"
+    candidates += sorted(str(p) for p in lib_dir.glob("libcudart.so*"))
+    found = ctypes.util.find_library("cudart")
+    if found:
+        candidates.append(found)
+    for name in candidates:
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+def reset_persisting_l2() -> bool:
+    """``cudaCtxResetPersistingL2Cache`` for the current context; False when it could not be called."""
+    try:
+        from cuda.bindings import runtime
+
+        (error,) = runtime.cudaCtxResetPersistingL2Cache()
+        return int(error) == 0
+    except Exception:
+        pass
+    library = _cudart()
+    if library is None:
+        return False
+    try:
+        return int(library.cudaCtxResetPersistingL2Cache()) == 0
+    except (AttributeError, OSError):
+        return False
