@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Source this on the lent H200 (from the repository root) before any GPU script here:
+#   . benchmarks/h200_setup.sh
+# It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its
+# libcupti; see docs/bench.md for the list) into /tmp/site, unpacks the carried bubblewrap .deb into
+# /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.tgz) so kernels are not rebuilt.
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
+  mkdir -p /tmp/bw && dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export KICTL_BWRAP=/tmp/bw/usr/bin/bwrap PATH=/tmp/bw/usr/bin:$PATH
+fi
+if ls .fi_cache/*.tgz >/dev/null 2>&1; then
+  for f in .fi_cache/*.tgz; do tar xzf "$f" -C "$HOME"; done
+fi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
