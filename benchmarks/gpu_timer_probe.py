@@ -36,6 +36,7 @@ import io
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ if str(ROOT) not in sys.path:
 
 TARGETS = {
     ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q154_kv154"): "flashinfer_prefill.py",
-    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q512_kv2048_b8"): "flashinfer_prefill.py",
+    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "b8x_q512_kv2048"): "flashinfer_prefill.py",
     ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q1117_p1117"): "flashinfer_prefill.py",
     ("gqa_paged_decode_h32_kv8_d128_ps1", "b16x_kv1024"): "flashinfer_decode.py",
 }
@@ -58,7 +59,8 @@ def _load(definition: str, filename: str) -> Any:
     folder = ROOT / "implementations" / definition / "flashinfer_wrapper"
     path = next(folder.glob("*.py")) if not (folder / filename).exists() else folder / filename
     spec = importlib.util.spec_from_file_location(f"probe_{definition}", path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -99,69 +101,85 @@ def _median(values: list[int]) -> float | None:
     return float(statistics.median(values)) if values else None
 
 
-def measure(calls: int) -> dict[str, Any]:
-    import torch
+class _Probe:
+    """The timers of one process: CUPTI collector, flush buffer, spin calibration, NVML."""
 
-    from kictl.bench import gpu_state
-    from kictl.bench.cupti_timer import CuptiCollector, Window, attribute
-    from kictl.bench.timing import spin_cycles_per_ns
+    def __init__(self, calls: int) -> None:
+        import torch
 
-    collector = CuptiCollector()
-    collector.start()
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda:0")
-    cycles_per_ns = spin_cycles_per_ns("cuda:0") or 1.0
-    nvml = None
-    try:
-        nvml = gpu_state.Nvml(0)
-    except Exception as exc:
-        print(f"NVML: {exc}", file=sys.stderr)
-    results: dict[str, Any] = {"l2ResetWorks": gpu_state.reset_persisting_l2(), "targets": {}}
-    for definition, label, module, args in _targets():
+        from kictl.bench import gpu_state
+        from kictl.bench.cupti_timer import CuptiCollector
+        from kictl.bench.timing import spin_cycles_per_ns
 
-        def call(module: Any = module, args: list[Any] = args) -> Any:
+        self.torch = torch
+        self.state = gpu_state
+        self.calls = calls
+        self.collector = CuptiCollector()
+        self.collector.start()
+        self.flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda:0")
+        self.cycles_per_ns = spin_cycles_per_ns("cuda:0") or 1.0
+        self.nvml: Any = None
+        try:
+            self.nvml = gpu_state.Nvml(0)
+        except Exception as exc:
+            print(f"NVML: {exc}", file=sys.stderr)
+
+    def windows(self, fn: Any, spin: int) -> tuple[Any, list[int]]:
+        """``calls`` timed calls of ``fn``; the CUPTI attribution and the events figures."""
+        from kictl.bench.cupti_timer import Window, attribute
+
+        torch, collector = self.torch, self.collector
+        windows: list[Window] = []
+        harness: list[Window] = []
+        event_ns: list[int] = []
+        for _ in range(self.calls):
+            own = collector.now()
+            self.state.reset_persisting_l2()
+            self.flush.zero_()
+            torch.cuda.synchronize()
+            begin = collector.now()
+            harness.append(Window(own, begin))
+            if spin:
+                torch.cuda._sleep(int(spin * self.cycles_per_ns))
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            torch.cuda.synchronize()
+            windows.append(Window(begin, collector.now(), harness_spin_ns=spin))
+            event_ns.append(round(start.elapsed_time(stop) * 1e6))
+        return attribute(collector.drain(), windows, harness), event_ns
+
+    def target(self, module: Any, args: list[Any]) -> dict[str, Any]:
+        torch = self.torch
+
+        def call() -> Any:
             return module.run(*args)
 
+        host_ns = []
         for _ in range(10):
+            torch.cuda.synchronize()
+            begin = time.perf_counter_ns()
             call()
+            host_ns.append(time.perf_counter_ns() - begin)
         torch.cuda.synchronize()
-        collector.drain()
-        readings = [nvml.read().to_json()] if nvml else []
-        spin_ns = 40_000
-
-        def windows_for(fn: Any, spin: int) -> tuple[list[Window], list[int]]:
-            windows: list[Window] = []
-            event_ns: list[int] = []
-            for _ in range(calls):
-                gpu_state.reset_persisting_l2()
-                flush.zero_()
-                torch.cuda.synchronize()
-                begin = collector.now()
-                if spin:
-                    torch.cuda._sleep(int(spin * cycles_per_ns))
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                stop.record()
-                torch.cuda.synchronize()
-                windows.append(Window(begin, collector.now(), harness_spin_ns=spin))
-                event_ns.append(round(start.elapsed_time(stop) * 1e6))
-            return windows, event_ns
-
-        windows, event_ns = windows_for(call, spin_ns)
-        attributed = attribute(collector.drain(), windows)
-        cupti_ns = [s.duration_ns for s in attributed.spans if s is not None]
-        kernels = sorted({s.kernels for s in attributed.spans if s is not None})
+        self.collector.drain()
+        readings = [self.nvml.read().to_json()] if self.nvml else []
+        # As kictl's timer does: spin for twice the host's enqueue time of one call, plus 20 µs.
+        spin_ns = min(2_000_000, 2 * int(statistics.median(host_ns)) + 20_000)
+        attributed, event_ns = self.windows(call, spin_ns)
+        spans = [s for s in attributed.spans if s is not None]
+        cupti_ns = sorted(s.duration_ns for s in spans)
 
         side_stream = torch.cuda.Stream()
 
-        def side_call(module: Any = module, args: list[Any] = args) -> Any:
+        def side_call() -> Any:
             side_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(side_stream):
                 return module.run(*args)
 
-        side_windows, side_events = windows_for(side_call, spin_ns)
-        side = attribute(collector.drain(), side_windows)
-        side_ns = [s.duration_ns for s in side.spans if s is not None]
+        side, side_events = self.windows(side_call, spin_ns)
+        side_spans = [s for s in side.spans if s is not None]
 
         graph = torch.cuda.CUDAGraph()
         capture = torch.cuda.Stream()
@@ -173,29 +191,39 @@ def measure(calls: int) -> dict[str, Any]:
         torch.cuda.synchronize()
         with torch.cuda.graph(graph):
             call()
-        graph_windows, graph_events = windows_for(graph.replay, spin_ns)
-        graphed = attribute(collector.drain(), graph_windows)
-        graph_cupti = [s.duration_ns for s in graphed.spans if s is not None]
-        if nvml:
-            readings.append(nvml.read().to_json())
-        results["targets"][f"{definition}/{label}"] = {
+        graphed, graph_events = self.windows(graph.replay, spin_ns)
+        if self.nvml:
+            readings.append(self.nvml.read().to_json())
+        return {
             "cuptiMedianNs": _median(cupti_ns),
-            "cuptiP10Ns": sorted(cupti_ns)[len(cupti_ns) // 10] if cupti_ns else None,
-            "cuptiP90Ns": sorted(cupti_ns)[9 * len(cupti_ns) // 10] if cupti_ns else None,
-            "kernelsPerCall": kernels,
+            "cuptiP10Ns": cupti_ns[len(cupti_ns) // 10] if cupti_ns else None,
+            "cuptiP90Ns": cupti_ns[9 * len(cupti_ns) // 10] if cupti_ns else None,
+            "cuptiBusyMedianNs": _median([s.busy_ns for s in spans]),
+            "kernelsPerCall": sorted({s.kernels for s in spans}),
             "cuptiClean": attributed.clean,
+            "escaped": len(attributed.escaped),
+            "overran": len(attributed.overran),
             "spinMissing": attributed.spin_missing,
+            "spinNs": spin_ns,
             "eventsMedianNs": _median(event_ns),
             "graphEventsMedianNs": _median(graph_events),
-            "graphCuptiMedianNs": _median(graph_cupti),
-            "sideStreamCuptiMedianNs": _median(side_ns),
+            "graphCuptiMedianNs": _median([s.duration_ns for s in graphed.spans if s is not None]),
+            "sideStreamCuptiMedianNs": _median([s.duration_ns for s in side_spans]),
             "sideStreamEventsMedianNs": _median(side_events),
-            "sideStreamStreams": sorted({s.streams for s in side.spans if s is not None}),
-            "calls": calls,
+            "sideStreamStreams": sorted({s.streams for s in side_spans}),
+            "calls": self.calls,
             "nvml": readings,
         }
-        print(json.dumps({f"{definition}/{label}": results["targets"][f"{definition}/{label}"]}), flush=True)
-    collector.stop()
+
+
+def measure(calls: int) -> dict[str, Any]:
+    probe = _Probe(calls)
+    results: dict[str, Any] = {"l2ResetWorks": probe.state.reset_persisting_l2(), "targets": {}}
+    for definition, label, module, args in _targets():
+        name = f"{definition}/{label}"
+        results["targets"][name] = probe.target(module, args)
+        print(json.dumps({name: results["targets"][name]}), flush=True)
+    probe.collector.stop()
     return results
 
 
@@ -228,7 +256,7 @@ def parse_ncu(text: str) -> dict[str, list[float]]:
     calls: list[float] = []
     current: float | None = None
     for _, name, duration in kernels:
-        if "fill" in name.lower() or "elementwise" in name.lower():
+        if "FillFunctor<unsigned char>" in name:  # the 256 MiB flush: one per call
             if current is not None:
                 calls.append(current)
             current = 0.0
@@ -256,7 +284,9 @@ def compare(folder: Path) -> str:
     for name, row in measured.items():
         profiler = statistics.median(ncu[name]) if ncu.get(name) else None
         cupti = row["cuptiMedianNs"]
-        delta = f"{(cupti - profiler) / profiler * 100:+.1f}% ({(cupti - profiler) / 1000:+.2f} µs)" if profiler else "—"
+        delta = "—"
+        if profiler:
+            delta = f"{(cupti - profiler) / profiler * 100:+.1f}% ({(cupti - profiler) / 1000:+.2f} µs)"
         lines.append(
             f"| {name} | {profiler / 1000 if profiler else float('nan'):.2f} µs | {cupti / 1000:.2f} µs | {delta} | "
             f"{row['eventsMedianNs'] / 1000:.2f} µs | {row['graphEventsMedianNs'] / 1000:.2f} µs | "

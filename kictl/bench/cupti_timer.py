@@ -18,6 +18,8 @@ sample per timed call:
   enqueue the whole call before the device reaches it) is named in advance and
   left out: it is the earliest activity of the window with the spin's kernel
   name, and its duration must be at least half the spin asked for;
+* the harness's work between calls (restoring inputs, the L2 flush) runs in
+  *harness windows* of its own and is left out;
 * an activity outside every window, or one that ended after its window
   closed, is work that escaped the measurement and is reported as such.
 
@@ -120,21 +122,39 @@ def _busy(activities: Sequence[DeviceActivity]) -> int:
     return total
 
 
-def attribute(activities: Sequence[DeviceActivity], windows: Sequence[Window]) -> Attribution:
-    """Assign each activity to the window in which it started; see the module's text for the rules.
-
-    ``windows`` must be in time order and must not overlap (raises ``ValueError`` otherwise).
-    """
+def _check_order(windows: Sequence[Window]) -> None:
     for earlier, later in itertools.pairwise(windows):
         if earlier.end_ns > later.begin_ns or earlier.begin_ns > earlier.end_ns:
             raise ValueError("timing windows overlap or are out of order")
+
+
+def attribute(
+    activities: Sequence[DeviceActivity],
+    windows: Sequence[Window],
+    harness_windows: Sequence[Window] = (),
+) -> Attribution:
+    """Assign each activity to the window in which it started; see the module's text for the rules.
+
+    ``windows`` (the timed calls) and ``harness_windows`` (the harness's own
+    work between them) must each be in time order, and no two windows may
+    overlap (raises ``ValueError`` otherwise).
+    """
+    _check_order(windows)
+    _check_order(sorted(harness_windows, key=lambda w: w.begin_ns))
+    _check_order(sorted([*windows, *harness_windows], key=lambda w: w.begin_ns))
     buckets: list[list[DeviceActivity]] = [[] for _ in windows]
     result = Attribution(spans=[])
     begins = [window.begin_ns for window in windows]
+    harness = sorted(harness_windows, key=lambda w: w.begin_ns)
+    harness_begins = [window.begin_ns for window in harness]
     for activity in sorted(activities, key=lambda a: (a.start_ns, a.end_ns)):
         index = _window_of(begins, windows, activity.start_ns)
         if index is None:
-            result.escaped.append(activity)
+            own = _window_of(harness_begins, harness, activity.start_ns)
+            if own is None:
+                result.escaped.append(activity)
+            elif activity.end_ns > harness[own].end_ns:
+                result.overran.append(activity)
             continue
         buckets[index].append(activity)
         if activity.end_ns > windows[index].end_ns:

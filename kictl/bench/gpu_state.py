@@ -40,6 +40,9 @@ REASONS: dict[int, str] = {
 }
 #: Reasons that do not lower the clocks below what the card runs at under load.
 BENIGN = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+#: Reasons that count only when the SM clock actually fell (seen on the H200: the software power cap
+#: engaged under a 1.9 ms attention kernel while the clock moved from 1980 to 1965 MHz).
+SOFT = frozenset({"sw_power_cap", "sync_boost"})
 #: SM clock spread (max/min − 1) across one measurement above which it is not steady.
 CLOCK_SPREAD_LIMIT = 0.05
 
@@ -81,12 +84,14 @@ def clocks_steady(readings: Sequence[GpuReading]) -> tuple[bool, str]:
     """Whether the clocks held during a measurement, and why not (empty when steady or unknown)."""
     if not readings:
         return True, ""
-    bad = sorted({reason for reading in readings for reason in reading.reasons if reason not in BENIGN})
-    if bad:
-        return False, "throttled: " + ", ".join(bad)
+    hard = sorted({r for reading in readings for r in reading.reasons if r not in BENIGN and r not in SOFT})
+    if hard:
+        return False, "throttled: " + ", ".join(hard)
     clocks = [reading.sm_clock_mhz for reading in readings if reading.sm_clock_mhz > 0]
     if clocks and max(clocks) > min(clocks) * (1 + CLOCK_SPREAD_LIMIT):
-        return False, f"SM clock moved from {min(clocks)} to {max(clocks)} MHz"
+        soft = sorted({r for reading in readings for r in reading.reasons if r in SOFT})
+        why = f" ({', '.join(soft)})" if soft else ""
+        return False, f"SM clock moved from {min(clocks)} to {max(clocks)} MHz{why}"
     return True, ""
 
 

@@ -83,6 +83,20 @@ def test_copies_and_memsets_count_and_busy_time_is_a_union() -> None:
     assert span.busy_ns == 50  # [10, 50] and [70, 80]
 
 
+def test_harness_work_between_calls_is_left_out_but_must_stay_in_its_window() -> None:
+    calls = [Window(100, 200), Window(400, 500)]
+    harness = [Window(0, 90), Window(300, 390)]
+    flush = DeviceActivity(KERNEL, 10, 80, 7, "fill")
+    restore = DeviceActivity(MEMCPY, 310, 350, 7)
+    result = attribute([flush, kernel(110, 120), restore, kernel(410, 430)], calls, harness)
+    assert [s.duration_ns if s else None for s in result.spans] == [10, 20]
+    assert result.clean
+    late = DeviceActivity(KERNEL, 320, 395, 7, "late")  # a harness window's work must end inside it
+    assert attribute([late], calls, harness).overran == [late]
+    with pytest.raises(ValueError, match="overlap"):
+        attribute([], calls, [Window(150, 160)])
+
+
 def test_a_call_without_device_work_has_no_span() -> None:
     assert attribute([], [Window(0, 10)]).spans == [None]
 

@@ -24,6 +24,14 @@ def test_throttling_or_moving_clocks_are_flagged() -> None:
     steady, why = clocks_steady([reading(1980), reading(1755, "sw_power_cap")])
     assert not steady
     assert "sw_power_cap" in why
+    steady, why = clocks_steady([reading(1980), reading(1950, "hw_thermal_slowdown")])
+    assert not steady
+    assert "hw_thermal_slowdown" in why
+
+
+def test_a_power_cap_that_did_not_move_the_clock_is_steady() -> None:
+    # Seen on the H200 under a 1.9 ms kernel: sw_power_cap set, SM clock 1980 -> 1965 MHz.
+    assert clocks_steady([reading(1980), reading(1965, "sw_power_cap")]) == (True, "")
     steady, why = clocks_steady([reading(1980), reading(1500)])
     assert not steady
     assert "1500" in why
