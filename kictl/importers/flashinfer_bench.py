@@ -73,7 +73,7 @@ from kictl.records import (
     format_timestamp,
     record_from_value,
 )
-from kictl.store import BLOBS_DIR, RECORDS_DIR, Registry, Transaction
+from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry, Transaction
 
 SOURCE = "flashinfer-bench"
 HARNESS_REPOSITORY = "https://github.com/flashinfer-ai/flashinfer-bench"
@@ -379,15 +379,15 @@ def sweep_stale_temporaries(
     ``kictl.store.write_atomic`` writes a temporary file beside its target
     and renames it; ``kill -9`` between the two leaves the temporary file, and
     ``kictl validate`` then refuses the registry.  Only files under
-    ``registry/records/`` and ``registry/blobs/`` with that name pattern are
-    considered; those last modified more than ``older_than`` seconds ago are
+    ``registry/records/``, ``registry/blobs/`` and ``registry/attestations/``
+    with that name pattern are considered; those last modified more than ``older_than`` seconds ago are
     removed (a live write renames its file within moments), younger ones are
     left in place.  Returns ``(removed, left in place)``.
     """
     removed: list[Path] = []
     young: list[Path] = []
     now = time.time()
-    for folder in (RECORDS_DIR, BLOBS_DIR):
+    for folder in (RECORDS_DIR, BLOBS_DIR, ATTESTATIONS_DIR):
         top = registry.root / folder
         for dirpath, _, filenames in os.walk(top):
             for name in filenames:

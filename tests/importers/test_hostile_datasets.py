@@ -294,7 +294,6 @@ def test_kill_9_during_a_large_import_then_a_reimport_leaves_a_valid_registry(
         planted = shard / f".{'0' * 64}.json.k9x2ab.tmp"
         planted.write_bytes(b'{"apiVersion": "kernelindex.dev/v1al')
         temporaries = [planted]
-    assert not validate_registry(empty_registry).ok  # today's validate refuses them
     for path in temporaries:  # they are a minute old when the import runs again
         os.utime(path, (path.stat().st_atime - 120, path.stat().st_mtime - 120))
 
