@@ -280,13 +280,13 @@ def read_dataset(
     root: Path,
     *,
     limits: Limits = Limits(),
-    taken_names: Mapping[str, StoredRecord] | None = None,
+    taken_names: Mapping[str, list[StoredRecord]] | None = None,
 ) -> Dataset:
     """Read a FlashInfer Trace dataset folder into records, without touching any registry.
 
-    ``taken_names`` maps Definition names to the Definition a registry already
-    gives them; a definition of one of those names with another digest is
-    skipped (see ``import_flashinfer_bench``).  Items that cannot be imported
+    ``taken_names`` maps Definition names to the Definitions a registry
+    already gives them; a definition of one of those names whose digest is
+    none of theirs is skipped (see ``import_flashinfer_bench``).  Items that cannot be imported
     are listed in ``Dataset.skipped``; nothing is raised for bad content.
     Raises ``UsageError`` when ``root`` is not a folder holding
     ``definitions/``, ``solutions/``, ``workloads/`` or ``traces/``.
@@ -355,19 +355,19 @@ def import_flashinfer_bench(
     )
 
 
-def registry_definitions(registry: Registry) -> dict[str, StoredRecord]:
-    """Definition name -> Definition for those in ``registry`` (the first, where a name has several).
+def registry_definitions(registry: Registry) -> dict[str, list[StoredRecord]]:
+    """Definition name -> the Definitions of that name in ``registry`` (more than one after a redefinition).
 
     A record file that cannot be read is passed over here; ``kictl validate``
     is the command that reports it.
     """
-    names: dict[str, StoredRecord] = {}
+    names: dict[str, list[StoredRecord]] = {}
     for _, path in registry.record_files(["Definition"]):
         try:
             record = registry.read_record(path)
         except KictlError:
             continue
-        names.setdefault(record.name, record)
+        names.setdefault(record.name, []).append(record)
     return names
 
 
@@ -380,9 +380,10 @@ def sweep_stale_temporaries(
     and renames it; ``kill -9`` between the two leaves the temporary file, and
     ``kictl validate`` then refuses the registry.  Only files under
     ``registry/records/``, ``registry/blobs/`` and ``registry/attestations/``
-    with that name pattern are considered; those last modified more than ``older_than`` seconds ago are
-    removed (a live write renames its file within moments), younger ones are
-    left in place.  Returns ``(removed, left in place)``.
+    with that name pattern are considered; those last modified more than
+    ``older_than`` seconds ago are removed (a live write renames its file
+    within moments), younger ones are left in place.  Returns ``(removed,
+    left in place)``.
     """
     removed: list[Path] = []
     young: list[Path] = []
@@ -569,7 +570,7 @@ class _PendingWorkload:
 class _Reader:
     """Reads one dataset folder; ``dataset`` holds the records and the report."""
 
-    def __init__(self, root: Path, limits: Limits, taken_names: Mapping[str, StoredRecord]) -> None:
+    def __init__(self, root: Path, limits: Limits, taken_names: Mapping[str, list[StoredRecord]]) -> None:
         self.root = root
         self.real_root = root.resolve()
         self.limits = limits
@@ -727,8 +728,9 @@ class _Reader:
         self._note_dropped("definition", set(value) - _DEFINITION_MEMBERS)
         record = _build("Definition", name, spec)
         assert isinstance(record.model.spec, DefinitionSpec)
-        taken = self.taken_names.get(name)
-        if taken is not None and taken.digest != record.digest:
+        registered = self.taken_names.get(name, [])
+        if registered and all(known.digest != record.digest for known in registered):
+            taken = registered[0]
             self.refused_definitions[name] = self._relative(path)
             theirs, ours = taken.raw["spec"], record.raw["spec"]
             differing = sorted(member for member in {*theirs, *ours} if theirs.get(member) != ours.get(member))

@@ -380,6 +380,10 @@ def test_a_definition_named_like_a_bundled_one_is_refused_with_the_reason(
     forced = cli("import", "flashinfer-bench", dataset, "--registry", bundled_registry.root, "--allow-redefinition")
     assert forced.exit_code == 0, forced.output
     assert sum(1 for _ in bundled_registry.record_files(["Definition"])) == before + 1
+    # once the registry has that version too, importing it again is no conflict: it is present
+    again = cli("import", "flashinfer-bench", dataset, "--registry", bundled_registry.root)
+    assert again.exit_code == 0, again.output
+    assert all(line.startswith("present  ") for line in again.stdout.splitlines())
 
 
 def test_the_same_definition_as_the_registry_is_simply_present(empty_registry: Registry, tmp_path: Path) -> None:
