@@ -109,7 +109,7 @@ def main() -> int:
         print(f"kictl rerun exited with {done.returncode}", file=sys.stderr)
         return done.returncode
     verdicts = {row["original"]: row for row in json.loads(done.stdout)}
-    headers = ["workload", "timer", "stat", "claimed us", "rerun us", "ratio", "verdict", "run"]
+    headers = ["workload", "timer", "stat", "claimed us", "rerun us", "ratio", "verdict", "run", "why"]
     rows = []
     for row in runs:
         verdict = verdicts[row["run"]]
@@ -123,6 +123,7 @@ def main() -> int:
                 "-" if verdict.get("ratio") is None else f"{verdict['ratio']:.3f}",
                 verdict["verdict"],
                 row["run"][:19],
+                verdict["reason"][:70],
             ]
         )
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]

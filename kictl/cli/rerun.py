@@ -152,9 +152,10 @@ def rerun(
         from kictl.rerun.attest import key_roles
 
         key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
-    report = rerun_runs(
-        target, list(runs or ()), base=base, device=device, force=force, timeout_s=timeout, progress=err
-    )
+    with _progress() as say:
+        report = rerun_runs(
+            target, list(runs or ()), base=base, device=device, force=force, timeout_s=timeout, progress=say
+        )
     results = list(report.results.results)
     names = {digest: (job.implementation.name, job.workload.name) for digest, job in report.jobs.items()}
     if out_dir is not None:

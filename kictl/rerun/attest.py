@@ -9,8 +9,9 @@ in the folder and the registry:
   rebuilt from the registry as ``kictl rerun`` did;
 * the rerun is another BenchmarkRun (not the original, not older than it) of
   the same definition, workload and implementation, measured under a protocol
-  with the original's settings and comparability family, on an environment
-  with the original's GPU product;
+  with the original's comparability family, primary statistic, warm-up,
+  iterations, trials, correctness rounds and tolerances (the family stands for
+  the timer), on an environment with the original's GPU product;
 * the verdict and ratio the result states are what its records give with the
   tolerance it states; the verdict that is signed is re-judged with this
   registry's ``rerunTolerance``.
@@ -80,6 +81,10 @@ class AttestReport:
     warnings: list[str] = field(default_factory=list)
 
 
+def _settings(settings: ProtocolSettings) -> dict[str, Any]:
+    return {key: value for key, value in settings.to_json().items() if key not in ("timer", "harness")}
+
+
 def _find(registry: Registry, records: dict[str, StoredRecord], digest: str) -> StoredRecord | None:
     if digest in records:
         return records[digest]
@@ -120,11 +125,11 @@ def _check_one(
     if environment is None or environment.kind != "ExecutionEnvironment":
         raise CheckFailed(f"the rerun's environment {spec.environment_digest} is neither in records.json nor here")
     comparable = True
-    settings = ProtocolSettings.from_protocol(protocol)
-    if settings.to_json() != job.settings.to_json():
-        mismatched = sorted(
-            key for key, value in settings.to_json().items() if job.settings.to_json().get(key) != value
-        )
+    # The comparability family stands for the timer and the harness (a new kictl may time a family
+    # differently); every other setting must be the original's.
+    ours, theirs = _settings(ProtocolSettings.from_protocol(protocol)), _settings(job.settings)
+    if ours != theirs:
+        mismatched = sorted(key for key, value in ours.items() if theirs.get(key) != value)
         if not result.forced:
             raise CheckFailed(f"the rerun's protocol differs from the original's in {', '.join(mismatched)}")
         comparable = False
