@@ -171,3 +171,19 @@ def test_cli_exit_codes_without_running_anything(cli: RunCli, bundled_results: R
     no_results = cli("attest", "rerun", empty, "--key", tmp_path / "k", "--registry", root)
     assert no_results.exit_code == 2, no_results.output
     assert "reruns.json: no such file" in no_results.stderr
+
+
+def test_help_lists_the_commands_and_imports_neither_torch_nor_the_rerun_package(cli: RunCli) -> None:
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys; from kictl.cli import make_app; make_app(); "
+        "print('torch' in sys.modules, 'kictl.rerun' in sys.modules, 'kictl.bench.session' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False", "False"]
+    top = cli("--help")
+    assert "rerun" in top.stdout
+    assert "attest" in top.stdout
+    assert "rerun" in cli("attest", "--help").stdout
