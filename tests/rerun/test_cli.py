@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from kictl.rerun import verifier_reruns
 from kictl.store import Registry
 from tests.conftest import RunCli, copy_bundled
 from tests.rerun.conftest import WIDE, Origin, Reruns, clone, commit
@@ -67,6 +68,8 @@ def test_reruns_of_the_pytorch_and_reference_kernels_agree_and_make_them_verifie
         reruns = [att for att in report["attestations"] if att["type"] == "rerun"]
         assert [att["countsFor"] for att in reruns] == ["evidence"]
         assert reruns[0]["predicate"]["runDigest"] == verdicts[origin.runs[name]]["rerun"]
+    # the reruns' own runs are known as such, from the verifier's attestations alone
+    assert verifier_reruns(registry) == {verdicts[origin.runs[name]]["rerun"]: (origin.runs[name],) for name in names}
     rows = _rows(cli, registry.root, "rmsnorm_h4096", "b1", "verified")
     assert {rows[origin.runs[name]]["evidence"] for name in ("rmsnorm_torch", "rmsnorm_reference")} == {"verified"}
     rows = _rows(cli, registry.root, "gemm_n4096_k4096", "m1", "verified")
@@ -132,6 +135,7 @@ def test_a_key_without_the_verifier_role_changes_nothing(
     assert signed.exit_code == 0, signed.output
     assert "is no verifier: this rerun counts as a community rerun" in signed.stderr
     commit(registry.root, "Community reruns")
+    assert verifier_reruns(registry) == {}
     for name in ("paced", "edited", "tuned"):
         report = _verify(cli, registry.root, origin.runs[name])
         assert report["level"] == "reported", report
