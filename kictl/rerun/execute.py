@@ -93,14 +93,14 @@ def machine_environment(device: str) -> dict[str, Any]:
 
 
 def _options(settings: ProtocolSettings, device: str, timeout_s: float, workloads: Sequence[str]) -> Any:
-    from kictl.bench.session import DEFAULT_ROUNDS, BenchOptions
+    from kictl.bench.session import BenchOptions
 
     return BenchOptions(
         device=device,
         warmup=settings.warmup,
         iterations=settings.iterations,
         trials=settings.trials,
-        rounds=settings.rounds or DEFAULT_ROUNDS,
+        rounds=settings.rounds or BenchOptions().rounds,  # a protocol that does not say: the bench's default
         cuda_graph=settings.cuda_graph and device != "cpu",
         time_setup=settings.time_setup,
         statistic=settings.statistic,
