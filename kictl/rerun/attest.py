@@ -67,6 +67,8 @@ class CheckedRerun:
         predicate: dict[str, Any] = {"runDigest": self.rerun.digest, "verdict": judged.verdict, "note": note[:4096]}
         if judged.ratio is not None:
             predicate["ratio"] = judged.ratio
+        if "tolerance" in trust.RerunPredicate.model_fields:  # once the predicate states it (issue 14)
+            predicate["tolerance"] = judged.tolerance
         return predicate
 
 
