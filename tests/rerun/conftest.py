@@ -5,7 +5,8 @@ repository whose trust root lists a maintainer, a submitter, a verifier and
 a "community" key (submitter role only); the policy's ``rerunTolerance`` is
 0.25.  ``kictl bench --sign`` adds and signs, on rmsnorm_h4096/b1, the torch
 and reference implementations, a *paced* implementation (its latency hardly
-depends on how busy the CPU is) and one *tuned to the published seeds*; on
+depends on how busy the CPU is) and one *tuned to the published seeds* (which a bench that draws secret seeds
+itself fails at once: its submitter then claims it passed, a made-up run); on
 gemm_n4096_k4096/m1 the torch and reference implementations.  Two runs are
 then made up from the paced one and signed as the submitter: one whose
 median was edited down 40%, one whose environment names another CPU.
@@ -82,13 +83,15 @@ def clone(root: Path, target: Path) -> Registry:
     return Registry(target)
 
 
-def _bench(root: Path, definition: str, *impls: Path, workload: str, key: Path) -> dict[str, str]:
+def _bench(root: Path, definition: str, *impls: Path, workload: str, key: Path) -> dict[str, dict[str, Any]]:
     args: list[str | Path] = ["bench", definition, "--workload", workload, *OPTIONS, "--registry", root, "--json"]
     for impl in impls:
         args += ["--impl", impl]
     result = invoke(*args, "--sign", key)
-    assert result.exit_code == 0, result.output
-    return {row["implementation"].rsplit("_", 1)[0]: row["run"] for row in json.loads(result.stdout)}
+    assert result.exit_code in (0, 1), result.output
+    rows = {row["implementation"].rsplit("_", 1)[0]: row for row in json.loads(result.stdout)}
+    assert all(row["status"] == "passed" for name, row in rows.items() if name != "seed_tuned_rmsnorm"), rows
+    return rows
 
 
 def _made_up(registry: Registry, run: StoredRecord, spec_change: dict[str, Any], name: str) -> StoredRecord:
@@ -135,14 +138,27 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
         root, "gemm_n4096_k4096", gemm / "torch_matmul", gemm / "reference", workload="m1", key=submitter
     )
     named = {
-        "rmsnorm_torch": runs["torch_rmsnorm"],
-        "rmsnorm_reference": runs["reference"],
-        "paced": runs["paced_rmsnorm"],
-        "tuned": runs["seed_tuned_rmsnorm"],
-        "gemm_torch": gemm_runs["torch_matmul"],
-        "gemm_reference": gemm_runs["reference"],
+        "rmsnorm_torch": runs["torch_rmsnorm"]["run"],
+        "rmsnorm_reference": runs["reference"]["run"],
+        "paced": runs["paced_rmsnorm"]["run"],
+        "tuned": runs["seed_tuned_rmsnorm"]["run"],
+        "gemm_torch": gemm_runs["torch_matmul"]["run"],
+        "gemm_reference": gemm_runs["reference"]["run"],
     }
     paced = registry.load(named["paced"])
+    made_up = []
+    if runs["seed_tuned_rmsnorm"]["status"] != "passed":
+        # A bench that draws secret seeds itself (issue 10) fails the tuned implementation at once; its
+        # submitter then claims it passed: the paced run's numbers, naming the tuned implementation.
+        tuned = registry.load(named["tuned"])
+        claim = _made_up(
+            registry,
+            paced,
+            {"implementationDigest": tuned.raw["spec"]["implementationDigest"]},
+            "seed-tuned-claimed-passed",
+        )
+        made_up.append(claim)
+        named["tuned"] = claim.digest
     timing = json.loads(json.dumps(paced.raw["spec"]["timing"]))
     timing["latencyNs"]["median"] = int(timing["latencyNs"]["median"] * 0.6)
     edited = _made_up(registry, paced, {"timing": timing}, "paced-median-edited-down-40pct")
@@ -152,8 +168,8 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
     other_env["metadata"]["name"] = "imaginary-cpu-9000"
     other_environment = record_from_value(other_env, source="other environment")
     elsewhere = _made_up(registry, paced, {"environmentDigest": other_environment.digest}, "paced-on-an-imaginary-cpu")
-    registry.add([edited, other_environment, elsewhere])
-    for record in (edited, elsewhere):
+    registry.add([edited, other_environment, elsewhere, *made_up])
+    for record in (edited, elsewhere, *made_up):
         trust.sign_record(registry, record.digest, submitter)
     named["edited"] = edited.digest
     named["elsewhere"] = elsewhere.digest
