@@ -27,6 +27,7 @@ from typing import Any
 
 from kictl import canon, families
 from kictl.errors import RecordError, RegistryError
+from kictl.layout import DEFINITIONS_DIR
 from kictl.records import (
     API_VERSION,
     BlobInput,
@@ -38,7 +39,7 @@ from kictl.records import (
     WorkloadSpec,
     record_from_value,
 )
-from kictl.store import DEFINITIONS_DIR, parse_json_file
+from kictl.store import parse_json_file
 
 DEFINITION_FILE = "definition.json"
 REFERENCE_FILE = "reference.py"
@@ -248,7 +249,7 @@ def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
         folders = [folder for folder in folders if folder.name == name]
         if not folders:
             from kictl.errors import NotFoundError
-            from kictl.store import closest
+            from kictl.lookup import closest
 
             known = [folder.name for folder in definition_folders(root)]
             raise NotFoundError(

@@ -54,9 +54,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kictl import canon
+from kictl import canon, layout
 from kictl.errors import NotFoundError, RegistryError
 from kictl.families.gpus import normalize_product
+from kictl.layout import RECORDS_DIR
+from kictl.lookup import Match, resolve
 from kictl.records import (
     KINDS,
     RECORD_ADAPTER,
@@ -70,7 +72,7 @@ from kictl.records import (
     format_timestamp,
     record_from_bytes,
 )
-from kictl.store import RECORDS_DIR, Registry, closest, current_commit
+from kictl.store import Registry, current_commit
 
 INDEX_FILE = "index.sqlite"
 #: Bump when the tables or what is extracted into them change: older indexes are then rebuilt.
@@ -304,23 +306,60 @@ def _row_values(record: Any) -> tuple[Any, ...]:
     )
 
 
-_RECORD_NAME_LENGTH = 64 + len(".json")
-_HEX = frozenset("0123456789abcdef")
-
-
 def _is_record_name(name: str) -> bool:
     """``<64 hex>.json``."""
-    return len(name) == _RECORD_NAME_LENGTH and name.endswith(".json") and _HEX.issuperset(name[:64])
+    return name.endswith(".json") and layout.is_hex64(name[:-5])
 
 
 def _shard_of(path: str) -> str | None:
     """``Kind/xx`` for ``registry/records/Kind/xx/<hex>.json``, ``None`` for anything else."""
-    parts = path.split("/")
-    if len(parts) != 5 or parts[0] != "registry" or parts[1] != "records" or parts[2] not in KINDS:
+    named = layout.parse_record_path(path)
+    if named is None:
         return None
-    if not _is_record_name(parts[4]) or parts[4][:2] != parts[3]:
-        return None
-    return f"{parts[2]}/{parts[3]}"
+    kind, digest = named
+    return f"{kind}/{layout.record_shard(kind, digest[len(layout.DIGEST_PREFIX) :])[-2:]}"
+
+
+class _SqlCatalogue:
+    """Present records of some kinds in the query index, for ``kictl.lookup.resolve``.
+
+    ``where`` (with its ``args``) narrows every table, e.g. to the workloads of
+    one definition.  Names of runs are left out of "closest known" hints when
+    other kinds are sought too: they are many and nobody types them.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, kinds: Sequence[str], where: str = "", args: tuple[Any, ...] = ()
+    ) -> None:
+        self.conn = conn
+        self.kinds = kinds
+        self.scope = f" AND {where}" if where else ""
+        self.args = args
+
+    def _select(self, condition: str, values: tuple[Any, ...], kinds: Sequence[str] | None = None) -> list[Match]:
+        found: list[Match] = []
+        for kind in kinds or self.kinds:
+            rows = self.conn.execute(
+                f"SELECT digest, name FROM {_TABLES[kind]} WHERE present = 1 AND {condition}{self.scope} "
+                "ORDER BY digest",
+                (*values, *self.args),
+            )
+            found.extend(Match(str(digest), str(name), kind) for digest, name in rows)
+        return found
+
+    def by_digest_prefix(self, hex_prefix: str) -> list[Match]:
+        low = canon.DIGEST_PREFIX + hex_prefix
+        return self._select("digest >= ? AND digest < ?", (low, low + "g"))
+
+    def by_name(self, name: str) -> list[Match]:
+        return self._select("name = ?", (name,))
+
+    def by_name_prefix(self, prefix: str) -> list[Match]:
+        return self._select("name >= ? AND name < ?", (prefix, prefix + "\U0010ffff"))
+
+    def names(self) -> list[str]:
+        kinds = [k for k in self.kinds if k != "BenchmarkRun"] if len(self.kinds) > 1 else self.kinds
+        return [match.name for match in self._select("1 = 1", (), kinds)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,48 +617,8 @@ class QueryIndex:
         return facts
 
     def _resolve(self, table: str, ref: str, label: str, where: str = "", args: tuple[Any, ...] = ()) -> str:
-        bare = ref.removeprefix(canon.DIGEST_PREFIX).lower()
-        scope = f" AND {where}" if where else ""
-        if len(bare) >= 8 and all(char in "0123456789abcdef" for char in bare):
-            rows = self.conn.execute(
-                f"SELECT digest FROM {table} WHERE present = 1 AND digest >= ? AND digest < ?{scope}",
-                (canon.DIGEST_PREFIX + bare, canon.DIGEST_PREFIX + bare + "g", *args),
-            ).fetchall()
-            if len(rows) == 1:
-                return str(rows[0][0])
-            if len(rows) > 1:
-                raise NotFoundError(f"{label} digest prefix {ref} is ambiguous", candidates=[r[0] for r in rows[:10]])
-        rows = self.conn.execute(
-            f"SELECT digest FROM {table} WHERE present = 1 AND name = ?{scope} ORDER BY digest",
-            (ref, *args),
-        ).fetchall()
-        if len(rows) == 1:
-            return str(rows[0][0])
-        if len(rows) > 1:
-            raise NotFoundError(
-                f"{label} name {ref!r} names {len(rows)} records; give a digest", candidates=[r[0] for r in rows[:10]]
-            )
-        if len(ref) >= 8:  # a unique prefix of a label (labels imported from other harnesses are uuids)
-            rows = self.conn.execute(
-                f"SELECT digest FROM {table} WHERE present = 1 AND name >= ? AND name < ?{scope} ORDER BY digest",
-                (ref, ref + "\U0010ffff", *args),
-            ).fetchall()
-            if len(rows) == 1:
-                return str(rows[0][0])
-        names = sorted(
-            {
-                str(r[0])
-                for r in self.conn.execute(
-                    f"SELECT name FROM {table} WHERE present = 1{scope}",
-                    args,
-                )
-            }
-        )
-        near = closest(ref, names)
-        details = [f"closest known: {', '.join(near)}"] if near else []
-        if not near and names and len(names) <= 12:
-            details = [f"known: {', '.join(names)}"]
-        raise NotFoundError(f"no {label} named or digested {ref!r}", details=details)
+        kind = next(k for k, t in _TABLES.items() if t == table)
+        return resolve(ref, _SqlCatalogue(self.conn, (kind,), where, args), what=label).digest
 
     def workloads(self, definition: str) -> list[WorkloadFacts]:
         rows = self.conn.execute(
@@ -725,53 +724,9 @@ class QueryIndex:
         return None
 
     def resolve_any(self, ref: str, kinds: Sequence[str] = KINDS) -> tuple[str, str, str]:
-        """``(kind, digest, name)`` of a record by digest (prefix) or name; raises ``NotFoundError``."""
-        bare = ref.removeprefix(canon.DIGEST_PREFIX).lower()
-        matches: list[tuple[str, str, str]] = []
-        is_hex = len(bare) >= 8 and all(char in "0123456789abcdef" for char in bare)
-        for kind in kinds:
-            table = _TABLES[kind]
-            if is_hex:
-                query = f"SELECT digest, name FROM {table} WHERE present = 1 AND digest >= ? AND digest < ?"
-                args: tuple[str, ...] = (canon.DIGEST_PREFIX + bare, canon.DIGEST_PREFIX + bare + "g")
-            else:
-                query = f"SELECT digest, name FROM {table} WHERE present = 1 AND name = ?"
-                args = (ref,)
-            matches.extend((kind, str(d), str(n)) for d, n in self.conn.execute(query, args))
-        if not matches and is_hex:
-            return self.resolve_any_name(ref, kinds)
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            raise NotFoundError(
-                f"{ref!r} names {len(matches)} records; give a longer digest",
-                candidates=[f"{d} ({k} {n})" for k, d, n in matches[:10]],
-            )
-        return self.resolve_any_name(ref, kinds)
-
-    def resolve_any_name(self, ref: str, kinds: Sequence[str]) -> tuple[str, str, str]:
-        matches: list[tuple[str, str, str]] = []
-        for kind in kinds:
-            table = _TABLES[kind]
-            query = f"SELECT digest, name FROM {table} WHERE present = 1 AND name = ?"
-            matches.extend((kind, str(d), str(n)) for d, n in self.conn.execute(query, (ref,)))
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            raise NotFoundError(
-                f"{ref!r} names {len(matches)} records; give a digest",
-                candidates=[f"{d} ({k})" for k, d, _ in matches[:10]],
-            )
-        names: set[str] = set()
-        for kind in kinds:
-            if kind == "BenchmarkRun":
-                continue
-            table = _TABLES[kind]
-            names.update(str(r[0]) for r in self.conn.execute(f"SELECT name FROM {table} WHERE present = 1"))
-        near = closest(ref, sorted(names))
-        raise NotFoundError(
-            f"no record named or digested {ref!r}", details=[f"closest known: {', '.join(near)}"] if near else []
-        )
+        """``(kind, digest, name)`` of a record by digest (prefix) or name (``lookup``); raises ``NotFoundError``."""
+        match = resolve(ref, _SqlCatalogue(self.conn, kinds))
+        return match.kind, match.digest, match.name
 
     def path_of(self, digest: str) -> str | None:
         for table in _COLUMNS:

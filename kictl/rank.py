@@ -61,9 +61,10 @@ from kictl import canon, families
 from kictl.errors import NotFoundError, RecordError, RegistryError, UsageError
 from kictl.families.gpus import GPUS, find_gpu, normalize_product
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkFacts, WorkloadFacts
+from kictl.lookup import closest
 from kictl.policy import Policy
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, format_timestamp
-from kictl.store import Registry, closest
+from kictl.store import Registry
 
 #: Evidence levels from weakest to strongest (DESIGN §5); ``--evidence`` is a minimum.
 EVIDENCE_LEVELS = ("disputed", "reported", "verified")

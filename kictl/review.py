@@ -68,9 +68,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from kictl import canon, definitions, families
+from kictl import canon, definitions, families, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.families.gpus import find_gpu
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    BLOBS_DIR,
+    DEFINITIONS_DIR,
+    POLICY_FILE,
+    RECORDS_DIR,
+    ROOT_FILE,
+)
 from kictl.policy import Policy
 from kictl.records import (
     KINDS,
@@ -81,19 +89,7 @@ from kictl.records import (
     Workload,
     record_from_bytes,
 )
-from kictl.store import (
-    ATTESTATIONS_DIR,
-    BLOBS_DIR,
-    DEFINITIONS_DIR,
-    POLICY_FILE,
-    RECORDS_DIR,
-    REGISTRY_DIR,
-    ROOT_FILE,
-    TRUST_DIR,
-    Change,
-    GitHistory,
-    Registry,
-)
+from kictl.store import Change, GitHistory, Registry
 from kictl.validate import Problem, check_blob_file, check_envelope_file, check_record_file, check_references
 
 if TYPE_CHECKING:
@@ -410,9 +406,9 @@ class HeadEvidence:
         if self._folders is None:
             self._folders = {}
             for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
-                parts = path.split("/")
-                if len(parts) == 5 and canon.is_hex_digest(parts[3]) and parts[4].endswith(".dsse.json"):
-                    self._folders.setdefault(canon.DIGEST_PREFIX + parts[3], []).append(path)
+                named = layout.parse_attestation_path(path)
+                if named is not None:
+                    self._folders.setdefault(named[0], []).append(path)
         return self._folders
 
     def _signing_times(self) -> dict[str, datetime]:
@@ -632,13 +628,7 @@ def read_paths(history: GitHistory, rev: str, paths: Iterable[str]) -> dict[str,
 
 def record_path_digest(path: str) -> tuple[str, str] | None:
     """``(kind, digest)`` named by a path on the ``registry/records/<kind>/<xx>/<hex>.json`` layout."""
-    parts = path.split("/")
-    if len(parts) != 5 or "/".join(parts[:2]) != RECORDS_DIR or parts[2] not in KINDS:
-        return None
-    name = parts[4]
-    if not name.endswith(".json") or not canon.is_hex_digest(name[:-5]) or parts[3] != name[:2]:
-        return None
-    return parts[2], canon.DIGEST_PREFIX + name[:-5]
+    return layout.parse_record_path(path)
 
 
 def claimed_predicate_type(envelope: bytes) -> str | None:
@@ -672,24 +662,7 @@ def _policy_from_bytes(data: bytes, source: str) -> Policy:
 # --------------------------------------------------------------------------- the review
 
 
-def _area(path: str) -> str:
-    if path.startswith(f"{RECORDS_DIR}/"):
-        return "record"
-    if path.startswith(f"{BLOBS_DIR}/"):
-        return "blob"
-    if path.startswith(f"{ATTESTATIONS_DIR}/"):
-        return "attestation"
-    if path == ROOT_FILE:
-        return "root"
-    if path.startswith(f"{TRUST_DIR}/"):
-        return "trust"
-    if path == POLICY_FILE:
-        return "policy"
-    if path.startswith(f"{REGISTRY_DIR}/"):
-        return "registry-other"
-    if path.startswith(f"{DEFINITIONS_DIR}/"):
-        return "definition"
-    return "outside"
+_area = layout.area
 
 
 _READ = frozenset({"record", "blob", "attestation", "root", "trust", "policy"})
@@ -760,8 +733,7 @@ class _Review:
         self.head_bytes.update(read_paths(self.git, self.report.head, paths))
 
     def read_blob(self, digest: str) -> bytes:
-        hex_digest = canon.digest_hex(digest)
-        path = f"{BLOBS_DIR}/{hex_digest[:2]}/{hex_digest}"
+        path = layout.blob_path(canon.digest_hex(digest))
         data = self.head_bytes.get(path)
         if data is None:
             data = self.git.read_file(self.report.head, path)
@@ -929,15 +901,13 @@ class _Review:
         if root is not None and root.status == "D":
             self.lint("published-changed", "deletes the trust root", root.path)
             return
-        from kictl.trust import ROOT_VERSION_RE
-
         versions: dict[int, str] = {}
         for path in added:
-            match = ROOT_VERSION_RE.match(posixpath.basename(path))
-            if match is None or posixpath.dirname(path) != TRUST_DIR:
-                self.lint("path-not-allowed", f"not a trust-root version ({TRUST_DIR}/<N>.root.json)", path)
+            number = layout.parse_root_version_path(path)
+            if number is None:
+                self.lint("path-not-allowed", f"not a trust-root version ({layout.ROOT_VERSION_PATTERN})", path)
             else:
-                versions[int(match.group(1))] = path
+                versions[number] = path
         if root is None and not versions:
             return
         previous = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
@@ -968,7 +938,7 @@ class _Review:
                 return
             self.lint(
                 "trust-root-threshold",
-                f"changes the trust root without keeping the new version as {TRUST_DIR}/<N>.root.json "
+                f"changes the trust root without keeping the new version as {layout.ROOT_VERSION_PATTERN} "
                 "(`kictl trust` writes both)",
                 ROOT_FILE,
             )

@@ -1,13 +1,7 @@
 """The registry on disk and in git (DESIGN §4); the only importer of gitpython.
 
-Layout under the registry root::
-
-    definitions/<family>/<name>/definition.json   editable source of a Definition
-    registry/records/<kind>/<hex[0:2]>/<hex>.json  every published record, immutable
-    registry/attestations/<hex[0:2]>/<hex>/<envelope-hex>.dsse.json
-    registry/blobs/<hex[0:2]>/<hex>                raw bytes, named by their sha256
-    registry/trust/root.json                       the trust root
-    registry/policy.json                           staleness, tolerances, floor model
+Its paths come from ``kictl.layout`` (the one place that names them); this
+module joins them onto a checkout and reads and writes the files.
 
 Writes are atomic (a temporary file in the same folder, then a rename) and
 idempotent: writing bytes a path already holds is a no-op, and a published
@@ -30,24 +24,26 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kictl import canon
+from kictl import canon, layout
 from kictl.errors import NotFoundError, RecordError, RegistryError, UsageError
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    BLOBS_DIR,
+    DEFINITIONS_DIR,
+    KICTL_DIR,
+    POLICY_FILE,
+    RECORDS_DIR,
+    REGISTRY_DIR,
+    TRUST_DIR,
+)
+from kictl.lookup import Match, closest, resolve
 from kictl.policy import Policy, load_policy
 from kictl.records import KINDS, StoredRecord, record_from_bytes
 
 if TYPE_CHECKING:
     import git
 
-REGISTRY_DIR = "registry"
-DEFINITIONS_DIR = "definitions"
-RECORDS_DIR = f"{REGISTRY_DIR}/records"
-ATTESTATIONS_DIR = f"{REGISTRY_DIR}/attestations"
-BLOBS_DIR = f"{REGISTRY_DIR}/blobs"
-TRUST_DIR = f"{REGISTRY_DIR}/trust"
-POLICY_FILE = f"{REGISTRY_DIR}/policy.json"
-ROOT_FILE = f"{TRUST_DIR}/root.json"
 ENV_VAR = "KICTL_REGISTRY"
-MIN_PREFIX = 8
 
 
 # --------------------------------------------------------------------------- locating
@@ -216,7 +212,7 @@ class Registry:
     @property
     def kictl_dir(self) -> Path:
         """Derived data (query index, caches): never committed."""
-        return self.root / ".kictl"
+        return self.root / KICTL_DIR
 
     def relative(self, path: Path) -> str:
         """``path`` relative to the root, with forward slashes."""
@@ -226,16 +222,13 @@ class Registry:
             return str(path)
 
     def record_path(self, kind: str, digest: str) -> Path:
-        hex_digest = canon.digest_hex(digest)
-        return self.records_dir / kind / hex_digest[:2] / f"{hex_digest}.json"
+        return self.root / layout.record_path(kind, canon.digest_hex(digest))
 
     def blob_path(self, digest: str) -> Path:
-        hex_digest = canon.digest_hex(digest)
-        return self.blobs_dir / hex_digest[:2] / hex_digest
+        return self.root / layout.blob_path(canon.digest_hex(digest))
 
     def attestation_folder(self, digest: str) -> Path:
-        hex_digest = canon.digest_hex(digest)
-        return self.attestations_dir / hex_digest[:2] / hex_digest
+        return self.root / layout.attestation_folder(canon.digest_hex(digest))
 
     def policy(self) -> Policy:
         return load_policy(self.policy_path)
@@ -321,7 +314,7 @@ class Registry:
             return []
         found = []
         for kind in kinds:
-            shard = self.records_dir / kind / prefix[:2]
+            shard = self.root / layout.record_shard(kind, prefix)
             if not shard.is_dir():
                 continue
             for entry in os.scandir(shard):
@@ -330,37 +323,16 @@ class Registry:
         return sorted(found)
 
     def resolve(self, ref: str, kinds: Sequence[str] = KINDS) -> StoredRecord:
-        """A record by full digest, by a unique prefix of 8+ hex digits, or by name.
+        """A record by full digest, by a unique prefix of 8+ hex digits, or by name (``kictl.lookup``).
 
         Names are looked up among records of ``kinds``.  Raises
         ``NotFoundError`` (exit 3) for unknown or ambiguous references, with the
         candidates or the closest known names.
         """
-        bare = ref.removeprefix(canon.DIGEST_PREFIX).lower()
-        looks_hex = len(bare) >= MIN_PREFIX and all(c in "0123456789abcdef" for c in bare)
-        if looks_hex:
-            matches = self.resolve_prefix(bare, kinds)
-            if len(matches) == 1:
-                return self.load(matches[0])
-            if len(matches) > 1:
-                raise NotFoundError(f"digest prefix {ref} is ambiguous", candidates=matches[:20])
-            if ref.startswith(canon.DIGEST_PREFIX):
-                raise NotFoundError(f"no record with digest {ref}")
-        elif ref.startswith(canon.DIGEST_PREFIX):
-            raise NotFoundError(f"{ref}: a digest prefix needs at least {MIN_PREFIX} hex digits")
-        named = [record for record in self.iter_records(kinds) if record.name == ref]
-        if len(named) == 1:
-            return named[0]
-        if len(named) > 1:
-            raise NotFoundError(
-                f"name {ref!r} names {len(named)} records; use a digest",
-                candidates=[f"{r.digest} ({r.kind})" for r in named[:20]],
-            )
-        names = sorted({record.name for record in self.iter_records(kinds)})
-        raise NotFoundError(
-            f"no {'/'.join(kinds) if len(kinds) < len(KINDS) else 'record'} named or digested {ref!r}",
-            details=_closest_line(ref, names),
-        )
+        what = "/".join(kinds) if len(kinds) < len(KINDS) else "record"
+        catalogue = _FileCatalogue(self, kinds)
+        match = resolve(ref, catalogue, what=what)
+        return catalogue.read.get(match.digest) or self.load(match.digest)
 
     # ----------------------------------------------------------------- writing
 
@@ -423,18 +395,36 @@ class Registry:
         return (self.root / ".git").exists()
 
 
-def _closest_line(word: str, known: Sequence[str]) -> list[str]:
-    import difflib
+class _FileCatalogue:
+    """The records under ``registry/records/``, for ``kictl.lookup.resolve``."""
 
-    close = difflib.get_close_matches(word, known, n=5, cutoff=0.5)
-    return [f"closest known: {', '.join(close)}"] if close else []
+    def __init__(self, registry: Registry, kinds: Sequence[str]) -> None:
+        self.registry = registry
+        self.kinds = kinds
+        self._named: list[Match] | None = None
+        self.read: dict[str, StoredRecord] = {}  # what the name search read, by the digest of its bytes
 
+    def _all(self) -> list[Match]:
+        if self._named is None:
+            self.read = {r.digest: r for r in self.registry.iter_records(self.kinds)}
+            self._named = [Match(r.digest, r.name, r.kind) for r in self.read.values()]
+        return self._named
 
-def closest(word: str, known: Sequence[str]) -> list[str]:
-    """Up to five known names close to ``word``, for "did you mean" messages."""
-    import difflib
+    def by_digest_prefix(self, hex_prefix: str) -> list[Match]:
+        found = []
+        for digest in self.registry.resolve_prefix(hex_prefix, self.kinds):
+            kind = self.registry.digest_kind(digest) or ""
+            found.append(Match(digest, "", kind))
+        return found
 
-    return difflib.get_close_matches(word, known, n=5, cutoff=0.5)
+    def by_name(self, name: str) -> list[Match]:
+        return [m for m in self._all() if m.name == name]
+
+    def by_name_prefix(self, prefix: str) -> list[Match]:
+        return [m for m in self._all() if m.name.startswith(prefix)]
+
+    def names(self) -> list[str]:
+        return [m.name for m in self._all()]
 
 
 # --------------------------------------------------------------------------- git
@@ -497,7 +487,9 @@ class GitHistory:
             return str(self.repo.commit(rev).hexsha)
         except (git.BadName, git.BadObject, ValueError) as exc:
             names = [ref.name for ref in self.repo.refs]
-            raise NotFoundError(f"unknown revision {rev!r}", details=_closest_line(rev, names)) from exc
+            near = closest(rev, names)
+            details = [f"closest known: {', '.join(near)}"] if near else []
+            raise NotFoundError(f"unknown revision {rev!r}", details=details) from exc
 
     def head(self) -> str | None:
         """The sha of HEAD, or ``None`` in a repository without commits."""

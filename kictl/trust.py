@@ -63,10 +63,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import Field, StringConstraints, ValidationError, model_validator
 
-from kictl import canon
+from kictl import canon, layout
 from kictl.errors import CheckFailed, EnvError, KictlError, NotFoundError, RecordError, RegistryError, UsageError
+from kictl.layout import ATTESTATIONS_DIR, ROOT_FILE, TRUST_DIR
+from kictl.lookup import MIN_PREFIX, hex_prefix
 from kictl.records import API_VERSION, KINDS, StoredRecord, Timestamp, WireModel, format_timestamp, parse_timestamp
-from kictl.store import ATTESTATIONS_DIR, ROOT_FILE, TRUST_DIR, Registry, Transaction, write_atomic
+from kictl.store import Registry, Transaction, write_atomic
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -77,8 +79,6 @@ ROLES = ("maintainer", "submitter", "verifier")
 LEVELS = ("reported", "verified", "disputed")
 REVOCATION_REASONS = ("retired", "compromised")
 PASSPHRASE_ENV = "KICTL_KEY_PASSPHRASE"
-ENVELOPE_SUFFIX = ".dsse.json"
-ROOT_VERSION_RE = re.compile(r"^([1-9][0-9]*)\.root\.json$")
 
 Role: TypeAlias = Literal["maintainer", "submitter", "verifier"]
 Level: TypeAlias = Literal["reported", "verified", "disputed"]
@@ -515,8 +515,8 @@ class TrustRoot:
     def find_key(self, reference: str) -> str:
         """The keyid a full keyid or unique prefix of 8+ hex digits names; raises ``NotFoundError``."""
         ref = reference.lower()
-        if len(ref) < 8:
-            raise NotFoundError(f"a keyid prefix needs at least 8 hex digits: {reference!r}")
+        if len(ref) < MIN_PREFIX:
+            raise NotFoundError(f"a keyid prefix needs at least {MIN_PREFIX} hex digits: {reference!r}")
         matches = sorted(keyid for keyid in self.keys if keyid.startswith(ref))
         if not matches:
             raise NotFoundError(
@@ -685,7 +685,7 @@ def verify_root_chain(versions: Sequence[bytes]) -> TrustRoot:
 
 
 def root_version_path(registry: Registry, version: int) -> Path:
-    return registry.trust_dir / f"{version}.root.json"
+    return registry.root / layout.root_version_path(version)
 
 
 def _read(path: Path, registry: Registry) -> bytes:
@@ -717,9 +717,9 @@ def root_chain(registry: Registry) -> RootChain:
     numbered: list[tuple[int, Path]] = []
     if registry.trust_dir.is_dir():
         for entry in registry.trust_dir.iterdir():
-            match = ROOT_VERSION_RE.match(entry.name)
-            if match:
-                numbered.append((int(match.group(1)), entry))
+            number = layout.parse_root_version_path(f"{TRUST_DIR}/{entry.name}")
+            if number is not None:
+                numbered.append((number, entry))
     numbered.sort()
     if not numbered:
         root = _load_for_check(current_data, ROOT_FILE)
@@ -1145,7 +1145,7 @@ def verify_attestation(
 
 def envelope_name(envelope: Mapping[str, Any]) -> str:
     """``<sha256 of the envelope's JCS bytes>.dsse.json`` (what ``validate.check_envelope_file`` expects)."""
-    return canon.sha256_hex(canon.canonical_bytes(envelope)) + ENVELOPE_SUFFIX
+    return layout.envelope_file_name(canon.sha256_hex(canon.canonical_bytes(envelope)))
 
 
 def attestation_envelope(
@@ -1542,8 +1542,8 @@ def resolve_digest(registry: Registry, reference: str) -> str:
     record whose bytes were changed can still be named and found out.  Raises
     ``NotFoundError``.
     """
-    bare = reference.removeprefix(canon.DIGEST_PREFIX).lower()
-    if len(bare) >= 8 and all(char in "0123456789abcdef" for char in bare):
+    bare = hex_prefix(reference)
+    if bare is not None:
         matches = registry.resolve_prefix(bare)
         if len(matches) == 1:
             return matches[0]
