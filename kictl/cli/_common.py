@@ -41,6 +41,9 @@ RegistryOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
 
+#: How every command's help names a record argument (the order of ``kictl.lookup``).
+REFERENCE_HELP = "a digest, a unique prefix of 8+ hex digits, a name, or a unique prefix of 8+ characters of a name"
+
 
 class LazyModule:
     """A module imported on first use, so that `kictl --help` and unrelated commands do not pay for it."""

@@ -21,7 +21,17 @@ from typing import Annotated, Any
 
 import typer
 
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl.cli._common import (
+    REFERENCE_HELP,
+    JsonOption,
+    RegistryOption,
+    emit_json,
+    err,
+    guarded,
+    open_registry,
+    out,
+    table,
+)
 from kictl.errors import CheckFailed, NotFoundError, UsageError
 from kictl.index import QueryIndex
 from kictl.policy import Policy
@@ -376,7 +386,7 @@ def _render_workload(result: WorkloadBoard) -> list[str]:
 
 @guarded
 def leaderboard(
-    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    definition: Annotated[str, typer.Argument(help=f"The definition: {REFERENCE_HELP}.")],
     gpu: GpuOption = None,
     workload: Annotated[
         str | None, typer.Option("--workload", help="Workload label or digest: show its groups in full.")
@@ -481,7 +491,7 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
 
 @guarded
 def floor(
-    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    definition: Annotated[str, typer.Argument(help=f"The definition: {REFERENCE_HELP}.")],
     gpu: Annotated[str, typer.Option("--gpu", help="A GPU of the datasheet table (product or alias).")],
     workload: Annotated[str | None, typer.Option("--workload", help="Only this workload (label or digest).")] = None,
     registry: RegistryOption = None,
@@ -800,7 +810,7 @@ def _render_history(result: History) -> list[str]:
 
 @guarded
 def history_command(
-    target: Annotated[str, typer.Argument(help="A definition, implementation or record: name, digest or prefix.")],
+    target: Annotated[str, typer.Argument(help=f"A definition, implementation or run: {REFERENCE_HELP}.")],
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -832,7 +842,7 @@ def citation_text(cite: Citation) -> str:
 
 @guarded
 def cite(
-    digest: Annotated[str, typer.Argument(help="A record: digest, prefix of 8+ hex digits, or name.")],
+    digest: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     citation_format: Annotated[str, typer.Option("--format", help="text, bibtex or json.")] = "text",
     registry: RegistryOption = None,
 ) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kictl.cli._common import (
+    REFERENCE_HELP,
     JsonOption,
     LazyModule,
     RegistryOption,
@@ -122,9 +123,7 @@ def keygen(
 
 @guarded
 def sign(
-    reference: Annotated[
-        str, typer.Argument(help="The record: a digest, a unique prefix of 8+ hex digits, or a name.")
-    ],
+    reference: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     key: Annotated[Path, typer.Option("--key", help="Private key file to sign with.", show_default=False)],
     kind: Annotated[
         str, typer.Option("--type", help="Attestation type: submission, rerun, review or retraction.")
@@ -208,9 +207,7 @@ def _level_line(trust: trust_core.RecordTrust) -> str:
 
 @guarded
 def verify(
-    reference: Annotated[
-        str, typer.Argument(help="The record: a digest, a unique prefix of 8+ hex digits, or a name.")
-    ],
+    reference: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
