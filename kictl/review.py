@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from kictl import canon, definitions, families, layout
+from kictl import canon, definitions, families, layout, render
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
@@ -89,6 +89,7 @@ from kictl.records import (
     Workload,
     record_from_bytes,
 )
+from kictl.render import latency
 from kictl.store import Change, GitHistory, Registry
 from kictl.validate import Problem, check_blob_file, check_envelope_file, check_record_file, check_references
 
@@ -131,7 +132,6 @@ HINTS: dict[str, str] = {
 }
 
 _DEFINITION_FILES = (definitions.DEFINITION_FILE, definitions.REFERENCE_FILE, definitions.WORKLOADS_FILE)
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -1094,12 +1094,12 @@ class _Review:
             floor = floors[key]
             timing = run.spec.timing
             assert timing is not None
-            latency = timing.primary_ns()
-            if floor is not None and latency < floor.floor_ns:
+            primary = timing.primary_ns()
+            if floor is not None and primary < floor.floor_ns:
                 self.lint(
                     "below-floor",
-                    f"{timing.primary_statistic} {_human_ns(latency)} is below the physical floor "
-                    f"{_human_ns(floor.floor_ns)} of workload {workload.name} on {gpu.product} "
+                    f"{timing.primary_statistic} {latency(primary)} is below the physical floor "
+                    f"{latency(floor.floor_ns)} of workload {workload.name} on {gpu.product} "
                     f"({floor.method}); no run can be faster than its floor",
                     path,
                 )
@@ -1208,12 +1208,12 @@ class _Review:
             if group.new_first and after is not None:
                 before = group.before_leader
                 if before is None:
-                    message = f"{after.implementation} is the first #1 of {group.label}: {_human_ns(after.latency_ns)}"
+                    message = f"{after.implementation} is the first #1 of {group.label}: {latency(after.latency_ns)}"
                 else:
                     margin = group.margin or 0.0
                     message = (
-                        f"{after.implementation} is the new #1 of {group.label}: {_human_ns(after.latency_ns)}, "
-                        f"{margin:.2f}x faster than {before.implementation} ({_human_ns(before.latency_ns)})"
+                        f"{after.implementation} is the new #1 of {group.label}: {latency(after.latency_ns)}, "
+                        f"{margin:.2f}x faster than {before.implementation} ({latency(before.latency_ns)})"
                     )
                 self.hint("new-first", message, group=group.key)
                 ahead = group.margin
@@ -1233,7 +1233,7 @@ class _Review:
                 )
         for stale in diff.stale:
             label = " · ".join([stale.definition or "?", stale.workload, stale.gpu])
-            observed = f" observed {stale.leader.observed_at[:10]}" if stale.leader.observed_at else ""
+            observed = f" observed {render.date(stale.leader.observed_at)}" if stale.leader.observed_at else ""
             self.hint(
                 "stale-group",
                 f"the #1 of {label} ({stale.leader.implementation}{observed}) is stale; "
@@ -1277,18 +1277,6 @@ def review(
 # --------------------------------------------------------------------------- rendering
 
 
-def _human_ns(value: float) -> str:
-    """A latency with three significant digits in the unit that suits it: ``812 ns``, ``12.5 µs``, ``1.00 ms``."""
-    if value < 999.5:
-        return f"{value:.0f} ns"
-    for scale, unit in ((1e3, "µs"), (1e6, "ms"), (1e9, "s")):
-        number = value / scale
-        if number < 999.5 or unit == "s":
-            break
-    digits = 2 if number < 9.995 else 1 if number < 99.95 else 0
-    return f"{number:.{digits}f} {unit}"
-
-
 def _added_line(report: ReviewReport) -> str:
     parts = [
         _count(count, kind) for kind, count in sorted(report.added_records.items(), key=lambda i: KINDS.index(i[0]))
@@ -1308,7 +1296,7 @@ def _status_counts(changes: Sequence[Change]) -> str:
 
 def _short_hex(text: str) -> str:
     """Shorten 64-digit hex runs for the terminal (digests stay whole in JSON and Markdown); no control characters."""
-    return _HEX64.sub(lambda match: match.group(0)[:12] + "…", _printable(text))
+    return render.compact_hex(_printable(text))
 
 
 def _printable(text: str) -> str:
@@ -1345,7 +1333,7 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
             for move in group.moves:
                 lines.append(
                     f"      {_rank(move.before_rank):>5} -> {_rank(move.after_rank):<5}  "
-                    f"{_ns_or_dash(move.before_ns):>10} -> {_ns_or_dash(move.after_ns):<10}  {move.implementation}"
+                    f"{latency(move.before_ns):>10} -> {latency(move.after_ns):<10}  {move.implementation}"
                 )
     if report.not_checked:
         lines += ["", "not checked:"]
@@ -1359,10 +1347,6 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
 
 def _rank(rank: int | None) -> str:
     return "-" if rank is None else f"#{rank}"
-
-
-def _ns_or_dash(value: int | None) -> str:
-    return "-" if value is None else _human_ns(value)
 
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
@@ -1475,9 +1459,9 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
                 [
                     md_code(move.implementation),
                     _rank(move.before_rank),
-                    _ns_or_dash(move.before_ns),
+                    latency(move.before_ns),
                     _rank(move.after_rank),
-                    _ns_or_dash(move.after_ns),
+                    latency(move.after_ns),
                 ]
                 for move in group.moves
             ]

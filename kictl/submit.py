@@ -65,6 +65,7 @@ from typing import Any
 from kictl import canon, trust
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
 from kictl.records import KINDS, StoredRecord
+from kictl.render import latency as latency_text
 from kictl.store import GitHistory, Registry, Transaction
 
 BRANCH_PREFIX = "submit/"
@@ -145,16 +146,6 @@ class RunLine:
             "primaryStatistic": self.statistic,
             "latencyNs": self.latency_ns,
         }
-
-
-def latency_text(ns: int) -> str:
-    """Three significant digits in the unit that suits: ``812 ns``, ``12.5 µs``, ``1.20 ms``, ``2.10 s``."""
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if ns >= scale:
-            value = ns / scale
-            digits = 2 if value < 10 else 1 if value < 100 else 0
-            return f"{value:.{digits}f} {unit}"
-    return f"{ns} ns"
 
 
 @dataclass(frozen=True, slots=True)

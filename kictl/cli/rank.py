@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
+from kictl import render
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -58,34 +59,16 @@ from kictl.rank import (
     history,
     workload_leaderboard,
 )
+from kictl.render import date as day
+from kictl.render import fit, latency, ratio, times
 from kictl.store import Registry
 
-WIDTH = 100
+WIDTH = render.WIDTH
 
 GpuOption = Annotated[
     str | None,
     typer.Option("--gpu", help="GPU product or alias (e.g. H200, 'NVIDIA H200', B200).", show_default=False),
 ]
-
-
-def latency(value: float | None) -> str:
-    """A latency with three significant digits kept (``9.00 µs``, ``10.1 µs``, ``812 ns``)."""
-    if value is None:
-        return "-"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if value >= scale:
-            return f"{value / scale:#.3g}".rstrip(".") + f" {unit}"
-    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
-
-
-def times(value: float) -> str:
-    """A ratio such as "record is N× above the floor"."""
-    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -103,17 +86,6 @@ def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     if problems:
         err(f"warning: {problems} record file(s) could not be indexed and are left out; `kictl validate` says why")
     return target, policy, index
-
-
-def _ratio(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}×"
-
-
-def _date(timestamp: str | None) -> str:
-    return timestamp[:10] if timestamp else "-"
-
-
-# --------------------------------------------------------------------------- leaderboard
 
 
 def _floor_json(group: RankedGroup) -> dict[str, Any] | None:
@@ -322,7 +294,7 @@ def _render_group(group: RankedGroup) -> list[str]:
         verdict = "" if above is None else f"; record is {times(above)} above it"
         if group.rows and group.rows[0].below_floor:
             verdict = "; the record is BELOW it (impossible: check the run)"
-        lines.extend(_wrap(f"floor {_ns(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
+        lines.extend(_wrap(f"floor {latency(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
         flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
         lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
     else:
@@ -336,10 +308,10 @@ def _render_group(group: RankedGroup) -> list[str]:
                 f"{row.rank}{mark}",
                 fit(row.implementation_label, 24),
                 latency(row.latency_ns),
-                _ratio(row.times_vs_first),
-                _ratio(row.speedup_over_reference),
+                ratio(row.times_vs_first),
+                ratio(row.speedup_over_reference),
                 row.evidence,
-                _date(row.run.observed_at),
+                day(row.run.observed_at),
                 ", ".join(notes),
             ]
         )
@@ -440,13 +412,6 @@ def leaderboard(
 # --------------------------------------------------------------------------- floor
 
 
-def _ns(value: float | None) -> str:
-    """A floor: three significant digits below a microsecond, else as a latency."""
-    if value is None:
-        return "-"
-    return f"{value:.3g} ns" if value < 1e3 else latency(value)
-
-
 def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: str) -> list[str]:
     lines = [fit(f"floor of {definition_name} on {gpu} (an estimate, never evidence)", WIDTH)]
     rows = [
@@ -454,9 +419,9 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
             fit(estimate.workload_name, 24),
             f"{estimate.bytes:,}",
             "-" if estimate.flops is None else f"{estimate.flops:,}",
-            _ns(estimate.bandwidth_bound_ns),
-            _ns(estimate.compute_bound_ns),
-            _ns(estimate.floor_ns),
+            latency(estimate.bandwidth_bound_ns),
+            latency(estimate.compute_bound_ns),
+            latency(estimate.floor_ns),
             estimate.bound,
         ]
         for estimate in estimates
@@ -655,7 +620,7 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
             lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 50)} ({times_})", WIDTH))
         for row in change.became_stale:
             lines.append(
-                fit(f"  became stale: {row.implementation_label} (observed {_date(row.run.observed_at)})", WIDTH)
+                fit(f"  became stale: {row.implementation_label} (observed {day(row.run.observed_at)})", WIDTH)
             )
     return lines
 
@@ -777,7 +742,7 @@ def _render_history(result: History) -> list[str]:
     lines = [fit(f"{result.kind} {result.name}", WIDTH), f"digest {result.digest}", "", "entered the registry:"]
     rows = [
         [
-            _date(entry.date),
+            day(entry.date),
             entry.commit[:12] if entry.commit else "uncommitted",
             fit(entry.author or "-", 16),
             entry.kind,
@@ -798,7 +763,7 @@ def _render_history(result: History) -> list[str]:
             commit = change.commit[:12] if change.commit else "uncommitted"
             lines.append(
                 fit(
-                    f"    {_date(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
+                    f"    {day(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
                     WIDTH,
                 )
             )
@@ -834,7 +799,7 @@ def history_command(
 
 
 def citation_text(cite: Citation) -> str:
-    added = f"added in commit {cite.commit[:12]}, {_date(cite.committed)}" if cite.commit else "not yet committed"
+    added = f"added in commit {cite.commit[:12]}, {day(cite.committed)}" if cite.commit else "not yet committed"
     return (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
     )

@@ -9,7 +9,6 @@ I/O, 5 environment (no key, loose key permissions, wrong passphrase).
 from __future__ import annotations
 
 import os
-import re
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kictl import render
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -44,7 +44,6 @@ app = typer.Typer(
 )
 
 WIDTH = 100
-_HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
 
 KeysOption = Annotated[
     list[Path],
@@ -83,14 +82,9 @@ def _owner_of(path: Path, explicit: str | None = None) -> str:
     return trust_core.public_key_owner(path) or path.name.removesuffix(".pub")
 
 
-def _compact(text: str) -> str:
-    """Text output fits 100 columns: long hex digests are cut to 12 digits (``--json`` has them whole)."""
-    return _HEX64.sub(lambda match: match.group(0)[:12] + "…", text)
-
-
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
     return textwrap.wrap(
-        _compact(text),
+        render.compact_hex(text),
         width=WIDTH,
         initial_indent=indent,
         subsequent_indent=indent + "  ",

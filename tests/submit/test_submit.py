@@ -19,12 +19,12 @@ import pytest
 from kictl import canon, trust
 from kictl.errors import CheckFailed, EnvError, RecordError, RegistryError, UsageError
 from kictl.records import StoredRecord
+from kictl.render import latency as latency_text
 from kictl.store import Registry, read_record_inputs
 from kictl.submit import (
     BRANCH_PREFIX,
     LocalReview,
     commit_message,
-    latency_text,
     local_review,
     plan_submission,
     submit,
