@@ -1,4 +1,4 @@
-"""The registry on disk and in git (DESIGN §4); the only importer of gitpython.
+"""The registry on disk and in git (docs/records.md); the only importer of gitpython.
 
 Its paths come from ``kictl.layout`` (the one place that names them); this
 module joins them onto a checkout and reads and writes the files.

@@ -49,15 +49,11 @@ class Report:
         return not self.problems
 
 
-def _strip_source(message: str, path: str) -> str:
-    return message.removeprefix(f"{path}: ")
-
-
 def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:
     """Judge one file under ``registry/records/`` by its path and bytes.
 
     The path must be ``registry/records/<kind>/<hex[0:2]>/<hex>.json`` with the
-    record's own kind and digest, and the bytes the normal form (DESIGN §4).
+    record's own kind and digest, and the bytes the normal form (docs/records.md).
     """
     problems: list[Problem] = []
     named = layout.parse_record_path(path)
@@ -66,8 +62,8 @@ def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list
     try:
         record, is_normal = load_record_file(data, source=path)
     except RecordError as exc:
-        problems.append(Problem(path, _strip_source(exc.message, path)))
-        problems.extend(Problem(path, _strip_source(line, path)) for line in exc.details)
+        problems.append(Problem(path, exc.at(path)))
+        problems.extend(Problem(path, line) for line in exc.details_at(path))
         return None, problems
     if not is_normal:
         problems.append(
@@ -103,7 +99,7 @@ def check_envelope_file(path: str, data: bytes) -> list[Problem]:
         normal = canon.pretty_bytes(value)
         name = canon.sha256_hex(canon.canonical_bytes(value))
     except RecordError as exc:
-        return [Problem(path, _strip_source(exc.message, path))]
+        return [Problem(path, exc.at(path))]
     problems = []
     if normal != data:
         problems.append(Problem(path, "bytes are not in normal form"))
@@ -251,7 +247,7 @@ def _check_definitions(registry: Registry, known: dict[str, str]) -> list[Proble
         try:
             compiled = definitions.compile_folder(folder, registry.root)
         except KictlError as exc:
-            problems.append(Problem(label, exc.message.removeprefix(f"{label}: ")))
+            problems.append(Problem(label, exc.at(label)))
             continue
         for record in (compiled.definition, *compiled.workloads):
             if record.digest not in known:
