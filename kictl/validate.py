@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from kictl import canon, definitions, layout
 from kictl.errors import KictlError, RecordError
@@ -47,6 +47,14 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of ``kictl validate``."""
+        return {
+            "ok": self.ok,
+            "counts": self.counts,
+            "problems": [{"path": p.path, "message": p.message} for p in self.problems],
+        }
 
 
 def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:

@@ -19,6 +19,7 @@ import typer
 from kictl.cli import make_app
 from kictl.cli._common import guarded
 from kictl.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_REGISTRY, EXIT_USAGE
+from kictl.records import KINDS
 from kictl.store import Registry
 from tests import factories
 from tests.conftest import RunCli
@@ -127,21 +128,8 @@ def test_an_invalid_record_is_exit_3(cli: RunCli, empty_registry: Registry, tmp_
     for args in (["digest", broken], ["add", broken, "--registry", empty_registry.root]):
         result = cli(*args)
         assert result.exit_code == EXIT_INVALID, result.output
-        assert (
-            result.stderr
-            == f"error: {broken}: $.kind: unknown kind 'Nonsense'; expected one of "
-            + ", ".join(
-                (
-                    "Definition",
-                    "Workload",
-                    "Implementation",
-                    "BenchmarkProtocol",
-                    "ExecutionEnvironment",
-                    "BenchmarkRun",
-                )
-            )
-            + "\n"
-        )
+        expected = f"{broken}: $.kind: unknown kind 'Nonsense'; expected one of {', '.join(KINDS)}"
+        assert result.stderr == f"error: {expected}\n"
 
 
 def test_a_check_that_says_no_is_exit_1(cli: RunCli, empty_registry: Registry, tmp_path: Path) -> None:

@@ -39,11 +39,9 @@ from kictl.policy import Policy
 from kictl.rank import (
     DEFAULT_EVIDENCE,
     EVIDENCE_LEVELS,
-    Board,
     Citation,
     DefinitionBoard,
     FloorEstimate,
-    GroupChange,
     History,
     RankedGroup,
     RankedRow,
@@ -86,107 +84,6 @@ def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     if problems:
         err(f"warning: {problems} record file(s) could not be indexed and are left out; `kictl validate` says why")
     return target, policy, index
-
-
-def _floor_json(group: RankedGroup) -> dict[str, Any] | None:
-    if group.floor is None:
-        return None
-    return {
-        **group.floor.to_json(),
-        "method": group.floor.method,
-        "recordAboveFloor": group.record_above_floor,
-    }
-
-
-def _row_json(row: RankedRow) -> dict[str, Any]:
-    run = row.run
-    return {
-        "rank": row.rank,
-        "tied": row.tied,
-        "implementation": row.implementation_label,
-        "implementationDigest": run.implementation,
-        "run": run.digest,
-        "latencyNs": row.latency_ns,
-        "timesVsFirst": row.times_vs_first,
-        "speedupOverReference": row.speedup_over_reference,
-        "speedupSource": row.speedup_source,
-        "evidence": row.evidence,
-        "observedAt": run.observed_at,
-        "stale": row.stale,
-        "belowFloor": row.below_floor,
-        "noiseNs": run.noise_ns,
-        "noiseSource": run.noise_source or "policy",
-        "committed": run.committed,
-    }
-
-
-def _group_json(group: RankedGroup) -> dict[str, Any]:
-    return {
-        "comparisonKey": group.comparison_key,
-        "workload": group.key.workload,
-        "workloadName": group.workload_name,
-        "gpu": group.key.gpu,
-        "comparabilityFamily": group.key.comparability,
-        "primaryStatistic": group.key.statistic,
-        "referenceLatencyNs": group.reference_ns,
-        "floor": _floor_json(group),
-        "excluded": group.excluded,
-        "rows": [_row_json(row) for row in group.rows],
-    }
-
-
-def _board_json(board: Board) -> dict[str, Any]:
-    return {
-        "gpu": board.gpu,
-        "comparabilityFamily": board.comparability,
-        "primaryStatistic": board.statistic,
-        "records": [
-            {
-                "workload": record.group.key.workload,
-                "workloadName": record.group.workload_name,
-                "comparisonKey": record.group.comparison_key,
-                "implementation": record.leader.implementation_label,
-                "implementationDigest": record.leader.run.implementation,
-                "run": record.leader.run.digest,
-                "latencyNs": record.leader.latency_ns,
-                "evidence": record.leader.evidence,
-                "stale": record.leader.stale,
-                "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
-                "baselineUnbeaten": record.baseline_unbeaten,
-                "floorNs": round(record.group.floor.floor_ns, 3) if record.group.floor else None,
-                "recordAboveFloor": record.group.record_above_floor,
-                "belowFloor": record.leader.below_floor,
-            }
-            for record in board.records
-        ],
-        "implementations": [
-            {
-                "implementation": summary.name,
-                "implementationDigest": summary.digest,
-                "covered": summary.covered,
-                "workloads": summary.workloads,
-                "wins": summary.wins,
-                "geomeanSpeedupOverBaseline": summary.geomean_speedup,
-                "speedupWorkloads": summary.speedup_workloads,
-            }
-            for summary in board.implementations
-        ],
-    }
-
-
-def _definition_json(result: DefinitionBoard) -> dict[str, Any]:
-    definition = result.definition
-    return {
-        "definition": {"name": definition.name, "digest": definition.digest, "family": definition.family},
-        "workloads": len(result.workloads),
-        "baseline": None
-        if result.baseline is None
-        else {"implementation": result.baseline.name, "source": result.baseline.source},
-        "minimumEvidence": result.min_evidence,
-        "boards": [_board_json(board) for board in result.boards],
-        "challenges": list(result.challenges),
-        "unranked": result.unranked,
-    }
 
 
 def _floor_note(group: RankedGroup) -> str:
@@ -386,24 +283,14 @@ def leaderboard(
         if workload is None:
             result = definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
             if as_json:
-                emit_json(_definition_json(result))
+                emit_json(result.to_json())
             else:
                 for line in _render_definition(result):
                     out(line)
             return
         board = workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         if as_json:
-            emit_json(
-                [
-                    {
-                        "definition": {"name": board.definition.name, "digest": board.definition.digest},
-                        "workloadAxes": board.workload.axes,
-                        "minimumEvidence": board.min_evidence,
-                        **_group_json(group),
-                    }
-                    for group in board.groups
-                ]
-            )
+            emit_json(board.to_json())
         else:
             for line in _render_workload(board):
                 out(line)
@@ -489,27 +376,6 @@ def _value(value: Any, present: bool, width: int) -> str:
     return fit(text, width)
 
 
-def _record_diff_json(result: RecordDiff) -> dict[str, Any]:
-    return {
-        "type": "records",
-        "equal": result.equal,
-        "before": {"digest": result.before.digest, "kind": result.before.kind, "name": result.before.name},
-        "after": {"digest": result.after.digest, "kind": result.after.kind, "name": result.after.name},
-        "changes": [
-            {
-                "path": change.path,
-                **({"before": change.before} if change.before_present else {}),
-                **({"after": change.after} if change.after_present else {}),
-            }
-            for change in result.changes
-        ],
-        "sameGroup": result.same_group,
-        "comparisonKey": result.comparison_key,
-        "latencyRatio": result.latency_ratio,
-        "exceedsNoise": result.exceeds_noise,
-    }
-
-
 def _render_record_diff(result: RecordDiff) -> list[str]:
     lines = [
         f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
@@ -532,60 +398,6 @@ def _render_record_diff(result: RecordDiff) -> list[str]:
     elif result.same_group is False:
         lines.append("the runs are in different comparison groups: their latencies are not compared")
     return lines
-
-
-def _leader_json(row: RankedRow | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    return {
-        "implementation": row.implementation_label,
-        "implementationDigest": row.run.implementation,
-        "run": row.run.digest,
-        "latencyNs": row.latency_ns,
-    }
-
-
-def _change_json(change: GroupChange) -> dict[str, Any]:
-    return {
-        "comparisonKey": change.key.digest,
-        "definition": change.definition,
-        "workload": change.key.workload,
-        "workloadName": change.workload_name,
-        "gpu": change.key.gpu,
-        "comparabilityFamily": change.key.comparability,
-        "primaryStatistic": change.key.statistic,
-        "newFirst": change.new_first,
-        "before": _leader_json(change.before_leader),
-        "after": _leader_json(change.after_leader),
-        "margin": change.margin,
-        "rankChanges": [
-            {
-                "implementation": rank.name,
-                "implementationDigest": rank.implementation,
-                "beforeRank": rank.before_rank,
-                "afterRank": rank.after_rank,
-                "beforeLatencyNs": rank.before_ns,
-                "afterLatencyNs": rank.after_ns,
-            }
-            for rank in change.rank_changes
-        ],
-        "becameStale": [
-            {"implementation": row.implementation_label, "run": row.run.digest, "observedAt": row.run.observed_at}
-            for row in change.became_stale
-        ],
-    }
-
-
-def _state_diff_json(result: StateDiff) -> dict[str, Any]:
-    return {
-        "type": "revisions",
-        "equal": result.equal,
-        "before": result.before,
-        "after": result.after,
-        "added": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.added],
-        "removed": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.removed],
-        "groups": [_change_json(change) for change in result.groups],
-    }
 
 
 def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
@@ -666,7 +478,7 @@ def diff(
             record_result = diff_records(index, a, b, policy=policy)
             equal = record_result.equal
             if as_json:
-                emit_json(_record_diff_json(record_result))
+                emit_json(record_result.to_json())
             else:
                 for line in _render_record_diff(record_result):
                     out(line)
@@ -684,7 +496,7 @@ def diff(
             state_result = diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
             if as_json:
-                emit_json(_state_diff_json(state_result))
+                emit_json(state_result.to_json())
             else:
                 for line in _render_state_diff(state_result, a, b):
                     out(line)
@@ -693,49 +505,6 @@ def diff(
 
 
 # --------------------------------------------------------------------------- history
-
-
-def _history_json(result: History) -> dict[str, Any]:
-    return {
-        "kind": result.kind,
-        "digest": result.digest,
-        "name": result.name,
-        "entries": [
-            {
-                "kind": entry.kind,
-                "digest": entry.digest,
-                "name": entry.name,
-                "commit": entry.commit,
-                "date": entry.date,
-                "author": entry.author,
-            }
-            for entry in result.entries
-        ],
-        "groups": [
-            {
-                "comparisonKey": group.key.digest,
-                "workload": group.key.workload,
-                "workloadName": group.workload_name,
-                "gpu": group.key.gpu,
-                "comparabilityFamily": group.key.comparability,
-                "primaryStatistic": group.key.statistic,
-                "firstOverTime": [
-                    {
-                        "commit": change.commit,
-                        "date": change.date,
-                        "author": change.author,
-                        "implementation": change.implementation,
-                        "run": change.run,
-                        "latencyNs": change.latency_ns,
-                        "previousImplementation": change.previous_implementation,
-                        "previousLatencyNs": change.previous_latency_ns,
-                    }
-                    for change in group.changes
-                ],
-            }
-            for group in result.groups
-        ],
-    }
 
 
 def _render_history(result: History) -> list[str]:
@@ -789,7 +558,7 @@ def history_command(
     with index:
         result = history(index, target, policy=policy)
     if as_json:
-        emit_json(_history_json(result))
+        emit_json(result.to_json())
         return
     for line in _render_history(result):
         out(line)

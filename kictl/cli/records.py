@@ -109,13 +109,7 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
 
     report = validate_registry(target)
     if as_json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "counts": report.counts,
-                "problems": [{"path": p.path, "message": p.message} for p in report.problems],
-            }
-        )
+        emit_json(report.to_json())
     else:
         for problem in report.problems:
             out(str(problem))

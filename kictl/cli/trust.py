@@ -401,13 +401,7 @@ def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -
             emit_json({"ok": False, "failures": [exc.message, *exc.details]})
         raise
     if as_json:
-        emit_json(
-            {
-                "ok": True,
-                "version": chain.root.version,
-                "versions": [{"version": v, "path": p} for v, p in chain.files],
-            }
-        )
+        emit_json(chain.to_json())
     else:
         for version, path in chain.files:
             out(f"version {version}  {path}")

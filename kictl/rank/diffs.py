@@ -78,6 +78,27 @@ class RecordDiff:
     def equal(self) -> bool:
         return self.before.digest == self.after.digest and not self.changes
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "type": "records",
+            "equal": self.equal,
+            "before": {"digest": self.before.digest, "kind": self.before.kind, "name": self.before.name},
+            "after": {"digest": self.after.digest, "kind": self.after.kind, "name": self.after.name},
+            "changes": [
+                {
+                    "path": change.path,
+                    **({"before": change.before} if change.before_present else {}),
+                    **({"after": change.after} if change.after_present else {}),
+                }
+                for change in self.changes
+            ],
+            "sameGroup": self.same_group,
+            "comparisonKey": self.comparison_key,
+            "latencyRatio": self.latency_ratio,
+            "exceedsNoise": self.exceeds_noise,
+        }
+
 
 def diff_records(index: QueryIndex, before_ref: str, after_ref: str, *, policy: Policy) -> RecordDiff:
     """Compare two records field by field; two runs of one group also by latency and noise.
@@ -139,6 +160,37 @@ class GroupChange:
             return None
         return self.before_leader.latency_ns / self.after_leader.latency_ns
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "comparisonKey": self.key.digest,
+            "definition": self.definition,
+            "workload": self.key.workload,
+            "workloadName": self.workload_name,
+            "gpu": self.key.gpu,
+            "comparabilityFamily": self.key.comparability,
+            "primaryStatistic": self.key.statistic,
+            "newFirst": self.new_first,
+            "before": _leader_json(self.before_leader),
+            "after": _leader_json(self.after_leader),
+            "margin": self.margin,
+            "rankChanges": [
+                {
+                    "implementation": rank.name,
+                    "implementationDigest": rank.implementation,
+                    "beforeRank": rank.before_rank,
+                    "afterRank": rank.after_rank,
+                    "beforeLatencyNs": rank.before_ns,
+                    "afterLatencyNs": rank.after_ns,
+                }
+                for rank in self.rank_changes
+            ],
+            "becameStale": [
+                {"implementation": row.implementation_label, "run": row.run.digest, "observedAt": row.run.observed_at}
+                for row in self.became_stale
+            ],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class StateDiff:
@@ -153,6 +205,18 @@ class StateDiff:
     @property
     def equal(self) -> bool:
         return not self.added and not self.removed
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "type": "revisions",
+            "equal": self.equal,
+            "before": self.before,
+            "after": self.after,
+            "added": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in self.added],
+            "removed": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in self.removed],
+            "groups": [change.to_json() for change in self.groups],
+        }
 
 
 def _ranked(
@@ -387,3 +451,14 @@ def _definition_of(index: QueryIndex, run: RunFacts) -> str | None:
         return run.definition
     workload = index.workload(run.workload)
     return workload.definition if workload is not None else None
+
+
+def _leader_json(row: RankedRow | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {
+        "implementation": row.implementation_label,
+        "implementationDigest": row.run.implementation,
+        "run": row.run.digest,
+        "latencyNs": row.latency_ns,
+    }

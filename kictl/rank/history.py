@@ -59,6 +59,49 @@ class History:
     entries: tuple[Entry, ...]
     groups: tuple[GroupHistory, ...] = field(default_factory=tuple)
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "kind": self.kind,
+            "digest": self.digest,
+            "name": self.name,
+            "entries": [
+                {
+                    "kind": entry.kind,
+                    "digest": entry.digest,
+                    "name": entry.name,
+                    "commit": entry.commit,
+                    "date": entry.date,
+                    "author": entry.author,
+                }
+                for entry in self.entries
+            ],
+            "groups": [
+                {
+                    "comparisonKey": group.key.digest,
+                    "workload": group.key.workload,
+                    "workloadName": group.workload_name,
+                    "gpu": group.key.gpu,
+                    "comparabilityFamily": group.key.comparability,
+                    "primaryStatistic": group.key.statistic,
+                    "firstOverTime": [
+                        {
+                            "commit": change.commit,
+                            "date": change.date,
+                            "author": change.author,
+                            "implementation": change.implementation,
+                            "run": change.run,
+                            "latencyNs": change.latency_ns,
+                            "previousImplementation": change.previous_implementation,
+                            "previousLatencyNs": change.previous_latency_ns,
+                        }
+                        for change in group.changes
+                    ],
+                }
+                for group in self.groups
+            ],
+        }
+
 
 def _related(index: QueryIndex, kind: str, digest: str) -> tuple[list[tuple[str, str, str]], list[RunFacts]]:
     """Records related to a target, and the runs whose groups' history is told."""

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.families.gpus import GPUS
@@ -59,6 +60,45 @@ class Board:
     records: tuple[WorkloadRecord, ...]
     implementations: tuple[ImplementationSummary, ...]
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "gpu": self.gpu,
+            "comparabilityFamily": self.comparability,
+            "primaryStatistic": self.statistic,
+            "records": [
+                {
+                    "workload": record.group.key.workload,
+                    "workloadName": record.group.workload_name,
+                    "comparisonKey": record.group.comparison_key,
+                    "implementation": record.leader.implementation_label,
+                    "implementationDigest": record.leader.run.implementation,
+                    "run": record.leader.run.digest,
+                    "latencyNs": record.leader.latency_ns,
+                    "evidence": record.leader.evidence,
+                    "stale": record.leader.stale,
+                    "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
+                    "baselineUnbeaten": record.baseline_unbeaten,
+                    "floorNs": round(record.group.floor.floor_ns, 3) if record.group.floor else None,
+                    "recordAboveFloor": record.group.record_above_floor,
+                    "belowFloor": record.leader.below_floor,
+                }
+                for record in self.records
+            ],
+            "implementations": [
+                {
+                    "implementation": summary.name,
+                    "implementationDigest": summary.digest,
+                    "covered": summary.covered,
+                    "workloads": summary.workloads,
+                    "wins": summary.wins,
+                    "geomeanSpeedupOverBaseline": summary.geomean_speedup,
+                    "speedupWorkloads": summary.speedup_workloads,
+                }
+                for summary in self.implementations
+            ],
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class DefinitionBoard:
@@ -73,6 +113,21 @@ class DefinitionBoard:
     unranked: int  # runs naming a workload, protocol or environment that is not in the registry
     gpu: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        definition = self.definition
+        return {
+            "definition": {"name": definition.name, "digest": definition.digest, "family": definition.family},
+            "workloads": len(self.workloads),
+            "baseline": None
+            if self.baseline is None
+            else {"implementation": self.baseline.name, "source": self.baseline.source},
+            "minimumEvidence": self.min_evidence,
+            "boards": [board.to_json() for board in self.boards],
+            "challenges": list(self.challenges),
+            "unranked": self.unranked,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class WorkloadBoard:
@@ -84,6 +139,18 @@ class WorkloadBoard:
     min_evidence: str
     unranked: int
     gpu: str | None = None
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The ``--json`` document: one object a comparison group, with the definition and the workload's axes."""
+        return [
+            {
+                "definition": {"name": self.definition.name, "digest": self.definition.digest},
+                "workloadAxes": self.workload.axes,
+                "minimumEvidence": self.min_evidence,
+                **group.to_json(),
+            }
+            for group in self.groups
+        ]
 
 
 def choose_baseline(definition: DefinitionFacts, runs: Sequence[RunFacts], policy: Policy) -> Baseline | None:

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from kictl.index import DefinitionFacts, RunFacts
 from kictl.policy import Policy
@@ -34,6 +35,28 @@ class RankedRow:
     @property
     def implementation_label(self) -> str:
         return self.run.implementation_name or self.run.implementation
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        run = self.run
+        return {
+            "rank": self.rank,
+            "tied": self.tied,
+            "implementation": self.implementation_label,
+            "implementationDigest": run.implementation,
+            "run": run.digest,
+            "latencyNs": self.latency_ns,
+            "timesVsFirst": self.times_vs_first,
+            "speedupOverReference": self.speedup_over_reference,
+            "speedupSource": self.speedup_source,
+            "evidence": self.evidence,
+            "observedAt": run.observed_at,
+            "stale": self.stale,
+            "belowFloor": self.below_floor,
+            "noiseNs": run.noise_ns,
+            "noiseSource": run.noise_source or "policy",
+            "committed": run.committed,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +88,31 @@ class RankedGroup:
     def first(self) -> list[RankedRow]:
         """Every row ranked #1 (several when they tie)."""
         return [row for row in self.rows if row.rank == 1]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "comparisonKey": self.comparison_key,
+            "workload": self.key.workload,
+            "workloadName": self.workload_name,
+            "gpu": self.key.gpu,
+            "comparabilityFamily": self.key.comparability,
+            "primaryStatistic": self.key.statistic,
+            "referenceLatencyNs": self.reference_ns,
+            "floor": self.floor_json(),
+            "excluded": self.excluded,
+            "rows": [row.to_json() for row in self.rows],
+        }
+
+    def floor_json(self) -> dict[str, Any] | None:
+        """The group's physical floor and how far its record is above it, as JSON; ``None`` without a floor."""
+        if self.floor is None:
+            return None
+        return {
+            **self.floor.to_json(),
+            "method": self.floor.method,
+            "recordAboveFloor": self.record_above_floor,
+        }
 
 
 def _evidence_ok(level: str, minimum: str) -> bool:

@@ -253,6 +253,14 @@ class RootChain:
     root: TrustRoot
     files: tuple[tuple[int, str], ...]  # (version, path relative to the registry root)
 
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of ``kictl trust verify`` for a chain that verified."""
+        return {
+            "ok": True,
+            "version": self.root.version,
+            "versions": [{"version": v, "path": p} for v, p in self.files],
+        }
+
 
 def root_chain(registry: Registry) -> RootChain:
     """Verify ``registry/trust/``: the versions ``<N>.root.json`` and ``root.json``, the newest.
