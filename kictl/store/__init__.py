@@ -23,7 +23,7 @@ The package, by concern (every public name is re-exported here)::
 from __future__ import annotations
 
 from kictl.store._common import ENV_VAR
-from kictl.store.files import Transaction, find_root, write_atomic, write_immutable
+from kictl.store.files import Transaction, find_root, read_file, write_atomic, write_immutable
 from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
 from kictl.store.inputs import parse_json_file, read_record_inputs
 from kictl.store.registry import AddResult, Registry
@@ -40,6 +40,7 @@ __all__ = [
     "find_root",
     "init_repository",
     "parse_json_file",
+    "read_file",
     "read_record_inputs",
     "write_atomic",
     "write_immutable",

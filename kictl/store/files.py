@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kictl.errors import RegistryError
+from kictl.errors import KictlError, RegistryError
 from kictl.layout import (
     REGISTRY_DIR,
 )
@@ -48,6 +48,32 @@ def _checked_root(path: Path, origin: str) -> Path:
     if not (root / REGISTRY_DIR).is_dir():
         raise RegistryError(f"{origin} {path} is not a registry (it has no registry/ folder)")
     return root
+
+
+def read_file(
+    path: Path,
+    label: str | None = None,
+    *,
+    missing: type[KictlError] = RegistryError,
+    missing_text: str | None = None,
+    error: type[KictlError] = RegistryError,
+) -> bytes:
+    """The bytes of ``path``, or one error that says where (``label``, else the path).
+
+    A missing file raises ``missing`` (``<label>: no such file``, or
+    ``missing_text``); a folder or an unreadable file raises ``error``.
+    """
+    where = label or str(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        if missing_text is not None:
+            raise missing(missing_text) from exc
+        raise missing("no such file", path=where) from exc
+    except IsADirectoryError as exc:
+        raise error("is a folder, not a file", path=where) from exc
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", path=where) from exc
 
 
 # --------------------------------------------------------------------------- atomic files

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kictl import canon
-from kictl.errors import RecordError, RegistryError, UsageError
+from kictl.errors import RecordError, UsageError
 from kictl.records import StoredRecord
+from kictl.store.files import read_file
 
 if TYPE_CHECKING:
     pass
@@ -19,15 +20,7 @@ if TYPE_CHECKING:
 
 def parse_json_file(path: Path, *, source: str | None = None) -> Any:
     """Read and strictly parse a JSON file; raises ``RegistryError`` or ``RecordError``."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise RegistryError(f"{source or path}: no such file") from exc
-    except IsADirectoryError as exc:
-        raise RegistryError(f"{source or path}: is a folder, not a file") from exc
-    except OSError as exc:
-        raise RegistryError(f"{source or path}: cannot read: {exc.strerror}") from exc
-    return canon.parse_json(data, source=source or str(path))
+    return canon.parse_json(read_file(path, source), source=source or str(path))
 
 
 def read_record_inputs(paths: Sequence[Path], *, stdin: bytes | None = None) -> list[StoredRecord]:
@@ -64,9 +57,4 @@ def read_record_inputs(paths: Sequence[Path], *, stdin: bytes | None = None) -> 
 
 
 def _read_input(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise UsageError(f"{path}: no such file") from exc
-    except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    return read_file(path, missing=UsageError)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kictl import canon, layout
-from kictl.errors import NotFoundError, RecordError, RegistryError
+from kictl.errors import NotFoundError, RecordError
 from kictl.layout import (
     ATTESTATIONS_DIR,
     BLOBS_DIR,
@@ -28,7 +28,7 @@ from kictl.records import KINDS, StoredRecord, record_from_bytes
 
 if TYPE_CHECKING:
     pass
-from kictl.store.files import Transaction, find_root, write_immutable
+from kictl.store.files import Transaction, find_root, read_file, write_immutable
 from kictl.store.git import GitHistory
 
 # --------------------------------------------------------------------------- the registry
@@ -151,11 +151,7 @@ class Registry:
 
     def read_record(self, path: Path) -> StoredRecord:
         """Parse and validate one record file (not its name; see ``validate``)."""
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise RegistryError(f"{self.relative(path)}: cannot read: {exc.strerror}") from exc
-        return record_from_bytes(data, source=self.relative(path))
+        return record_from_bytes(read_file(path, self.relative(path)), source=self.relative(path))
 
     def iter_records(self, kinds: Iterable[str] = KINDS) -> Iterator[StoredRecord]:
         """Every record of the given kinds; raises ``RecordError`` on the first bad file."""
@@ -246,12 +242,9 @@ class Registry:
 
     def read_blob(self, digest: str) -> bytes:
         path = self.blob_path(digest)
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError as exc:
-            raise NotFoundError(f"no blob {digest} in {self.root}") from exc
-        except OSError as exc:
-            raise RegistryError(f"{self.relative(path)}: cannot read: {exc.strerror}") from exc
+        data = read_file(
+            path, self.relative(path), missing=NotFoundError, missing_text=f"no blob {digest} in {self.root}"
+        )
         if canon.bytes_digest(data) != digest:
             raise RecordError(f"{self.relative(path)}: bytes do not match the blob's name")
         return data

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from kictl import canon
 from kictl.errors import EnvError, RegistryError, UsageError
+from kictl.store.files import read_file
 from kictl.trust._common import PASSPHRASE_ENV
 
 
@@ -138,12 +139,7 @@ def load_public_key(path: Path) -> Ed25519PublicKey:
 
     Raises ``EnvError`` when the file is missing or holds no Ed25519 public key.
     """
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise EnvError(f"no public key at {path}") from exc
-    except OSError as exc:
-        raise EnvError(f"{path}: cannot read: {exc.strerror}") from exc
+    data = read_file(path, missing=EnvError, missing_text=f"no public key at {path}", error=EnvError)
     if b"PRIVATE KEY" in data:
         raise EnvError(f"{path} holds a private key; give its .pub file")
     try:

@@ -14,11 +14,11 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from kictl import canon, layout
-from kictl.errors import CheckFailed, NotFoundError, RecordError, RegistryError, UsageError
+from kictl.errors import CheckFailed, NotFoundError, RecordError, UsageError
 from kictl.layout import ROOT_FILE, TRUST_DIR
 from kictl.lookup import MIN_PREFIX
 from kictl.records import API_VERSION, format_timestamp
-from kictl.store import Registry, Transaction, write_atomic
+from kictl.store import Registry, Transaction, read_file, write_atomic
 from kictl.trust._common import REVOCATION_REASONS, ROLES, ROOT_PAYLOAD_TYPE, _short
 from kictl.trust.dsse import _b64decode, pae, sign_envelope
 from kictl.trust.keys import keyid_of, public_bytes
@@ -238,12 +238,7 @@ def root_version_path(registry: Registry, version: int) -> Path:
 
 
 def _read(path: Path, registry: Registry) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise RegistryError(f"{registry.relative(path)}: no such file") from exc
-    except OSError as exc:
-        raise RegistryError(f"{registry.relative(path)}: cannot read: {exc.strerror}") from exc
+    return read_file(path, registry.relative(path))
 
 
 @dataclass(frozen=True, slots=True)
