@@ -22,6 +22,17 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
+# The layout's names, long imported from here by the bench, importers and rerun: kictl.layout holds them.
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    BLOBS_DIR,
+    DEFINITIONS_DIR,
+    POLICY_FILE,
+    RECORDS_DIR,
+    REGISTRY_DIR,
+    ROOT_FILE,
+    TRUST_DIR,
+)
 from kictl.store._common import ENV_VAR
 from kictl.store.files import Transaction, find_root, read_file, write_atomic, write_immutable
 from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
@@ -29,7 +40,15 @@ from kictl.store.inputs import parse_json_file, read_record_inputs
 from kictl.store.registry import AddResult, Registry
 
 __all__ = [
+    "ATTESTATIONS_DIR",
+    "BLOBS_DIR",
+    "DEFINITIONS_DIR",
     "ENV_VAR",
+    "POLICY_FILE",
+    "RECORDS_DIR",
+    "REGISTRY_DIR",
+    "ROOT_FILE",
+    "TRUST_DIR",
     "AddResult",
     "Change",
     "CommitInfo",

@@ -100,6 +100,7 @@ from kictl.trust.evidence import (
     AttestationResult,
     RecordTrust,
     VerifyReport,
+    _rerun_agrees,
     check_record,
     judge_attestations,
 )
@@ -181,6 +182,7 @@ __all__ = [
     "TrustedKey",
     "VerifiedAttestation",
     "VerifyReport",
+    "_rerun_agrees",
     "add_key",
     "attestation_envelope",
     "check_record",
