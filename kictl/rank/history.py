@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kictl.index import QueryIndex, RunFacts
+from kictl.layout import RECORDS_DIR
 from kictl.policy import Policy
 from kictl.rank._common import DEFAULT_EVIDENCE, obtain_evidence
 from kictl.rank.groups import GroupKey, group_of, group_runs
@@ -171,7 +172,7 @@ def history(
     added: dict[str, Any] = {}
     order: dict[str, int] = {}
     if registry.is_git_repository() and index.commit is not None:
-        added = registry.git.first_added("registry/records")
+        added = registry.git.first_added(RECORDS_DIR)
         order = {info.sha: position for position, info in enumerate(registry.git.commits())}
     entries = []
     for rel_kind, rel_digest, rel_name in related:
