@@ -45,6 +45,8 @@ REQUIRED: dict[str, list[str]] = {
     "trust add-key": ["KEY.pub", "--role", "submitter", "--key", "KEY"],
     "trust revoke": ["0" * 64, "--reason", "retired", "--key", "KEY"],
     "import flashinfer-bench": ["DIR"],
+    "rerun": ["gemm_tiny", "--out", "OUT"],
+    "attest rerun": ["DIR", "--key", "KEY"],
     "validate": [],
     "definitions compile": [],
     "definitions list": [],
