@@ -34,7 +34,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,6 +143,20 @@ class _MemoGit:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def _memo_git(registry: Registry) -> Iterator[None]:
+    """``registry.git`` answers from a ``_MemoGit`` for the duration of the block, then as before."""
+    if not registry.is_git_repository():
+        yield
+        return
+    inner = registry.git
+    registry.__dict__["git"] = _MemoGit(inner)  # Registry.git is a cached_property: the instance dict holds it
+    try:
+        yield
+    finally:
+        registry.__dict__["git"] = inner
 
 
 def build_moment(registry: Registry, index: QueryIndex, runs: Iterable[RunFacts]) -> datetime:
@@ -326,10 +340,8 @@ def build_site(
     out = out.resolve()
     previous = _load_state(out) if incremental else {}
     old_all = _load_state(out)  # files of any previous build, to remove those not written again
-    with QueryIndex.open(registry) as index:
+    with QueryIndex.open(registry) as index, _memo_git(index.registry):
         target = index.registry
-        if target.is_git_repository():
-            target.__dict__["git"] = _MemoGit(target.git)  # Registry.git is a cached_property: the memo replaces it
         runs = sorted(index.all_runs(), key=lambda run: run.digest)
         moment = build_moment(target, index, runs)
         summaries = trust.trust_summaries(target, [run.digest for run in runs])

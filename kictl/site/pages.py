@@ -18,6 +18,7 @@ the failures; a run without a valid submission signature is marked
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -121,18 +122,21 @@ def _canonical(ctx: SiteContext, path: str) -> str | None:
     return ctx.base_url + (path[: -len("index.html")] if path.endswith("index.html") else path)
 
 
-def _footer(ctx: SiteContext) -> str:
-    commit = ctx.index.commit
-    state = f"commit {code(commit[:12])}" if commit else "an uncommitted registry"
-    return (
-        f"Built by kictl from {state}, as of {esc(ctx.moment.strftime('%Y-%m-%d %H:%M UTC'))}. "
-        "Every number here is what <code>kictl</code> computes from the same registry; "
+def _footer(ctx: SiteContext, path: str) -> str:
+    """The footer; only the index page names the commit and time of the build (others change with their inputs)."""
+    text = (
+        "Every number here is what <code>kictl</code> computes from the registry; "
         "the JSON beside each page is the CLI's <code>--json</code> document."
     )
+    if path != "index.html":
+        return text
+    commit = ctx.index.commit
+    state = f"commit {code(commit[:12])}" if commit else "an uncommitted registry"
+    return f"Built by kictl from {state}, as of {esc(ctx.moment.strftime('%Y-%m-%d %H:%M UTC'))}. " + text
 
 
 def _html(ctx: SiteContext, path: str, title: str, body: str, **kwargs: Any) -> bytes:
-    return page(path, title, body, canonical=_canonical(ctx, path), footer=_footer(ctx), **kwargs).encode("utf-8")
+    return page(path, title, body, canonical=_canonical(ctx, path), footer=_footer(ctx, path), **kwargs).encode("utf-8")
 
 
 def _impl_link(path: str, row_impl: str, label: str) -> str:
@@ -850,6 +854,9 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
         + "</code></pre></details></section>"
     )
     cite = citation(ctx.index, run.digest, policy=ctx.policy, accessed=ctx.moment)
+    if cite.committed:
+        # a static page cannot know when it is read: it gives the day the record entered the registry
+        cite = dataclasses.replace(cite, accessed=cite.committed[:10])
     added = f"added in commit {cite.commit[:12]}, {date(cite.committed)}" if cite.commit else "not yet committed"
     text = (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
