@@ -26,7 +26,7 @@ app = typer.Typer(
 @app.command("build")
 @guarded
 def build(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write the site into (created if missing).")],
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="Folder to write the site into (created if missing).")],
     base_url: Annotated[
         str | None,
         typer.Option(
@@ -44,7 +44,7 @@ def build(
 
     Every page has its JSON beside it (the CLI's --json documents). Building
     the same registry state twice gives byte-identical files. Exit 5 without
-    matplotlib (pip install 'kictl[site]'), 4 when OUT cannot be written.
+    matplotlib (pip install 'kictl\\[site]'), 4 when OUT cannot be written.
     """
     from kictl.site import build_site
 
@@ -80,7 +80,7 @@ def build(
 @app.command("serve")
 @guarded
 def serve(
-    site_dir: Annotated[Path, typer.Argument(help="A folder made by `kictl site build`.")],
+    site_dir: Annotated[Path, typer.Argument(metavar="SITE", help="A folder made by `kictl site build`.")],
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one).")] = 8000,
 ) -> None:
     """Serve a built site on http://127.0.0.1:PORT/ until interrupted (Ctrl-C)."""

@@ -194,6 +194,8 @@ class SiteContext:
     _workload_boards: dict[str, WorkloadBoard] = field(default_factory=dict)
     _histories: dict[str, History] = field(default_factory=dict)
     _floors: dict[tuple[str, str], list[FloorEstimate] | str] = field(default_factory=dict)
+    #: record digest -> (its JSON as the file holds it, the digest recomputed from it), for the manifests
+    manifest_entries: dict[str, tuple[Any, str] | str] = field(default_factory=dict)
 
     def definition_board(self, definition: str, gpu: str | None = None) -> DefinitionBoard:
         """``kictl leaderboard DEF [--gpu G]``, computed once per build."""

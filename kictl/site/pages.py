@@ -634,13 +634,20 @@ def _manifest(ctx: SiteContext, report: trust.VerifyReport) -> tuple[dict[str, A
     manifest: dict[str, Any] = {}
     rows: list[list[str]] = []
     for digest, kind in report.records:
-        relative = ctx.registry.relative(ctx.registry.record_path(kind, digest))
-        try:
-            raw = canon.parse_json((ctx.registry.root / relative).read_bytes(), source=relative)
-            recomputed = canon.record_digest(raw)
-        except (KictlError, OSError, TypeError, KeyError) as exc:
-            rows.append([esc(kind), code(digest), badge("unreadable", "bad") + " " + esc(str(exc))])
+        entry = ctx.manifest_entries.get(digest) if digest != report.digest else None
+        if entry is None:
+            relative = ctx.registry.relative(ctx.registry.record_path(kind, digest))
+            try:
+                raw = canon.parse_json((ctx.registry.root / relative).read_bytes(), source=relative)
+                entry = (raw, canon.record_digest(raw))
+            except (KictlError, OSError, TypeError, KeyError) as exc:
+                entry = str(exc)
+            if digest != report.digest:
+                ctx.manifest_entries[digest] = entry  # a record that many runs name: read once per build
+        if isinstance(entry, str):
+            rows.append([esc(kind), code(digest), badge("unreadable", "bad") + " " + esc(entry)])
             continue
+        raw, recomputed = entry
         manifest[digest] = raw
         verdict = (
             badge("recomputes", "ok") if recomputed == digest else badge(f"recomputes to {short(recomputed)}", "bad")
