@@ -186,3 +186,26 @@ def _differences(comparison: filecmp.dircmp[str]) -> list[str]:
     for sub in comparison.subdirs.values():
         found.extend(_differences(sub))
     return found
+
+
+def test_serve_answers_on_loopback(site_world: SiteWorld) -> None:
+    """`kictl site serve SITE --port 0` serves the built folder on 127.0.0.1 until stopped."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kictl", "site", "serve", str(site_world.out), "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert found, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/d/{DEFINITION}/leaderboard.json") as answer:
+            assert json.loads(answer.read()) == read_json(site_world.out / "d" / DEFINITION / "leaderboard.json")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
