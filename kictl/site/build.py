@@ -63,7 +63,7 @@ from kictl.records import parse_timestamp
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
-SITE_FORMAT = 1
+SITE_FORMAT = 2
 STATE_FILE = "build-inputs.json"
 
 

@@ -175,6 +175,9 @@ def _tied_below(group: RankedGroup, row: RankedRow) -> bool:
     return following is not None and following.tied and following.rank == row.rank
 
 
+#: A latency plot draws at most this many implementations (a legend of 40 helps nobody); the tables have all.
+PLOTTED_IMPLEMENTATIONS = 10
+
 RANKED_HEADERS = ("rank", "implementation", "latency", "× vs #1", "× ref", "evidence", "observed", "notes")
 
 
@@ -502,22 +505,25 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
         )
         # plots: latency per implementation across workloads, and the record beside the floor
         names = [record.group.workload_name for record in section.records]
-        implementations: dict[str, str] = {}
+        # the leading implementations (the board's own order: wins, then speed-up); all of them are in the tables
+        plotted = section.implementations[:PLOTTED_IMPLEMENTATIONS]
         latencies: dict[str, dict[str, float]] = {}
         for record in section.records:
             for row in record.group.rows:
-                implementations.setdefault(row.run.implementation, row.implementation_label)
                 latencies.setdefault(row.run.implementation, {})[record.group.workload_name] = row.latency_ns
         series = [
-            plots.Series(label, tuple(latencies[impl].get(name) for name in names))
-            for impl, label in sorted(implementations.items(), key=lambda item: (item[1], item[0]))
+            plots.Series(summary.name, tuple(latencies.get(summary.digest, {}).get(name) for name in names))
+            for summary in plotted
         ]
+        left_out = len(section.implementations) - len(plotted)
         plot_name = f"latency.{number + 1}.svg"
         files[_beside(path, plot_name)] = plots.latency_plot(f"{definition.name} on {label}", names, series)
         fastest = min(section.records, key=lambda r: r.leader.latency_ns, default=None)
         alt = (
             f"Line plot, log scale: latency of {len(series)} implementations across {len(names)} workloads on "
-            f"{section.gpu}; the numbers are in the ranked lists below."
+            f"{section.gpu}"
+            + (f" (the {len(series)} with most wins; {left_out} more are in the tables)" if left_out else "")
+            + "; the numbers are in the ranked lists below."
             + (
                 f" Fastest record: {fastest.leader.implementation_label} at {latency(fastest.leader.latency_ns)} "
                 f"on {fastest.group.workload_name}."
@@ -527,8 +533,8 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
         )
         body.append(
             f'<figure><img src="{esc(plot_name)}" alt="{esc(alt)}" width="800" loading="lazy">'
-            "<figcaption>Latency of each implementation per workload on "
-            f"{esc(label)} (log scale).</figcaption></figure>"
+            f"<figcaption>Latency of {'the leading' if left_out else 'each'} implementation"
+            f"{'s' if left_out else ''} per workload on {esc(label)} (log scale).</figcaption></figure>"
         )
         floor_values = [record.group.floor.floor_ns if record.group.floor else None for record in section.records]
         if any(value is not None for value in floor_values):
