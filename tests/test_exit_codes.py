@@ -47,6 +47,7 @@ REQUIRED: dict[str, list[str]] = {
     "import flashinfer-bench": ["DIR"],
     "rerun": ["gemm_tiny", "--out", "OUT"],
     "attest rerun": ["DIR", "--key", "KEY"],
+    "site build": ["OUT"],
     "validate": [],
     "definitions compile": [],
     "definitions list": [],
