@@ -193,7 +193,8 @@ def test_a_workload_whose_reference_fails_is_skipped(cli: RunCli, empty_registry
     assert result.exit_code == 1, result.output
     assert [(row["workload"], row["status"]) for row in json.loads(result.stdout)] == [("n3", "passed")]
     assert (
-        "warning: workload n9 skipped, no runs recorded: the definition's reference failed (failed): " in result.stderr
+        "warning: workload n9 skipped, no runs recorded: the definition's reference failed (runtime_error): "
+        in result.stderr
     )
     assert "MemoryError: too big for the reference" in result.stderr
     assert result.stderr.rstrip().endswith("error: 1 workload(s) skipped, 0 of 1 runs did not pass")
@@ -218,7 +219,8 @@ def test_setup_runs_outside_the_timed_region_unless_asked(
     log = tmp_path / "calls.log"
     monkeypatch.setenv("KICTL_TEST_CALL_LOG", str(log))
     impl = REPO_ROOT / "tests" / "assets" / "rmsnorm_with_setup.py"
-    extra = [flag] if flag else []
+    # unsandboxed, so that the implementation can write its call log where the test reads it
+    extra = [flag, "--no-sandbox"] if flag else ["--no-sandbox"]
     result = cli(
         "bench",
         RMSNORM,

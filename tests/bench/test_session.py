@@ -10,7 +10,8 @@ from tests.bench.conftest import cuda_available
 
 
 def test_options_that_cannot_work_are_usage_errors() -> None:
-    assert check_options(BenchOptions(), "cpu") == (1, 5, 1)
+    assert check_options(BenchOptions(), "cpu") == (1, None, 1)  # adaptive on the CPU
+    assert check_options(BenchOptions(iterations=5), "cpu") == (1, 5, 1)
     assert check_options(BenchOptions(warmup=0, iterations=7), "cuda:0") == (0, 7, 3)
     with pytest.raises(UsageError, match="--cuda-graph needs a CUDA device"):
         check_options(BenchOptions(cuda_graph=True), "cpu")
@@ -20,6 +21,10 @@ def test_options_that_cannot_work_are_usage_errors() -> None:
         check_options(BenchOptions(rounds=0), "cpu")
     with pytest.raises(UsageError, match="--statistic"):
         check_options(BenchOptions(statistic="mode"), "cpu")
+    with pytest.raises(UsageError, match="--threads"):
+        check_options(BenchOptions(threads=0), "cpu")
+    with pytest.raises(UsageError, match="--target-error"):
+        check_options(BenchOptions(target_error=1.5), "cpu")
     with pytest.raises(UsageError, match="expected auto, cpu, cuda or cuda:N"):
         resolve_device("tpu")
     assert resolve_device("cpu") == "cpu"
