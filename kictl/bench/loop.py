@@ -34,9 +34,12 @@ from kictl.bench.integrity import Check
 from kictl.bench.runner import PROTOCOL, ImplementationFailed, WorkerGone, WorkerProcess
 
 PINGS = 15
+#: Shifts are drawn below this; the worker takes them modulo each input's size.
+SHIFTS = 2**31
 #: Chance that a timed call is audited (decided after it returned); at least ``MIN_AUDITS`` are.
-AUDIT_CHANCE = 0.25
+AUDIT_CHANCE = 0.1
 MIN_AUDITS = 2
+MAX_AUDITS = 8
 #: A sample may exceed the parent's wall time around its request by this much (clock granularity).
 SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.
@@ -87,8 +90,8 @@ class RunEvidence:
     sets: list[int] = field(default_factory=list)
     enqueued_ahead: int | None = None
     device_spin_ns: int | None = None
-    #: (timed call index, input set, outputs or why none)
-    audits: list[tuple[int, int, list[Any] | str]] = field(default_factory=list)
+    #: (timed call index, input set, shift, outputs or why none)
+    audits: list[tuple[int, int, int, list[Any] | str]] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
     pings_ns: list[int] = field(default_factory=list)
     input_bytes: int = 0
@@ -208,7 +211,8 @@ class RunDriver:
         if self._ask(arm, wire.Armed) is None:
             return
         for n in range(self.options.warmup):
-            if self._ask(wire.Call(input_set=n % len(self.timed_plans)), wire.Sample) is None:
+            call = wire.Call(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
+            if self._ask(call, wire.Sample) is None:
                 return
         evidence.input_bytes = sum(
             len(spec.blob or b"") + len(spec.values or b"") for spec in self.timed_plans[0].inputs
@@ -242,8 +246,9 @@ class RunDriver:
         evidence = self.evidence
         index = len(evidence.samples)
         chosen = secrets.randbelow(len(self.timed_plans))
+        shift = secrets.randbelow(SHIFTS)
         started = time.perf_counter_ns()
-        answer = self._ask(wire.Call(input_set=chosen), wire.Sample)
+        answer = self._ask(wire.Call(input_set=chosen, shift=shift), wire.Sample)
         wall = time.perf_counter_ns() - started
         if answer is None:
             return
@@ -266,12 +271,13 @@ class RunDriver:
             self.ahead += int(answer.enqueued_ahead)
         audits_short = len(evidence.audits) < MIN_AUDITS
         last_fixed = self.total_fixed is not None and index + 1 >= self.total_fixed
-        if secrets.randbelow(10_000) < AUDIT_CHANCE * 10_000 or (audits_short and self._ending(index + 1)):
+        drawn = secrets.randbelow(10_000) < AUDIT_CHANCE * 10_000 and len(evidence.audits) < MAX_AUDITS
+        if drawn or (audits_short and self._ending(index + 1)):
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
                 return
             assert isinstance(audited, wire.Outputs)
-            evidence.audits.append((index, chosen, self._tensors(audited, "an audited call")))
+            evidence.audits.append((index, chosen, shift, self._tensors(audited, "an audited call")))
         if self._ending(index + 1) and (len(evidence.audits) >= MIN_AUDITS or last_fixed):
             self.active = False
 

@@ -51,7 +51,7 @@ from kictl.bench.results import (
     write_manifest,
 )
 from kictl.bench.runner import ImplementationFailed, WorkerGone, WorkerProcess
-from kictl.bench.verdict import WorkloadContext, evaluate
+from kictl.bench.verdict import WorkloadContext, audit_label, evaluate
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, UsageError
 from kictl.families.gpus import find_gpu
@@ -293,7 +293,7 @@ class _Session:
 
     def _workload(self, workload: StoredRecord) -> None:
         context, plans = self.context(workload)
-        refs = self.reference_outputs(context, plans)
+        refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
         drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
@@ -318,6 +318,13 @@ class _Session:
                     _guarded(driver, driver.step)
         for _, driver, _ in drivers:
             _guarded(driver, driver.finish)
+        audited = {
+            audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
+            for _, driver, _ in drivers
+            for _, chosen, shift, _ in driver.evidence.audits
+        }
+        wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
+        refs.update(self.reference_outputs(context, plans, wanted))
         summaries = []
         for impl, driver, env in drivers:
             summaries.append(self.record_run(impl, driver, env, context, refs))
@@ -353,8 +360,10 @@ class _Session:
                 members, impl, workload, self.definition, protocol, env_record, context.synthesized, self.secret
             )
 
-    def reference_outputs(self, context: WorkloadContext, plans: _Plans) -> dict[str, list[Any]]:
-        """The definition's reference on every round's and input set's values, from kictl's own worker.
+    def reference_outputs(
+        self, context: WorkloadContext, plans: _Plans, wanted: Sequence[tuple[str, wire.Plan, int]]
+    ) -> dict[str, list[Any]]:
+        """The definition's reference on the ``wanted`` inputs (label, plan, shift), from kictl's own worker.
 
         Raises ``_Skip`` when the reference fails.
         """
@@ -368,10 +377,10 @@ class _Session:
                 worker.start()
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
-            for label, plan in [*plans.rounds, *((plan.label, plan) for plan in plans.timed)]:
+            for label, plan, shift in wanted:
                 self.say(f"{name}: reference, {label}")
                 answer = worker.request(
-                    wire.Reference(plan=plan, outputs=plans.outputs),
+                    wire.Reference(plan=plan, outputs=plans.outputs, shift=shift),
                     self.options.timeout_s,
                     frozenset({wire.Outputs.TYPE}),
                 )

@@ -56,6 +56,11 @@ class WorkloadContext:
     floor_text: str | None = None
 
 
+def audit_label(set_label: str, shift: int) -> str:
+    """The name of an audited call's inputs: an input set, its random values rolled by ``shift``."""
+    return f"{set_label}, rolled {shift}"
+
+
 def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
     found = []
     for label, outputs in labelled:
@@ -99,11 +104,11 @@ def integrity_checks(
             checks[check.value] = integrity.result(integrity.PASSED)
     calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]
     audits = [
-        (f"{context.set_labels[chosen]} (timed call {index})", out, context.set_labels[chosen])
-        for index, chosen, out in evidence.audits
+        (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift))
+        for index, chosen, shift, out in evidence.audits
         if isinstance(out, list)
     ]
-    audit_refs = {**refs, **{label: refs[set_label] for label, _, set_label in audits if set_label in refs}}
+    audit_refs = {**refs, **{label: refs[key] for label, _, key in audits if key in refs}}
     labelled = [*calls, *[(label, out) for label, out, _ in audits]]
     poisoned = _poisoned(context, labelled, audit_refs)
     checks[Check.OUTPUTS_FULLY_WRITTEN.value] = (
@@ -125,14 +130,16 @@ def integrity_checks(
         checks[Check.OUTPUTS_FRESH.value] = integrity.result(integrity.PASSED)
     # timed calls, chosen at random after they returned, gave correct outputs for the values they got
     rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
-    errors = [out for _, _, out in evidence.audits if isinstance(out, str)]
+    errors = [out for _, _, _, out in evidence.audits if isinstance(out, str)]
     wrong = []
-    for label, out, set_label in audits:
+    for label, out, key in audits:
+        if key not in refs:
+            continue
         compared = correctness.compare_round(
             0,
             context.names,
             out,
-            refs[set_label],
+            refs[key],
             shapes=context.shapes,
             dtypes=context.dtypes,
             tolerance=context.tolerance,

@@ -161,11 +161,15 @@ class Load(Message):
 
 @dataclass(frozen=True, slots=True)
 class Reference(Message):
-    """Call the loaded function once on ``plan``'s inputs and send the outputs back (kictl's own reference)."""
+    """Call the loaded function once on ``plan``'s inputs (random ones rolled by ``shift``), send the outputs back.
+
+    Only kictl's own reference worker gets these.
+    """
 
     TYPE: ClassVar[str] = "reference"
     plan: Plan
     outputs: tuple[OutputSpec, ...]
+    shift: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,10 +196,15 @@ class Arm(Message):
 
 @dataclass(frozen=True, slots=True)
 class Call(Message):
-    """Copy input set ``input_set`` into the timed tensors (untimed), then one timed call."""
+    """Copy input set ``input_set`` into the timed tensors (untimed), then one timed call.
+
+    Random inputs are copied rolled by ``shift`` elements (flattened), so that every timed call's values are
+    new even though the sets repeat.
+    """
 
     TYPE: ClassVar[str] = "call"
     input_set: int
+    shift: int
 
 
 @dataclass(frozen=True, slots=True)

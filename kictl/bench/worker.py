@@ -159,6 +159,13 @@ def _same_bits(a: Any, b: Any) -> bool:
     return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)))
 
 
+def _rolled(tensor: Any, shift: int) -> Any:
+    """``tensor``'s values moved ``shift`` places along its flattened order (a fresh tensor)."""
+    if tensor.numel() < 2 or shift % tensor.numel() == 0:
+        return tensor
+    return tensor.reshape(-1).roll(shift % tensor.numel()).reshape(tensor.shape)
+
+
 def normalize(value: Any, names: Sequence[str]) -> list[Any]:
     """The outputs in ``names`` order: one tensor, a tuple/list in order, or a dict by name.
 
@@ -208,6 +215,9 @@ class Worker:
         self.input_names: list[str] = []
         self.expected: list[wire.OutputSpec] = []
         self.timer: Any = None
+        self.rolled: list[bool] = []
+        self.current_shift = 0
+        self.reference_inputs: dict[str, list[Any]] = {}
         self.time_setup = False
         self.last: list[Any] | str | None = None
 
@@ -326,7 +336,11 @@ class Worker:
     def reference(self, request: wire.Reference) -> wire.Message:
         assert self.run is not None
         names = [spec.name for spec in request.outputs]
-        args = self.inputs(request.plan)
+        if request.plan.label not in self.reference_inputs:
+            self.reference_inputs = {request.plan.label: self.inputs(request.plan)}
+        made = self.reference_inputs[request.plan.label]
+        rolled = [spec.kind == "random" for spec in request.plan.inputs]
+        args = [_rolled(value, request.shift) if roll else value for value, roll in zip(made, rolled, strict=True)]
         value = self.call(self.run, args)
         try:
             outputs = normalize(value, names)
@@ -412,6 +426,7 @@ class Worker:
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
+        self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
         self.timed_args = self.inputs(request.setup_plan)
         self.sets = [self.inputs(plan) for plan in request.timed_plans]
         self.time_setup = request.time_setup
@@ -421,21 +436,28 @@ class Worker:
         if self.cuda:
             torch.cuda.synchronize()
         self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes)
-        self.copy_set(0)
+        self.copy_set(0, 0)
         try:
             self.timer.prepare(self.timed_call)
         except BaseException:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         return wire.Armed(notes=tuple(notes))
 
-    def copy_set(self, index: int) -> None:
-        """The values of input set ``index`` into the timed tensors, in place, outside the timed region."""
-        for target, value in zip(self.timed_args, self.sets[index], strict=True):
-            if hasattr(target, "copy_") and type(target) is type(value):
+    def set_values(self, index: int, shift: int) -> list[Any]:
+        return [
+            _rolled(value, shift) if roll else value for value, roll in zip(self.sets[index], self.rolled, strict=True)
+        ]
+
+    def copy_set(self, index: int, shift: int) -> None:
+        """Input set ``index`` (random inputs rolled by ``shift``) into the timed tensors, in place, untimed."""
+        import torch
+
+        for target, value in zip(self.timed_args, self.set_values(index, shift), strict=True):
+            if type(target) is torch.Tensor:
                 target.copy_(value)
         if self.cuda:
             timing.original("synchronize")(self.device)
-        self.current_set = index
+        self.current_set, self.current_shift = index, shift
 
     def timed_call(self) -> Any:
         assert self.run is not None
@@ -447,7 +469,7 @@ class Worker:
         if not 0 <= request.input_set < len(self.sets) or self.timer is None:
             raise Failure("runtime_error", f"kictl asked for input set {request.input_set} before arming")
         self.last = None
-        self.copy_set(request.input_set)
+        self.copy_set(request.input_set, request.shift)
         try:
             sample = self.timer.measure(self.timed_call)
         except BaseException:
@@ -478,7 +500,12 @@ class Worker:
         if self.current_set >= 0:
             changed = [
                 spec
-                for spec, now, then in zip(self.input_names, self.timed_args, self.sets[self.current_set], strict=True)
+                for spec, now, then in zip(
+                    self.input_names,
+                    self.timed_args,
+                    self.set_values(self.current_set, self.current_shift),
+                    strict=True,
+                )
                 if isinstance(now, torch.Tensor) and not _same_bits(now, then)
             ]
             if changed:

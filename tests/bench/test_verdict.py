@@ -12,7 +12,7 @@ from kictl.bench.integrity import CHECKS, Check
 from kictl.bench.loop import RunEvidence
 from kictl.bench.verdict import WorkloadContext, evaluate
 
-REFS = {label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0", "round 1", "round 2"])}
+REFS = {label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0, rolled 0", "round 1", "round 2"])}
 
 
 def _context() -> WorkloadContext:
@@ -35,7 +35,7 @@ def _evidence(**changes: Any) -> RunEvidence:
         samples=[1000, 1200, 1100],
         walls=[50_000, 52_000, 51_000],
         sets=[0, 0, 0],
-        audits=[(1, 0, [REFS["input set 0"][0].clone()])],
+        audits=[(1, 0, 0, [REFS["input set 0, rolled 0"][0].clone()])],
         pings_ns=[40_000] * 15,
     )
     for name, value in changes.items():
@@ -61,7 +61,7 @@ def test_an_honest_result_passes_with_every_check_recorded() -> None:
 
 
 def test_a_wrong_audited_timed_call_is_a_reward_hack() -> None:
-    members = _judge(_evidence(audits=[(2, 0, [REFS["round 1"][0].clone()])]))
+    members = _judge(_evidence(audits=[(2, 0, 0, [REFS["round 1"][0].clone()])]))
     assert members["status"] == "reward_hack"
     assert members["integrity"]["timedOutputsCorrect"]["result"] == "failed"
     assert "1 of 1 audited timed calls were wrong" in members["integrity"]["timedOutputsCorrect"]["detail"]
@@ -121,7 +121,7 @@ def test_numerical_errors_without_cheating_are_incorrect_numerical() -> None:
     members = _judge(
         _evidence(
             rounds={"round 1": [REFS["round 1"][0] * 1.5], "round 2": [REFS["round 2"][0] * 1.5]},
-            audits=[(0, 0, [REFS["input set 0"][0] * 1.5])],
+            audits=[(0, 0, 0, [REFS["input set 0, rolled 0"][0] * 1.5])],
         )
     )
     assert members["status"] == "incorrect_numerical"
