@@ -182,8 +182,14 @@ class WorkerProcess:
 
         Raises ``EnvError`` when it cannot start (no device, a broken torch, a sandbox that fails).
         """
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the worker's process without waiting for it (``wait_ready`` waits): workers start in parallel."""
         self.stop()
         self.starts += 1
+        self.environment = None
         self.loaded = False
         self.pings_ns = []
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -222,6 +228,11 @@ class WorkerProcess:
         os.close(to_read)
         os.close(from_write)
         self.fd_to, self.fd_from = to_write, from_read
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Wait for a spawned worker's ``Ready``; returns its environment. Raises ``EnvError``."""
+        if self.environment is not None and self.alive:
+            return self.environment
         try:
             ready = self._read(time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}))
             assert isinstance(ready, wire.Ready)

@@ -293,11 +293,14 @@ class _Session:
 
     def _workload(self, workload: StoredRecord) -> None:
         context, plans = self.context(workload)
+        for worker in [self.reference_worker, *self.workers.values()]:  # start together: imports overlap
+            if not worker.alive:
+                worker.spawn()
         refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
         drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
-            env = worker.environment if worker.alive and worker.environment else worker.start()
+            env = worker.wait_ready() if worker.alive else worker.start()
             driver = RunDriver(
                 worker,
                 impl.load_message(),
@@ -374,7 +377,9 @@ class _Session:
         outputs: dict[str, list[Any]] = {}
         try:
             if not worker.alive or not worker.loaded:
-                worker.start()
+                if not worker.alive:
+                    worker.spawn()
+                worker.wait_ready()
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
             for label, plan, shift in wanted:

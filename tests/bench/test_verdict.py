@@ -12,7 +12,9 @@ from kictl.bench.integrity import CHECKS, Check
 from kictl.bench.loop import RunEvidence
 from kictl.bench.verdict import WorkloadContext, evaluate
 
-REFS = {label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0, rolled 0", "round 1", "round 2"])}
+REFS = {
+    label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0, rolled 0", "round 1", "round 2"])
+}
 
 
 def _context() -> WorkloadContext:
