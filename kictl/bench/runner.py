@@ -69,6 +69,8 @@ class ProcessView:
     cpu_ticks: int
     threads: int
     processes: tuple[int, ...]
+    #: time on a CPU of every live thread in the sandbox, in ns (``/proc/<pid>/task/<tid>/schedstat``)
+    cpu_ns: int = 0
 
 
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
@@ -123,6 +125,21 @@ def descendants(pid: int) -> list[int]:
         found.append(child)
         queue.extend(_children(child))
     return found
+
+
+def cpu_ns_live(pid: int) -> int:
+    """Time on a CPU of the live threads of ``pid`` in ns (``schedstat``'s first field); 0 if unreadable."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def cpu_ticks(pid: int) -> int:
@@ -272,12 +289,13 @@ class WorkerProcess:
         root = self.process.pid
         tree = [root, *descendants(root)]
         ticks = sum(cpu_ticks(pid) for pid in tree)
+        live_ns = sum(cpu_ns_live(pid) for pid in tree)
         threads = 0
         if self.worker_pid is not None:
             with contextlib.suppress(OSError):
                 threads = len(os.listdir(f"/proc/{self.worker_pid}/task"))
         others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
-        return ProcessView(ticks, threads, others)
+        return ProcessView(ticks, threads, others, live_ns)
 
     def _is_sandbox_init(self, pid: int) -> bool:
         """bubblewrap's own process inside the namespace (the worker's parent)."""

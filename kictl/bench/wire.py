@@ -195,16 +195,23 @@ class Arm(Message):
 
 
 @dataclass(frozen=True, slots=True)
-class Call(Message):
-    """Copy input set ``input_set`` into the timed tensors (untimed), then one timed call.
+class Stage(Message):
+    """Copy input set ``input_set`` into the timed tensors, in place, for the next ``Call`` (untimed).
 
     Random inputs are copied rolled by ``shift`` elements (flattened), so that every timed call's values are
     new even though the sets repeat.
     """
 
-    TYPE: ClassVar[str] = "call"
+    TYPE: ClassVar[str] = "stage"
     input_set: int
     shift: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Message):
+    """One timed call on the staged values."""
+
+    TYPE: ClassVar[str] = "call"
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +277,11 @@ class Outputs(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Staged(Message):
+    TYPE: ClassVar[str] = "staged"
+
+
+@dataclass(frozen=True, slots=True)
 class Armed(Message):
     TYPE: ClassVar[str] = "armed"
     notes: tuple[Note, ...]
@@ -317,6 +329,7 @@ MESSAGES: dict[str, type[Message]] = {
         Reference,
         Check,
         Arm,
+        Stage,
         Call,
         Audit,
         Finish,
@@ -325,6 +338,7 @@ MESSAGES: dict[str, type[Message]] = {
         Pong,
         Loaded,
         Outputs,
+        Staged,
         Armed,
         Sample,
         Finished,

@@ -57,6 +57,7 @@ _ALLOWED = frozenset(
         wire.Reference.TYPE,
         wire.Check.TYPE,
         wire.Arm.TYPE,
+        wire.Stage.TYPE,
         wire.Call.TYPE,
         wire.Audit.TYPE,
         wire.Finish.TYPE,
@@ -262,8 +263,10 @@ class Worker:
             return self.check(request)
         if isinstance(request, wire.Arm):
             return self.arm(request)
+        if isinstance(request, wire.Stage):
+            return self.stage(request)
         if isinstance(request, wire.Call):
-            return self.call_timed(request)
+            return self.call_timed()
         if isinstance(request, wire.Audit):
             return self.audit()
         if isinstance(request, wire.Finish):
@@ -465,11 +468,17 @@ class Worker:
             self.setup(*self.timed_args)
         return self.run(*self.timed_args)
 
-    def call_timed(self, request: wire.Call) -> wire.Message:
+    def stage(self, request: wire.Stage) -> wire.Message:
         if not 0 <= request.input_set < len(self.sets) or self.timer is None:
             raise Failure("runtime_error", f"kictl asked for input set {request.input_set} before arming")
         self.last = None
         self.copy_set(request.input_set, request.shift)
+        return wire.Staged()
+
+    def call_timed(self) -> wire.Message:
+        if self.timer is None:
+            raise Failure("runtime_error", "kictl asked for a timed call before arming")
+        self.last = None
         try:
             sample = self.timer.measure(self.timed_call)
         except BaseException:
