@@ -36,10 +36,11 @@ from kictl.bench.runner import PROTOCOL, ImplementationFailed, WorkerGone, Worke
 PINGS = 15
 #: Shifts are drawn below this; the worker takes them modulo each input's size.
 SHIFTS = 2**31
-#: Chance that a timed call is audited (decided after it returned); at least ``MIN_AUDITS`` are.
-AUDIT_CHANCE = 0.1
-MIN_AUDITS = 2
-MAX_AUDITS = 8
+#: Timed call ``i`` (from 0) is audited with probability ``min(1, AUDIT_WEIGHT / (i + 1))``, drawn by the
+#: parent after the call returned: the first calls always, later ones ever less often but never with
+#: probability zero, so that about ``AUDIT_WEIGHT * ln(n)`` of ``n`` calls are audited and a cheat that
+#: turns bad after any number of calls is still met by an audit it cannot foresee.
+AUDIT_WEIGHT = 3
 #: A sample may exceed the parent's wall time around its request by this much (clock granularity).
 SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.
@@ -272,16 +273,13 @@ class RunDriver:
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
-        audits_short = len(evidence.audits) < MIN_AUDITS
-        last_fixed = self.total_fixed is not None and index + 1 >= self.total_fixed
-        drawn = secrets.randbelow(10_000) < AUDIT_CHANCE * 10_000 and len(evidence.audits) < MAX_AUDITS
-        if drawn or (audits_short and self._ending(index + 1)):
+        if secrets.randbelow(index + 1) < AUDIT_WEIGHT:
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
                 return
             assert isinstance(audited, wire.Outputs)
             evidence.audits.append((index, chosen, shift, self._tensors(audited, "an audited call")))
-        if self._ending(index + 1) and (len(evidence.audits) >= MIN_AUDITS or last_fixed):
+        if self._ending(index + 1):
             self.active = False
 
     def _ending(self, count: int) -> bool:
