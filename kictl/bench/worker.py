@@ -455,8 +455,10 @@ class Worker:
         """Input set ``index`` (random inputs rolled by ``shift``) into the timed tensors, in place, untimed."""
         import torch
 
-        for target, value in zip(self.timed_args, self.set_values(index, shift), strict=True):
-            if type(target) is torch.Tensor:
+        # only the random inputs differ between sets: index tensors are left alone (their version counter too),
+        # so that a plan() made on them in setup() stays valid
+        for target, value, roll in zip(self.timed_args, self.set_values(index, shift), self.rolled, strict=True):
+            if roll and type(target) is torch.Tensor:
                 target.copy_(value)
         if self.cuda:
             timing.original("synchronize")(self.device)
