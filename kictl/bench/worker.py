@@ -568,6 +568,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(args.device))
             torch.cuda.init()  # type: ignore[no-untyped-call]
+            # the context, its threads and cuBLAS's handle exist before the thread count kictl judges against
+            probe = torch.randn(64, 64, device=args.device)
+            (probe @ probe).sum().item()
         env = environment.capture(args.device)
         baseline = integrity.take_baseline()
     except BaseException:

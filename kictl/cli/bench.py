@@ -87,7 +87,9 @@ def bench(
             help="Run implementations without bubblewrap (unconfined; the protocol records it).",
         ),
     ] = False,
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per request to a worker (an import, a setup, one call).")
+    ] = 600.0,
     atol: Annotated[float | None, typer.Option(help="Absolute tolerance (default: the workload's, else 1e-2).")] = None,
     rtol: Annotated[float | None, typer.Option(help="Relative tolerance (default: the workload's, else 1e-2).")] = None,
     matched_ratio: Annotated[

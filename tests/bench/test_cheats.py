@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, cuda_available, rows
+from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, cuda_available, rows
+
+pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 
 RMSNORM = "rmsnorm_h4096"
 HONEST = ("honest_slow_loop", "honest_noncontiguous_output", "honest_reused_buffer")

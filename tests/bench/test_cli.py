@@ -136,6 +136,25 @@ def test_no_gpu_is_exit_5(cli: RunCli, bundled_registry: Registry) -> None:
     assert "no CUDA GPU is available" in result.stderr
 
 
+def test_no_sandbox_is_exit_5_unless_waived(
+    cli: RunCli, bundled_registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KICTL_BWRAP", str(tmp_path / "no-bwrap-here"))
+    args = ("bench", RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "cpu")
+    result = cli(*args, "--registry", bundled_registry.root)
+    assert result.exit_code == 5, result.output
+    assert "bubblewrap (bwrap) is not on $KICTL_BWRAP" in result.stderr
+    assert "--no-sandbox" in result.stderr
+    waived = cli(
+        *args, "--workload", "b1", *FAST, "--no-sandbox", "--out", tmp_path / "out", "--registry", bundled_registry.root
+    )
+    assert waived.exit_code == 0, waived.output
+    (manifest,) = (tmp_path / "out").glob("*.json")
+    (protocol,) = [r for r in json.loads(manifest.read_text()).values() if r["kind"] == "BenchmarkProtocol"]
+    assert protocol["spec"]["measurement"]["isolation"].startswith("none: --no-sandbox")
+    assert protocol["metadata"]["name"].endswith(".unsandboxed")
+
+
 def test_a_failing_run_is_exit_1_with_records_written(cli: RunCli, bundled_registry: Registry, tmp_path: Path) -> None:
     wrong = REPO_ROOT / "tests" / "assets" / "cheats" / "rmsnorm_wrong_values.py"
     result = cli(
