@@ -34,6 +34,8 @@ from kictl.bench.integrity import Check
 from kictl.bench.runner import PROTOCOL, ImplementationFailed, WorkerGone, WorkerProcess
 
 PINGS = 15
+#: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
+MIN_CALLS_IN_BUDGET = 3
 #: Shifts are drawn below this; the worker takes them modulo each input's size.
 SHIFTS = 2**31
 #: Timed call ``i`` (from 0) is audited with probability ``min(1, AUDIT_WEIGHT / (i + 1))``, drawn by the
@@ -302,6 +304,11 @@ class RunDriver:
         if count >= options.max_calls:
             self.evidence.stop_reason = f"maximum of {options.max_calls} timed calls"
             return True
+        budget_spent = options.time_budget_s is not None and self.busy_ns >= options.time_budget_s * 1e9
+        if budget_spent and count >= MIN_CALLS_IN_BUDGET:
+            self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
+            self.evidence.stop_reason = f"time budget of {options.time_budget_s:g} s spent"
+            return True
         if count < options.min_calls:
             return False
         error = timing.median_relative_error(self.evidence.samples)
@@ -310,9 +317,6 @@ class RunDriver:
             self.evidence.stop_reason = (
                 f"median's relative error {error:.3g} <= target {options.target_relative_error:g}"
             )
-            return True
-        if options.time_budget_s is not None and self.busy_ns >= options.time_budget_s * 1e9:
-            self.evidence.stop_reason = f"time budget of {options.time_budget_s:g} s spent"
             return True
         return False
 
