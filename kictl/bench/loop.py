@@ -52,7 +52,9 @@ IDLE_WINDOW_S = 0.1
 #: parent's measurement of the call): a sample forged short by tens of milliseconds
 #: (work done while the worker's clock was not looking) is caught; shorter forgeries of CPU work are
 #: caught by the CPU-time bound below.
-GAP_BASE_NS = 20_000_000
+GAP_BASE_NS = 30_000_000
+#: ... judged only over this many timed calls or more: one call on a loaded machine can wait that long.
+GAP_MIN_SAMPLES = 5
 #: The sandbox's CPU time over the timed calls' requests (from /proc's schedstat, which the worker
 #: cannot forge; staging the inputs is a request of its own and not counted) may be at most this
 #: multiple of what the samples add up to (per allowed thread), plus the wire's cost per call.
@@ -375,7 +377,7 @@ def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int)
             f"{len(longer)} sample(s) longer than the parent's wall time around the call (e.g. {sample} ns "
             f"reported, {wall} ns seen)",
         )
-    if cpu_device and evidence.samples and evidence.pings_ns:
+    if cpu_device and len(evidence.samples) >= GAP_MIN_SAMPLES and evidence.pings_ns:
         # the best-placed call: scheduling delays on a loaded machine only ever add to the gap
         gap = min(wall - sample for sample, wall in zip(evidence.samples, evidence.walls, strict=True))
         pings = sorted(evidence.pings_ns)

@@ -85,11 +85,15 @@ def test_a_sample_longer_than_the_parent_saw_is_inconsistent() -> None:
 
 
 def test_samples_far_below_the_parents_wall_time_are_inconsistent() -> None:
-    members = _judge(_evidence(samples=[1000, 1000, 1000], walls=[50_000_000, 60_000_000, 55_000_000]))
+    walls = [50_000_000, 60_000_000, 55_000_000, 70_000_000, 80_000_000]
+    members = _judge(_evidence(samples=[1000] * 5, walls=walls, sets=[0] * 5))
     assert members["status"] == "reward_hack"
     assert "at least 50.0 ms more than the worker reported" in members["integrity"]["samplesConsistent"]["detail"]
     # one call placed well is enough to show the wire was all the rest: no false alarm under load
-    assert _judge(_evidence(walls=[50_000_000, 60_000, 55_000_000]))["status"] == "passed"
+    walls[2] = 60_000
+    assert _judge(_evidence(samples=[1000] * 5, walls=walls, sets=[0] * 5))["status"] == "passed"
+    # nor is one slow call alone judged
+    assert _judge(_evidence(samples=[1000], walls=[90_000_000], sets=[0]))["status"] == "passed"
 
 
 def test_cpu_time_far_above_the_samples_is_inconsistent() -> None:
