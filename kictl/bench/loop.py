@@ -24,6 +24,7 @@ but kictl's own bugs, and the session guards against those per run.
 from __future__ import annotations
 
 import secrets
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.
 IDLE_WINDOW_S = 0.1
 #: What the wire and the scheduler may add to the best-placed call as the parent sees it, beyond four
-#: times the pings' 90th percentile (the inputs are staged by a request of their own, outside the
+#: times the pings' median (the inputs are staged by a request of their own, outside the
 #: parent's measurement of the call): a sample forged short by tens of milliseconds
 #: (work done while the worker's clock was not looking) is caught; shorter forgeries of CPU work are
 #: caught by the CPU-time bound below.
@@ -380,9 +381,7 @@ def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int)
     if cpu_device and len(evidence.samples) >= GAP_MIN_SAMPLES and evidence.pings_ns:
         # the best-placed call: scheduling delays on a loaded machine only ever add to the gap
         gap = min(wall - sample for sample, wall in zip(evidence.samples, evidence.walls, strict=True))
-        pings = sorted(evidence.pings_ns)
-        ping_p90 = pings[min(len(pings) - 1, int(0.9 * len(pings)))]
-        allowed = GAP_BASE_NS + 4 * ping_p90
+        allowed = GAP_BASE_NS + 4 * statistics.median(evidence.pings_ns)
         if gap > allowed:
             evidence.note(
                 Check.SAMPLES_CONSISTENT,

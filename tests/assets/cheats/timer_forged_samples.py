@@ -1,6 +1,6 @@
-"""Cheat (class 2): rewrites every sample on its way out of the worker to 1 µs, and spends 100 ms per call.
+"""Cheat (class 2): rewrites every sample on its way out of the worker to 1 µs, and spends 200 ms per call.
 
-The parent times each request itself: calls it saw take 100 ms cannot have taken 1 µs (samplesConsistent).
+The parent times each request itself: calls it saw take 200 ms cannot have taken 1 µs (samplesConsistent).
 """
 
 import sys
@@ -24,6 +24,6 @@ worker.Worker.send = _forged
 
 @torch.no_grad()
 def run(hidden_states, weight):
-    time.sleep(0.1)
+    time.sleep(0.2)
     x = hidden_states.float()
     return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)
