@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl import canon, families
+from kictl import canon, families, lookup
 from kictl.bench import correctness, sandbox, wire
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
@@ -88,16 +88,9 @@ def select_workloads(registry: Registry, definition: StoredRecord, wanted: Seque
         return own
     chosen: list[StoredRecord] = []
     for item in wanted:
-        bare = item.removeprefix(canon.DIGEST_PREFIX).lower()
-        matches = [r for r in own if r.name == item]
-        if not matches and len(bare) >= 8:
-            matches = [r for r in own if canon.digest_hex(r.digest).startswith(bare)]
-        if len(matches) != 1:
-            raise NotFoundError(
-                f"no single workload of {definition.name} is {item!r}", candidates=[r.name for r in own][:40]
-            )
-        if matches[0] not in chosen:
-            chosen.append(matches[0])
+        match = lookup.resolve_among(item, own, what=f"workload of {definition.name}")
+        if match not in chosen:
+            chosen.append(match)
     return chosen
 
 

@@ -98,7 +98,7 @@ def test_bench_adds_to_the_registry_and_prints_a_table(cli: RunCli, bundled_regi
     ("args", "code", "message"),
     [
         (("no_such_definition", "--impl", "x.py"), 3, "no Definition named or digested 'no_such_definition'"),
-        ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--workload", "b3"), 3, "no single workload"),
+        ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--workload", "b3"), 3, "named or digested 'b3'"),
         ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "tpu"), 2, "expected auto, cpu"),
         ((RMSNORM, "--impl", "missing/kernel.py", "--device", "cpu"), 2, "no such file or folder"),
         (
