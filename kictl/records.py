@@ -311,6 +311,8 @@ class Harness(WireModel):
     name: str
     version: str | None = None
     repository: str | None = None
+    #: the harness's source commit when it ran from a git checkout ("+dirty" when its files had changed)
+    commit: str | None = None
 
 
 class CorrectnessProtocol(WireModel):
@@ -405,6 +407,16 @@ class LatencyNs(WireModel):
     stdev: NonNegativeInt | None = None
 
 
+class ClockReading(WireModel):
+    """One NVML reading of the GPU (kictl.bench.gpu_state)."""
+
+    sm_clock_mhz: NonNegativeInt
+    memory_clock_mhz: NonNegativeInt
+    temperature_c: int
+    power_milliwatts: NonNegativeInt
+    throttle_reasons: tuple[str, ...] = ()
+
+
 class Timing(WireModel):
     latency_ns: LatencyNs
     samples: tuple[NonNegativeInt, ...] | None = None
@@ -425,6 +437,14 @@ class Timing(WireModel):
     parent_wall_ns: NonNegativeInt | None = None
     #: The machine's 1-minute load average at the end of the run.
     load_average: NonNegativeFloat | None = None
+    #: CUPTI timer: median of the CUDA events figures of the same calls (the cross-check), and the kernels,
+    #: copies and memsets each call caused (median)
+    events_median_ns: NonNegativeInt | None = None
+    kernels_per_call: NonNegativeInt | None = None
+    #: GPU: NVML readings before and after the timed calls, and whether the clocks held (no throttling)
+    clocks: tuple[ClockReading, ...] | None = None
+    clocks_steady: bool | None = None
+    clocks_detail: str | None = None
 
     @model_validator(mode="after")
     def _primary_present(self) -> Timing:

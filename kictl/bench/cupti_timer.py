@@ -18,6 +18,11 @@ sample per timed call:
   enqueue the whole call before the device reaches it) is named in advance and
   left out: it is the earliest activity of the window with the spin's kernel
   name, and its duration must be at least half the spin asked for;
+* the harness's *end marker*, a tiny kernel it enqueues on the calling stream
+  as soon as the call returns, is left out too; but any activity of the call
+  that ended after the marker started was not ordered before the calling
+  stream's end (a consumer on that stream would read unfinished outputs): it
+  is reported as *unordered*, the ``streamOrdered`` integrity check;
 * the harness's work between calls (restoring inputs, the L2 flush) runs in
   *harness windows* of its own and is left out;
 * an activity outside every window, or one that ended after its window
@@ -72,6 +77,8 @@ class Window:
     begin_ns: int
     end_ns: int
     harness_spin_ns: int = 0
+    #: the harness enqueued its end marker (a spin kernel of ~0 cycles) on the calling stream after the call
+    end_marker: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,11 +106,14 @@ class Attribution:
     escaped: list[DeviceActivity] = field(default_factory=list)
     overran: list[DeviceActivity] = field(default_factory=list)
     spin_missing: int = 0
+    #: activities of a call that ended after the harness's end marker started on the calling stream
+    unordered: list[DeviceActivity] = field(default_factory=list)
+    marker_missing: int = 0
 
     @property
     def clean(self) -> bool:
-        """No activity outside a window, none past its window's end, every spin found."""
-        return not self.escaped and not self.overran and self.spin_missing == 0
+        """No activity outside a window, none past its window's end, every spin and marker found."""
+        return not self.escaped and not self.overran and self.spin_missing == 0 and self.marker_missing == 0
 
 
 def _busy(activities: Sequence[DeviceActivity]) -> int:
@@ -160,12 +170,21 @@ def attribute(
         if activity.end_ns > windows[index].end_ns:
             result.overran.append(activity)
     for window, bucket in zip(windows, buckets, strict=True):
+        harness_stream: int | None = None
         if window.harness_spin_ns > 0:
             spin = next((a for a in bucket if a.kind == KERNEL and SPIN_KERNEL_NAME in a.name), None)
             if spin is None or spin is not bucket[0] or spin.duration_ns * 2 < window.harness_spin_ns:
                 result.spin_missing += 1
             if spin is not None:
+                harness_stream = spin.stream
                 bucket = [a for a in bucket if a is not spin]
+        if window.end_marker:
+            marker = _end_marker(bucket, harness_stream)
+            if marker is None:
+                result.marker_missing += 1
+            else:
+                bucket = [a for a in bucket if a is not marker]
+                result.unordered.extend(a for a in bucket if a.end_ns > marker.start_ns)
         if not bucket:
             result.spans.append(None)
             continue
@@ -181,6 +200,14 @@ def attribute(
             )
         )
     return result
+
+
+def _end_marker(bucket: Sequence[DeviceActivity], stream: int | None) -> DeviceActivity | None:
+    """The harness's end marker: the last spin kernel to start (on the harness's stream, when known)."""
+    candidates = [
+        a for a in bucket if a.kind == KERNEL and SPIN_KERNEL_NAME in a.name and (stream is None or a.stream == stream)
+    ]
+    return max(candidates, key=lambda a: a.start_ns) if candidates else None
 
 
 def _window_of(begins: Sequence[int], windows: Sequence[Window], start_ns: int) -> int | None:

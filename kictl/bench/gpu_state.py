@@ -59,8 +59,8 @@ class GpuReading:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "smClockMHz": self.sm_clock_mhz,
-            "memoryClockMHz": self.memory_clock_mhz,
+            "smClockMhz": self.sm_clock_mhz,
+            "memoryClockMhz": self.memory_clock_mhz,
             "temperatureC": self.temperature_c,
             "powerMilliwatts": self.power_mw,
             "throttleReasons": list(self.reasons),
@@ -144,19 +144,30 @@ def _cudart() -> Any:
     return None
 
 
-def reset_persisting_l2() -> bool:
-    """``cudaCtxResetPersistingL2Cache`` for the current context; False when it could not be called."""
+_RESET: list[Any] = []
+
+
+def _reset_function() -> Any:
+    """``cudaCtxResetPersistingL2Cache`` from cuda-bindings, else from the CUDA runtime torch loaded; None."""
     try:
         from cuda.bindings import runtime
 
-        (error,) = runtime.cudaCtxResetPersistingL2Cache()
-        return int(error) == 0
+        return lambda: int(runtime.cudaCtxResetPersistingL2Cache()[0])
     except Exception:
         pass
     library = _cudart()
-    if library is None:
+    function = getattr(library, "cudaCtxResetPersistingL2Cache", None) if library is not None else None
+    return (lambda: int(function())) if function is not None else None
+
+
+def reset_persisting_l2() -> bool:
+    """``cudaCtxResetPersistingL2Cache`` for the current context; False when it could not be called."""
+    if not _RESET:
+        _RESET.append(_reset_function())
+    function = _RESET[0]
+    if function is None:
         return False
     try:
-        return int(library.cudaCtxResetPersistingL2Cache()) == 0
-    except (AttributeError, OSError):
+        return bool(function() == 0)
+    except (AttributeError, OSError, RuntimeError):
         return False

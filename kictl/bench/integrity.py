@@ -69,7 +69,14 @@ class Check(StrEnum):
 
 
 CHECKS: tuple[str, ...] = tuple(check.value for check in Check)
-_KICTL_MODULES = ("kictl.bench.timing", "kictl.bench.integrity", "kictl.bench.worker", "kictl.bench.inputs")
+_KICTL_MODULES = (
+    "kictl.bench.timing",
+    "kictl.bench.integrity",
+    "kictl.bench.worker",
+    "kictl.bench.inputs",
+    "kictl.bench.cupti_timer",
+    "kictl.bench.gpu_state",
+)
 
 
 @dataclass(frozen=True)

@@ -96,6 +96,11 @@ class RunEvidence:
     sets: list[int] = field(default_factory=list)
     enqueued_ahead: int | None = None
     device_spin_ns: int | None = None
+    #: CUPTI timer: the events figure and the activity count of each timed call
+    events_ns: list[int] = field(default_factory=list)
+    kernels: list[int] = field(default_factory=list)
+    #: GPU: NVML readings (gpu_state.GpuReading.to_json) around the timed calls
+    clocks: list[dict[str, Any]] = field(default_factory=list)
     #: (timed call index, input set, shift, outputs or why none)
     audits: list[tuple[int, int, int, list[Any] | str]] = field(default_factory=list)
     notes: dict[str, list[str]] = field(default_factory=dict)
@@ -284,6 +289,10 @@ class RunDriver:
         evidence.walls.append(wall)
         evidence.sets.append(chosen)
         self.busy_ns += wall
+        if answer.events_ns is not None:
+            evidence.events_ns.append(answer.events_ns)
+        if answer.kernels is not None:
+            evidence.kernels.append(answer.kernels)
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)

@@ -45,6 +45,11 @@ class BenchOptions:
     target_error: float = DEFAULT_TARGET_ERROR
     time_budget_s: float = DEFAULT_TIME_BUDGET_S
     input_sets: int = DEFAULT_INPUT_SETS
+    #: GPU timer: auto (CUPTI where it attaches, else events, said on stderr), cupti, events or graph
+    timer: str = "auto"
+
+
+TIMERS = ("auto", "cupti", "events", "graph")
 
 
 def resolve_device(requested: str) -> str:
@@ -83,6 +88,16 @@ def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, 
         raise UsageError("--rounds must be >= 1: every run is checked against the reference")
     if options.statistic not in STATISTICS:
         raise UsageError(f"--statistic {options.statistic!r}: expected one of {', '.join(STATISTICS)}")
+    if options.timer not in TIMERS:
+        raise UsageError(f"--timer {options.timer!r}: expected one of {', '.join(TIMERS)}")
+    if options.timer not in ("auto", "graph") and options.cuda_graph:
+        raise UsageError(f"--cuda-graph is --timer graph; it cannot be combined with --timer {options.timer}")
+    if options.timer in ("cupti", "events", "graph") and kind == "cpu":
+        raise UsageError(f"--timer {options.timer} needs a CUDA device (the CPU's timer is perf_counter_ns)")
+    if options.timer in ("cupti", "graph") and options.time_setup:
+        raise UsageError(
+            "--time-setup times setup() and run() with CUDA events; it cannot take --timer " + options.timer
+        )
     if options.cuda_graph and kind == "cpu":
         raise UsageError("--cuda-graph needs a CUDA device")
     if options.cuda_graph and options.time_setup:

@@ -12,6 +12,7 @@ and whether stateful setup was timed.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,42 @@ from kictl.records import (
 from kictl.store import write_atomic
 
 HARNESS = {"name": "kictl", "version": kictl.__version__}
+
+
+@functools.lru_cache(maxsize=1)
+def harness_identity() -> dict[str, str]:
+    """kictl's name, version and repository, and the commit when kictl runs from a git checkout."""
+    identity = dict(HARNESS)
+    commit = _source_commit()
+    if commit:
+        identity["commit"] = commit
+    return identity
+
+
+def _source_commit() -> str | None:
+    """HEAD of the git checkout kictl's package lies in ("+dirty" when its files changed), else None."""
+    import subprocess
+    from pathlib import Path
+
+    package = Path(kictl.__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(package), "status", "--porcelain", "--", "."],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if len(head) != 40:
+        return None
+    return head + ("+dirty" if dirty else "")
+
+
 INPUT_POLICY = (
     "timed calls rotate over {sets} input set(s) of the workload's structure with fresh values, copied into the "
     "same tensors outside the timed region; setup() sees another set that is never timed; correctness rounds use "
@@ -70,6 +107,8 @@ class BenchReport:
     runs: list[RunSummary] = field(default_factory=list)
     #: (workload label, why) for workloads that produced no runs: the reference or kictl's worker failed
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    #: what the user must know about how the session measured (e.g. CUPTI missing: CUDA events instead)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def all_passed(self) -> bool:
@@ -108,11 +147,25 @@ def protocol_spec(
     flush_bytes: int,
     isolation: str = "unrecorded",
     input_sets: int = 1,
+    timer_name: str | None = None,
 ) -> dict[str, Any]:
-    """The BenchmarkProtocol spec (JSON members) of this session's measurement."""
+    """The BenchmarkProtocol spec (JSON members) of this session's measurement.
+
+    ``timer_name`` is the timer the session resolved (``cupti_device_time`` where CUPTI attached).
+    CUPTI, events and graph replay share the comparability family ``kictl-cuda-device-time``: all
+    three measure the device time of the call's work (docs/bench.md, "Timers", has the H200 figures).
+    """
     warmup, iterations, trials = counts
     on_gpu = device != "cpu"
-    if not on_gpu:
+    if on_gpu and timer_name == "cupti_device_time" and not options.time_setup:
+        timer, family = "cupti_device_time", "kictl-cuda-device-time"
+        region = (
+            "CUPTI activity records of every kernel, copy and memset the call of run() caused, on any stream: "
+            "from the first one's start to the last one's end, the device synchronised before the window "
+            "closes; the persisting L2 reset and the L2 flushed before, then a device spin so the call is "
+            "enqueued before the GPU reaches it; CUDA events around the same call kept as the cross-check"
+        )
+    elif not on_gpu:
         timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
         region = (
             "time.perf_counter_ns read just before and just after each call of run(), one call per request from "
@@ -142,6 +195,8 @@ def protocol_spec(
             region += "; setup() and run() both inside the timed region"
     else:
         region += "; setup(), if the module has one, called once before, outside the timed region"
+    if on_gpu:
+        region += "; the persisting L2 reset before each timed call"
     measurement: dict[str, Any] = {
         "timer": timer,
         "primaryStatistic": options.statistic,
@@ -165,7 +220,7 @@ def protocol_spec(
     if on_gpu and flush_bytes > 0:
         measurement["l2FlushBytes"] = flush_bytes
     return {
-        "harness": dict(HARNESS),
+        "harness": dict(harness_identity()),
         "correctness": {
             "reference": REFERENCE_TEXT,
             "comparator": correctness.COMPARATOR,

@@ -178,6 +178,8 @@ class WorkerProcess:
         self.fd_from: int | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
+        self.timers: tuple[str, ...] = ()
+        self.cupti_error: str | None = None
         self.worker_pid: int | None = None
         self.baseline_threads = 0
         self.starts = 0
@@ -265,6 +267,8 @@ class WorkerProcess:
             ) from None
         self.environment = env
         self.pinned = (ready.cpus, ready.threads)
+        self.timers = ready.timers
+        self.cupti_error = ready.cupti_error
         self.worker_pid = self._find_worker_pid()
         self.baseline_threads = self.view().threads
         return env

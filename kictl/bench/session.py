@@ -216,6 +216,17 @@ class _Session:
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
+        #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
+        self.timer_name: str | None = None
+        self.nvml: Any = None
+        if device.startswith("cuda"):
+            from kictl.bench.gpu_state import Nvml
+            from kictl.errors import EnvError
+
+            try:
+                self.nvml = Nvml(int(device.split(":")[1]) if ":" in device else 0)
+            except EnvError as exc:
+                self.report.warnings.append(f"clocks not recorded: {exc}")
 
     def close(self) -> None:
         for worker in [*self.workers.values(), self.reference_worker]:
@@ -254,17 +265,40 @@ class _Session:
         outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
 
-    def loop_options(self, env: dict[str, Any]) -> LoopOptions:
-        warmup, iterations, trials = self.counts
-        on_gpu = self.device != "cpu"
-        if not on_gpu:
-            timer = "perf_counter_ns"
-        elif self.options.cuda_graph:
-            timer = "cuda_graph_replay"
-        elif self.options.time_setup:
-            timer = "cuda_events_host_inclusive"
+    def resolve_timer(self, worker: WorkerProcess) -> str:
+        """The session's timer, once: CUPTI where the worker reports it attached, unless another was asked for.
+
+        Raises ``EnvError`` for ``--timer cupti`` where CUPTI did not attach.
+        """
+        if self.timer_name is not None:
+            return self.timer_name
+        options = self.options
+        if self.device == "cpu":
+            name = "perf_counter_ns"
+        elif options.cuda_graph or options.timer == "graph":
+            name = "cuda_graph_replay"
+        elif options.time_setup:
+            name = "cuda_events_host_inclusive"
+        elif options.timer == "events":
+            name = "cuda_events"
+        elif "cupti_device_time" in worker.timers:
+            name = "cupti_device_time"
+        elif options.timer == "cupti":
+            from kictl.errors import EnvError
+
+            raise EnvError(f"--timer cupti: CUPTI did not attach ({worker.cupti_error or 'unknown reason'})")
         else:
-            timer = "cuda_events"
+            name = "cuda_events"
+            self.report.warnings.append(
+                f"CUPTI did not attach ({worker.cupti_error or 'unknown reason'}): timing with CUDA events "
+                "instead (the protocol records timer cuda_events); install the gpu extra for cupti-python"
+            )
+        self.timer_name = name
+        return name
+
+    def loop_options(self, env: dict[str, Any], worker: WorkerProcess | None = None) -> LoopOptions:
+        warmup, iterations, trials = self.counts
+        timer = self.resolve_timer(worker or self.reference_worker)
         return LoopOptions(
             warmup=warmup,
             iterations=iterations,
@@ -276,6 +310,18 @@ class _Session:
             flush_bytes=_flush_bytes(self.device, env),
             timeout_s=self.options.timeout_s,
         )
+
+    def clock_reading(self) -> dict[str, Any] | None:
+        """An NVML reading of the GPU (``None`` on the CPU or where NVML is missing or fails)."""
+        if self.nvml is None:
+            return None
+        from kictl.errors import EnvError
+
+        try:
+            reading: dict[str, Any] = self.nvml.read().to_json()
+        except EnvError:
+            return None
+        return reading
 
     def workload(self, workload: StoredRecord) -> None:
         """Run every implementation on one workload; a workload whose reference fails is skipped."""
@@ -301,17 +347,21 @@ class _Session:
                 plans.setup,
                 plans.timed,
                 plans.outputs,
-                self.loop_options(env),
+                self.loop_options(env, worker),
             )
             label = f"{workload.name}: {impl.name}"
             self.say(f"{label}: correctness and setup")
             _guarded(driver, driver.prepare)
             drivers.append((impl, driver, env))
         self.say(f"{workload.name}: timed calls, interleaved")
+        before = self.clock_reading()
         while any(driver.active for _, driver, _ in drivers):
             for _, driver, _ in drivers:
                 if driver.active:
                     _guarded(driver, driver.step)
+        after = self.clock_reading()
+        for _, driver, _ in drivers:
+            driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
         for _, driver, _ in drivers:
             _guarded(driver, driver.finish)
         audited = {
@@ -406,6 +456,7 @@ class _Session:
             _flush_bytes(self.device, env),
             self.isolation.label,
             len(self.set_labels),
+            self.timer_name,
         )
         key = canon.sha256_hex(canon.canonical_bytes(spec))
         if key not in self.protocols:

@@ -20,9 +20,17 @@ class here.  Three timers:
     twice the host's enqueue time of one call, then the flush.  Whether the
     call was enqueued before the GPU reached the start event is reported
     per sample (``enqueuedAhead``).
-``cuda_graph_replay`` (GPU, ``--cuda-graph``)
+``cuda_graph_replay`` (GPU, ``--timer graph`` or ``--cuda-graph``)
     the call captured once into a CUDA graph; each sample is one replay
     between two events, after the same flush and spin.
+``cupti_device_time`` (GPU, the default where CUPTI attaches)
+    the device time of every kernel, copy and memset the call caused, on any
+    stream, from CUPTI's activity records (``cupti_timer``): from the first
+    one's start to the last one's end, the device synchronised (every
+    stream) before the window closes, so work left on a side stream is timed
+    rather than hidden.  The persisting L2 is reset and the L2 flushed in a
+    harness window of its own, then the same spin as for events; the events
+    figure of the same call is kept beside each sample as the cross-check.
 
 ``bind_originals`` captures the timer's functions before any implementation
 is imported; the timers use those captured objects, so patching
@@ -123,6 +131,11 @@ class Measured:
     ns: int
     outputs: Any
     enqueued_ahead: bool | None = None
+    #: CUPTI timer only: the events figure of the same call, the activities it caused, work outside its window
+    events_ns: int | None = None
+    kernels: int | None = None
+    outside: int = 0
+    unordered: int = 0
 
 
 class CpuTimer:
@@ -145,8 +158,15 @@ class CpuTimer:
         return Measured(stop - start, outputs)
 
 
-def make_timer(name: str, device: str, flush_bytes: int) -> Any:
-    """The timer called ``name`` (a protocol's ``measurement.timer``) for ``device``; raises ``ValueError``."""
+def make_timer(name: str, device: str, flush_bytes: int, collector: Any = None) -> Any:
+    """The timer called ``name`` (a protocol's ``measurement.timer``) for ``device``; raises ``ValueError``.
+
+    ``collector`` is the worker's started ``cupti_timer.CuptiCollector`` (needed by ``cupti_device_time``).
+    """
+    if name == CuptiTimer.name:
+        if collector is None:
+            raise ValueError("the CUPTI timer was asked for but CUPTI did not attach in this worker")
+        return CuptiTimer(device, flush_bytes, collector)
     if name == CpuTimer.name:
         return CpuTimer()
     if name == CudaEventTimer.name:
@@ -218,6 +238,7 @@ class CudaEventTimer:
     def busy(self, spin_ns: int | None) -> None:
         if self.cycles_per_ns is not None and self.sleep is not None and spin_ns:
             self.sleep(int(spin_ns * self.cycles_per_ns))
+        reset_persisting_l2()
         if self.flush is not None:
             self.flush.zero_()
 
@@ -288,6 +309,78 @@ class CudaGraphTimer(CudaEventTimer):
     def _timed(self, call: Call) -> Any:
         self.replay(self.graph)
         return self.graph_outputs
+
+
+class CuptiTimer(CudaEventTimer):
+    """CUPTI's device time of everything the call caused, on any stream; CUDA events kept as the cross-check."""
+
+    name = "cupti_device_time"
+
+    def __init__(self, device: str, flush_bytes: int, collector: Any) -> None:
+        super().__init__(device, flush_bytes)
+        self.collector = collector
+
+    def measure(self, call: Call) -> Measured:
+        from kictl.bench.cupti_timer import Window, attribute
+
+        collector = self.collector
+        start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
+        self.synchronize(self.device)
+        collector.drain()  # what ran since the last call (staging the inputs) is no call's
+        own = collector.now()
+        reset_persisting_l2()
+        if self.flush is not None:
+            self.flush.zero_()
+        self.synchronize(self.device)
+        begin = collector.now()
+        spin = self.spin_ns if self.sleep is not None else None
+        if spin and self.cycles_per_ns is not None:
+            self.sleep(int(spin * self.cycles_per_ns))
+        else:
+            spin = None
+        host_start = self.clock()
+        self.record(start)
+        outputs = call()
+        self.record(stop)
+        host = self.clock() - host_start
+        marker = self.sleep is not None
+        if marker:
+            self.sleep(1)  # the end marker on the calling stream: what ends after it began was not ordered
+        ahead = not self.query(start)
+        self.synchronize(self.device)  # every stream: work the call left behind ends inside its window
+        end = collector.now()
+        window = Window(begin, end, spin or 0, end_marker=marker)
+        found = attribute(collector.drain(), [window], [Window(own, begin)])
+        events_ns = round(self.elapsed(start, stop) * 1e6)
+        self.host_ns.append(host)
+        if self.spin_ns is not None and len(self.host_ns) <= 8:
+            self.spin_ns = _spin_for(self.host_ns)
+        span = found.spans[0]
+        outside = len(found.escaped) + len(found.overran)
+        unordered = len(found.unordered)
+        if span is None:  # no device work at all: the events figure (the GPU idle between the events) stands
+            return Measured(events_ns, outputs, ahead, events_ns=events_ns, kernels=0, outside=outside)
+        count = span.kernels + span.copies + span.memsets
+        return Measured(
+            span.duration_ns,
+            outputs,
+            ahead,
+            events_ns=events_ns,
+            kernels=count,
+            outside=outside,
+            unordered=unordered,
+        )
+
+
+def reset_persisting_l2() -> None:
+    """Reset the persisting L2 lines (``cudaCtxResetPersistingL2Cache``) where the runtime allows it."""
+    from kictl.bench.gpu_state import reset_persisting_l2 as reset
+
+    if _RESET_WORKS.get("ok", True):
+        _RESET_WORKS["ok"] = reset()
+
+
+_RESET_WORKS: dict[str, bool] = {}
 
 
 # --------------------------------------------------------------------------- adaptive repetition

@@ -56,6 +56,16 @@ class WorkloadContext:
     floor_text: str | None = None
 
 
+def _reading_fields(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "sm_clock_mhz": item["smClockMhz"],
+        "memory_clock_mhz": item["memoryClockMhz"],
+        "temperature_c": item["temperatureC"],
+        "power_mw": item["powerMilliwatts"],
+        "reasons": tuple(item["throttleReasons"]),
+    }
+
+
 def audit_label(set_label: str, shift: int) -> str:
     """The name of an audited call's inputs: an input set, its random values rolled by ``shift``."""
     return f"{set_label}, rolled {shift}"
@@ -223,6 +233,19 @@ def evaluate(
         timing["parentWallNs"] = round(statistics.median(evidence.walls)) if evidence.walls else None
         if timing["parentWallNs"] is None:
             del timing["parentWallNs"]
+        if evidence.events_ns:
+            timing["eventsMedianNs"] = round(statistics.median(evidence.events_ns))
+        if evidence.kernels:
+            timing["kernelsPerCall"] = round(statistics.median(evidence.kernels))
+        if evidence.clocks:
+            from kictl.bench.gpu_state import GpuReading, clocks_steady
+
+            readings = [GpuReading(**_reading_fields(item)) for item in evidence.clocks]
+            steady, why = clocks_steady(readings)
+            timing["clocks"] = list(evidence.clocks)
+            timing["clocksSteady"] = steady
+            if why:
+                timing["clocksDetail"] = why
         with_load = _load_average()
         if with_load is not None:
             timing["loadAverage"] = with_load

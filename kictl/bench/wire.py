@@ -244,6 +244,10 @@ class Ready(Message):
     environment: str  # JSON text of the spec, parsed strictly by the parent
     cpus: tuple[int, ...]
     threads: int
+    #: timers beyond the plain ones this worker can run (``cupti_device_time`` once CUPTI attached)
+    timers: tuple[str, ...] = ()
+    #: why CUPTI could not attach, when it could not (shown to the user; the session falls back to events)
+    cupti_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +299,10 @@ class Sample(Message):
     ns: int
     enqueued_ahead: bool | None
     notes: tuple[Note, ...]
+    #: CUPTI timer: the CUDA events figure of the same call (the cross-check), and the kernels, copies and
+    #: memsets the call caused on any stream
+    events_ns: int | None = None
+    kernels: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -200,7 +200,10 @@ def normalize(value: Any, names: Sequence[str]) -> list[Any]:
 
 
 class Worker:
-    def __init__(self, fd_in: int, fd_out: int, device: str, baseline: integrity.Baseline) -> None:
+    def __init__(
+        self, fd_in: int, fd_out: int, device: str, baseline: integrity.Baseline, collector: Any = None
+    ) -> None:
+        self.collector = collector
         self.fd_in = fd_in
         self.fd_out = fd_out
         self.device = device
@@ -438,7 +441,7 @@ class Worker:
             self.call(self.setup, self.timed_args)
         if self.cuda:
             torch.cuda.synchronize()
-        self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes)
+        self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes, self.collector)
         self.copy_set(0, 0)
         try:
             self.timer.prepare(self.timed_call)
@@ -493,7 +496,26 @@ class Worker:
             _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {exc}")
         else:
             self.output_notes(self.last, notes, "a timed call")
-        return wire.Sample(ns=sample.ns, enqueued_ahead=sample.enqueued_ahead, notes=tuple(notes))
+        if sample.unordered:
+            _note(
+                notes,
+                Check.STREAM_ORDERED,
+                f"{sample.unordered} kernel(s), copies or memsets of a timed call ended after the calling stream "
+                "had reached the end of the call (work left running on another stream)",
+            )
+        if sample.outside:
+            _note(
+                notes,
+                Check.NO_WORK_OUTSIDE_CALLS,
+                f"{sample.outside} kernel(s), copies or memsets ran outside the timed call's window on the device",
+            )
+        return wire.Sample(
+            ns=sample.ns,
+            enqueued_ahead=sample.enqueued_ahead,
+            notes=tuple(notes),
+            events_ns=sample.events_ns,
+            kernels=sample.kernels,
+        )
 
     def audit(self) -> wire.Message:
         if isinstance(self.last, str):
@@ -565,19 +587,40 @@ def main(argv: Sequence[str] | None = None) -> None:
         wanted = [int(item) for item in args.cpus.split(",") if item]
         cpus, threads = _pin(wanted, args.threads)
         timing.bind_originals()
+        collector: Any = None
+        cupti_error: str | None = None
         if args.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(args.device))
             torch.cuda.init()  # type: ignore[no-untyped-call]
+            # CUPTI attaches before anything of the implementation's is imported: its callbacks are kictl's
+            collector, cupti_error = _attach_cupti()
             # the context, its threads and cuBLAS's handle exist before the thread count kictl judges against
             probe = torch.randn(64, 64, device=args.device)
             (probe @ probe).sum().item()
+            if collector is not None:
+                collector.drain()
         env = environment.capture(args.device)
         baseline = integrity.take_baseline()
     except BaseException:
         wire.write_frame(fd_out, wire.HarnessError(detail=_traceback_tail()))
         return
-    wire.write_frame(fd_out, wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads))
-    Worker(fd_in, fd_out, args.device, baseline).serve()
+    timers = (timing.CuptiTimer.name,) if collector is not None else ()
+    ready = wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads, timers=timers, cupti_error=cupti_error)
+    wire.write_frame(fd_out, ready)
+    Worker(fd_in, fd_out, args.device, baseline, collector).serve()
+
+
+def _attach_cupti() -> tuple[Any, str | None]:
+    """A started CUPTI collector, or None and why not (``cupti-python`` missing, CUPTI refused to attach)."""
+    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.errors import EnvError
+
+    try:
+        collector = CuptiCollector()
+        collector.start()
+    except EnvError as exc:
+        return None, wire.clean_text(str(exc), 300)
+    return collector, None
 
 
 if __name__ == "__main__":

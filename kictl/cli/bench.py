@@ -64,7 +64,15 @@ def bench(
     ] = None,
     trials: Annotated[int | None, typer.Option(help="Trials (default: CUDA 3, CPU 1).", show_default=False)] = None,
     rounds: Annotated[int, typer.Option(help="Correctness rounds, each on fresh inputs.")] = 3,
-    cuda_graph: Annotated[bool, typer.Option("--cuda-graph", help="Time replays of a CUDA graph of one call.")] = False,
+    cuda_graph: Annotated[bool, typer.Option("--cuda-graph", help="Same as --timer graph.")] = False,
+    timer: Annotated[
+        str,
+        typer.Option(
+            help="GPU timer: auto (CUPTI's device time of every kernel the call caused, on any stream, where "
+            "CUPTI attaches; else CUDA events, said on stderr), cupti, events (CUDA events around the call), "
+            "graph (events around a CUDA-graph replay)."
+        ),
+    ] = "auto",
     time_setup: Annotated[
         bool, typer.Option("--time-setup", help="Time setup() (e.g. a FlashInfer plan) together with run().")
     ] = False,
@@ -137,7 +145,8 @@ def bench(
         iterations=iterations,
         trials=trials,
         rounds=rounds,
-        cuda_graph=cuda_graph,
+        cuda_graph=cuda_graph or timer == "graph",
+        timer=timer,
         time_setup=time_setup,
         statistic=statistic,
         timeout_s=timeout,
@@ -210,6 +219,8 @@ def bench(
     for run in failed:
         first = (run.detail or "").strip().splitlines()[-1:] or [""]
         err(f"{run.implementation} on {run.workload}: {run.status}: {first[0][:200]}")
+    for warning in report.warnings:
+        err(f"warning: {warning}")
     for label, reason in report.skipped:
         err(f"warning: workload {label} skipped, no runs recorded: {reason}")
     sys.stdout.flush()

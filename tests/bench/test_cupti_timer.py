@@ -115,3 +115,39 @@ def test_collector_without_cupti_is_an_environment_error() -> None:
             CuptiCollector()
     else:  # pragma: no cover - only where cupti-python is installed
         pytest.skip("cupti-python is installed here")
+
+
+def test_work_that_outlives_the_calling_streams_end_is_unordered() -> None:
+    # The side-stream cheat: the call returns at once; its kernel (stream 13) runs past the end marker
+    # the harness put on the calling stream (7) right after the call returned.
+    window = Window(0, 1000, harness_spin_ns=400, end_marker=True)
+    records = [spin(5, 450), DeviceActivity(KERNEL, 452, 453, 7, SPIN_KERNEL_NAME), kernel(451, 900, stream=13)]
+    result = attribute(records, [window])
+    (span,) = result.spans
+    assert span is not None
+    assert span.duration_ns == 449  # timed, not hidden
+    assert [a.stream for a in result.unordered] == [13]
+
+
+def test_work_the_calling_stream_waited_for_is_ordered() -> None:
+    window = Window(0, 1000, harness_spin_ns=400, end_marker=True)
+    records = [spin(5, 450), kernel(451, 600, stream=13), DeviceActivity(KERNEL, 601, 602, 7, SPIN_KERNEL_NAME)]
+    result = attribute(records, [window])
+    assert result.unordered == []
+    assert result.clean
+    (span,) = result.spans
+    assert span is not None
+    assert span.duration_ns == 149
+
+
+def test_a_fake_marker_on_another_stream_is_not_the_marker() -> None:
+    # A kernel named like the harness's marker, started late on the implementation's own stream, is no marker.
+    window = Window(0, 2000, harness_spin_ns=400, end_marker=True)
+    records = [
+        spin(5, 450),
+        kernel(451, 1500, stream=13),
+        DeviceActivity(KERNEL, 460, 461, 7, SPIN_KERNEL_NAME),
+        DeviceActivity(KERNEL, 1600, 1601, 13, SPIN_KERNEL_NAME),
+    ]
+    result = attribute(records, [window])
+    assert [a.end_ns for a in result.unordered] == [1500, 1601]
