@@ -44,12 +44,19 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-TARGETS = {
-    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q154_kv154"): "flashinfer_prefill.py",
-    ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "b8x_q512_kv2048"): "flashinfer_prefill.py",
-    ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q1117_p1117"): "flashinfer_prefill.py",
-    ("gqa_paged_decode_h32_kv8_d128_ps1", "b16x_kv1024"): "flashinfer_decode.py",
-}
+
+def _all_targets() -> dict[tuple[str, str], str]:
+    """Every workload of the three bundled attention definitions, with its FlashInfer wrapper's file."""
+    found: dict[tuple[str, str], str] = {}
+    for folder in sorted((ROOT / "definitions" / "gqa-paged-attention").iterdir()):
+        filename = "flashinfer_decode.py" if "decode" in folder.name else "flashinfer_prefill.py"
+        for line in (folder / "workloads.jsonl").read_text().splitlines():
+            if line.strip():
+                found[(folder.name, json.loads(line)["metadata"]["name"])] = filename
+    return found
+
+
+TARGETS = _all_targets()
 FLUSH_BYTES = 256 * 1024 * 1024
 NCU_CALLS = 20
 NCU_WARMUP = 3

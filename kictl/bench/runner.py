@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -179,6 +180,8 @@ class WorkerProcess:
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
+        #: kictl's folder for this worker's private copies of the JIT caches (sandbox.cache_binds)
+        self.scratch: Path | None = None
         self.cupti_error: str | None = None
         self.worker_pid: int | None = None
         self.baseline_threads = 0
@@ -214,7 +217,11 @@ class WorkerProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         to_read, to_write = os.pipe()
         from_read, from_write = os.pipe()
-        command, executable = sandbox.worker_command(self.isolation, cuda=self.device.startswith("cuda"))
+        self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        command, executable = sandbox.worker_command(
+            self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
+        )
         command += [
             "--fd-in",
             str(to_read),
@@ -379,7 +386,13 @@ class WorkerProcess:
         self.worker_pid = None
 
     def stop(self) -> None:
-        """Ask the worker to finish, then make sure it has."""
+        """Ask the worker to finish, then make sure it has (and drop its private cache copies)."""
+        self._stop()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+    def _stop(self) -> None:
         if self.process is None:
             return
         if self.process.poll() is None and self.fd_to is not None:

@@ -14,7 +14,13 @@ started as ``bwrap [options] python -m kictl.bench.worker``:
   interpreter's prefix and every ``sys.path`` folder), the rest of the file
   system absent: no home folder, no keys;
 * ``--die-with-parent``, ``--new-session`` (no terminal injection);
-* on CUDA, the ``/dev/nvidia*`` device nodes bound in.
+* on CUDA, the ``/dev/nvidia*`` device nodes bound in;
+* JIT caches named in ``$KICTL_SANDBOX_CACHE`` (colon-separated folders,
+  e.g. FlashInfer's ``~/.cache/flashinfer`` with ``FLASHINFER_WORKSPACE_BASE``
+  set): each worker gets a private, writable copy bound at the folder's own
+  path, so compiled kernels stay warm (JIT tools rebuild when a path
+  changes) while nothing one worker writes there reaches another worker or
+  the next run (no cache poisoning).
 
 The worker gets its sources as bytes over the wire (``wire.Load``) and
 writes them into its private ``/tmp`` itself.  ``bwrap`` is found through
@@ -42,6 +48,7 @@ from kictl.errors import EnvError
 ENV_BWRAP = "KICTL_BWRAP"
 #: Extra folders to bind read-only into every sandbox, separated by ':' (e.g. a CUDA toolkit for JIT builds).
 ENV_EXTRA_BINDS = "KICTL_SANDBOX_BIND"
+ENV_CACHES = "KICTL_SANDBOX_CACHE"
 NO_SANDBOX_LABEL = "none: --no-sandbox (the implementation ran as kictl's user, unconfined)"
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/opt")
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH")
@@ -163,12 +170,36 @@ def _bind_args(*, cuda: bool) -> list[str]:
     return args
 
 
-def worker_command(isolation: Isolation, *, cuda: bool) -> tuple[list[str], str | None]:
-    """The command line of one worker, and the executable to run it with (``bwrap``, or none)."""
+def cache_binds(scratch: Path) -> list[str]:
+    """A private writable copy of each ``$KICTL_SANDBOX_CACHE`` folder under ``scratch``, bound at its own path.
+
+    Copies keep their modification times (so a build tool finds its outputs up to date). Raises ``EnvError``
+    when a folder cannot be copied.
+    """
+    args: list[str] = []
+    for n, folder in enumerate(item for item in os.environ.get(ENV_CACHES, "").split(":") if item):
+        source = Path(folder)
+        if not source.is_dir():
+            continue
+        copy = scratch / f"cache{n}"
+        try:
+            shutil.copytree(source, copy, symlinks=True)
+        except (OSError, shutil.Error) as exc:
+            raise EnvError(f"{ENV_CACHES}: cannot copy {folder} for a worker: {exc}") from exc
+        args += ["--bind", str(copy), os.path.realpath(folder)]
+    return args
+
+
+def worker_command(isolation: Isolation, *, cuda: bool, scratch: Path | None = None) -> tuple[list[str], str | None]:
+    """The command line of one worker, and the executable to run it with (``bwrap``, or none).
+
+    ``scratch`` is a folder of kictl's for this worker's private copies of the JIT caches (``cache_binds``).
+    """
     python = [sys.executable, "-m", "kictl.bench.worker"]
     if isolation.bwrap is None:
         return python, None
-    return [*_namespace_args(), *_bind_args(cuda=cuda), "--", *python], isolation.bwrap
+    caches = cache_binds(scratch) if scratch is not None else []
+    return [*_namespace_args(), *_bind_args(cuda=cuda), *caches, "--", *python], isolation.bwrap
 
 
 def worker_environment(isolation: Isolation) -> dict[str, str]:
