@@ -131,7 +131,7 @@ class _Probe:
         except Exception as exc:
             print(f"NVML: {exc}", file=sys.stderr)
 
-    def windows(self, fn: Any, spin: int) -> tuple[Any, list[int]]:
+    def windows(self, fn: Any, spin: int, kernels: dict[str, list[int]] | None = None) -> tuple[Any, list[int]]:
         """``calls`` timed calls of ``fn``; the CUPTI attribution and the events figures."""
         from kictl.bench.cupti_timer import Window, attribute
 
@@ -155,7 +155,13 @@ class _Probe:
             torch.cuda.synchronize()
             windows.append(Window(begin, collector.now(), harness_spin_ns=spin))
             event_ns.append(round(start.elapsed_time(stop) * 1e6))
-        return attribute(collector.drain(), windows, harness), event_ns
+        drained = collector.drain()
+        if kernels is not None:  # each kernel's own duration, by name, inside the calls' windows
+            for activity in drained:
+                inside = any(w.begin_ns <= activity.start_ns <= w.end_ns for w in windows)
+                if inside and activity.kind == "kernel" and "spin_kernel" not in activity.name:
+                    kernels.setdefault(kernel_key(activity.name), []).append(activity.duration_ns)
+        return attribute(drained, windows, harness), event_ns
 
     def target(self, module: Any, args: list[Any]) -> dict[str, Any]:
         torch = self.torch
@@ -174,7 +180,8 @@ class _Probe:
         readings = [self.nvml.read().to_json()] if self.nvml else []
         # As kictl's timer does: spin for twice the host's enqueue time of one call, plus 20 µs.
         spin_ns = min(2_000_000, 2 * int(statistics.median(host_ns)) + 20_000)
-        attributed, event_ns = self.windows(call, spin_ns)
+        per_kernel: dict[str, list[int]] = {}
+        attributed, event_ns = self.windows(call, spin_ns, per_kernel)
         spans = [s for s in attributed.spans if s is not None]
         cupti_ns = sorted(s.duration_ns for s in spans)
 
@@ -219,6 +226,7 @@ class _Probe:
             "sideStreamEventsMedianNs": _median(side_events),
             "sideStreamStreams": sorted({s.streams for s in side_spans}),
             "calls": self.calls,
+            "perKernelMedianNs": {name: statistics.median(values) for name, values in per_kernel.items()},
             "nvml": readings,
         }
 
@@ -245,6 +253,56 @@ def ncu_calls() -> None:
             module.run(*args)
             torch.cuda.synchronize()
         print(f"ncu-target {definition}/{label}", file=sys.stderr)
+
+
+def kernel_key(name: str) -> str:
+    """A kernel's name shortened to what tells kernels apart here (template head, no arguments)."""
+    return name.split("(")[0][:70]
+
+
+def parse_ncu_kernels(text: str) -> dict[str, dict[str, list[float]]]:
+    """Per target, each kernel's gpu__time_duration (ns) by name, over the calls (the flush left out)."""
+    start = text.find('"ID"')
+    rows = list(csv.DictReader(io.StringIO(text[start:]))) if start >= 0 else []
+    calls: list[list[tuple[str, float]]] = []
+    current: list[tuple[str, float]] | None = None
+    for row in sorted(rows, key=lambda r: int(r["ID"])):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        name = row["Kernel Name"]
+        if "FillFunctor<unsigned char>" in name:
+            if current is not None:
+                calls.append(current)
+            current = []
+        elif current is not None:
+            current.append((kernel_key(name), float(row["Metric Value"].replace(",", ""))))
+    if current is not None:
+        calls.append(current)
+    found: dict[str, dict[str, list[float]]] = {}
+    block = NCU_WARMUP + NCU_CALLS
+    for index, target in enumerate(f"{d}/{w}" for (d, w) in TARGETS):
+        for call in calls[index * block + NCU_WARMUP : (index + 1) * block]:
+            for name, duration in call:
+                found.setdefault(target, {}).setdefault(name, []).append(duration)
+    return found
+
+
+def per_kernel_table(folder: Path) -> str:
+    """Each kernel's median under ncu and under CUPTI, side by side (what the per-call gap is made of)."""
+    measured = json.loads((folder / "timers.json").read_text())["targets"]
+    ncu = parse_ncu_kernels((folder / "ncu.csv").read_text())
+    lines = ["| workload | kernel | ncu | CUPTI | ncu − CUPTI |", "| --- | --- | ---: | ---: | ---: |"]
+    for target, row in measured.items():
+        for name, cupti in sorted((row.get("perKernelMedianNs") or {}).items()):
+            profiled = ncu.get(target, {}).get(name)
+            if not profiled:
+                continue
+            middle = statistics.median(profiled)
+            lines.append(
+                f"| {target} | `{name[:48]}` | {middle / 1000:.2f} µs | {cupti / 1000:.2f} µs | "
+                f"{(middle - cupti) / 1000:+.2f} µs |"
+            )
+    return "\n".join(lines)
 
 
 def parse_ncu(text: str) -> dict[str, list[float]]:
@@ -311,6 +369,8 @@ def main() -> int:
     options = parser.parse_args()
     if options.compare:
         print(compare(options.compare))
+        print()
+        print(per_kernel_table(options.compare))
         return 0
     if options.ncu:
         ncu_calls()
