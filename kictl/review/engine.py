@@ -141,7 +141,7 @@ class _Review(_FileChecks, _RunChecks):
         self._leaderboards(policy, [record.digest for _, record in runs])
 
     def _base_policy(self) -> Policy:
-        data = read_paths(self.git, self.report.merge_base, [POLICY_FILE]).get(POLICY_FILE)
+        data = read_paths(self.git, self.report.base, [POLICY_FILE]).get(POLICY_FILE)
         if data is None:
             return Policy()
         try:

@@ -73,7 +73,7 @@ class _FileChecks(_ReviewBase):
                 versions[number] = path
         if root is None and not versions:
             return
-        previous = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
+        previous = read_paths(self.git, self.report.base, [ROOT_FILE]).get(ROOT_FILE)
         if previous is None:
             return  # a registry's first trust root has no previous version to be signed by
         verify = self.checks.verify_root_update

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 
 from kictl import families, render
 from kictl.errors import KictlError, RecordError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
-    ATTESTATIONS_DIR,
     ROOT_FILE,
 )
 from kictl.policy import Policy
@@ -107,10 +105,6 @@ class _RunChecks(_ReviewBase):
                 NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
             )
 
-    def _signing_times(self) -> dict[str, datetime]:
-        added = self.git.first_added(ATTESTATIONS_DIR, self.report.head)
-        return {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
-
     def _signatures(self, runs: Sequence[tuple[str, StoredRecord]]) -> dict[str, list[AttestationVerdict]] | None:
         """Verify every new envelope through the trust seam; lint runs without a valid submission."""
         verify = self.checks.verify_attestation
@@ -120,20 +114,19 @@ class _RunChecks(_ReviewBase):
                     NotChecked("signatures", f"{_NO_TRUST}: submission signatures and key validity were not verified")
                 )
             return None
-        root = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
+        root = read_paths(self.git, self.report.base, [ROOT_FILE]).get(ROOT_FILE)
         verdicts: dict[str, list[AttestationVerdict]] = {}
         if root is None:
             for path, _ in runs:
                 self.lint("unsigned-run", "the base has no trust root, so no signature can be valid", path)
             return verdicts
-        times = self._signing_times() if self.new_envelopes else {}
-        head_time = datetime.fromtimestamp(self.git.commit_info(self.report.head).timestamp, UTC)
+        signed_at = self.signing_bound()
         for subject_digest, paths in sorted(self.new_envelopes.items()):
             subject = self.record(subject_digest)
             if subject is None:
                 continue  # linted as dangling
             for path in paths:
-                verdict = verify(self.head_bytes[path], subject, root, times.get(path, head_time))
+                verdict = verify(self.head_bytes[path], subject, root, signed_at)
                 verdicts.setdefault(subject_digest, []).append(verdict)
                 if verdict.problem is not None:
                     self.lint("bad-attestation", verdict.problem, path)
@@ -196,7 +189,7 @@ class _RunChecks(_ReviewBase):
             self.report.leaderboards = []
             return
         try:
-            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
+            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs, self.report.base)
         except KictlError as exc:  # e.g. the query index cannot be written or read
             self.report.not_checked.append(NotChecked("leaderboards", f"ranking failed: {exc.message}"))
             return

@@ -218,6 +218,35 @@ class GitHistory:
                 added.setdefault(path, info)
         return added
 
+    def merged_times(self, prefix: str, rev: str = "HEAD") -> dict[str, int]:
+        """Per file under ``prefix``: committer time of the commit on ``rev``'s first-parent line that added it.
+
+        docs/trust.md "Signing time": a file merged from a branch counts from
+        the merge commit on the main line (its diff against the first parent),
+        never from the branch's own commits, whose dates their author chose.
+        One ``git log --first-parent``; files not committed yet are absent.
+        """
+        if self.head() is None:
+            return {}
+        output = self._run(
+            "log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--diff-filter=A",
+            "--name-only", "--no-renames", "--format=%x00%H%x1f%ct", rev, "--", prefix,
+        )  # fmt: skip
+        merged: dict[str, int] = {}
+        for chunk in output.split("\0"):
+            if not chunk.strip():
+                continue
+            header, _, rest = chunk.partition("\n")
+            stamp = int(header.split("\x1f", 1)[1])
+            for path in rest.splitlines():
+                if path.strip():
+                    merged.setdefault(path, stamp)
+        return merged
+
+    def committer_time(self, rev: str) -> int:
+        """Seconds since the epoch at which ``rev`` was committed (%ct, not the author's date)."""
+        return int(self._run("log", "-1", "--format=%ct", self.rev_parse(rev)).strip())
+
     def commits(self, rev: str = "HEAD", paths: Sequence[str] = ()) -> list[CommitInfo]:
         """Commits reachable from ``rev`` touching ``paths`` (all when empty), oldest first."""
         if self.head() is None:

@@ -103,6 +103,7 @@ from kictl.trust.evidence import (
     _rerun_agrees,
     check_record,
     judge_attestations,
+    signing_times,
 )
 from kictl.trust.keys import (
     generate_keypair,
@@ -212,6 +213,7 @@ __all__ = [
     "root_version_path",
     "sign_envelope",
     "sign_record",
+    "signing_times",
     "signing_warnings",
     "statement_for",
     "trust_summaries",

@@ -149,15 +149,25 @@ def judge_attestations(
     return results, trust
 
 
-def _signing_times(registry: Registry) -> dict[str, datetime]:
-    """Path (relative) → author time of the commit that first added it, for every committed envelope."""
+def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None = None) -> dict[str, datetime]:
+    """Path (relative) → signing time of every committed envelope (docs/trust.md "Signing time").
+
+    The committer time of the commit on ``rev``'s first-parent line (the
+    registry's main line) that brought the envelope in: for a merged pull
+    request, the merge commit, not the branch's commits, whose dates their
+    author chose.  Never later than ``now``: a commit dated in the future
+    counts as signed now.
+    """
     if not registry.is_git_repository():
         return {}
-    history = registry.git
+    cap = now if now is not None else _now()
     return {
-        path: datetime.fromtimestamp(info.timestamp, UTC)
-        for path, info in history.first_added(ATTESTATIONS_DIR).items()
+        path: min(datetime.fromtimestamp(stamp, UTC), cap)
+        for path, stamp in registry.git.merged_times(ATTESTATIONS_DIR, rev).items()
     }
+
+
+_signing_times = signing_times
 
 
 def _envelope_files(registry: Registry, digest: str) -> list[Path]:
@@ -279,7 +289,7 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
 
     Recomputes the digest of the record and of every record (and blob) it
     references, verifies the trust-root chain and every envelope about the
-    record (signing time: the author time of the commit that first added the
+    record (signing time: ``signing_times``, the main-line commit that added the
     envelope file, or now when it is uncommitted), and computes the evidence
     level.  Raises ``RecordError`` for a malformed digest and ``NotFoundError``
     when no record file has this digest as its name.

@@ -109,6 +109,53 @@ def test_revocation_by_time_follows_the_commit_that_added_the_envelope(setup: Se
     assert report.level == "verified"  # the earlier rerun still counts
 
 
+def test_offline_signing_time_is_the_merge_onto_the_main_line(setup: Setup) -> None:
+    """Attack: a branch back-dates its commit to before the retirement; merged after it, the merge's time counts."""
+    from tests.trust.conftest import git_date
+
+    git = setup.registry.git.repo.git
+    main = setup.registry.git.current_branch()
+    assert main is not None
+    git.checkout("-q", "-b", "backdated")
+    late = sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
+    commit_all(setup.registry, at("2026-03-01"), "a rerun that claims March")
+    git.checkout("-q", main)
+    trust.revoke_key(
+        setup.registry, setup.verifier.keyid, reason="retired", keys=[setup.maintainer.load()], at=at("2026-04-01")
+    )
+    commit_all(setup.registry, at("2026-04-01"), "retire the verifier")
+    with git_date(at("2026-05-01")):
+        git.merge("--no-ff", "-q", "-m", "merge the back-dated branch", "backdated")
+    report = trust.check_record(setup.registry, setup.run.digest)
+    [result] = [r for r in report.attestations if r.path.endswith(late.name)]
+    assert result.committed is True
+    assert result.signed_at == at("2026-05-01")  # the merge commit on the main line, not the branch's March
+    assert "was retired on 2026-04-01" in (result.failure or "")
+    assert report.level == "reported"
+
+
+def test_a_future_dated_commit_counts_as_signed_now(setup: Setup) -> None:
+    """Attack: a key valid only from 2030 signs, and the commit claims 2031; signing time never passes now."""
+    from datetime import UTC, datetime
+
+    future = setup.stranger
+    trust.add_key(
+        setup.registry,
+        trust.load_public_key(future.public),
+        owner=future.owner,
+        roles=["verifier"],
+        keys=[setup.maintainer.load()],
+        not_before=at("2030-01-01"),
+    )
+    path = sign(setup, future, "rerun", rerun_predicate(1.0))
+    commit_all(setup.registry, at("2031-01-01"), "a rerun from the future")
+    report = trust.check_record(setup.registry, setup.run.digest)
+    [result] = [r for r in report.attestations if r.path.endswith(path.name)]
+    assert result.signed_at <= datetime.now(UTC)
+    assert "is valid from 2030-01-01" in (result.failure or "")
+    assert report.level == "reported"
+
+
 def test_compromise_invalidates_even_old_commits(setup: Setup) -> None:
     sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
     commit_all(setup.registry, at("2026-03-01"))
