@@ -18,7 +18,7 @@ from kictl.store import Registry
 from kictl.trust._common import Level
 from kictl.trust.attestations import AttestationRejected, Signer, VerifiedAttestation, _check_role, _verify_core
 from kictl.trust.models import RerunPredicate
-from kictl.trust.root import TrustRoot, _now, _read, registry_root
+from kictl.trust.root import RootChain, TrustRoot, _now, _read, load_root, root_chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +198,7 @@ class VerifyReport:
     records: list[tuple[str, str]] = field(default_factory=list)  # (digest, kind) checked, transitively
     blobs: list[str] = field(default_factory=list)
     root_version: int | None = None
+    anchor: str | None = None  # which anchor the trust-root chain was verified from
     attestations: list[AttestationResult] = field(default_factory=list)
     trust: RecordTrust = field(default_factory=RecordTrust)
     failures: list[str] = field(default_factory=list)
@@ -219,6 +220,7 @@ class VerifyReport:
             "ok": self.ok,
             **self.trust.to_json(),
             "trustRootVersion": self.root_version,
+            "anchor": self.anchor,
             "records": [{"digest": d, "kind": k} for d, k in self.records],
             "blobs": self.blobs,
             "attestations": [result.to_json() for result in self.attestations],
@@ -284,6 +286,28 @@ def _check_rerun_record(registry: Registry, subject: StoredRecord, result: Attes
     return None
 
 
+def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) -> None:
+    """docs/trust.md "The anchor": the chain must start at a pinned version and not roll back."""
+    from kictl.trust.anchor import check_rollback
+
+    if chain.anchor is None:
+        if chain.root.empty:
+            report.anchor = "none: the trust root has no keys yet"
+            return
+        first, digest = "", ""
+        for _, path in chain.files:
+            data = _read(registry.root / path, registry)
+            if not load_root(data, source=path).empty:  # a keyless root is never an anchor
+                first, digest = path, canon.DIGEST_PREFIX + canon.sha256_hex(data)
+                break
+        raise CheckFailed(
+            f"no version of the trust-root chain is a pinned anchor (the package's, `kictl trust pin`'s or "
+            f"this machine's `kictl trust init`); if you trust {first}, pin it: kictl trust pin {digest}"
+        )
+    report.anchor = chain.anchor.describe()
+    check_rollback(registry, chain.root.version)
+
+
 def check_record(registry: Registry, digest: str) -> VerifyReport:
     """What ``kictl verify DIGEST`` does; every failure is listed in the report.
 
@@ -304,8 +328,10 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
         report.name = subject.name
     root: TrustRoot | None
     try:
-        root = registry_root(registry)
+        chain = root_chain(registry)
+        root = chain.root
         report.root_version = root.version
+        _check_anchor(registry, chain, report)
     except CheckFailed as exc:
         report.failures.append(f"trust root: {exc.message}")
         root = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import stat
@@ -148,6 +149,11 @@ def test_trust_commands_end_to_end(cli: RunCli, tmp_path: Path) -> None:
         "ok": True,
         "version": 5,
         "versions": [{"version": v, "path": f"registry/trust/{v}.root.json"} for v in range(1, 6)],
+        "anchor": {
+            "version": 2,
+            "digest": "sha256:" + hashlib.sha256((tmp_path / "r/registry/trust/2.root.json").read_bytes()).hexdigest(),
+            "source": "this machine",
+        },
     }
 
 
