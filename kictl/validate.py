@@ -57,6 +57,18 @@ class Report:
         }
 
 
+#: Size caps per file (docs/review.md "Limits"): a record, an envelope (DSSE with one statement), a blob.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+
+
+def _too_big(path: str, size: int, cap: int, what: str) -> Problem | None:
+    if size <= cap:
+        return None
+    return Problem(path, f"is {size} bytes; {what} is at most {cap} bytes ({cap // (1024 * 1024)} MiB)")
+
+
 def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:
     """Judge one file under ``registry/records/`` by its path and bytes.
 
@@ -67,6 +79,9 @@ def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list
     named = layout.parse_record_path(path)
     if named is None:
         problems.append(Problem(path, f"not a record path ({layout.RECORD_PATTERN})"))
+    big = _too_big(path, len(data), MAX_RECORD_BYTES, "a record")
+    if big is not None:
+        return None, [*problems, big]
     try:
         record, is_normal = load_record_file(data, source=path)
     except RecordError as exc:
@@ -91,6 +106,9 @@ def check_blob_file(path: str, data: bytes) -> list[Problem]:
     digest = layout.parse_blob_path(path)
     if digest is None:
         return [Problem(path, f"not a blob path ({layout.BLOB_PATTERN})")]
+    big = _too_big(path, len(data), MAX_BLOB_BYTES, "a blob")
+    if big is not None:
+        return [big]
     actual = hashlib.sha256(data).hexdigest()
     if canon.DIGEST_PREFIX + actual != digest:
         return [Problem(path, f"bytes hash to {actual}, not to the file's name")]
@@ -102,8 +120,11 @@ def check_envelope_file(path: str, data: bytes) -> list[Problem]:
     named = layout.parse_attestation_path(path)
     if named is None:
         return [Problem(path, f"not an attestation path ({layout.ATTESTATION_PATTERN})")]
+    big = _too_big(path, len(data), MAX_ENVELOPE_BYTES, "an envelope")
+    if big is not None:
+        return [big]
     try:
-        value = canon.parse_json(data, source=path)
+        value = canon.parse_json(data, source=path, max_bytes=MAX_ENVELOPE_BYTES)
         normal = canon.pretty_bytes(value)
         name = canon.sha256_hex(canon.canonical_bytes(value))
     except RecordError as exc:

@@ -27,6 +27,9 @@ from kictl.review.state import _PUBLISHED, _READ, _area, _definition_folder
 from kictl.store import Change, Registry
 from kictl.validate import check_references
 
+_REGULAR = "100644"
+_MODES = {"120000": "a symbolic link", "160000": "a gitlink, a submodule", "100755": "an executable file"}
+
 
 class _Review(_FileChecks, _RunChecks):
     """One review, in its steps; ``review`` is its entry point."""
@@ -67,6 +70,13 @@ class _Review(_FileChecks, _RunChecks):
             area = areas[change.path]
             if _CONTROL.search(change.path):
                 self.lint("path-not-allowed", "a file name with control characters", change.path)
+            elif change.status != "D" and area != "outside" and change.mode != _REGULAR:
+                self.lint(
+                    "path-not-allowed",
+                    f"not a regular file: git mode {change.mode} ({_MODES.get(change.mode, 'unknown')}); "
+                    f"data files are mode {_REGULAR}",
+                    change.path,
+                )
             elif area == "outside":
                 self.lint(
                     "path-not-allowed",

@@ -8,6 +8,7 @@ import posixpath
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kictl import canon, definitions, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
@@ -21,6 +22,25 @@ from kictl.review.seams import _NO_TRUST
 from kictl.review.state import _ReviewBase
 from kictl.store import Change
 from kictl.validate import check_blob_file, check_envelope_file, check_record_file
+
+
+def _root_document(data: bytes) -> dict[str, Any]:
+    try:
+        value = canon.parse_json(data)
+    except RecordError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _root_version(data: bytes) -> object:
+    """The ``signed.version`` a trust-root file claims (``None`` when it has none); never raises."""
+    signed = _root_document(data).get("signed")
+    return signed.get("version") if isinstance(signed, dict) else None
+
+
+def _keyless(data: bytes) -> bool:
+    signed = _root_document(data).get("signed")
+    return isinstance(signed, dict) and not signed.get("keys")
 
 
 class _FileChecks(_ReviewBase):
@@ -85,8 +105,21 @@ class _FileChecks(_ReviewBase):
         for number in sorted(versions):
             path = versions[number]
             data = self.head_bytes.get(path)
-            if data is None or data == current:
-                continue
+            if data is None:
+                continue  # linted: not a regular file
+            claimed = _root_version(data)
+            if data == current:
+                if data == previous and claimed == number and _keyless(previous):
+                    continue  # the keyless root of `kictl init` kept as its own version file
+                self.lint(
+                    "trust-root-threshold",
+                    f"a byte copy of trust root version {claimed}, not a new version {number}",
+                    path,
+                )
+                return
+            if claimed != number:
+                self.lint("trust-root-threshold", f"holds trust root version {claimed}, not {number}", path)
+                return
             try:
                 verify(current, data)
             except CheckFailed as exc:

@@ -40,6 +40,7 @@ class Change:
 
     status: str
     path: str
+    mode: str = "100644"  # the git file mode at head ("000000" when deleted): 120000 a symlink, 160000 a gitlink
 
 
 _LOG_FORMAT = "%x00%H%x1f%aI%x1f%at%x1f%an%x1f%ae%x1f%s"
@@ -116,9 +117,15 @@ class GitHistory:
 
     def changed_files(self, base: str, head: str) -> list[Change]:
         """Files that differ between two commits, renames shown as delete and add."""
-        output = self._run("diff", "--name-status", "--no-renames", "-z", self.rev_parse(base), self.rev_parse(head))
+        output = self._run(
+            "diff", "--raw", "--no-renames", "--no-abbrev", "-z", self.rev_parse(base), self.rev_parse(head)
+        )
         fields = [field for field in output.split("\0") if field]
-        return [Change(status=fields[i][0], path=fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+        changes = []
+        for i in range(0, len(fields) - 1, 2):
+            meta = fields[i].lstrip(":").split()  # old mode, new mode, old sha, new sha, status
+            changes.append(Change(status=meta[4][0], path=fields[i + 1], mode=meta[1]))
+        return changes
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """The bytes of ``path`` at ``rev``, or ``None`` when it does not exist there."""
