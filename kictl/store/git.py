@@ -156,7 +156,7 @@ class GitHistory:
         sha = self.rev_parse(rev)
         if not paths:
             return {}
-        request = b"".join(f"{sha}:{path}\n".encode() for path in paths)
+        request = b"".join(f"{sha}:{path}\n".encode("utf-8", "surrogateescape") for path in paths)
         try:
             done = subprocess.run(
                 ["git", "-C", str(self.root), "cat-file", "--batch"], input=request, capture_output=True, check=False

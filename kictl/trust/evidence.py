@@ -105,6 +105,7 @@ def judge_attestations(
             submitters.update(signer.keyid for signer in att.signers if "submitter" in signer.roles)
     results: list[AttestationResult] = []
     agree = disagree = community = reviews = 0
+    counted: set[tuple[str, bytes]] = set()
     retracted = submitted = False
     for path, signed_at, committed, att, failure in cores:
         counts_for = None
@@ -113,7 +114,13 @@ def judge_attestations(
                 _check_role(att, submitters)
             except CheckFailed as exc:
                 failure = exc.message
+        duplicate = False
         if att is not None and failure is None:
+            # docs/trust.md: an attestation counts once per (signer, payload), however many files carry it
+            pairs = {(signer.keyid, att.payload) for signer in att.signers}
+            duplicate = pairs <= counted
+            counted.update(pairs)
+        if att is not None and failure is None and not duplicate:
             kind = att.predicate_type
             if kind == "rerun" and att.has_role("verifier"):
                 assert isinstance(att.predicate, RerunPredicate)

@@ -71,6 +71,22 @@ def test_community_reruns_and_reviews_are_counted_but_never_change_the_level(set
     assert sorted(r.counts_for or "" for r in report.attestations) == ["community", "community", "review"]
 
 
+def test_one_signed_payload_counts_once_however_many_files_carry_it(setup: Setup) -> None:
+    """Attack: re-add the same signed statement under other file names (e.g. padding stripped) to inflate counts."""
+    path = sign(setup, setup.community, "rerun", rerun_predicate(1.0))
+    data = path.read_bytes()
+    envelope = json.loads(data)
+    envelope["signatures"] = envelope["signatures"] * 2  # the same signature twice: other bytes, same pair
+    copies = [("a.dsse.json", data), ("b.dsse.json", data), ("c.dsse.json", canon.pretty_bytes(envelope))]
+    root = trust.registry_root(setup.registry)
+    now = at("2026-06-01")
+    results, standing = trust.judge_attestations(
+        setup.run, root, [(name, body, now, True) for name, body in copies], rerun_tolerance=0.05
+    )
+    assert standing.community_reruns == 1
+    assert next(result.counts_for for result in results if result.failure is None) == "community"
+
+
 def test_invalid_envelopes_never_raise_the_level(setup: Setup) -> None:
     sign(setup, setup.stranger, "rerun", rerun_predicate(1.0))  # unknown key
     path = sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
