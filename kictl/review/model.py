@@ -62,6 +62,7 @@ class AttestationVerdict:
     predicate_type: str | None
     roles: tuple[str, ...] = ()
     problem: str | None = None
+    rerun_run: str | None = None  # a rerun's own BenchmarkRun (its predicate's runDigest)
 
     @property
     def valid(self) -> bool:

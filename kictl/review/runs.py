@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
-from kictl import families, render
+from kictl import families, layout, render
 from kictl.errors import KictlError, RecordError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
+    ATTESTATIONS_DIR,
     ROOT_FILE,
 )
 from kictl.policy import Policy
@@ -105,6 +107,36 @@ class _RunChecks(_ReviewBase):
                 NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
             )
 
+    def _base_verifier_reruns(self, root: bytes, wanted: set[str]) -> set[str | None]:
+        """Runs among ``wanted`` that a valid verifier ``rerun`` attestation already on the base names.
+
+        A verifier's rerun is its own BenchmarkRun, signed by the rerun attestation
+        about the original (docs/rerun.md), not by a submission.
+        """
+        verify = self.checks.verify_attestation
+        assert verify is not None
+        candidates = []
+        for path in self.git.list_files(self.report.base, ATTESTATIONS_DIR):
+            named = layout.parse_attestation_path(path)
+            if named is not None:
+                candidates.append((named[0], path))
+        data = read_paths(self.git, self.report.base, [path for _, path in candidates])
+        merged = self.git.merged_times(ATTESTATIONS_DIR, self.report.base)
+        times = {path: datetime.fromtimestamp(stamp, UTC) for path, stamp in merged.items()}
+        found: set[str | None] = set()
+        for subject_digest, path in candidates:
+            body = data.get(path)
+            if body is None or claimed_predicate_type(body) != "rerun":
+                continue
+            subject = self.record(subject_digest)
+            if subject is None:
+                continue
+            verdict = verify(body, subject, root, times.get(path, self.signing_bound()))
+            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles:
+                if verdict.rerun_run in wanted:
+                    found.add(verdict.rerun_run)
+        return found
+
     def _signatures(self, runs: Sequence[tuple[str, StoredRecord]]) -> dict[str, list[AttestationVerdict]] | None:
         """Verify every new envelope through the trust seam; lint runs without a valid submission."""
         verify = self.checks.verify_attestation
@@ -130,9 +162,18 @@ class _RunChecks(_ReviewBase):
                 verdicts.setdefault(subject_digest, []).append(verdict)
                 if verdict.problem is not None:
                     self.lint("bad-attestation", verdict.problem, path)
+        reruns = {
+            verdict.rerun_run
+            for judged in verdicts.values()
+            for verdict in judged
+            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles
+        }
+        unsigned = [record.digest for _, record in runs if record.digest not in reruns]
+        if unsigned:
+            reruns |= self._base_verifier_reruns(root, set(unsigned))
         for path, record in runs:
             judged = verdicts.get(record.digest, [])
-            signed = any(
+            signed = record.digest in reruns or any(
                 verdict.valid and verdict.predicate_type == "submission" and "submitter" in verdict.roles
                 for verdict in judged
             )
@@ -171,7 +212,8 @@ class _RunChecks(_ReviewBase):
                 self.hint(
                     "source-native-no-rerun",
                     f"imported from {source} with {qualifier}: its numbers are the source's own; "
-                    "a verifier's rerun (`kictl verify --rerun`) would make it verified",
+                    "a verifier's rerun would make it verified: `kictl rerun RUN --out DIR`, then "
+                    "`kictl attest rerun DIR --key VERIFIER_KEY`",
                     path,
                 )
 

@@ -54,7 +54,8 @@ def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signe
         return AttestationVerdict(exc.predicate_type, ordered, problem=exc.message)
     except (CheckFailed, RecordError) as exc:
         return AttestationVerdict(None, problem=exc.message)
-    return AttestationVerdict(verified.predicate_type, verified.roles)
+    rerun_run = getattr(verified.predicate, "run_digest", None) if verified.predicate_type == "rerun" else None
+    return AttestationVerdict(verified.predicate_type, verified.roles, rerun_run=rerun_run)
 
 
 def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:

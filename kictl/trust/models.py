@@ -36,6 +36,7 @@ class RerunPredicate(_Model):
     run_digest: Digest
     ratio: Annotated[float, Field(gt=0.0)] | None = None
     verdict: Literal["agrees", "disagrees", "failed"]
+    tolerance: Annotated[float, Field(gt=0.0)] | None = None  # the ± the verifier judged with (policy)
     note: Text | None = None
 
     @model_validator(mode="after")

@@ -28,6 +28,8 @@ def test_imported_run_without_rerun(cli: RunCli, pr: Pr) -> None:
     assert hint["message"].startswith(
         "imported from flashinfer-bench mlsys26-contest with no verified rerun attestation by a verifier"
     )
+    assert hint["message"].endswith("`kictl rerun RUN --out DIR`, then `kictl attest rerun DIR --key VERIFIER_KEY`")
+    assert "verify --rerun" not in reviewed.markdown
 
 
 @pytest.mark.parametrize(

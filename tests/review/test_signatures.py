@@ -286,3 +286,31 @@ def test_markdown_lists_the_attestation_lints(cli: RunCli, pr: Pr) -> None:
     reviewed = run_review(cli, pr)
     assert reviewed.markdown.startswith("### kictl review fails: 1 lint, 0 hints in 2 changed files\n")
     assert f"| `{path}` | `bad-attestation` | unknown key: signature 0 verifies under no key" in reviewed.markdown
+
+
+def _verifier_rerun(pr: Pr, key: Ed25519PrivateKey = VERIFIER_KEY) -> tuple[dict[str, Any], str]:
+    """The verifier's own run of the base's run, and the rerun attestation (about the original) naming it."""
+    mine = pr.base.run_like(median_ns=40_400)
+    predicate = {"runDigest": canon.record_digest(mine), "ratio": 1.01, "verdict": "agrees"}
+    path = pr.add_envelope(pr.base.run, envelope(pr.base.run, "rerun", key, predicate))
+    return mine, path
+
+
+@pytest.mark.parametrize("where", ["pr", "base"])
+def test_a_verifier_rerun_run_needs_no_submission(cli: RunCli, pr: Pr, where: str) -> None:
+    mine, _ = _verifier_rerun(pr)
+    if where == "base":
+        pr.publish("the verifier's attestation lands first")
+    pr.add_record(mine)
+    pr.commit("the verifier's own run")
+    reviewed = run_review(cli, pr)
+    assert "unsigned-run" not in reviewed.lint_codes, reviewed.json_result.output
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+
+
+def test_a_submitter_rerun_does_not_sign_its_run(cli: RunCli, pr: Pr) -> None:
+    mine, _ = _verifier_rerun(pr, SUBMITTER_KEY)  # a community rerun: no verifier
+    pr.add_record(mine)
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.lint_codes == ["unsigned-run"], reviewed.json_result.output
