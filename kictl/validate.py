@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from kictl import canon, definitions, layout
 from kictl.errors import KictlError, RecordError
 from kictl.records import KINDS, StoredRecord, load_record_file
-from kictl.store import Registry
+from kictl.store import Registry, is_temporary_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,7 @@ class Report:
 
     problems: list[Problem] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # printed on stderr by `kictl validate`
 
     @property
     def ok(self) -> bool:
@@ -214,7 +215,7 @@ def _check_all_files(entries: list[tuple[str, str]]) -> list[tuple[str, list[Pro
 def _files_under(folder: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, _, filenames in os.walk(folder):
-        out.extend(Path(dirpath) / name for name in filenames)
+        out.extend(Path(dirpath) / name for name in filenames if not is_temporary_name(name))
     return sorted(out)
 
 
@@ -266,6 +267,12 @@ def validate_registry(registry: Registry) -> Report:
     counts["blobs"] = len(blob_names)
     counts["attestations"] = envelopes
     report.counts = counts
+    temporaries = registry.temporary_files()
+    if temporaries:
+        report.notes.append(
+            f"{len(temporaries)} temporary file(s) of an interrupted write ignored "
+            "(the next kictl add or import removes them)"
+        )
     return report
 
 

@@ -351,6 +351,8 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
 def current_commit(root: Path) -> str | None:
     """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
 
+    Raises ``RegistryError`` (exit 4) for a ``.git`` that git cannot open.
+
     Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
     second, so that read commands can check whether a cache is current cheaply.
     """
@@ -368,4 +370,12 @@ def current_commit(root: Path) -> str | None:
     except OSError:
         return None
     sha = done.stdout.strip()
-    return sha if done.returncode == 0 and sha else None
+    if done.returncode == 0 and sha:
+        return sha
+    probe = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--git-dir"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:  # a .git that git cannot open: say so, never read it as "no commit yet"
+        lines = probe.stderr.strip().splitlines()
+        raise RegistryError(f"{root}/.git is damaged: {lines[-1] if lines else 'git cannot open it'}")
+    return None
