@@ -173,6 +173,7 @@ class _Review(_FileChecks, _RunChecks):
             self._definition_folder(folder)
 
         runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
+        self._consistency(runs)
         self._floors(runs)
         verdicts = self._signatures(runs)
         self._source_native(runs, verdicts)

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from kictl import families, layout, render
-from kictl.errors import KictlError, RecordError
+from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
     ATTESTATIONS_DIR,
@@ -20,6 +20,7 @@ from kictl.records import (
     BenchmarkRun,
     Definition,
     ExecutionEnvironment,
+    Implementation,
     StoredRecord,
     Workload,
 )
@@ -68,6 +69,7 @@ class _RunChecks(_ReviewBase):
             }
         )
         floors: dict[tuple[str, str], families.Floor | None] = {}
+        failures: dict[tuple[str, str], str] = {}
         unknown_gpus: Counter[str] = Counter()
         for path, run in passed:
             context = self._run_context(run)
@@ -87,9 +89,18 @@ class _RunChecks(_ReviewBase):
                 try:
                     work = families.work(definition.model.spec, workload.model.spec, self.read_blob)
                     floors[key] = families.floor(work, gpu)
-                except (RecordError, LookupError, KeyError, ValueError):
+                except (KictlError, LookupError, KeyError, ValueError, ArithmeticError, TypeError) as exc:
                     floors[key] = None
+                    failures[key] = str(getattr(exc, "message", None) or exc) or type(exc).__name__
             floor = floors[key]
+            if key in failures:
+                self.lint(
+                    "no-floor",
+                    f"the physical floor of workload {workload.name} on {gpu.product} cannot be computed "
+                    f"({failures[key]}); a run whose speed cannot be checked is not accepted",
+                    path,
+                )
+                continue
             timing = run.spec.timing
             assert timing is not None
             primary = timing.primary_ns()
@@ -106,6 +117,49 @@ class _RunChecks(_ReviewBase):
             self.report.not_checked.append(
                 NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
             )
+
+    def _consistency(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:
+        """A run's implementation and workload belong to its definition; the workload's axes fit it."""
+        for path, record in runs:
+            assert isinstance(record.model, BenchmarkRun)
+            spec = record.model.spec
+            workload = self.record(spec.workload_digest)
+            if workload is None or not isinstance(workload.model, Workload):
+                continue  # dangling or invalid: linted elsewhere
+            definition_digest = workload.model.spec.definition_digest
+            if spec.definition_digest is not None and spec.definition_digest != definition_digest:
+                self.lint(
+                    "inconsistent-run",
+                    f"$.spec.definitionDigest is {spec.definition_digest}, but its workload {workload.name} "
+                    f"belongs to {definition_digest}",
+                    path,
+                )
+            implementation = self.record(spec.implementation_digest)
+            if implementation is not None and isinstance(implementation.model, Implementation):
+                own = implementation.model.spec.definition_digest
+                if own is not None and own != definition_digest:
+                    self.lint(
+                        "inconsistent-run",
+                        f"its implementation {implementation.name} belongs to definition {own}, "
+                        f"not to {definition_digest} of its workload {workload.name}",
+                        path,
+                    )
+            definition = self.record(definition_digest)
+            if definition is None or not isinstance(definition.model, Definition):
+                continue
+            axes = definition.model.spec.axes
+            variable = {name for name, axis in axes.items() if axis.type == "var"}
+            given = set(workload.model.spec.axes)
+            if given != variable:
+                missing, extra = sorted(variable - given), sorted(given - variable)
+                parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+                    [f"sets {', '.join(extra)}, not variable axes of the definition"] if extra else []
+                )
+                self.lint(
+                    "inconsistent-run",
+                    f"its workload {workload.name}'s axes do not fit definition {definition.name}: {'; '.join(parts)}",
+                    path,
+                )
 
     def _base_verifier_reruns(self, root: bytes, wanted: set[str]) -> set[str | None]:
         """Runs among ``wanted`` that a valid verifier ``rerun`` attestation already on the base names.

@@ -126,3 +126,44 @@ def test_git_sees_the_odd_name(pr: Pr) -> None:
         ["git", "-C", str(pr.root), "ls-files", "-z"], capture_output=True, check=True
     ).stdout.split(b"\0")
     assert b"registry/records/\xff.json" in listed
+
+
+def _signed_run(pr: Pr, **changes: object) -> str:
+    run = pr.base.run_like(median_ns=45_000, **changes)
+    path = pr.add_record(run)
+    pr.add_envelope(run, envelope(run))
+    return path
+
+
+def test_a_run_of_another_definitions_implementation_is_a_lint(cli: RunCli, pr: Pr) -> None:
+    from tests import factories
+
+    stranger = factories.implementation(canon.record_digest(factories.definition()))
+    pr.add_record(stranger)
+    path = _signed_run(pr, implementationDigest=canon.record_digest(stranger))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    [(code, where, message)] = [lint for lint in _lints(reviewed) if lint[1] == path]
+    assert code == "inconsistent-run"
+    assert "belongs to definition" in message
+
+
+def test_a_workload_whose_axes_do_not_fit_is_a_lint_and_has_no_floor(cli: RunCli, pr: Pr) -> None:
+    """Attack: a workload without its variable axis M (the floor cannot be computed) and a 1 ns run on it."""
+    bogus = json.loads(json.dumps(pr.base.workloads["m128"]))
+    bogus["metadata"]["name"] = "no_m"
+    bogus["spec"]["axes"] = {"Q": 1}
+    pr.add_record(bogus)
+    run = pr.base.run_like(median_ns=1, workloadDigest=canon.record_digest(bogus))
+    run["spec"]["timing"]["latencyNs"] = {"median": 1}
+    path = pr.add_record(run)
+    pr.add_envelope(run, envelope(run))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    codes = sorted(code for code, where, _ in _lints(reviewed) if where == path)
+    assert codes == ["inconsistent-run", "no-floor"], reviewed.json_result.output
+    [axes] = [m for code, where, m in _lints(reviewed) if where == path and code == "inconsistent-run"]
+    assert "lacks M" in axes
+    assert "sets Q" in axes
