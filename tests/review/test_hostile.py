@@ -144,7 +144,7 @@ def test_a_run_of_another_definitions_implementation_is_a_lint(cli: RunCli, pr: 
     pr.commit()
     reviewed = run_review(cli, pr)
     assert reviewed.exit_code == 1
-    [(code, where, message)] = [lint for lint in _lints(reviewed) if lint[1] == path]
+    [(code, _where, message)] = [lint for lint in _lints(reviewed) if lint[1] == path]
     assert code == "inconsistent-run"
     assert "belongs to definition" in message
 
