@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from typing import Any
 
 import pytest
 
@@ -128,7 +129,7 @@ def test_git_sees_the_odd_name(pr: Pr) -> None:
     assert b"registry/records/\xff.json" in listed
 
 
-def _signed_run(pr: Pr, **changes: object) -> str:
+def _signed_run(pr: Pr, **changes: Any) -> str:
     run = pr.base.run_like(median_ns=45_000, **changes)
     path = pr.add_record(run)
     pr.add_envelope(run, envelope(run))
