@@ -51,3 +51,12 @@ def test_a_tampered_run_is_not_cited(cli: RunCli, world: World, ranked: dict[str
 def test_an_intact_run_is_still_cited(cli: RunCli, world: World, ranked: dict[str, StoredRecord]) -> None:  # noqa: F811
     result = cli("cite", ranked["run_fast_m128"].digest, "--registry", world.registry.root)
     assert result.exit_code == 0, result.output
+
+
+def test_the_cli_help_names_kictl_ranks_evidence_levels() -> None:
+    """cli/rank keeps the levels for its help text without importing kictl.rank; they must agree."""
+    from kictl import rank
+    from kictl.cli import rank as cli_rank
+
+    assert cli_rank.EVIDENCE_LEVELS == rank.EVIDENCE_LEVELS
+    assert cli_rank.DEFAULT_EVIDENCE == rank.DEFAULT_EVIDENCE
