@@ -391,6 +391,18 @@ def trust_revoke(
     _published(root, f"revoked {keyid} ({reason})")
 
 
+@app.command("sign-policy")
+@guarded
+def trust_sign_policy(keys: KeysOption, registry: RegistryOption = None) -> None:
+    """Sign registry/policy.json: a new trust root version naming its sha256, signed by a threshold of maintainers.
+
+    A pull request that changes the policy needs it (`kictl review` lints it otherwise).
+    """
+    target = open_registry(registry)
+    root = trust_core.sign_policy(target, keys=_private_keys(keys))
+    _published(root, f"signed the policy {root.document.signed.policy_digest}")
+
+
 @app.command("verify")
 @guarded
 def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -> None:

@@ -29,6 +29,7 @@ LINTS: dict[str, str] = {
     "or whose workload's axes do not fit its definition",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",
     "bad-attestation": "an attestation that does not verify (signature, key validity at the time, role)",
+    "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",
     "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
     "or whose versions are not kept in order",
 }

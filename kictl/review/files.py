@@ -146,6 +146,23 @@ class _FileChecks(_ReviewBase):
                 ROOT_FILE,
             )
 
+    def _policy_signed(self, path: str) -> None:
+        """docs/trust.md "The policy": the head's root names the new policy's digest, in a version this PR adds.
+
+        The root change itself is judged by ``_trust_changes`` (the maintainer
+        threshold of the base tip's root); here only the digest is matched.
+        """
+        digest = canon.bytes_digest(self.head_bytes[path])
+        root = self.head_bytes.get(ROOT_FILE)  # present only when this PR changes root.json
+        signed = _root_document(root).get("signed") if root is not None else None
+        if not isinstance(signed, dict) or signed.get("policyDigest") != digest:
+            self.lint(
+                "policy-unsigned",
+                f"changes the registry policy, but no trust-root version this PR adds signs it (policyDigest "
+                f"{digest}); a maintainer runs `kictl trust sign-policy --key MAINTAINER_KEY`",
+                path,
+            )
+
     def _policy_change(self, change: Change) -> None:
         if change.status == "D":
             self.lint("published-changed", "deletes the registry policy", change.path)
@@ -155,6 +172,7 @@ class _FileChecks(_ReviewBase):
         except RecordError as exc:
             self.lint("schema", exc.at(change.path), change.path)
             return
+        self._policy_signed(change.path)
         self.hint(
             "policy-changed",
             "changes the registry policy (staleness window, tolerances, baselines): a maintainer's decision; "

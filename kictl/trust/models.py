@@ -119,6 +119,8 @@ class RootSigned(_Model):
     version: Annotated[int, Field(ge=1, le=canon.MAX_SAFE_INTEGER)]
     threshold: Annotated[int, Field(ge=1, le=1000)]
     keys: dict[HexKey, TrustedKey]
+    #: sha256 of the bytes of ``registry/policy.json`` the maintainers signed (docs/trust.md "The policy").
+    policy_digest: Digest | None = None
 
 
 class RootSignature(_Model):

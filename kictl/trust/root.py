@@ -487,6 +487,26 @@ def revoke_key(
     return _publish_root(registry, signed, keys)
 
 
+def sign_policy(registry: Registry, *, keys: Sequence[Ed25519PrivateKey]) -> TrustRoot:
+    """Write the next trust-root version naming the sha256 of ``registry/policy.json`` (its ``policyDigest``).
+
+    A policy change is a maintainer's decision: the threshold of maintainer
+    signatures a root change needs is what a policy change needs (docs/trust.md
+    "The policy"; ``kictl review`` lints a policy change without it).  Raises
+    ``UsageError`` when the root has no keys or already names these bytes,
+    ``CheckFailed`` when the signatures do not reach the threshold.
+    """
+    current = root_chain(registry).root
+    if current.empty:
+        raise UsageError("the trust root has no keys yet: create it with `kictl trust init` first")
+    digest = canon.bytes_digest(_read(registry.policy_path, registry))
+    if current.document.signed.policy_digest == digest:
+        raise UsageError(f"trust root version {current.version} already signs this policy ({digest})")
+    signed = _next_signed(current)
+    signed["policyDigest"] = digest
+    return _publish_root(registry, signed, keys)
+
+
 def _next_signed(current: TrustRoot) -> dict[str, Any]:
     import copy
 
