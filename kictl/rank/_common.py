@@ -34,12 +34,12 @@ def obtain_evidence(registry: Registry, digests: Sequence[str]) -> dict[str, str
 def leave_out_verifier_reruns(registry: Registry, runs: Sequence[T]) -> list[T]:
     """``runs`` without verifiers' own reruns (docs/rerun.md): a rerun is evidence about a run, not a contender.
 
-    ``kictl.rerun.verifier_reruns`` names them from the valid verifier ``rerun``
-    attestations.  Raises ``CheckFailed`` when the trust root does not verify.
+    ``kictl.trust.verifier_rerun_runs`` names them from the valid verifier
+    ``rerun`` attestations.  Raises ``CheckFailed`` when the trust root does not verify.
     """
-    from kictl.rerun.evidence import verifier_reruns
+    from kictl import trust
 
-    reruns = verifier_reruns(registry)
+    reruns = trust.verifier_rerun_runs(registry)
     if not reruns:
         return list(runs)
     return [run for run in runs if getattr(run, "digest", None) not in reruns]

@@ -88,6 +88,7 @@ from kictl.trust.bulk import (
     resolve_digest,
     retracted_digests,
     trust_summaries,
+    verifier_rerun_runs,
 )
 from kictl.trust.dsse import (
     Envelope,
@@ -219,6 +220,7 @@ __all__ = [
     "signing_warnings",
     "statement_for",
     "trust_summaries",
+    "verifier_rerun_runs",
     "verify_anchor",
     "verify_attestation",
     "verify_root_chain",

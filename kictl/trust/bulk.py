@@ -151,6 +151,54 @@ def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) ->
     return summaries
 
 
+def _claims_rerun(path: Path) -> bool:
+    """Whether an envelope's (unverified) statement claims the ``rerun`` predicate type; never raises."""
+    import base64
+    import json
+
+    try:
+        payload = base64.b64decode(json.loads(path.read_bytes())["payload"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return True  # let verification say what it is
+    return b"/attestation/rerun/" in payload
+
+
+def verifier_rerun_runs(registry: Registry) -> set[str]:
+    """The BenchmarkRuns that valid verifier ``rerun`` attestations name as their own rerun (``runDigest``).
+
+    A verifier's rerun is evidence about another run, never a contender of its
+    own (docs/rerun.md); leaderboards leave these out.  One pass over the
+    attestations, as ``trust_summaries``.  Raises ``CheckFailed`` when the trust
+    root chain does not verify.
+    """
+    attested = _attested_digests(registry, None)
+    if not attested:
+        return set()
+    root = registry_root(registry)
+    tolerance = registry.policy().rerun_tolerance
+    times = _signing_times(registry)
+    now = _now()
+    found: set[str] = set()
+    for digest, all_paths in attested.items():
+        paths = [path for path in all_paths if _claims_rerun(path)]
+        if not paths:
+            continue  # only a rerun names a run of its own: nothing else needs verifying here
+        try:
+            subject = registry.load(digest)
+        except KictlError:
+            continue
+        results, _ = judge_attestations(
+            subject, root, _read_envelopes(registry, paths, times, now), rerun_tolerance=tolerance
+        )
+        for result in results:
+            attestation = result.attestation
+            if result.counts_for == "evidence" and attestation is not None:
+                run = getattr(attestation.predicate, "run_digest", None)
+                if isinstance(run, str):
+                    found.add(run)
+    return found
+
+
 def evidence_levels(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, str]:
     """``{digest: "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
 
