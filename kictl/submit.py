@@ -503,6 +503,7 @@ def submit(
     message: str | None = None,
     push: str | None = None,
     review: ReviewFunction = local_review,
+    allow_failed: bool = False,
 ) -> Submission:
     """Add ``records`` to a new branch of ``registry``, signing each new run, in one commit.
 
@@ -519,8 +520,10 @@ def submit(
     submission; ``CheckFailed`` (1) when nothing is new, the key is not an
     authorised submitter, or the review finds lints; ``EnvError`` (5) for an
     unusable key file; ``UsageError`` (2) for a bad or existing branch name
-    or an unknown remote.  On any of them after the first write, every file
-    written is removed and the branch deleted.
+    or an unknown remote; ``CheckFailed`` (1) for a new run that did not pass
+    (``compile_error``, ``runtime_error``, ``failed``...) unless ``allow_failed``
+    (a failure is worth publishing only on purpose).  On any of them after the
+    first write, every file written is removed and the branch deleted.
     """
     history = _clean_history(registry)
     base = history.head()
@@ -530,6 +533,12 @@ def submit(
     if not plan.new:
         raise CheckFailed(
             f"nothing to submit: all {len(plan.records)} record(s) are already in the registry; no branch was made"
+        )
+    failed = [line for line in plan.runs if line.status != "passed"]
+    if failed and not allow_failed:
+        raise CheckFailed(
+            f"{len(failed)} new run(s) did not pass ({', '.join(sorted({line.status for line in failed}))}); "
+            "pass --allow-failed to publish them on purpose; no branch was made"
         )
     signer = check_submitter(registry, key_path, plan.new_runs or plan.new[:1])
     name = branch or default_branch(plan)

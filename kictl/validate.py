@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from kictl import canon, definitions, layout
 from kictl.errors import KictlError, RecordError
 from kictl.records import KINDS, StoredRecord, load_record_file
-from kictl.store import Registry
+from kictl.store import Registry, is_temporary_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,7 @@ class Report:
 
     problems: list[Problem] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # printed on stderr by `kictl validate`
 
     @property
     def ok(self) -> bool:
@@ -57,6 +58,18 @@ class Report:
         }
 
 
+#: Size caps per file (docs/review.md "Limits"): a record, an envelope (DSSE with one statement), a blob.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+MAX_ENVELOPE_BYTES = 1024 * 1024
+MAX_BLOB_BYTES = 64 * 1024 * 1024
+
+
+def _too_big(path: str, size: int, cap: int, what: str) -> Problem | None:
+    if size <= cap:
+        return None
+    return Problem(path, f"is {size} bytes; {what} is at most {cap} bytes ({cap // (1024 * 1024)} MiB)")
+
+
 def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:
     """Judge one file under ``registry/records/`` by its path and bytes.
 
@@ -67,6 +80,9 @@ def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list
     named = layout.parse_record_path(path)
     if named is None:
         problems.append(Problem(path, f"not a record path ({layout.RECORD_PATTERN})"))
+    big = _too_big(path, len(data), MAX_RECORD_BYTES, "a record")
+    if big is not None:
+        return None, [*problems, big]
     try:
         record, is_normal = load_record_file(data, source=path)
     except RecordError as exc:
@@ -91,6 +107,9 @@ def check_blob_file(path: str, data: bytes) -> list[Problem]:
     digest = layout.parse_blob_path(path)
     if digest is None:
         return [Problem(path, f"not a blob path ({layout.BLOB_PATTERN})")]
+    big = _too_big(path, len(data), MAX_BLOB_BYTES, "a blob")
+    if big is not None:
+        return [big]
     actual = hashlib.sha256(data).hexdigest()
     if canon.DIGEST_PREFIX + actual != digest:
         return [Problem(path, f"bytes hash to {actual}, not to the file's name")]
@@ -102,8 +121,11 @@ def check_envelope_file(path: str, data: bytes) -> list[Problem]:
     named = layout.parse_attestation_path(path)
     if named is None:
         return [Problem(path, f"not an attestation path ({layout.ATTESTATION_PATTERN})")]
+    big = _too_big(path, len(data), MAX_ENVELOPE_BYTES, "an envelope")
+    if big is not None:
+        return [big]
     try:
-        value = canon.parse_json(data, source=path)
+        value = canon.parse_json(data, source=path, max_bytes=MAX_ENVELOPE_BYTES)
         normal = canon.pretty_bytes(value)
         name = canon.sha256_hex(canon.canonical_bytes(value))
     except RecordError as exc:
@@ -193,7 +215,7 @@ def _check_all_files(entries: list[tuple[str, str]]) -> list[tuple[str, list[Pro
 def _files_under(folder: Path) -> list[Path]:
     out: list[Path] = []
     for dirpath, _, filenames in os.walk(folder):
-        out.extend(Path(dirpath) / name for name in filenames)
+        out.extend(Path(dirpath) / name for name in filenames if not is_temporary_name(name))
     return sorted(out)
 
 
@@ -245,6 +267,12 @@ def validate_registry(registry: Registry) -> Report:
     counts["blobs"] = len(blob_names)
     counts["attestations"] = envelopes
     report.counts = counts
+    temporaries = registry.temporary_files()
+    if temporaries:
+        report.notes.append(
+            f"{len(temporaries)} temporary file(s) of an interrupted write ignored "
+            "(the next kictl add or import removes them)"
+        )
     return report
 
 

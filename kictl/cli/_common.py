@@ -14,7 +14,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -22,7 +22,9 @@ from kictl import render
 from kictl.errors import KictlError
 from kictl.render import short as short
 from kictl.render import table as table
-from kictl.store import Registry
+
+if TYPE_CHECKING:
+    from kictl.store import Registry
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -79,6 +81,8 @@ format_ns = render.latency
 
 
 def open_registry(path: Path | None) -> Registry:
+    from kictl.store import Registry
+
     return Registry.locate(path)
 
 

@@ -7,9 +7,6 @@ from typing import Annotated
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
-from kictl.definitions import compile_all
-from kictl.records import BenchmarkRun, Definition, Workload
-from kictl.store import Transaction
 
 app = typer.Typer(help="Compile and list definitions.", no_args_is_help=True)
 
@@ -22,6 +19,9 @@ def compile_command(
     as_json: JsonOption = False,
 ) -> None:
     """Build the Definition and Workload records of definitions/<family>/<name>/ and store them."""
+    from kictl.definitions import compile_all
+    from kictl.store import Transaction
+
     target = open_registry(registry)
     compiled = compile_all(target.root, name)
     rows = []
@@ -42,6 +42,8 @@ def compile_command(
 @guarded
 def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
     """List the registry's definitions with their workloads and runs."""
+    from kictl.records import BenchmarkRun, Definition, Workload
+
     target = open_registry(registry)
     definitions = list(target.iter_records(["Definition"]))
     workloads: dict[str, int] = {}

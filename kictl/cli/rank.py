@@ -17,7 +17,7 @@ import json
 import sys
 import textwrap
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -25,6 +25,7 @@ from kictl import render
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
+    LazyModule,
     RegistryOption,
     emit_json,
     err,
@@ -34,32 +35,31 @@ from kictl.cli._common import (
     table,
 )
 from kictl.errors import CheckFailed, NotFoundError, UsageError
-from kictl.index import QueryIndex
-from kictl.policy import Policy
-from kictl.rank import (
-    DEFAULT_EVIDENCE,
-    EVIDENCE_LEVELS,
-    Citation,
-    DefinitionBoard,
-    FloorEstimate,
-    History,
-    RankedGroup,
-    RankedRow,
-    RecordDiff,
-    StateDiff,
-    WorkloadBoard,
-    bibtex,
-    citation,
-    definition_leaderboard,
-    diff_records,
-    diff_revisions,
-    floors,
-    history,
-    workload_leaderboard,
-)
 from kictl.render import date as day
 from kictl.render import fit, latency, ratio, times
-from kictl.store import Registry
+
+if TYPE_CHECKING:
+    from kictl.index import QueryIndex
+    from kictl.policy import Policy
+    from kictl.rank import (
+        Citation,
+        DefinitionBoard,
+        FloorEstimate,
+        History,
+        RankedGroup,
+        RankedRow,
+        RecordDiff,
+        StateDiff,
+        WorkloadBoard,
+    )
+    from kictl.store import Registry
+
+#: ``kictl.rank`` and the index, imported on first use (``kictl --help`` never pays for them).
+_rank = LazyModule("kictl.rank")
+_index = LazyModule("kictl.index")
+#: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
+EVIDENCE_LEVELS = ("disputed", "reported", "verified")
+DEFAULT_EVIDENCE = "reported"
 
 WIDTH = render.WIDTH
 
@@ -76,7 +76,7 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     target = open_registry(registry)
     policy = target.policy()
-    index = QueryIndex.open(target)
+    index = _index.QueryIndex.open(target)
     report = index.report
     if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():
         err(f"indexed {report.parsed} record files in {report.seconds:.2f} s ({'; '.join(report.reasons)})")
@@ -281,14 +281,14 @@ def leaderboard(
     _, policy, index = _open(registry)
     with index:
         if workload is None:
-            result = definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
+            result = _rank.definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
             if as_json:
                 emit_json(result.to_json())
             else:
                 for line in _render_definition(result):
                     out(line)
             return
-        board = workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
+        board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         if as_json:
             emit_json(board.to_json())
         else:
@@ -357,7 +357,7 @@ def floor(
     """
     _, _, index = _open(registry)
     with index:
-        facts, estimates = floors(index, definition, gpu, workload)
+        facts, estimates = _rank.floors(index, definition, gpu, workload)
         if as_json:
             emit_json([estimate.to_json() for estimate in estimates])
             return
@@ -475,7 +475,7 @@ def diff(
     with index:
         records = _as_record(index, a) and _as_record(index, b)
         if records:
-            record_result = diff_records(index, a, b, policy=policy)
+            record_result = _rank.diff_records(index, a, b, policy=policy)
             equal = record_result.equal
             if as_json:
                 emit_json(record_result.to_json())
@@ -493,7 +493,7 @@ def diff(
                     f"{unknown[0]!r} is neither a record of the registry nor a git revision",
                     details=["use a digest (prefix of 8+ hex digits) or a name, or a revision such as HEAD~1"],
                 )
-            state_result = diff_revisions(index, a, b, policy=policy)
+            state_result = _rank.diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
             if as_json:
                 emit_json(state_result.to_json())
@@ -556,7 +556,7 @@ def history_command(
     """
     _, policy, index = _open(registry)
     with index:
-        result = history(index, target, policy=policy)
+        result = _rank.history(index, target, policy=policy)
     if as_json:
         emit_json(result.to_json())
         return
@@ -589,11 +589,11 @@ def cite(
         raise UsageError(f"unknown format {citation_format!r}; expected text, bibtex or json")
     _, policy, index = _open(registry)
     with index:
-        result = citation(index, digest, policy=policy, accessed=datetime.now(UTC))
+        result = _rank.citation(index, digest, policy=policy, accessed=datetime.now(UTC))
     if citation_format == "json":
         emit_json(result.to_json())
     elif citation_format == "bibtex":
-        out(bibtex(result))
+        out(_rank.bibtex(result))
     else:
         for line in textwrap.wrap(citation_text(result), WIDTH, break_long_words=False, break_on_hyphens=False):
             out(line)

@@ -115,6 +115,8 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
             out(str(problem))
     summary = ", ".join(f"{report.counts.get(kind, 0)} {kind}" for kind in KINDS)
     err(f"{summary}; {report.counts.get('blobs', 0)} blobs, {report.counts.get('attestations', 0)} attestations")
+    for note in report.notes:
+        err(f"note: {note}")
     if not report.ok:
         raise RecordError(f"{len(report.problems)} problem(s) in {target.root}")
 

@@ -112,6 +112,10 @@ def submit(
         str | None,
         typer.Option("--push", metavar="REMOTE", help="Push the new branch to this remote (a name, URL or path)."),
     ] = None,
+    allow_failed: Annotated[
+        bool,
+        typer.Option("--allow-failed", help="Also submit runs that did not pass (compile_error, failed, ...)."),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Submit records as one signed commit on a new branch, ready for a pull request.
@@ -129,7 +133,9 @@ def submit(
     target = open_registry(registry)
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in paths) else None
     records = read_record_inputs(paths, stdin=stdin)
-    result = submit_core.submit(target, records, key, branch=branch, message=message, push=push)
+    result = submit_core.submit(
+        target, records, key, branch=branch, message=message, push=push, allow_failed=allow_failed
+    )
     if as_json:
         emit_json(result.to_json())
     else:

@@ -223,6 +223,8 @@ def verify(
         out(f"evidence   {_level_line(report.trust)}")
         root = f"trust root version {report.root_version}" if report.root_version else "trust root invalid"
         out(f"checked    {len(report.records)} record(s), {len(report.blobs)} blob(s); {root}")
+        if report.anchor is not None:
+            out(f"anchor     {report.anchor}")
         if report.attestations:
             out(f"attestations ({len(report.attestations)})")
             for line in attestation_lines(report.attestations):
@@ -389,6 +391,18 @@ def trust_revoke(
     _published(root, f"revoked {keyid} ({reason})")
 
 
+@app.command("sign-policy")
+@guarded
+def trust_sign_policy(keys: KeysOption, registry: RegistryOption = None) -> None:
+    """Sign registry/policy.json: a new trust root version naming its sha256, signed by a threshold of maintainers.
+
+    A pull request that changes the policy needs it (`kictl review` lints it otherwise).
+    """
+    target = open_registry(registry)
+    root = trust_core.sign_policy(target, keys=_private_keys(keys))
+    _published(root, f"signed the policy {root.document.signed.policy_digest}")
+
+
 @app.command("verify")
 @guarded
 def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
@@ -405,7 +419,25 @@ def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -
     else:
         for version, path in chain.files:
             out(f"version {version}  {path}")
+        out(f"anchor     {chain.anchor.describe() if chain.anchor else 'none pinned (see `kictl trust pin`)'}")
         out(f"ok: {len(chain.files)} version(s); the current root is version {chain.root.version}")
+
+
+@app.command("pin")
+@guarded
+def trust_pin(
+    digest: Annotated[str, typer.Argument(help="sha256:<64 hex> of the trust-root version file you trust.")],
+) -> None:
+    """Pin a trust-root version as an anchor in your config (docs/trust.md, "The anchor").
+
+    `kictl verify` then accepts a registry whose chain contains this version,
+    verifying from it upwards. Get the digest from someone you trust, not from
+    the registry you are about to check: `sha256sum registry/trust/<N>.root.json`.
+    """
+    from kictl.trust.anchor import pin
+
+    path = pin(digest)
+    err(f"pinned {digest} in {path}")
 
 
 @app.command("show")

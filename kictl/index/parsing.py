@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kictl import canon, layout
+from kictl.errors import RecordError
 from kictl.families.gpus import normalize_product
 from kictl.index._common import _TABLES
 from kictl.lookup import Match
@@ -188,4 +189,20 @@ def parse_file(path: str, data: bytes, shard: str | None = None) -> _Parsed:
         return _Parsed(path, shard, kind, digest, None, (), str(exc))
     if model.kind != kind:
         return _Parsed(path, shard, kind, digest, None, (), f"a {model.kind} filed under {kind}/")
+    actual = _content_digest(data, path)
+    if actual != digest:
+        # docs/leaderboards.md: a file edited after it was published is never ranked, cited or shown
+        return _Parsed(path, shard, kind, digest, None, (), f"its content hashes to {actual}, not to its file name")
     return _Parsed(path, shard, kind, digest, model.metadata.name, _row_values(model), None)
+
+
+def _content_digest(data: bytes, path: str) -> str | None:
+    """The record digest of a file's content (``None`` when it cannot be computed)."""
+    try:
+        raw = canon.parse_record_json(data, source=path)
+        return canon.record_digest(raw)
+    except RecordError:
+        try:  # an integer beyond ±(2^53-1) is read as the double it is (records.load_record_file)
+            return canon.record_digest(canon.parse_json(data, source=path))
+        except RecordError:
+            return None

@@ -66,6 +66,7 @@ from kictl.rank._common import (
     EVIDENCE_LEVELS,
     EvidenceSource,
     check_evidence_level,
+    leave_out_verifier_reruns,
     obtain_evidence,
 )
 from kictl.rank.citation import Citation, bibtex, bibtex_escape, citation
@@ -161,6 +162,7 @@ __all__ = [
     "is_reference",
     "is_stale",
     "json_changes",
+    "leave_out_verifier_reruns",
     "noise_ns",
     "obtain_evidence",
     "rank_group",

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from kictl.errors import UsageError
 from kictl.store import Registry
 
 #: Evidence levels from weakest to strongest (docs/trust.md); ``--evidence`` is a minimum.
+T = TypeVar("T")
+
 EVIDENCE_LEVELS = ("disputed", "reported", "verified")
 DEFAULT_EVIDENCE = "reported"
 _EVIDENCE_ORDER = {level: position for position, level in enumerate(EVIDENCE_LEVELS)}
@@ -26,6 +29,20 @@ def obtain_evidence(registry: Registry, digests: Sequence[str]) -> dict[str, str
     if levels is None:
         return dict.fromkeys(digests, "reported")
     return dict(levels(registry, list(digests)))
+
+
+def leave_out_verifier_reruns(registry: Registry, runs: Sequence[T]) -> list[T]:
+    """``runs`` without verifiers' own reruns (docs/rerun.md): a rerun is evidence about a run, not a contender.
+
+    ``kictl.trust.verifier_rerun_runs`` names them from the valid verifier
+    ``rerun`` attestations.  Raises ``CheckFailed`` when the trust root does not verify.
+    """
+    from kictl import trust
+
+    reruns = trust.verifier_rerun_runs(registry)
+    if not reruns:
+        return list(runs)
+    return [run for run in runs if getattr(run, "digest", None) not in reruns]
 
 
 #: ``digests -> {digest: level}``: where a caller's evidence levels come from when not from the

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from kictl import canon
+from kictl.errors import CheckFailed, NotFoundError
 from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank.leaderboards import _now
@@ -57,12 +58,27 @@ def _default_title(index: QueryIndex, record: StoredRecord) -> str:
     return "KernelIndex run: " + " ".join(parts)
 
 
+def _refuse_tampered(index: QueryIndex, ref: str) -> None:
+    """A reference to a record file that no longer matches its digest: ``CheckFailed`` (exit 1), never a citation."""
+    hex_part = ref.removeprefix(canon.DIGEST_PREFIX)
+    if len(hex_part) < 8 or any(char not in "0123456789abcdef" for char in hex_part):
+        return
+    for path, message in index.problems():
+        if path.rsplit("/", 1)[-1].startswith(hex_part) and "hashes to" in message:
+            raise CheckFailed(f"{path} does not match its digest ({message}): not cited")
+
+
 def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime | None = None) -> Citation:
     """Title, digest, permalink, adding commit and access date of a record.
 
-    Raises ``NotFoundError`` (exit 3) for an unknown or ambiguous reference.
+    Raises ``NotFoundError`` (exit 3) for an unknown or ambiguous reference,
+    ``CheckFailed`` (exit 1) for a record whose file does not match its digest.
     """
-    kind, digest, name = index.resolve_any(ref)
+    try:
+        kind, digest, name = index.resolve_any(ref)
+    except NotFoundError:
+        _refuse_tampered(index, ref)
+        raise
     record = index.load_record(digest)
     title = record.title or _default_title(index, record)
     commit = date = None

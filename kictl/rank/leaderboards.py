@@ -14,7 +14,7 @@ from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.families.gpus import GPUS
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
-from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, obtain_evidence
+from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, leave_out_verifier_reruns, obtain_evidence
 from kictl.rank.floors import FloorEstimate, estimate_floor, resolve_gpu
 from kictl.rank.groups import group_runs, is_reference
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
@@ -222,7 +222,8 @@ def definition_leaderboard(
     by_digest = {workload.digest: workload for workload in workloads}
     all_runs = index.runs_of_definition(definition.digest)
     runs = [run for run in all_runs if product is None or run.gpu == product]
-    if evidence is None:
+    if evidence is None:  # the working tree's attestations (a review passes the head's levels)
+        runs = leave_out_verifier_reruns(index.registry, runs)
         evidence = obtain_evidence(index.registry, [run.digest for run in runs])
     baseline = choose_baseline(definition, all_runs, policy)
     groups, loose = group_runs(runs)
@@ -338,7 +339,8 @@ def workload_leaderboard(
     workload = index.resolve_workload(definition.digest, workload_ref)
     product = resolve_gpu(gpu, index.gpu_products()) if gpu is not None else None
     runs = [run for run in index.runs_of_workload(workload.digest) if product is None or run.gpu == product]
-    if evidence is None:
+    if evidence is None:  # the working tree's attestations (a review passes the head's levels)
+        runs = leave_out_verifier_reruns(index.registry, runs)
         evidence = obtain_evidence(index.registry, [run.digest for run in runs])
     groups, loose = group_runs(runs)
     ranked = [

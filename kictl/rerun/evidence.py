@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kictl import canon, trust
 from kictl.errors import KictlError
-from kictl.store import ATTESTATIONS_DIR, Registry
+from kictl.store import Registry
 
 
 def verifier_reruns(registry: Registry) -> dict[str, tuple[str, ...]]:
@@ -43,12 +43,7 @@ def verifier_reruns(registry: Registry) -> dict[str, tuple[str, ...]]:
         return {}
     root = trust.registry_root(registry)
     tolerance = registry.policy().rerun_tolerance
-    times = {}
-    if registry.is_git_repository():
-        times = {
-            path: datetime.fromtimestamp(info.timestamp, UTC)
-            for path, info in registry.git.first_added(ATTESTATIONS_DIR).items()
-        }
+    times = trust.signing_times(registry)
     now = datetime.now(UTC).replace(microsecond=0)
     found: dict[str, list[str]] = {}
     for digest, folder in sorted(folders):

@@ -24,8 +24,12 @@ LINTS: dict[str, str] = {
     "definition-in-place": "a definition changed in place: its new record is not added",
     "definition-not-compiled": "a new definition folder whose records are not added",
     "below-floor": "a run faster than its physical floor",
+    "no-floor": "a passed run whose physical floor cannot be computed, so its speed cannot be checked",
+    "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
+    "or whose workload's axes do not fit its definition",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",
     "bad-attestation": "an attestation that does not verify (signature, key validity at the time, role)",
+    "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",
     "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
     "or whose versions are not kept in order",
 }

@@ -27,6 +27,31 @@ from kictl.review.state import _PUBLISHED, _READ, _area, _definition_folder
 from kictl.store import Change, Registry
 from kictl.validate import check_references
 
+_REGULAR = "100644"
+_MODES = {"120000": "a symbolic link", "160000": "a gitlink, a submodule", "100755": "an executable file"}
+
+
+def _utf8(path: str) -> bool:
+    """git reports a non-UTF-8 name with surrogate escapes; such a name is never a registry path."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _displayable(changes: list[Change]) -> tuple[list[Change], set[str]]:
+    """Non-UTF-8 names with their bytes escaped (``\\xff``), so every output can print them."""
+    shown, odd = [], set()
+    for change in changes:
+        if _utf8(change.path):
+            shown.append(change)
+            continue
+        text = change.path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        shown.append(Change(status=change.status, path=text, mode=change.mode))
+        odd.add(text)
+    return shown, odd
+
 
 class _Review(_FileChecks, _RunChecks):
     """One review, in its steps; ``review`` is its entry point."""
@@ -39,7 +64,11 @@ class _Review(_FileChecks, _RunChecks):
             return
         if not report.changes:
             return
-        wanted = [change.path for change in report.changes if change.status != "D" and areas[change.path] in _READ]
+        wanted = [
+            change.path
+            for change in report.changes
+            if change.status != "D" and areas[change.path] in _READ and change.path not in report.odd_names
+        ]
         self.head_bytes = read_paths(self.git, report.head, wanted)
         base_records = self.git.list_files(report.merge_base, RECORDS_DIR)
         head_records = self.git.list_files(report.head, RECORDS_DIR)
@@ -65,8 +94,17 @@ class _Review(_FileChecks, _RunChecks):
         trust_versions: list[str] = []  # added files under registry/trust/
         for change in report.changes:
             area = areas[change.path]
-            if _CONTROL.search(change.path):
+            if change.path in report.odd_names:
+                self.lint("path-not-allowed", "a file name that is not UTF-8", change.path)
+            elif _CONTROL.search(change.path):
                 self.lint("path-not-allowed", "a file name with control characters", change.path)
+            elif change.status != "D" and area != "outside" and change.mode != _REGULAR:
+                self.lint(
+                    "path-not-allowed",
+                    f"not a regular file: git mode {change.mode} ({_MODES.get(change.mode, 'unknown')}); "
+                    f"data files are mode {_REGULAR}",
+                    change.path,
+                )
             elif area == "outside":
                 self.lint(
                     "path-not-allowed",
@@ -135,13 +173,14 @@ class _Review(_FileChecks, _RunChecks):
             self._definition_folder(folder)
 
         runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
+        self._consistency(runs)
         self._floors(runs)
         verdicts = self._signatures(runs)
         self._source_native(runs, verdicts)
         self._leaderboards(policy, [record.digest for _, record in runs])
 
     def _base_policy(self) -> Policy:
-        data = read_paths(self.git, self.report.merge_base, [POLICY_FILE]).get(POLICY_FILE)
+        data = read_paths(self.git, self.report.base, [POLICY_FILE]).get(POLICY_FILE)
         if data is None:
             return Policy()
         try:
@@ -175,8 +214,8 @@ def review(
         base=base_sha,
         merge_base=merge_base,
         head=head_sha,
-        changes=history.changed_files(merge_base, head_sha),
     )
+    report.changes, report.odd_names = _displayable(history.changed_files(merge_base, head_sha))
     _Review(registry, report, checks if checks is not None else default_checks()).run(policy)
     report.lints.sort(key=lambda finding: (finding.path or "", finding.code, finding.message))
     return report

@@ -8,6 +8,7 @@ import posixpath
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from kictl import canon, definitions, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
@@ -21,6 +22,25 @@ from kictl.review.seams import _NO_TRUST
 from kictl.review.state import _ReviewBase
 from kictl.store import Change
 from kictl.validate import check_blob_file, check_envelope_file, check_record_file
+
+
+def _root_document(data: bytes) -> dict[str, Any]:
+    try:
+        value = canon.parse_json(data)
+    except RecordError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _root_version(data: bytes) -> object:
+    """The ``signed.version`` a trust-root file claims (``None`` when it has none); never raises."""
+    signed = _root_document(data).get("signed")
+    return signed.get("version") if isinstance(signed, dict) else None
+
+
+def _keyless(data: bytes) -> bool:
+    signed = _root_document(data).get("signed")
+    return isinstance(signed, dict) and not signed.get("keys")
 
 
 class _FileChecks(_ReviewBase):
@@ -73,7 +93,7 @@ class _FileChecks(_ReviewBase):
                 versions[number] = path
         if root is None and not versions:
             return
-        previous = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
+        previous = read_paths(self.git, self.report.base, [ROOT_FILE]).get(ROOT_FILE)
         if previous is None:
             return  # a registry's first trust root has no previous version to be signed by
         verify = self.checks.verify_root_update
@@ -85,8 +105,21 @@ class _FileChecks(_ReviewBase):
         for number in sorted(versions):
             path = versions[number]
             data = self.head_bytes.get(path)
-            if data is None or data == current:
-                continue
+            if data is None:
+                continue  # linted: not a regular file
+            claimed = _root_version(data)
+            if data == current:
+                if data == previous and claimed == number and _keyless(previous):
+                    continue  # the keyless root of `kictl init` kept as its own version file
+                self.lint(
+                    "trust-root-threshold",
+                    f"a byte copy of trust root version {claimed}, not a new version {number}",
+                    path,
+                )
+                return
+            if claimed != number:
+                self.lint("trust-root-threshold", f"holds trust root version {claimed}, not {number}", path)
+                return
             try:
                 verify(current, data)
             except CheckFailed as exc:
@@ -113,6 +146,23 @@ class _FileChecks(_ReviewBase):
                 ROOT_FILE,
             )
 
+    def _policy_signed(self, path: str) -> None:
+        """docs/trust.md "The policy": the head's root names the new policy's digest, in a version this PR adds.
+
+        The root change itself is judged by ``_trust_changes`` (the maintainer
+        threshold of the base tip's root); here only the digest is matched.
+        """
+        digest = canon.bytes_digest(self.head_bytes[path])
+        root = self.head_bytes.get(ROOT_FILE)  # present only when this PR changes root.json
+        signed = _root_document(root).get("signed") if root is not None else None
+        if not isinstance(signed, dict) or signed.get("policyDigest") != digest:
+            self.lint(
+                "policy-unsigned",
+                f"changes the registry policy, but no trust-root version this PR adds signs it (policyDigest "
+                f"{digest}); a maintainer runs `kictl trust sign-policy --key MAINTAINER_KEY`",
+                path,
+            )
+
     def _policy_change(self, change: Change) -> None:
         if change.status == "D":
             self.lint("published-changed", "deletes the registry policy", change.path)
@@ -122,6 +172,7 @@ class _FileChecks(_ReviewBase):
         except RecordError as exc:
             self.lint("schema", exc.at(change.path), change.path)
             return
+        self._policy_signed(change.path)
         self.hint(
             "policy-changed",
             "changes the registry policy (staleness window, tolerances, baselines): a maintainer's decision; "

@@ -62,6 +62,7 @@ class AttestationVerdict:
     predicate_type: str | None
     roles: tuple[str, ...] = ()
     problem: str | None = None
+    rerun_run: str | None = None  # a rerun's own BenchmarkRun (its predicate's runDigest)
 
     @property
     def valid(self) -> bool:
@@ -194,9 +195,10 @@ class LeaderboardDiff:
 VerifyAttestation = Callable[[bytes, StoredRecord, bytes, datetime], AttestationVerdict]
 #: ``(previous root bytes, new root bytes) -> None``, raising ``CheckFailed``: ``trust.verify_root_update``.
 VerifyRootUpdate = Callable[[bytes, bytes], None]
-#: ``(registry, base commit, head commit, policy, new run digests) -> LeaderboardDiff``:
-#: ``rank.diff_revisions`` over the query index, its ``GroupChange``s as ``GroupDiff``s.
-Leaderboards = Callable[[Registry, str, str, Policy, Sequence[str]], LeaderboardDiff]
+#: ``(registry, merge base, head commit, policy, new run digests, base tip) -> LeaderboardDiff``:
+#: ``rank.diff_revisions`` over the query index, its ``GroupChange``s as ``GroupDiff``s; evidence
+#: judged by the base tip's trust root.
+Leaderboards = Callable[[Registry, str, str, Policy, Sequence[str], str], LeaderboardDiff]
 
 
 @dataclass(frozen=True, slots=True)

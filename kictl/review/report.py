@@ -29,6 +29,7 @@ class ReviewReport:
     added_attestations: int = 0
     leaderboards: list[GroupDiff] | None = None
     not_checked: list[NotChecked] = field(default_factory=list)
+    odd_names: set[str] = field(default_factory=set)  # changed paths that are not UTF-8, shown escaped
 
     @property
     def ok(self) -> bool:

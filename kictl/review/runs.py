@@ -8,8 +8,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from kictl import families, render
-from kictl.errors import KictlError, RecordError
+from kictl import families, layout, render
+from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
     ATTESTATIONS_DIR,
@@ -20,6 +20,7 @@ from kictl.records import (
     BenchmarkRun,
     Definition,
     ExecutionEnvironment,
+    Implementation,
     StoredRecord,
     Workload,
 )
@@ -68,6 +69,7 @@ class _RunChecks(_ReviewBase):
             }
         )
         floors: dict[tuple[str, str], families.Floor | None] = {}
+        failures: dict[tuple[str, str], str] = {}
         unknown_gpus: Counter[str] = Counter()
         for path, run in passed:
             context = self._run_context(run)
@@ -87,9 +89,18 @@ class _RunChecks(_ReviewBase):
                 try:
                     work = families.work(definition.model.spec, workload.model.spec, self.read_blob)
                     floors[key] = families.floor(work, gpu)
-                except (RecordError, LookupError, KeyError, ValueError):
+                except (KictlError, LookupError, KeyError, ValueError, ArithmeticError, TypeError) as exc:
                     floors[key] = None
+                    failures[key] = str(getattr(exc, "message", None) or exc) or type(exc).__name__
             floor = floors[key]
+            if key in failures:
+                self.lint(
+                    "no-floor",
+                    f"the physical floor of workload {workload.name} on {gpu.product} cannot be computed "
+                    f"({failures[key]}); a run whose speed cannot be checked is not accepted",
+                    path,
+                )
+                continue
             timing = run.spec.timing
             assert timing is not None
             primary = timing.primary_ns()
@@ -107,9 +118,78 @@ class _RunChecks(_ReviewBase):
                 NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
             )
 
-    def _signing_times(self) -> dict[str, datetime]:
-        added = self.git.first_added(ATTESTATIONS_DIR, self.report.head)
-        return {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
+    def _consistency(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:
+        """A run's implementation and workload belong to its definition; the workload's axes fit it."""
+        for path, record in runs:
+            assert isinstance(record.model, BenchmarkRun)
+            spec = record.model.spec
+            workload = self.record(spec.workload_digest)
+            if workload is None or not isinstance(workload.model, Workload):
+                continue  # dangling or invalid: linted elsewhere
+            definition_digest = workload.model.spec.definition_digest
+            if spec.definition_digest is not None and spec.definition_digest != definition_digest:
+                self.lint(
+                    "inconsistent-run",
+                    f"$.spec.definitionDigest is {spec.definition_digest}, but its workload {workload.name} "
+                    f"belongs to {definition_digest}",
+                    path,
+                )
+            implementation = self.record(spec.implementation_digest)
+            if implementation is not None and isinstance(implementation.model, Implementation):
+                own = implementation.model.spec.definition_digest
+                if own is not None and own != definition_digest:
+                    self.lint(
+                        "inconsistent-run",
+                        f"its implementation {implementation.name} belongs to definition {own}, "
+                        f"not to {definition_digest} of its workload {workload.name}",
+                        path,
+                    )
+            definition = self.record(definition_digest)
+            if definition is None or not isinstance(definition.model, Definition):
+                continue
+            axes = definition.model.spec.axes
+            variable = {name for name, axis in axes.items() if axis.type == "var"}
+            given = set(workload.model.spec.axes)
+            if given != variable:
+                missing, extra = sorted(variable - given), sorted(given - variable)
+                parts = ([f"lacks {', '.join(missing)}"] if missing else []) + (
+                    [f"sets {', '.join(extra)}, not variable axes of the definition"] if extra else []
+                )
+                self.lint(
+                    "inconsistent-run",
+                    f"its workload {workload.name}'s axes do not fit definition {definition.name}: {'; '.join(parts)}",
+                    path,
+                )
+
+    def _base_verifier_reruns(self, root: bytes, wanted: set[str]) -> set[str | None]:
+        """Runs among ``wanted`` that a valid verifier ``rerun`` attestation already on the base names.
+
+        A verifier's rerun is its own BenchmarkRun, signed by the rerun attestation
+        about the original (docs/rerun.md), not by a submission.
+        """
+        verify = self.checks.verify_attestation
+        assert verify is not None
+        candidates = []
+        for path in self.git.list_files(self.report.base, ATTESTATIONS_DIR):
+            named = layout.parse_attestation_path(path)
+            if named is not None:
+                candidates.append((named[0], path))
+        data = read_paths(self.git, self.report.base, [path for _, path in candidates])
+        merged = self.git.merged_times(ATTESTATIONS_DIR, self.report.base)
+        times = {path: datetime.fromtimestamp(stamp, UTC) for path, stamp in merged.items()}
+        found: set[str | None] = set()
+        for subject_digest, path in candidates:
+            body = data.get(path)
+            if body is None or claimed_predicate_type(body) != "rerun":
+                continue
+            subject = self.record(subject_digest)
+            if subject is None:
+                continue
+            verdict = verify(body, subject, root, times.get(path, self.signing_bound()))
+            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles:
+                if verdict.rerun_run in wanted:
+                    found.add(verdict.rerun_run)
+        return found
 
     def _signatures(self, runs: Sequence[tuple[str, StoredRecord]]) -> dict[str, list[AttestationVerdict]] | None:
         """Verify every new envelope through the trust seam; lint runs without a valid submission."""
@@ -120,26 +200,34 @@ class _RunChecks(_ReviewBase):
                     NotChecked("signatures", f"{_NO_TRUST}: submission signatures and key validity were not verified")
                 )
             return None
-        root = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
+        root = read_paths(self.git, self.report.base, [ROOT_FILE]).get(ROOT_FILE)
         verdicts: dict[str, list[AttestationVerdict]] = {}
         if root is None:
             for path, _ in runs:
                 self.lint("unsigned-run", "the base has no trust root, so no signature can be valid", path)
             return verdicts
-        times = self._signing_times() if self.new_envelopes else {}
-        head_time = datetime.fromtimestamp(self.git.commit_info(self.report.head).timestamp, UTC)
+        signed_at = self.signing_bound()
         for subject_digest, paths in sorted(self.new_envelopes.items()):
             subject = self.record(subject_digest)
             if subject is None:
                 continue  # linted as dangling
             for path in paths:
-                verdict = verify(self.head_bytes[path], subject, root, times.get(path, head_time))
+                verdict = verify(self.head_bytes[path], subject, root, signed_at)
                 verdicts.setdefault(subject_digest, []).append(verdict)
                 if verdict.problem is not None:
                     self.lint("bad-attestation", verdict.problem, path)
+        reruns = {
+            verdict.rerun_run
+            for judged in verdicts.values()
+            for verdict in judged
+            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles
+        }
+        unsigned = [record.digest for _, record in runs if record.digest not in reruns]
+        if unsigned:
+            reruns |= self._base_verifier_reruns(root, set(unsigned))
         for path, record in runs:
             judged = verdicts.get(record.digest, [])
-            signed = any(
+            signed = record.digest in reruns or any(
                 verdict.valid and verdict.predicate_type == "submission" and "submitter" in verdict.roles
                 for verdict in judged
             )
@@ -178,7 +266,8 @@ class _RunChecks(_ReviewBase):
                 self.hint(
                     "source-native-no-rerun",
                     f"imported from {source} with {qualifier}: its numbers are the source's own; "
-                    "a verifier's rerun (`kictl verify --rerun`) would make it verified",
+                    "a verifier's rerun would make it verified: `kictl rerun RUN --out DIR`, then "
+                    "`kictl attest rerun DIR --key VERIFIER_KEY`",
                     path,
                 )
 
@@ -196,7 +285,7 @@ class _RunChecks(_ReviewBase):
             self.report.leaderboards = []
             return
         try:
-            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
+            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs, self.report.base)
         except KictlError as exc:  # e.g. the query index cannot be written or read
             self.report.not_checked.append(NotChecked("leaderboards", f"ranking failed: {exc.message}"))
             return

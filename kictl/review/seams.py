@@ -54,7 +54,8 @@ def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signe
         return AttestationVerdict(exc.predicate_type, ordered, problem=exc.message)
     except (CheckFailed, RecordError) as exc:
         return AttestationVerdict(None, problem=exc.message)
-    return AttestationVerdict(verified.predicate_type, verified.roles)
+    rerun_run = getattr(verified.predicate, "run_digest", None) if verified.predicate_type == "rerun" else None
+    return AttestationVerdict(verified.predicate_type, verified.roles, rerun_run=rerun_run)
 
 
 def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
@@ -71,9 +72,10 @@ class HeadEvidence:
     root; a review reads git objects and judges with the base's root, so this
     source reads the head's envelopes from git and hands them to
     ``trust.judge_attestations``.  Only a verifier's ``rerun`` moves a level,
-    so only envelopes that claim to be reruns are verified.  Signing time: the
-    author time of the commit that added the envelope (the head's time when no
-    commit did).  Levels are cached; a record that cannot be read stays ``reported``.
+    so only envelopes that claim to be reruns are verified.  Signing time
+    (docs/trust.md): an envelope already on the base's main line counts from
+    the commit that merged it there; one the PR adds, from the base tip's
+    commit time (never the PR's own dates).  Levels are cached; a record that cannot be read stays ``reported``.
     """
 
     def __init__(
@@ -83,15 +85,18 @@ class HeadEvidence:
         root: bytes | None,
         policy: Policy,
         load: Callable[[str], StoredRecord],
+        base: str | None = None,
     ) -> None:
         self.git = registry.git
         self.head = head
+        self.base = base if base is not None else head
         self.root_bytes = root
         self.policy = policy
         self.load = load
         self.levels: dict[str, str] = {}
         self._folders: dict[str, list[str]] | None = None
         self._times: dict[str, datetime] | None = None
+        self._bound = datetime.now(UTC)
 
     def __call__(self, digests: Sequence[str]) -> dict[str, str]:
         missing = [digest for digest in dict.fromkeys(digests) if digest not in self.levels]
@@ -110,8 +115,10 @@ class HeadEvidence:
 
     def _signing_times(self) -> dict[str, datetime]:
         if self._times is None:
-            added = self.git.first_added(ATTESTATIONS_DIR, self.head)
-            self._times = {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
+            now = datetime.now(UTC).replace(microsecond=0)
+            merged = self.git.merged_times(ATTESTATIONS_DIR, self.base)
+            self._times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, stamp in merged.items()}
+            self._bound = min(datetime.fromtimestamp(self.git.committer_time(self.base), UTC), now)
         return self._times
 
     def _judge(self, digests: Sequence[str]) -> None:
@@ -139,8 +146,7 @@ class HeadEvidence:
             except KictlError:
                 continue
             times = self._signing_times()
-            head_time = datetime.fromtimestamp(self.git.commit_info(self.head).timestamp, UTC)
-            envelopes = [(path, body, times.get(path, head_time), path in times) for path, body in reruns]
+            envelopes = [(path, body, times.get(path, self._bound), path in times) for path, body in reruns]
             _, standing = trust.judge_attestations(
                 subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
             )
@@ -178,7 +184,7 @@ def _group_diff(change: GroupChange) -> GroupDiff:
 
 
 def leaderboards_with_rank(
-    registry: Registry, base: str, head: str, policy: Policy, new_runs: Sequence[str]
+    registry: Registry, base: str, head: str, policy: Policy, new_runs: Sequence[str], tip: str | None = None
 ) -> LeaderboardDiff:
     """The ``leaderboards`` seam filled with ``kictl.rank`` over snapshots of the query index (docs/leaderboards.md).
 
@@ -192,12 +198,13 @@ def leaderboards_with_rank(
     from kictl import rank
     from kictl.index import QueryIndex
 
-    root = read_paths(registry.git, base, [ROOT_FILE]).get(ROOT_FILE)
+    trust_rev = tip if tip is not None else base
+    root = read_paths(registry.git, trust_rev, [ROOT_FILE]).get(ROOT_FILE)
     with QueryIndex.open(registry) as query:
         before = query.snapshot(base)
         after = query.snapshot(head)
         try:
-            evidence = HeadEvidence(registry, head, root, policy, after.load_record)
+            evidence = HeadEvidence(registry, head, root, policy, after.load_record, trust_rev)
             after_time = rank.commit_time(registry, head)
             diff = rank.diff_states(
                 before,

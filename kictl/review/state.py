@@ -5,6 +5,7 @@ far.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC, datetime
 
 from kictl import canon, layout
 from kictl.errors import RecordError
@@ -68,6 +69,16 @@ class _ReviewBase:
     def problems(self, problems: Iterable[Problem], code: str) -> None:
         for problem in problems:
             self.lint(code, problem.message, problem.path)
+
+    def signing_bound(self) -> datetime:
+        """The signing time of every envelope the PR adds (docs/review.md "Signing time").
+
+        The committer time of the base's tip, never later than now: the
+        envelope cannot reach the main line before that, and the PR's own
+        commit dates are the author's to choose.
+        """
+        tip = datetime.fromtimestamp(self.git.committer_time(self.report.base), UTC)
+        return min(tip, datetime.now(UTC).replace(microsecond=0))
 
     # ----------------------------------------------------------------- records at head
 

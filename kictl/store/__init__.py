@@ -34,7 +34,17 @@ from kictl.layout import (
     TRUST_DIR,
 )
 from kictl.store._common import ENV_VAR
-from kictl.store.files import Transaction, find_root, read_file, write_atomic, write_immutable
+from kictl.store.files import (
+    STALE_TEMPORARY_S,
+    Transaction,
+    find_root,
+    is_temporary_name,
+    read_file,
+    sweep_temporaries,
+    write_atomic,
+    write_immutable,
+    writer_lock,
+)
 from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
 from kictl.store.inputs import parse_json_file, read_record_inputs
 from kictl.store.registry import AddResult, Registry
@@ -48,6 +58,7 @@ __all__ = [
     "RECORDS_DIR",
     "REGISTRY_DIR",
     "ROOT_FILE",
+    "STALE_TEMPORARY_S",
     "TRUST_DIR",
     "AddResult",
     "Change",
@@ -58,9 +69,12 @@ __all__ = [
     "current_commit",
     "find_root",
     "init_repository",
+    "is_temporary_name",
     "parse_json_file",
     "read_file",
     "read_record_inputs",
+    "sweep_temporaries",
     "write_atomic",
     "write_immutable",
+    "writer_lock",
 ]

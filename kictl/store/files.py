@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -111,25 +113,97 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
     return True
 
 
+def _same_or_refuse(path: Path, data: bytes) -> bool:
+    try:
+        existing = path.read_bytes()
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    if existing == data:
+        return False
+    raise RegistryError(
+        f"{path} is already published with other bytes; published files are never modified "
+        "(metadata changes need a new record)"
+    )
+
+
 def write_immutable(path: Path, data: bytes) -> bool:
     """Publish ``data`` at ``path`` unless it is there already.
 
-    Returns ``True`` when created, ``False`` when the same bytes were there.
-    Raises ``RegistryError`` when ``path`` holds other bytes: published files
-    are never modified.
+    Returns ``True`` only when *this call* created the file: the temporary file
+    is hard-linked into place, which fails when another writer got there first
+    (then the bytes are compared), so two writers never both think they created
+    it and a rollback never removes another writer's file.  Raises
+    ``RegistryError`` when ``path`` holds other bytes: published files are
+    never modified.
     """
     if path.exists():
+        return _same_or_refuse(path, data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
-            existing = path.read_bytes()
-        except OSError as exc:
-            raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
-        if existing == data:
-            return False
-        raise RegistryError(
-            f"{path} is already published with other bytes; published files are never modified "
-            "(metadata changes need a new record)"
-        )
-    return write_atomic(path, data)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp_name, 0o644)
+            try:
+                os.link(tmp_name, path)
+            except FileExistsError:
+                return _same_or_refuse(path, data)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    return True
+
+
+#: A temporary file of ``write_atomic`` older than this was left by a killed writer.
+STALE_TEMPORARY_S = 60.0
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` is one ``write_atomic`` gives its temporary files (``.<target>.<random>.tmp``)."""
+    return name.startswith(".") and name.endswith(".tmp")
+
+
+@contextlib.contextmanager
+def writer_lock(folder: Path) -> Iterator[None]:
+    """Hold the registry's writer lock: ``fcntl.flock`` on the ``registry/`` folder itself.
+
+    Writers wait for each other; readers never take it.  Locking the folder
+    (not a lock file) leaves nothing behind for git or a tree comparison to see.
+    Raises ``RegistryError`` when the folder cannot be opened.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError as exc:
+        raise RegistryError(f"{folder}: cannot open for the writer lock: {exc.strerror or exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def sweep_temporaries(paths: list[Path], *, older_than: float = STALE_TEMPORARY_S) -> list[Path]:
+    """Remove the temporary files among ``paths`` older than ``older_than`` seconds; returns those removed."""
+    removed = []
+    now = time.time()
+    for path in paths:
+        try:
+            if now - path.lstat().st_mtime < older_than:
+                continue
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
 
 
 class Transaction:

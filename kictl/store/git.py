@@ -40,6 +40,7 @@ class Change:
 
     status: str
     path: str
+    mode: str = "100644"  # the git file mode at head ("000000" when deleted): 120000 a symlink, 160000 a gitlink
 
 
 _LOG_FORMAT = "%x00%H%x1f%aI%x1f%at%x1f%an%x1f%ae%x1f%s"
@@ -116,9 +117,15 @@ class GitHistory:
 
     def changed_files(self, base: str, head: str) -> list[Change]:
         """Files that differ between two commits, renames shown as delete and add."""
-        output = self._run("diff", "--name-status", "--no-renames", "-z", self.rev_parse(base), self.rev_parse(head))
+        output = self._run(
+            "diff", "--raw", "--no-renames", "--no-abbrev", "-z", self.rev_parse(base), self.rev_parse(head)
+        )
         fields = [field for field in output.split("\0") if field]
-        return [Change(status=fields[i][0], path=fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+        changes = []
+        for i in range(0, len(fields) - 1, 2):
+            meta = fields[i].lstrip(":").split()  # old mode, new mode, old sha, new sha, status
+            changes.append(Change(status=meta[4][0], path=fields[i + 1], mode=meta[1]))
+        return changes
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """The bytes of ``path`` at ``rev``, or ``None`` when it does not exist there."""
@@ -149,7 +156,7 @@ class GitHistory:
         sha = self.rev_parse(rev)
         if not paths:
             return {}
-        request = b"".join(f"{sha}:{path}\n".encode() for path in paths)
+        request = b"".join(f"{sha}:{path}\n".encode("utf-8", "surrogateescape") for path in paths)
         try:
             done = subprocess.run(
                 ["git", "-C", str(self.root), "cat-file", "--batch"], input=request, capture_output=True, check=False
@@ -217,6 +224,35 @@ class GitHistory:
             for path in paths:
                 added.setdefault(path, info)
         return added
+
+    def merged_times(self, prefix: str, rev: str = "HEAD") -> dict[str, int]:
+        """Per file under ``prefix``: committer time of the commit on ``rev``'s first-parent line that added it.
+
+        docs/trust.md "Signing time": a file merged from a branch counts from
+        the merge commit on the main line (its diff against the first parent),
+        never from the branch's own commits, whose dates their author chose.
+        One ``git log --first-parent``; files not committed yet are absent.
+        """
+        if self.head() is None:
+            return {}
+        output = self._run(
+            "log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--diff-filter=A",
+            "--name-only", "--no-renames", "--format=%x00%H%x1f%ct", rev, "--", prefix,
+        )  # fmt: skip
+        merged: dict[str, int] = {}
+        for chunk in output.split("\0"):
+            if not chunk.strip():
+                continue
+            header, _, rest = chunk.partition("\n")
+            stamp = int(header.split("\x1f", 1)[1])
+            for path in rest.splitlines():
+                if path.strip():
+                    merged.setdefault(path, stamp)
+        return merged
+
+    def committer_time(self, rev: str) -> int:
+        """Seconds since the epoch at which ``rev`` was committed (%ct, not the author's date)."""
+        return int(self._run("log", "-1", "--format=%ct", self.rev_parse(rev)).strip())
 
     def commits(self, rev: str = "HEAD", paths: Sequence[str] = ()) -> list[CommitInfo]:
         """Commits reachable from ``rev`` touching ``paths`` (all when empty), oldest first."""
@@ -315,6 +351,8 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
 def current_commit(root: Path) -> str | None:
     """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
 
+    Raises ``RegistryError`` (exit 4) for a ``.git`` that git cannot open.
+
     Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
     second, so that read commands can check whether a cache is current cheaply.
     """
@@ -332,4 +370,12 @@ def current_commit(root: Path) -> str | None:
     except OSError:
         return None
     sha = done.stdout.strip()
-    return sha if done.returncode == 0 and sha else None
+    if done.returncode == 0 and sha:
+        return sha
+    probe = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--git-dir"], capture_output=True, text=True, check=False
+    )
+    if probe.returncode != 0:  # a .git that git cannot open: say so, never read it as "no commit yet"
+        lines = probe.stderr.strip().splitlines()
+        raise RegistryError(f"{root}/.git is damaged: {lines[-1] if lines else 'git cannot open it'}")
+    return None

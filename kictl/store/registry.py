@@ -4,6 +4,7 @@ and blobs.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from kictl.layout import (
     KICTL_DIR,
     POLICY_FILE,
     RECORDS_DIR,
+    REGISTRY_DIR,
     TRUST_DIR,
 )
 from kictl.lookup import Match, resolve
@@ -28,7 +30,15 @@ from kictl.records import KINDS, StoredRecord, record_from_bytes
 
 if TYPE_CHECKING:
     pass
-from kictl.store.files import Transaction, find_root, read_file, write_immutable
+from kictl.store.files import (
+    Transaction,
+    find_root,
+    is_temporary_name,
+    read_file,
+    sweep_temporaries,
+    write_immutable,
+    writer_lock,
+)
 from kictl.store.git import GitHistory
 
 # --------------------------------------------------------------------------- the registry
@@ -145,6 +155,8 @@ class Registry:
             parts = os.path.relpath(dirpath, base).split(os.sep)
             depth = 0 if parts == ["."] else len(parts)
             for name in filenames:
+                if is_temporary_name(name):
+                    continue  # see temporary_files
                 if depth != 2 or parts[0] not in KINDS or not name.endswith(".json"):
                     stray.append(Path(dirpath) / name)
         return sorted(stray)
@@ -204,6 +216,18 @@ class Registry:
 
     # ----------------------------------------------------------------- writing
 
+    def temporary_files(self) -> list[Path]:
+        """Temporary files of an interrupted write under records/, blobs/ and attestations/."""
+        found: list[Path] = []
+        for top in (self.records_dir, self.blobs_dir, self.attestations_dir):
+            for dirpath, _, filenames in os.walk(top):
+                found.extend(Path(dirpath) / name for name in filenames if is_temporary_name(name))
+        return sorted(found)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """The registry's writer lock (on the ``registry/`` folder): ``with registry.writing(): ...``."""
+        return writer_lock(self.root / REGISTRY_DIR)
+
     def add(self, records: Sequence[StoredRecord], *, transaction: Transaction | None = None) -> list[AddResult]:
         """Store records (already validated); all or nothing.
 
@@ -211,6 +235,11 @@ class Registry:
         is stored all the same and its result names the dangling digests.
         Raises ``RegistryError`` when a path already holds other bytes.
         """
+        with self.writing():
+            sweep_temporaries(self.temporary_files())  # left by a killed writer (older than a minute)
+            return self._add(records, transaction)
+
+    def _add(self, records: Sequence[StoredRecord], transaction: Transaction | None) -> list[AddResult]:
         batch = {record.digest for record in records}
         own = transaction or Transaction()
         results = []

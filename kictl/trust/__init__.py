@@ -88,6 +88,7 @@ from kictl.trust.bulk import (
     resolve_digest,
     retracted_digests,
     trust_summaries,
+    verifier_rerun_runs,
 )
 from kictl.trust.dsse import (
     Envelope,
@@ -103,6 +104,7 @@ from kictl.trust.evidence import (
     _rerun_agrees,
     check_record,
     judge_attestations,
+    signing_times,
 )
 from kictl.trust.keys import (
     generate_keypair,
@@ -141,6 +143,7 @@ from kictl.trust.root import (
     revoke_key,
     root_chain,
     root_version_path,
+    sign_policy,
     verify_anchor,
     verify_root_chain,
     verify_root_update,
@@ -211,10 +214,13 @@ __all__ = [
     "root_chain",
     "root_version_path",
     "sign_envelope",
+    "sign_policy",
     "sign_record",
+    "signing_times",
     "signing_warnings",
     "statement_for",
     "trust_summaries",
+    "verifier_rerun_runs",
     "verify_anchor",
     "verify_attestation",
     "verify_root_chain",

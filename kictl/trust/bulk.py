@@ -18,6 +18,46 @@ from kictl.trust.root import _now, registry_root
 
 
 def resolve_digest(registry: Registry, reference: str) -> str:
+    """``_resolve_digest``; a record not found here but on a ``submit/...`` branch says so (exit 3)."""
+    try:
+        return _resolve_digest(registry, reference)
+    except NotFoundError as exc:
+        branch = _submit_branch_of(registry, reference)
+        if branch is None:
+            raise
+        raise NotFoundError(
+            f"{reference} is not in this checkout; `kictl submit` put it on branch {branch}: git switch {branch}"
+        ) from exc
+
+
+def _submit_branch_of(registry: Registry, reference: str) -> str | None:
+    """The first ``submit/...`` branch that adds a record named or digested ``reference``; never raises."""
+    import json
+
+    if not registry.is_git_repository():
+        return None
+    try:
+        history = registry.git
+        refs = history._run("for-each-ref", "--format=%(refname:short)", "refs/heads/submit/").split()
+        bare = hex_prefix(reference)
+        for branch in refs:
+            added = history._run("diff", "--name-only", "--diff-filter=A", f"HEAD...{branch}", "--", "registry/records")
+            paths = [path for path in added.splitlines() if path.endswith(".json")]
+            if bare is not None and any(path.rsplit("/", 1)[-1].startswith(bare) for path in paths):
+                return branch
+            for data in history.read_paths(branch, paths).values():
+                try:
+                    value = json.loads(data or b"{}")
+                except ValueError:
+                    continue
+                if isinstance(value, dict) and (value.get("metadata") or {}).get("name") == reference:
+                    return branch
+    except KictlError:
+        return None
+    return None
+
+
+def _resolve_digest(registry: Registry, reference: str) -> str:
     """The full digest of the record file a digest, unique 8+ hex prefix or name refers to.
 
     Unlike ``Registry.resolve`` this is the digest in the file's *name*, so a
@@ -109,6 +149,54 @@ def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) ->
         _, summary = judge_attestations(subject, root, envelopes, rerun_tolerance=tolerance)
         summaries[digest] = summary
     return summaries
+
+
+def _claims_rerun(path: Path) -> bool:
+    """Whether an envelope's (unverified) statement claims the ``rerun`` predicate type; never raises."""
+    import base64
+    import json
+
+    try:
+        payload = base64.b64decode(json.loads(path.read_bytes())["payload"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return True  # let verification say what it is
+    return b"/attestation/rerun/" in payload
+
+
+def verifier_rerun_runs(registry: Registry) -> set[str]:
+    """The BenchmarkRuns that valid verifier ``rerun`` attestations name as their own rerun (``runDigest``).
+
+    A verifier's rerun is evidence about another run, never a contender of its
+    own (docs/rerun.md); leaderboards leave these out.  One pass over the
+    attestations, as ``trust_summaries``.  Raises ``CheckFailed`` when the trust
+    root chain does not verify.
+    """
+    attested = _attested_digests(registry, None)
+    if not attested:
+        return set()
+    root = registry_root(registry)
+    tolerance = registry.policy().rerun_tolerance
+    times = _signing_times(registry)
+    now = _now()
+    found: set[str] = set()
+    for digest, all_paths in attested.items():
+        paths = [path for path in all_paths if _claims_rerun(path)]
+        if not paths:
+            continue  # only a rerun names a run of its own: nothing else needs verifying here
+        try:
+            subject = registry.load(digest)
+        except KictlError:
+            continue
+        results, _ = judge_attestations(
+            subject, root, _read_envelopes(registry, paths, times, now), rerun_tolerance=tolerance
+        )
+        for result in results:
+            attestation = result.attestation
+            if result.counts_for == "evidence" and attestation is not None:
+                run = getattr(attestation.predicate, "run_digest", None)
+                if isinstance(run, str):
+                    found.add(run)
+    return found
 
 
 def evidence_levels(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, str]:

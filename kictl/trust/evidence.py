@@ -18,7 +18,7 @@ from kictl.store import Registry
 from kictl.trust._common import Level
 from kictl.trust.attestations import AttestationRejected, Signer, VerifiedAttestation, _check_role, _verify_core
 from kictl.trust.models import RerunPredicate
-from kictl.trust.root import TrustRoot, _now, _read, registry_root
+from kictl.trust.root import RootChain, TrustRoot, _now, _read, load_root, root_chain
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +105,7 @@ def judge_attestations(
             submitters.update(signer.keyid for signer in att.signers if "submitter" in signer.roles)
     results: list[AttestationResult] = []
     agree = disagree = community = reviews = 0
+    counted: set[tuple[str, bytes]] = set()
     retracted = submitted = False
     for path, signed_at, committed, att, failure in cores:
         counts_for = None
@@ -113,7 +114,13 @@ def judge_attestations(
                 _check_role(att, submitters)
             except CheckFailed as exc:
                 failure = exc.message
+        duplicate = False
         if att is not None and failure is None:
+            # docs/trust.md: an attestation counts once per (signer, payload), however many files carry it
+            pairs = {(signer.keyid, att.payload) for signer in att.signers}
+            duplicate = pairs <= counted
+            counted.update(pairs)
+        if att is not None and failure is None and not duplicate:
             kind = att.predicate_type
             if kind == "rerun" and att.has_role("verifier"):
                 assert isinstance(att.predicate, RerunPredicate)
@@ -149,15 +156,25 @@ def judge_attestations(
     return results, trust
 
 
-def _signing_times(registry: Registry) -> dict[str, datetime]:
-    """Path (relative) → author time of the commit that first added it, for every committed envelope."""
+def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None = None) -> dict[str, datetime]:
+    """Path (relative) → signing time of every committed envelope (docs/trust.md "Signing time").
+
+    The committer time of the commit on ``rev``'s first-parent line (the
+    registry's main line) that brought the envelope in: for a merged pull
+    request, the merge commit, not the branch's commits, whose dates their
+    author chose.  Never later than ``now``: a commit dated in the future
+    counts as signed now.
+    """
     if not registry.is_git_repository():
         return {}
-    history = registry.git
+    cap = now if now is not None else _now()
     return {
-        path: datetime.fromtimestamp(info.timestamp, UTC)
-        for path, info in history.first_added(ATTESTATIONS_DIR).items()
+        path: min(datetime.fromtimestamp(stamp, UTC), cap)
+        for path, stamp in registry.git.merged_times(ATTESTATIONS_DIR, rev).items()
     }
+
+
+_signing_times = signing_times
 
 
 def _envelope_files(registry: Registry, digest: str) -> list[Path]:
@@ -188,6 +205,7 @@ class VerifyReport:
     records: list[tuple[str, str]] = field(default_factory=list)  # (digest, kind) checked, transitively
     blobs: list[str] = field(default_factory=list)
     root_version: int | None = None
+    anchor: str | None = None  # which anchor the trust-root chain was verified from
     attestations: list[AttestationResult] = field(default_factory=list)
     trust: RecordTrust = field(default_factory=RecordTrust)
     failures: list[str] = field(default_factory=list)
@@ -209,6 +227,7 @@ class VerifyReport:
             "ok": self.ok,
             **self.trust.to_json(),
             "trustRootVersion": self.root_version,
+            "anchor": self.anchor,
             "records": [{"digest": d, "kind": k} for d, k in self.records],
             "blobs": self.blobs,
             "attestations": [result.to_json() for result in self.attestations],
@@ -274,12 +293,34 @@ def _check_rerun_record(registry: Registry, subject: StoredRecord, result: Attes
     return None
 
 
+def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) -> None:
+    """docs/trust.md "The anchor": the chain must start at a pinned version and not roll back."""
+    from kictl.trust.anchor import check_rollback
+
+    if chain.anchor is None:
+        if chain.root.empty:
+            report.anchor = "none: the trust root has no keys yet"
+            return
+        first, digest = "", ""
+        for _, path in chain.files:
+            data = _read(registry.root / path, registry)
+            if not load_root(data, source=path).empty:  # a keyless root is never an anchor
+                first, digest = path, canon.DIGEST_PREFIX + canon.sha256_hex(data)
+                break
+        raise CheckFailed(
+            f"no version of the trust-root chain is a pinned anchor (the package's, `kictl trust pin`'s or "
+            f"this machine's `kictl trust init`); if you trust {first}, pin it: kictl trust pin {digest}"
+        )
+    report.anchor = chain.anchor.describe()
+    check_rollback(registry, chain.root.version)
+
+
 def check_record(registry: Registry, digest: str) -> VerifyReport:
     """What ``kictl verify DIGEST`` does; every failure is listed in the report.
 
     Recomputes the digest of the record and of every record (and blob) it
     references, verifies the trust-root chain and every envelope about the
-    record (signing time: the author time of the commit that first added the
+    record (signing time: ``signing_times``, the main-line commit that added the
     envelope file, or now when it is uncommitted), and computes the evidence
     level.  Raises ``RecordError`` for a malformed digest and ``NotFoundError``
     when no record file has this digest as its name.
@@ -294,8 +335,10 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
         report.name = subject.name
     root: TrustRoot | None
     try:
-        root = registry_root(registry)
+        chain = root_chain(registry)
+        root = chain.root
         report.root_version = root.version
+        _check_anchor(registry, chain, report)
     except CheckFailed as exc:
         report.failures.append(f"trust root: {exc.message}")
         root = None

@@ -94,6 +94,15 @@ def _remove_all(paths: Iterable[Path]) -> None:
             path.unlink()
 
 
+def _is_public_pem(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"-----BEGIN PUBLIC KEY-----")
+
+
 def load_private_key(path: Path) -> Ed25519PrivateKey:
     """An Ed25519 private key from a PEM file.
 
@@ -107,6 +116,11 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
         raise EnvError(f"no private key at {path}") from exc
     except OSError as exc:
         raise EnvError(f"{path}: cannot read: {exc.strerror}") from exc
+    if path.suffix == ".pub" or _is_public_pem(path):
+        raise EnvError(
+            f"{path} is a public key; --key takes the private key file (the one without .pub, "
+            "written by `kictl keygen` beside it)"
+        )
     if os.name == "posix" and info.st_mode & 0o077:
         mode = stat.S_IMODE(info.st_mode)
         raise EnvError(

@@ -36,6 +36,7 @@ class RerunPredicate(_Model):
     run_digest: Digest
     ratio: Annotated[float, Field(gt=0.0)] | None = None
     verdict: Literal["agrees", "disagrees", "failed"]
+    tolerance: Annotated[float, Field(gt=0.0)] | None = None  # the ± the verifier judged with (policy)
     note: Text | None = None
 
     @model_validator(mode="after")
@@ -118,6 +119,8 @@ class RootSigned(_Model):
     version: Annotated[int, Field(ge=1, le=canon.MAX_SAFE_INTEGER)]
     threshold: Annotated[int, Field(ge=1, le=1000)]
     keys: dict[HexKey, TrustedKey]
+    #: sha256 of the bytes of ``registry/policy.json`` the maintainers signed (docs/trust.md "The policy").
+    policy_digest: Digest | None = None
 
 
 class RootSignature(_Model):

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -23,6 +23,9 @@ from kictl.trust._common import REVOCATION_REASONS, ROLES, ROOT_PAYLOAD_TYPE, _s
 from kictl.trust.dsse import _b64decode, pae, sign_envelope
 from kictl.trust.keys import keyid_of, public_bytes
 from kictl.trust.models import RootDocument, TrustedKey, _validate_json_model
+
+if TYPE_CHECKING:
+    from kictl.trust.anchor import Anchor
 
 
 @dataclass(frozen=True, slots=True)
@@ -247,6 +250,7 @@ class RootChain:
 
     root: TrustRoot
     files: tuple[tuple[int, str], ...]  # (version, path relative to the registry root)
+    anchor: Anchor | None = None  # the pinned version the chain was verified from (trust.anchor)
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document of ``kictl trust verify`` for a chain that verified."""
@@ -254,6 +258,9 @@ class RootChain:
             "ok": True,
             "version": self.root.version,
             "versions": [{"version": v, "path": p} for v, p in self.files],
+            "anchor": None
+            if self.anchor is None
+            else {"version": self.anchor.version, "digest": self.anchor.digest, "source": self.anchor.source},
         }
 
 
@@ -261,7 +268,10 @@ def root_chain(registry: Registry) -> RootChain:
     """Verify ``registry/trust/``: the versions ``<N>.root.json`` and ``root.json``, the newest.
 
     With no version files, ``root.json`` must be the keyless root of a new
-    registry.  Raises ``CheckFailed`` for a broken chain, a gap, or a
+    registry.  The chain is verified from its pinned anchor upwards when a
+    version is pinned (``trust.anchor``: any version, so a registry re-anchored
+    by new maintainers verifies), else from its lowest version (``anchor`` is
+    then ``None``: ``kictl verify`` refuses such a chain).  Raises ``CheckFailed`` for a broken chain, a gap, or a
     ``root.json`` that is not the newest version; ``RegistryError`` when a
     file cannot be read.
     """
@@ -281,7 +291,8 @@ def root_chain(registry: Registry) -> RootChain:
                 "every version must be kept"
             )
         return RootChain(root=root, files=((root.version, ROOT_FILE),))
-    datas = []
+    datas: list[bytes] = []
+    keyed: list[bool] = []
     for expected, (version, path) in enumerate(numbered, start=numbered[0][0]):
         if version != expected:
             raise CheckFailed(f"{TRUST_DIR}/ lacks trust root version {expected} (found {version}.root.json)")
@@ -290,13 +301,20 @@ def root_chain(registry: Registry) -> RootChain:
         if root.version != version:
             raise CheckFailed(f"{registry.relative(path)} holds version {root.version}, not {version}")
         datas.append(data)
+        keyed.append(not root.empty)
+    from kictl.trust.anchor import find_anchor
+
+    anchor = find_anchor(
+        registry, [(version, data, has) for (version, _), data, has in zip(numbered, datas, keyed, strict=True)]
+    )
+    start = 0 if anchor is None else anchor.version - numbered[0][0]
     try:
-        root = verify_root_chain(datas)
+        root = verify_root_chain(datas[start:])
     except CheckFailed as exc:
         raise CheckFailed(f"{TRUST_DIR}/: {exc.message}", details=exc.details) from exc
     if current_data != datas[-1]:
         raise CheckFailed(f"{ROOT_FILE} is not byte for byte {numbered[-1][1].name}, the newest version")
-    return RootChain(root=root, files=tuple((v, registry.relative(p)) for v, p in numbered))
+    return RootChain(root=root, files=tuple((v, registry.relative(p)) for v, p in numbered), anchor=anchor)
 
 
 def registry_root(registry: Registry) -> TrustRoot:
@@ -400,7 +418,11 @@ def init_root(
         "threshold": threshold,
         "keys": entries,
     }
-    return _publish_root(registry, signed, keys)
+    root = _publish_root(registry, signed, keys)
+    from kictl.trust.anchor import record_local_anchor
+
+    record_local_anchor(registry, root.data)
+    return root
 
 
 def add_key(
@@ -462,6 +484,26 @@ def revoke_key(
     signed = _next_signed(current)
     moment = at or _floor_second(_now())
     signed["keys"][full]["revoked"] = {"at": format_timestamp(moment), "reason": reason}
+    return _publish_root(registry, signed, keys)
+
+
+def sign_policy(registry: Registry, *, keys: Sequence[Ed25519PrivateKey]) -> TrustRoot:
+    """Write the next trust-root version naming the sha256 of ``registry/policy.json`` (its ``policyDigest``).
+
+    A policy change is a maintainer's decision: the threshold of maintainer
+    signatures a root change needs is what a policy change needs (docs/trust.md
+    "The policy"; ``kictl review`` lints a policy change without it).  Raises
+    ``UsageError`` when the root has no keys or already names these bytes,
+    ``CheckFailed`` when the signatures do not reach the threshold.
+    """
+    current = root_chain(registry).root
+    if current.empty:
+        raise UsageError("the trust root has no keys yet: create it with `kictl trust init` first")
+    digest = canon.bytes_digest(_read(registry.policy_path, registry))
+    if current.document.signed.policy_digest == digest:
+        raise UsageError(f"trust root version {current.version} already signs this policy ({digest})")
+    signed = _next_signed(current)
+    signed["policyDigest"] = digest
     return _publish_root(registry, signed, keys)
 
 

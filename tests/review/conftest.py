@@ -213,15 +213,15 @@ class Pr:
         (self.root / path).unlink()
 
     def commit(self, message: str = "PR", *, when: datetime | None = None) -> str:
-        """Commit everything written; ``when`` sets the author time (an envelope's signing time)."""
+        """Commit everything written; ``when`` sets the author and committer time."""
         self.repo.git.add("-A")
         date = None if when is None else f"{int(when.timestamp())} +0000"
         commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR, author_date=date, commit_date=date)
         return str(commit.hexsha)
 
-    def publish(self, message: str = "published on main") -> str:
+    def publish(self, message: str = "published on main", *, when: datetime | None = None) -> str:
         """Commit what was written so far and move ``main`` there: the base grows, the PR starts after it."""
-        sha = self.commit(message)
+        sha = self.commit(message, when=when)
         self.repo.git.branch("-f", "main", "HEAD")
         return sha
 

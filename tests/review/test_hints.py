@@ -7,9 +7,9 @@ import json
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kictl import canon
+from kictl import canon, trust
 from tests.conftest import RunCli
-from tests.review.conftest import GEMM, SUBMITTER_KEY, VERIFIER_KEY, Pr, envelope, run_review
+from tests.review.conftest import GEMM, MAINTAINER_KEY, SUBMITTER_KEY, VERIFIER_KEY, Pr, envelope, run_review
 
 NATIVE = {"source": "flashinfer-bench", "benchmark": "mlsys26-contest", "externalId": "trace-17"}
 
@@ -28,6 +28,8 @@ def test_imported_run_without_rerun(cli: RunCli, pr: Pr) -> None:
     assert hint["message"].startswith(
         "imported from flashinfer-bench mlsys26-contest with no verified rerun attestation by a verifier"
     )
+    assert hint["message"].endswith("`kictl rerun RUN --out DIR`, then `kictl attest rerun DIR --key VERIFIER_KEY`")
+    assert "verify --rerun" not in reviewed.markdown
 
 
 @pytest.mark.parametrize(
@@ -65,13 +67,45 @@ def test_definition_gets_a_new_version(cli: RunCli, pr: Pr) -> None:
     assert reviewed.document["added"]["records"] == {"Definition": 1, "Workload": 6}
 
 
-def test_policy_changed(cli: RunCli, pr: Pr) -> None:
+def _change_policy(pr: Pr) -> None:
     policy = json.loads((pr.root / "registry" / "policy.json").read_text())
     policy["staleAfterDays"] = 180
     pr.write("registry/policy.json", canon.pretty_bytes(policy))
+
+
+def test_policy_changed_and_signed_by_the_maintainer(cli: RunCli, pr: Pr) -> None:
+    _change_policy(pr)
+    trust.sign_policy(pr.registry, keys=[MAINTAINER_KEY])
     pr.commit()
     reviewed = run_review(cli, pr)
     assert reviewed.exit_code == 0, reviewed.json_result.output
     assert reviewed.lint_codes == []
     assert reviewed.hint_codes == ["policy-changed"]
     assert reviewed.document["hints"][0]["path"] == "registry/policy.json"
+
+
+def test_an_unsigned_policy_change_is_a_lint(cli: RunCli, pr: Pr) -> None:
+    _change_policy(pr)
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    assert reviewed.lint_codes == ["policy-unsigned"]
+    assert "`kictl trust sign-policy --key MAINTAINER_KEY`" in reviewed.document["lints"][0]["message"]
+
+
+def test_a_policy_signed_by_a_stranger_is_a_lint(cli: RunCli, pr: Pr) -> None:
+    """Attack: the PR adds a root version naming its policy, signed by a key that is no maintainer."""
+
+    _change_policy(pr)
+    current = json.loads((pr.root / "registry/trust/root.json").read_bytes())
+    signed = dict(current["signed"], version=current["signed"]["version"] + 1)
+    signed["policyDigest"] = canon.bytes_digest((pr.root / "registry/policy.json").read_bytes())
+    stranger = Ed25519PrivateKey.from_private_bytes(bytes(range(7, 39)))
+    envelope = trust.sign_envelope(trust.ROOT_PAYLOAD_TYPE, canon.canonical_bytes(signed), [stranger])
+    data = canon.pretty_bytes({"signed": signed, "signatures": envelope["signatures"]})
+    pr.write(f"registry/trust/{signed['version']}.root.json", data)
+    pr.write("registry/trust/root.json", data)
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    assert "trust-root-threshold" in reviewed.lint_codes

@@ -301,6 +301,6 @@ def test_submodule_in_place_of_a_record(cli: RunCli, pr: Pr) -> None:
     _only(reviewed.lint_codes, "path-not-allowed")
     assert reviewed.document["lints"][0] == {
         "code": "path-not-allowed",
-        "message": "not a regular file (a submodule?)",
+        "message": "not a regular file: git mode 160000 (a gitlink, a submodule); data files are mode 100644",
         "path": path,
     }

@@ -61,7 +61,9 @@ def test_a_failing_ranking_is_listed_as_not_checked(pr: Pr) -> None:
     pr.add_envelope(run, envelope(run))
     pr.commit()
 
-    def broken(registry: Registry, base: str, head: str, policy: Policy, runs: Sequence[str]) -> LeaderboardDiff:
+    def broken(
+        registry: Registry, base: str, head: str, policy: Policy, runs: Sequence[str], tip: str
+    ) -> LeaderboardDiff:
         raise RegistryError(f"{registry.root}/.kictl/index.sqlite: cannot write: Read-only file system")
 
     checks = default_checks()
@@ -123,4 +125,4 @@ def test_a_pr_without_runs_builds_no_leaderboards(pr: Pr) -> None:
     report = review(pr.registry, "main")
     assert report.ok
     assert report.leaderboards == []
-    assert not (pr.root / ".kictl").exists()  # the query index was not needed
+    assert not list((pr.root / ".kictl").glob("index*"))  # the query index was not needed

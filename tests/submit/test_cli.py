@@ -66,7 +66,12 @@ def test_the_submitted_run_verifies_with_kictl_verify(
     records = write_json(tmp_path / "records.json", values)
     submitted = cli("submit", records, "--key", keys.private("submitter"), "--registry", registry.root, "--json")
     assert submitted.exit_code == 0, submitted.output
-    git.Repo(registry.root).git.checkout(json.loads(submitted.stdout)["branch"])
+    branch = json.loads(submitted.stdout)["branch"]
+    for reference in (canon.record_digest(values[-1])[:15], values[-1]["metadata"]["name"]):
+        elsewhere = cli("verify", reference, "--registry", registry.root)
+        assert elsewhere.exit_code == 3, elsewhere.output
+        assert f"it on branch {branch}: git switch {branch}" in elsewhere.stderr
+    git.Repo(registry.root).git.checkout(branch)
     verified = cli("verify", canon.record_digest(values[-1])[:15], "--registry", registry.root, "--json")
     assert verified.exit_code == 0, verified.output
     report = json.loads(verified.stdout)

@@ -174,8 +174,20 @@ def test_a_failed_run_is_listed_with_its_status(registry: Registry, keys: Keys) 
     failed["spec"]["status"] = "incorrect_numerical"
     del failed["spec"]["timing"]
     failed["metadata"]["name"] = "run-failed"
-    result = submit(registry, records_of([*values[:5], failed]), keys.private("submitter"))
+    result = submit(registry, records_of([*values[:5], failed]), keys.private("submitter"), allow_failed=True)
     assert "- gemm_tiny / m2 / torch_matmul / H200 / incorrect_numerical" in result.message
+
+
+def test_a_failed_run_is_refused_without_allow_failed(registry: Registry, keys: Keys) -> None:
+    values = chain_with_runs()
+    failed = copy.deepcopy(values[-1])
+    failed["spec"]["status"] = "compile_error"
+    del failed["spec"]["timing"]
+    failed["metadata"]["name"] = "run-failed"
+    before = snapshot(registry)
+    with pytest.raises(CheckFailed, match=r"1 new run\(s\) did not pass \(compile_error\); pass --allow-failed"):
+        submit(registry, records_of([*values[:5], failed]), keys.private("submitter"))
+    assert snapshot(registry) == before
 
 
 # --------------------------------------------------------------------------- refused before anything is written

@@ -272,3 +272,9 @@ def rerun_predicate(ratio: float | None, verdict: str = "agrees", run_digest: st
     if ratio is not None:
         body["ratio"] = ratio
     return body
+
+
+@pytest.fixture(autouse=True)
+def _private_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No trust test reads or writes the developer's pins (``kictl trust pin``)."""
+    monkeypatch.setenv("KICTL_CONFIG_HOME", str(tmp_path / "kictl-config"))

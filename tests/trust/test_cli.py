@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import stat
@@ -72,7 +73,10 @@ def test_passphrase_protected_key(cli: RunCli, tmp_path: Path, monkeypatch: pyte
     ("content", "message"),
     [
         (b"not a key", "is not a PEM private key"),
-        (b"-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAZEv7uAd5tDEbKa07yWqGOSd7b45UWPPnEQEkcpitycw=\n", "not a PEM"),
+        (
+            b"-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAZEv7uAd5tDEbKa07yWqGOSd7b45UWPPnEQEkcpitycw=\n",
+            "is a public key",
+        ),
     ],
 )
 def test_unusable_private_key_files(tmp_path: Path, content: bytes, message: str) -> None:
@@ -83,6 +87,18 @@ def test_unusable_private_key_files(tmp_path: Path, content: bytes, message: str
         trust.load_private_key(path)
     with pytest.raises(EnvError, match="no private key at"):
         trust.load_private_key(tmp_path / "absent.key")
+
+
+def test_a_pub_file_as_key_says_it_is_a_public_key(cli: RunCli, tmp_path: Path) -> None:
+    """A .pub passed as --key gets "is a public key", not chmod advice (a .pub is world-readable by design)."""
+    cli("keygen", "--out", tmp_path / "k.key", "--owner", "K")
+    public = tmp_path / "k.key.pub"
+    public.chmod(0o644)
+    create_registry(tmp_path / "r")
+    result = cli("trust", "init", "--key", public, "--registry", tmp_path / "r")
+    assert result.exit_code == 5, result.output
+    assert "is a public key; --key takes the private key file" in result.stderr
+    assert "chmod" not in result.stderr
 
 
 def test_public_key_files_must_be_public(tmp_path: Path) -> None:
@@ -148,6 +164,11 @@ def test_trust_commands_end_to_end(cli: RunCli, tmp_path: Path) -> None:
         "ok": True,
         "version": 5,
         "versions": [{"version": v, "path": f"registry/trust/{v}.root.json"} for v in range(1, 6)],
+        "anchor": {
+            "version": 2,
+            "digest": "sha256:" + hashlib.sha256((tmp_path / "r/registry/trust/2.root.json").read_bytes()).hexdigest(),
+            "source": "this machine",
+        },
     }
 
 

@@ -71,6 +71,22 @@ def test_community_reruns_and_reviews_are_counted_but_never_change_the_level(set
     assert sorted(r.counts_for or "" for r in report.attestations) == ["community", "community", "review"]
 
 
+def test_one_signed_payload_counts_once_however_many_files_carry_it(setup: Setup) -> None:
+    """Attack: re-add the same signed statement under other file names (e.g. padding stripped) to inflate counts."""
+    path = sign(setup, setup.community, "rerun", rerun_predicate(1.0))
+    data = path.read_bytes()
+    envelope = json.loads(data)
+    envelope["signatures"] = envelope["signatures"] * 2  # the same signature twice: other bytes, same pair
+    copies = [("a.dsse.json", data), ("b.dsse.json", data), ("c.dsse.json", canon.pretty_bytes(envelope))]
+    root = trust.registry_root(setup.registry)
+    now = at("2026-06-01")
+    results, standing = trust.judge_attestations(
+        setup.run, root, [(name, body, now, True) for name, body in copies], rerun_tolerance=0.05
+    )
+    assert standing.community_reruns == 1
+    assert next(result.counts_for for result in results if result.failure is None) == "community"
+
+
 def test_invalid_envelopes_never_raise_the_level(setup: Setup) -> None:
     sign(setup, setup.stranger, "rerun", rerun_predicate(1.0))  # unknown key
     path = sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
@@ -107,6 +123,53 @@ def test_revocation_by_time_follows_the_commit_that_added_the_envelope(setup: Se
     assert late[0].signed_at == at("2026-05-01")
     assert "was retired on 2026-04-01" in (late[0].failure or "")
     assert report.level == "verified"  # the earlier rerun still counts
+
+
+def test_offline_signing_time_is_the_merge_onto_the_main_line(setup: Setup) -> None:
+    """Attack: a branch back-dates its commit to before the retirement; merged after it, the merge's time counts."""
+    from tests.trust.conftest import git_date
+
+    git = setup.registry.git.repo.git
+    main = setup.registry.git.current_branch()
+    assert main is not None
+    git.checkout("-q", "-b", "backdated")
+    late = sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
+    commit_all(setup.registry, at("2026-03-01"), "a rerun that claims March")
+    git.checkout("-q", main)
+    trust.revoke_key(
+        setup.registry, setup.verifier.keyid, reason="retired", keys=[setup.maintainer.load()], at=at("2026-04-01")
+    )
+    commit_all(setup.registry, at("2026-04-01"), "retire the verifier")
+    with git_date(at("2026-05-01")):
+        git.merge("--no-ff", "-q", "-m", "merge the back-dated branch", "backdated")
+    report = trust.check_record(setup.registry, setup.run.digest)
+    [result] = [r for r in report.attestations if r.path.endswith(late.name)]
+    assert result.committed is True
+    assert result.signed_at == at("2026-05-01")  # the merge commit on the main line, not the branch's March
+    assert "was retired on 2026-04-01" in (result.failure or "")
+    assert report.level == "reported"
+
+
+def test_a_future_dated_commit_counts_as_signed_now(setup: Setup) -> None:
+    """Attack: a key valid only from 2030 signs, and the commit claims 2031; signing time never passes now."""
+    from datetime import UTC, datetime
+
+    future = setup.stranger
+    trust.add_key(
+        setup.registry,
+        trust.load_public_key(future.public),
+        owner=future.owner,
+        roles=["verifier"],
+        keys=[setup.maintainer.load()],
+        not_before=at("2030-01-01"),
+    )
+    path = sign(setup, future, "rerun", rerun_predicate(1.0))
+    commit_all(setup.registry, at("2031-01-01"), "a rerun from the future")
+    report = trust.check_record(setup.registry, setup.run.digest)
+    [result] = [r for r in report.attestations if r.path.endswith(path.name)]
+    assert result.signed_at <= datetime.now(UTC)
+    assert "is valid from 2030-01-01" in (result.failure or "")
+    assert report.level == "reported"
 
 
 def test_compromise_invalidates_even_old_commits(setup: Setup) -> None:

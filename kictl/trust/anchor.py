@@ -1,0 +1,174 @@
+"""The offline trust anchor: which trust-root version a registry's chain is verified from, and rollbacks.
+
+A copy of a registry can delete its newest root version or replace all of
+``registry/trust/`` with a chain of its own, and every link still verifies.
+What it cannot change is a digest held outside the registry (docs/trust.md,
+"The anchor").  A trust-root version is an *anchor* when the sha256 of its
+file bytes is pinned:
+
+* in the package (``PACKAGE_ANCHORS``: the bundled registry's root),
+* in the user's config (``kictl trust pin DIGEST``; ``config_file()``),
+* on this machine for this registry (``kictl trust init`` records the root it
+  wrote in ``.kictl/trust.json``, which git never carries).
+
+The chain is verified from the lowest pinned version upwards, so the anchor
+may be any version (a registry re-anchored at a later version by new
+maintainers keeps its older files).  A keyless root cannot be an anchor: its
+bytes are the same in every new registry.  ``.kictl/trust.json`` also keeps
+the highest version seen; a chain below it is a rollback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kictl import canon
+from kictl.errors import CheckFailed, RegistryError, UsageError
+from kictl.layout import KICTL_DIR
+from kictl.store import Registry, write_atomic
+
+#: sha256 of the bundled registry's ``registry/trust/2.root.json``, its first root with keys.
+PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:f11cffa35d4c3df24fc5107365835167e7779afa663588ae4ac342f1a7fbe192",)
+#: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
+CONFIG_ENV = "KICTL_CONFIG_HOME"
+STATE_FILE = f"{KICTL_DIR}/trust.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The trust-root version a chain was verified from, and who pinned it."""
+
+    version: int
+    digest: str
+    source: str  # "package", "user config" or "this machine"
+
+    def describe(self) -> str:
+        """One line: the version, its digest shortened, and who pinned it (fits 100 columns)."""
+        where = {"package": "pinned in the package", "user config": "pinned by `kictl trust pin`"}.get(
+            self.source, "this machine's `kictl trust init`"
+        )
+        return f"trust root version {self.version} {self.digest[:23]}… ({where})"
+
+
+def config_file() -> Path:
+    """The user's kictl config file (``trust.json``)."""
+    home = os.environ.get(CONFIG_ENV)
+    if home:
+        return Path(home) / "trust.json"
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(xdg) if xdg else Path.home() / ".config"
+    return base / "kictl" / "trust.json"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise RegistryError(f"{path}: cannot read: {exc}") from exc
+    if not isinstance(value, dict):
+        raise RegistryError(f"{path}: not a JSON object")
+    return value
+
+
+def _digests(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(item for item in value if isinstance(item, str) and canon.is_digest(item))
+
+
+def user_pins() -> tuple[str, ...]:
+    """The digests pinned with ``kictl trust pin``; raises ``RegistryError`` for an unreadable config."""
+    return _digests(_read_json(config_file()).get("pins"))
+
+
+def pin(digest: str) -> Path:
+    """Add ``digest`` (``sha256:<64 hex>`` of a trust-root version file) to the user's pins; returns the file.
+
+    Raises ``UsageError`` for a malformed digest, ``RegistryError`` when the
+    config cannot be written.
+    """
+    if not canon.is_digest(digest):
+        raise UsageError(f"{digest!r} is not a digest: expected sha256:<64 hex digits> of a trust-root version file")
+    path = config_file()
+    config = _read_json(path)
+    pins = list(_digests(config.get("pins")))
+    if digest not in pins:
+        pins.append(digest)
+    config["pins"] = pins
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode())
+    return path
+
+
+def _state(registry: Registry) -> dict[str, Any]:
+    try:
+        return _read_json(registry.root / STATE_FILE)
+    except RegistryError:
+        return {}  # a damaged local state pins nothing; verify then says the chain is not anchored
+
+
+def _write_state(registry: Registry, state: dict[str, Any]) -> None:
+    path = registry.root / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
+
+
+def record_local_anchor(registry: Registry, data: bytes) -> None:
+    """Pin the root version ``data`` for this registry on this machine (``kictl trust init`` wrote it)."""
+    state = _state(registry)
+    anchors = list(_digests(state.get("anchors")))
+    digest = canon.DIGEST_PREFIX + canon.sha256_hex(data)
+    if digest not in anchors:
+        anchors.append(digest)
+    state["anchors"] = anchors
+    try:
+        _write_state(registry, state)
+    except OSError as exc:
+        raise RegistryError(f"{registry.root / STATE_FILE}: cannot write: {exc}") from exc
+
+
+def find_anchor(registry: Registry, versions: Sequence[tuple[int, bytes, bool]]) -> Anchor | None:
+    """The lowest pinned version among ``(version, file bytes, has keys)``, oldest first; ``None`` when none is."""
+    sources: dict[str, str] = {}
+    for digest in PACKAGE_ANCHORS:
+        sources.setdefault(digest, "package")
+    try:
+        for digest in user_pins():
+            sources.setdefault(digest, "user config")
+    except RegistryError:
+        pass  # an unreadable config pins nothing
+    for digest in _digests(_state(registry).get("anchors")):
+        sources.setdefault(digest, "this machine")
+    for version, data, keyed in versions:
+        digest = canon.DIGEST_PREFIX + canon.sha256_hex(data)
+        if keyed and digest in sources:
+            return Anchor(version=version, digest=digest, source=sources[digest])
+    return None
+
+
+def check_rollback(registry: Registry, version: int) -> None:
+    """Refuse a newest version below the highest this machine has seen of this registry; remember the highest.
+
+    Raises ``CheckFailed`` on a rollback.  The state is local (``.kictl/``);
+    a read-only registry is checked but not updated.
+    """
+    state = _state(registry)
+    seen = state.get("highestVersion")
+    if isinstance(seen, int) and not isinstance(seen, bool) and version < seen:
+        raise CheckFailed(
+            f"rollback: the newest trust root is version {version}, but version {seen} was seen here before "
+            f"({STATE_FILE}); a registry never drops a root version"
+        )
+    if seen != version:
+        state["highestVersion"] = max(version, seen) if isinstance(seen, int) else version
+        try:
+            _write_state(registry, state)
+        except OSError:
+            pass
