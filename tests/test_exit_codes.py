@@ -52,6 +52,7 @@ REQUIRED: dict[str, list[str]] = {
     "definitions compile": [],
     "definitions list": [],
     "trust show": [],
+    "trust sign-policy": ["--key", "KEY"],
     "trust verify": [],
 }
 
