@@ -15,6 +15,7 @@ writes it the same way.  The driver checks every record that comes back
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ class JobsOutcome:
     results: list[JobResult] = field(default_factory=list)
     device_failures: list[DeviceFailure] = field(default_factory=list)
     workers: dict[str, str] = field(default_factory=dict)  # slot -> GPU product or CPU model
+    startup_s: float = 0.0  # wall seconds to start the executor's workers
+    run_s: float = 0.0  # wall seconds from the first job handed out to the last answer
 
 
 def make_executor(
@@ -162,6 +165,7 @@ def run_bench_jobs(
     jobs = shard(plan.jobs, *index_count) if index_count is not None else list(plan.jobs)
     outcome.in_shard = len(jobs)
     if jobs:
+        begun = time.perf_counter()
         with make_executor(
             executor,
             kind,
@@ -170,6 +174,7 @@ def run_bench_jobs(
             ray_workers=ray_workers,
             accelerator_type=accelerator_type,
         ) as pool:
+            outcome.startup_s = time.perf_counter() - begun
             outcome.workers = {slot: str(env["hardware"].get("product")) for slot, env in pool.environments.items()}
             say(f"{len(outcome.workers)} worker(s): " + ", ".join(f"{s} {p}" for s, p in outcome.workers.items()))
             if skip_done:
@@ -187,7 +192,9 @@ def run_bench_jobs(
                 outcome.device_failures.append(failure)
                 say(f"worker {failure.worker} failed: {failure.detail.splitlines()[0][:200] if failure.detail else ''}")
 
+            begun = time.perf_counter()
             pool.run(plan, jobs, on_result, on_failure)
+            outcome.run_s = time.perf_counter() - begun
     return report_of(plan, outcome), outcome
 
 

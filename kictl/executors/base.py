@@ -18,6 +18,7 @@ reports.  The driver writes and signs; workers never hold a key.
 from __future__ import annotations
 
 import abc
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class JobResult:
     records: tuple[StoredRecord, ...] = ()
     error: str | None = None
     attempts: int = 1
+    #: wall seconds from handing the job to its (last) worker to its answer, as the driver saw them
+    seconds: float = 0.0
 
     @property
     def run(self) -> StoredRecord | None:
@@ -130,11 +133,13 @@ def schedule(
     attempts: dict[str, int] = {}
     idle = list(executor.environments)
     busy: dict[str, Job] = {}
+    started: dict[str, float] = {}
     while pending or busy:
         while pending and idle:
             slot, job = idle.pop(0), pending.popleft()
             attempts[job.job_id] = attempts.get(job.job_id, 0) + 1
             busy[slot] = job
+            started[slot] = time.perf_counter()
             executor.submit(slot, job, plan.payload(job).to_json())
         if not busy:  # jobs left and no worker alive
             while pending:
@@ -149,6 +154,7 @@ def schedule(
             continue
         job = busy.pop(event.slot)
         tries = attempts[job.job_id]
+        seconds = time.perf_counter() - started.pop(event.slot)
         if event.kind == "device_error":
             on_device_failure(DeviceFailure(event.slot, event.detail, job))
             if tries < MAX_ATTEMPTS:
@@ -158,14 +164,15 @@ def schedule(
             continue
         idle.append(event.slot)
         if event.kind == "job_error":
-            on_result(JobResult(job, event.slot, error=event.detail, attempts=tries))
+            on_result(JobResult(job, event.slot, error=event.detail, attempts=tries, seconds=seconds))
             continue
         try:
             records = check_result(plan, job, event.records, executor.environments.get(event.slot))
         except KictlError as exc:
-            on_result(JobResult(job, event.slot, error=f"{event.slot} sent back records kictl refuses: {exc}"))
+            refused = f"{event.slot} sent back records kictl refuses: {exc}"
+            on_result(JobResult(job, event.slot, error=refused, attempts=tries, seconds=seconds))
             continue
-        on_result(JobResult(job, event.slot, records=records, attempts=tries))
+        on_result(JobResult(job, event.slot, records=records, attempts=tries, seconds=seconds))
 
 
 def check_result(
