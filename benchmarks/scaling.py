@@ -83,7 +83,7 @@ def main() -> int:
     if 1 not in measured:
         print("the simulation replays the one-worker run: include 1 in --measure", file=sys.stderr)
         return 2
-    base_wall, startup, durations = measured[1]
+    _, startup, durations = measured[1]
     print(
         f"# {args.definition}: {len(durations)} jobs ({len(impls)} implementations x workloads), device {args.device}"
     )
