@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import json
 import os
 import sys
 import time
@@ -62,13 +63,18 @@ def main() -> int:
     parser.add_argument("--workers", default="1,2,4,8,16", help="worker counts to simulate")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--save", type=Path, help="write the measurements (job wall times) to this JSON file")
+    parser.add_argument("--replay", type=Path, help="simulate from a file --save wrote instead of measuring")
     args = parser.parse_args()
 
     impls = args.impl or sorted(str(p) for p in (ROOT / "implementations" / args.definition).iterdir() if p.is_dir())
     options = BenchOptions(device=args.device, warmup=1, iterations=args.iterations, trials=1, rounds=args.rounds)
     registry = Registry(ROOT)
     measured: dict[int, tuple[float, float, list[float]]] = {}
-    for count in [int(text) for text in args.measure.split(",") if text]:
+    if args.replay is not None:
+        saved = json.loads(args.replay.read_text())
+        measured = {int(count): (row[0], row[1], row[2]) for count, row in saved.items()}
+    for count in [int(text) for text in args.measure.split(",") if text and args.replay is None]:
         begun = time.perf_counter()
         report, outcome = run_bench_jobs(registry, args.definition, impls, options, devices=str(count))
         wall = time.perf_counter() - begun
@@ -80,6 +86,8 @@ def main() -> int:
             f"(start-up {outcome.startup_s:.1f} s, jobs {outcome.run_s:.1f} s)",
             file=sys.stderr,
         )
+    if args.save is not None:
+        args.save.write_text(json.dumps({str(count): list(row) for count, row in measured.items()}, indent=1) + "\n")
     if 1 not in measured:
         print("the simulation replays the one-worker run: include 1 in --measure", file=sys.stderr)
         return 2
@@ -89,14 +97,17 @@ def main() -> int:
     )
     print(f"# machine: {os.cpu_count()} CPU cores; job wall times on 1 worker: sum {sum(durations):.1f} s,")
     print(f"#   min {min(durations):.2f} s, max {max(durations):.2f} s; worker start-up {startup:.1f} s")
-    print("| workers | measured wall (s) | simulated wall (s) | simulated speed-up |")
-    print("| ---: | ---: | ---: | ---: |")
+    print(f"#   the longest job bounds any number of workers: {startup + max(durations):.1f} s")
+    print("| workers | measured wall (s) | simulated, plan order (s) | speed-up | longest first (s) | speed-up |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
     single = startup + makespan(durations, 1)
+    longest_first = sorted(durations, reverse=True)
     counts = sorted({int(text) for text in args.workers.split(",") if text} | set(measured))
     for count in counts:
         simulated = startup + makespan(durations, count)
+        lpt = startup + makespan(longest_first, count)
         real = f"{measured[count][0]:.1f}" if count in measured else "-"
-        print(f"| {count} | {real} | {simulated:.1f} | {single / simulated:.2f}x |")
+        print(f"| {count} | {real} | {simulated:.1f} | {single / simulated:.2f}x | {lpt:.1f} | {single / lpt:.2f}x |")
     return 0
 
 
