@@ -28,6 +28,7 @@ from kictl.executors.jobs import (
     Job,
     JobPayload,
     JobPlan,
+    largest_first,
     parse_shard,
     plan_jobs,
     shard,
@@ -193,7 +194,7 @@ def run_bench_jobs(
                 say(f"worker {failure.worker} failed: {failure.detail.splitlines()[0][:200] if failure.detail else ''}")
 
             begun = time.perf_counter()
-            pool.run(plan, jobs, on_result, on_failure)
+            pool.run(plan, largest_first(plan, jobs), on_result, on_failure)
             outcome.run_s = time.perf_counter() - begun
     return report_of(plan, outcome), outcome
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kictl import canon
-from kictl.errors import RecordError, UsageError
+from kictl.errors import KictlError, RecordError, UsageError
 from kictl.records import BenchmarkRun, StoredRecord, record_from_value
 from kictl.store import Registry
 
@@ -229,6 +229,34 @@ def plan_jobs(
     return JobPlan(definition, settings, jobs, records, blobs, frozenset(references))
 
 
+def estimated_work(plan: JobPlan, job: Job) -> int:
+    """Bytes plus FLOPs the job's workload must do by its family's formulas (0 where none applies)."""
+    from kictl import families
+    from kictl.records import DefinitionSpec, WorkloadSpec
+
+    definition = plan.records[job.definition_digest].model.spec
+    workload = plan.records[job.workload_digest].model.spec
+    assert isinstance(definition, DefinitionSpec)
+    assert isinstance(workload, WorkloadSpec)
+    try:
+        amount = families.work(definition, workload, plan.blobs.__getitem__)
+    except (KictlError, KeyError, ValueError):
+        return 0
+    return amount.bytes + (amount.flops or 0)
+
+
+def largest_first(plan: JobPlan, jobs: Sequence[Job]) -> list[Job]:
+    """``jobs`` in the order to hand them out: the most work first, planned order among equals.
+
+    With workers in parallel the suite's wall time is at least its longest
+    job; starting the longest jobs first keeps a long one from starting last
+    (longest-processing-time-first list scheduling).  Results are reported in
+    planned order whatever the order of running.
+    """
+    costs = {job.job_id: estimated_work(plan, job) for job in jobs}
+    return sorted(jobs, key=lambda job: -costs[job.job_id])
+
+
 # --------------------------------------------------------------------------- shards
 
 
@@ -334,6 +362,8 @@ __all__ = [
     "JobPayload",
     "JobPlan",
     "done_job_ids",
+    "estimated_work",
+    "largest_first",
     "parse_shard",
     "plan_jobs",
     "shard",

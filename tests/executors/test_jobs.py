@@ -16,6 +16,8 @@ from kictl.executors.jobs import (
     Job,
     JobPayload,
     JobPlan,
+    estimated_work,
+    largest_first,
     parse_shard,
     plan_jobs,
     shard,
@@ -164,3 +166,11 @@ def test_a_payload_whose_records_are_not_the_jobs_is_refused(shared_registry: Re
         wrong_blob.checked_blobs()
     with pytest.raises(RecordError, match="job payload"):
         JobPayload.from_json('{"job": 1}')
+
+
+def test_the_most_work_is_handed_out_first(shared_registry: Registry, tmp_path: Path) -> None:
+    plan = _plan(shared_registry, tmp_path)
+    order = [plan.label(job) for job in largest_first(plan, plan.jobs)]
+    assert [label.split(": ")[0] for label in order[::2]] == ["b8192", "b1024", "b256", "b64", "b7", "b1"]
+    assert [label.split(": ")[1].rsplit("_", 1)[0] for label in order[:2]] == ["reference", "torch_rmsnorm"]
+    assert estimated_work(plan, plan.jobs[0]) > 0
