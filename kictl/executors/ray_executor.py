@@ -79,6 +79,8 @@ class RayExecutor(Executor):
     ) -> None:
         if device_kind not in ("cpu", "cuda"):
             raise UsageError(f"device kind {device_kind!r}: expected cpu or cuda")
+        if device_kind == "cpu" and accelerator_type is not None:
+            raise UsageError("an accelerator type routes GPU jobs; CPU jobs take custom resources")
         if workers is not None and workers < 1:
             raise UsageError("a Ray executor needs at least one worker")
         self.address = address
@@ -111,13 +113,22 @@ class RayExecutor(Executor):
     def _count(self, ray: Any) -> int:
         if self.workers is not None:
             return self.workers
-        total = ray.cluster_resources()
-        if self.accelerator_type is not None:
-            count = int(total.get(f"accelerator_type:{self.accelerator_type}", 0) and total.get("GPU", 0))
-        else:
-            count = int(total.get("GPU" if self.device_kind == "cuda" else "CPU", 0))
+        count = sum(self.capacity(node.get("Resources", {})) for node in ray.nodes() if node.get("Alive"))
         if count < 1:
-            raise EnvError(f"the Ray cluster has no {'GPU' if self.device_kind == 'cuda' else 'CPU'} to run on")
+            wanted = "GPU" if self.device_kind == "cuda" else "CPU"
+            if self.accelerator_type is not None:
+                wanted += f" of type {self.accelerator_type}"
+            raise EnvError(f"the Ray cluster has no {wanted} to run on")
+        return count
+
+    def capacity(self, resources: dict[str, float]) -> int:
+        """How many of this executor's actors a node with ``resources`` can hold."""
+        count = int(resources.get("GPU" if self.device_kind == "cuda" else "CPU", 0))
+        if self.accelerator_type is not None and not resources.get(f"accelerator_type:{self.accelerator_type}"):
+            return 0
+        for name, amount in self.resources.items():
+            if amount > 0:
+                count = min(count, int(resources.get(name, 0) // amount))
         return count
 
     def actor_options(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import pytest
 
 from kictl.bench.results import write_manifest
 from kictl.bench.session import BenchOptions, run_bench
-from kictl.errors import EnvError
+from kictl.errors import EnvError, UsageError
 from kictl.executors import run_bench_jobs
 from kictl.executors.ray_executor import RayExecutor
 from kictl.store import Registry
@@ -71,9 +71,19 @@ def test_ray_actors_ask_for_one_device_of_a_product(local_ray: Any) -> None:
         "resources": {"kictl-h200": 1},
     }
     assert RayExecutor(device_kind="cpu").actor_options()["num_gpus"] == 0
+    # how many actors a node holds: its GPUs of the product, as far as the custom resources reach
+    node = {"CPU": 64.0, "GPU": 8.0, "accelerator_type:H200": 1.0, "kictl-h200": 4.0}
+    assert gpu.capacity(node) == 4
+    assert gpu.capacity({**node, "accelerator_type:H200": 0.0}) == 0
+    assert RayExecutor(device_kind="cuda").capacity(node) == 8
+    assert RayExecutor(device_kind="cpu").capacity(node) == 64
 
 
 def test_a_cluster_without_the_devices_asked_for_is_an_environment_error(local_ray: Any) -> None:
     with pytest.raises(EnvError, match="has no GPU to run on"):
         RayExecutor(device_kind="cuda").start()
+    with pytest.raises(EnvError, match="has no GPU of type H200"):
+        RayExecutor(device_kind="cuda", accelerator_type="H200").start()
+    with pytest.raises(UsageError, match="routes GPU jobs"):
+        RayExecutor(device_kind="cpu", accelerator_type="H200")
     assert local_ray.is_initialized()  # a cluster it joined is left running
