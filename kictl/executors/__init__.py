@@ -48,20 +48,9 @@ ProgressCallback = Callable[[str], None]
 
 def settings_from(options: BenchOptions, device_kind: str) -> BenchSettings:
     """The job-identity settings of ``kictl bench`` options on devices of ``device_kind``."""
-    return BenchSettings(
-        device_kind=device_kind,  # type: ignore[arg-type]
-        warmup=options.warmup,
-        iterations=options.iterations,
-        trials=options.trials,
-        rounds=options.rounds,
-        cuda_graph=options.cuda_graph,
-        time_setup=options.time_setup,
-        statistic=options.statistic,
-        timeout_s=options.timeout_s,
-        atol=options.atol,
-        rtol=options.rtol,
-        matched_ratio=options.matched_ratio,
-    )
+    from kictl.executors.seam import settings_of
+
+    return settings_of(options, device_kind)
 
 
 @dataclass

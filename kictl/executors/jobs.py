@@ -37,33 +37,34 @@ from kictl.store import Registry
 DigestStr = Field(pattern=r"^sha256:[0-9a-f]{64}$")
 
 
+#: A bench option's value, as JSON.
+OptionValue = bool | int | float | str | None
+
+
 class BenchSettings(BaseModel):
     """The protocol settings of a bench, as they decide a job's identity.
 
-    ``None`` counts take the device kind's defaults (as ``kictl bench`` does);
-    the device itself is not a setting, only its kind: the same job may run on
-    any GPU of a pool, and the environment it ran in is a record of its own.
+    ``options`` holds every field of the bench's options except the device
+    and the workload selection (``None`` counts take the device kind's
+    defaults, as ``kictl bench`` does), so an option the bench gains becomes
+    part of every job's identity with no change here.  The device itself is
+    not a setting, only its kind: the same job may run on any GPU of a pool,
+    and the environment it ran in is a record of its own.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     device_kind: Literal["cpu", "cuda"]
-    warmup: int | None = None
-    iterations: int | None = None
-    trials: int | None = None
-    rounds: int = 3
-    cuda_graph: bool = False
-    time_setup: bool = False
-    statistic: str = "median"
-    timeout_s: float = 600.0
-    atol: float | None = None
-    rtol: float | None = None
-    matched_ratio: float | None = None
+    options: dict[str, OptionValue] = Field(default_factory=dict)
 
     @property
     def digest(self) -> str:
         """``sha256:`` of the JCS of the settings (RFC 8785)."""
         return canon.bytes_digest(canon.canonical_bytes(self.model_dump(mode="json")))
+
+    def changed(self, **values: OptionValue) -> BenchSettings:
+        """These settings with some options changed."""
+        return BenchSettings(device_kind=self.device_kind, options={**self.options, **values})
 
 
 class Job(BaseModel):

@@ -20,12 +20,13 @@ so that a change to the bench's worker protocol is met here and nowhere else:
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kictl.errors import KictlError, UsageError
+from kictl.errors import KictlError, RecordError, UsageError
 from kictl.records import DefinitionSpec, StoredRecord
 from kictl.store import Registry
 
@@ -39,24 +40,29 @@ class JobSkipped(KictlError):
 
 
 def options_for(settings: BenchSettings, device: str, workloads: Sequence[str] = ()) -> BenchOptions:
-    """The ``BenchOptions`` of ``settings`` on ``device``."""
+    """The ``BenchOptions`` of ``settings`` on ``device``.
+
+    Raises ``RecordError`` for an option this kictl's bench does not have (a
+    job planned by another version).
+    """
     from kictl.bench.session import BenchOptions
 
-    return BenchOptions(
-        device=device,
-        warmup=settings.warmup,
-        iterations=settings.iterations,
-        trials=settings.trials,
-        rounds=settings.rounds,
-        cuda_graph=settings.cuda_graph,
-        time_setup=settings.time_setup,
-        statistic=settings.statistic,
-        timeout_s=settings.timeout_s,
-        atol=settings.atol,
-        rtol=settings.rtol,
-        matched_ratio=settings.matched_ratio,
-        workloads=tuple(workloads),
-    )
+    try:
+        return BenchOptions(device=device, workloads=tuple(workloads), **settings.options)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise RecordError(f"job settings: {exc} (planned by another kictl version?)") from exc
+
+
+def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
+    """The job-identity settings of bench ``options`` on devices of ``device_kind``."""
+    from kictl.executors.jobs import BenchSettings
+
+    values = {
+        item.name: getattr(options, item.name)
+        for item in dataclasses.fields(options)
+        if item.name not in ("device", "workloads")
+    }
+    return BenchSettings(device_kind=device_kind, options=values)  # type: ignore[arg-type]
 
 
 def check_settings(settings: BenchSettings) -> None:
@@ -173,4 +179,5 @@ __all__ = [
     "options_for",
     "resolve",
     "run_job",
+    "settings_of",
 ]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kictl.executors.jobs import BenchSettings
+from kictl.bench.session import BenchOptions
+from kictl.executors.seam import settings_of
 from kictl.store import Registry
 from tests.conftest import REPO_ROOT, copy_bundled
 
@@ -12,7 +13,7 @@ RMSNORM = "rmsnorm_h4096"
 IMPLEMENTATIONS = REPO_ROOT / "implementations" / RMSNORM
 BOTH = (str(IMPLEMENTATIONS / "torch_rmsnorm"), str(IMPLEMENTATIONS / "reference"))
 #: The cheapest way through a workload on the CPU: one correctness round, one timed call.
-CPU_FAST = BenchSettings(device_kind="cpu", warmup=0, iterations=1, trials=1, rounds=1)
+CPU_FAST = settings_of(BenchOptions(device="cpu", warmup=0, iterations=1, trials=1, rounds=1), "cpu")
 
 
 @pytest.fixture(scope="module")

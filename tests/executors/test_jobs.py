@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kictl import canon
+from kictl.bench.session import BenchOptions
 from kictl.errors import NotFoundError, RecordError, UsageError
+from kictl.executors import settings_from
 from kictl.executors.jobs import (
     BenchSettings,
     Job,
@@ -23,6 +27,7 @@ from kictl.executors.jobs import (
     shard,
     shard_of,
 )
+from kictl.executors.seam import options_for
 from kictl.store import Registry
 from tests.executors.conftest import BOTH, CPU_FAST, RMSNORM
 
@@ -61,16 +66,29 @@ def test_a_job_id_is_the_digest_of_its_four_digests(shared_registry: Registry, t
     # the same work planned again, elsewhere, has the same ids; other settings make other jobs
     again = _plan(shared_registry, tmp_path / "again")
     assert [j.job_id for j in again.jobs] == [j.job_id for j in _plan(shared_registry, tmp_path).jobs]
-    other = _plan(shared_registry, tmp_path / "other", CPU_FAST.model_copy(update={"iterations": 2}))
+    other = _plan(shared_registry, tmp_path / "other", CPU_FAST.changed(iterations=2))
     assert not {j.job_id for j in other.jobs} & {j.job_id for j in again.jobs}
 
 
 def test_settings_digest_is_fixed_by_a_known_answer() -> None:
-    assert BenchSettings(device_kind="cpu").digest == canon.bytes_digest(
-        b'{"atol":null,"cuda_graph":false,"device_kind":"cpu","iterations":null,"matched_ratio":null,'
-        b'"rounds":3,"rtol":null,"statistic":"median","time_setup":false,"timeout_s":600,"trials":null,'
-        b'"warmup":null}'
+    settings_ = BenchSettings(device_kind="cpu", options={"iterations": 5, "atol": None, "timeout_s": 600.0})
+    assert settings_.digest == canon.bytes_digest(
+        b'{"device_kind":"cpu","options":{"atol":null,"iterations":5,"timeout_s":600}}'
     )
+    assert (
+        settings_.digest
+        == "sha256:"
+        + hashlib.sha256(b'{"device_kind":"cpu","options":{"atol":null,"iterations":5,"timeout_s":600}}').hexdigest()
+    )
+
+
+def test_settings_cover_every_bench_option() -> None:
+    options = BenchOptions(device="cpu", iterations=3, workloads=("b1",))
+    covered = settings_from(options, "cpu").options
+    assert set(covered) == {item.name for item in dataclasses.fields(options)} - {"device", "workloads"}
+    assert options_for(settings_from(options, "cpu"), "cpu", ("b1",)) == options
+    with pytest.raises(RecordError, match="another kictl version"):
+        options_for(BenchSettings(device_kind="cpu", options={"warp_speed": 9}), "cpu")
 
 
 def test_planning_a_subset_of_workloads(shared_registry: Registry, tmp_path: Path) -> None:
@@ -158,7 +176,7 @@ def test_a_payload_whose_records_are_not_the_jobs_is_refused(shared_registry: Re
     edited = dict(payload.implementation, spec={**payload.implementation["spec"], "license": "MIT"})
     with pytest.raises(RecordError, match="job implementation: digest"):
         payload.model_copy(update={"implementation": edited}).checked_records()
-    loose = payload.model_copy(update={"settings": CPU_FAST.model_copy(update={"rounds": 9})})
+    loose = payload.model_copy(update={"settings": CPU_FAST.changed(rounds=9)})
     with pytest.raises(RecordError, match="job settings"):
         loose.checked_records()
     wrong_blob = payload.model_copy(update={"blobs": {canon.bytes_digest(b"a"): base64.b64encode(b"b").decode()}})

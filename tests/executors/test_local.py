@@ -99,7 +99,7 @@ def test_records_that_are_not_the_jobs_are_refused(pooled: tuple[Any, Any, JobPl
 
 
 def plan_jobs_with(plan: JobPlan, **changes: Any) -> JobPlan:
-    settings = plan.settings.model_copy(update=changes)
+    settings = plan.settings.changed(**changes)
     return JobPlan(plan.definition, settings, plan.jobs, plan.records, plan.blobs, plan.reference_digests)
 
 
