@@ -5,7 +5,10 @@ This module is the only path between JSON values and bytes in kictl.
 * ``parse_json`` reads JSON strictly: duplicate object keys, ``NaN`` and
   ``Infinity``, numbers that overflow a double and integers beyond
   ±(2^53−1) are errors that name the JSON path (I-JSON, RFC 7493 §2.2;
-  DESIGN §3 "Number and text policy").  An integer literal beyond that range
+  DESIGN §3 "Number and text policy").  So are documents larger than
+  ``max_bytes`` (``MAX_DOCUMENT_BYTES`` unless told) and arrays and objects
+  nested deeper than ``MAX_DEPTH``: both are checked before anything
+  recursive runs, so no input reaches Python's recursion limit.  An integer literal beyond that range
   is accepted only when it is exactly the RFC 8785 serialisation of a double
   (``100000000000000000000`` is how JCS writes ``1e20``), and it is then read
   as that double, so canonical bytes always parse back to the same value.
@@ -38,6 +41,20 @@ _IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 #: The members of a record that its digest covers (DESIGN §3).
 DIGEST_MEMBERS = ("apiVersion", "kind", "spec")
+
+#: The deepest nesting of arrays and objects a document may have.  kictl's
+#: deepest documents (Definitions, DSSE statements, trust roots) nest 5 levels,
+#: so 64 leaves ample room for richer specs and predicates, while every
+#: recursive reader and writer (the locator below, ``_Writer``, pydantic) stays
+#: far under Python's default limit of 1000 frames at two or three frames a
+#: level.  A 700-deep document is refused, not a ``RecursionError``.
+MAX_DEPTH = 64
+
+#: The largest document ``parse_json`` reads unless the caller says otherwise.
+#: Records with kept samples or embedded sources stay well below it; callers
+#: that know their documents are small (envelopes) pass a tighter
+#: ``max_bytes``.
+MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- paths
@@ -149,44 +166,89 @@ _STRICT_BUT_INTS = json.JSONDecoder(
 )
 
 
-def parse_record_json(data: bytes, *, source: str = "<input>") -> dict[str, Any]:
+def parse_record_json(
+    data: bytes, *, source: str = "<input>", max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DEPTH
+) -> dict[str, Any]:
     """Parse a record file for ``record_forms``: ``parse_json`` without its per-integer hook.
 
     Integers are range-checked by ``record_forms`` instead (it refuses unsafe
     ones); call ``parse_json`` again when it does, for the exact message and
     for big integer literals that are the JCS form of a double.  Raises
-    ``RecordError`` for everything else ``parse_json`` refuses.
+    ``RecordError`` for everything else ``parse_json`` refuses, the size and
+    depth limits included.
     """
+    _check_size(len(data), max_bytes, source)
     try:
-        value = _STRICT_BUT_INTS.decode(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        if nested_deeper_than(text, max_depth):
+            raise ValueError("too deep")  # parse_json names the path
+        value = _STRICT_BUT_INTS.decode(text)
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
-        value = parse_json(data, source=source)
+        value = parse_json(data, source=source, max_bytes=max_bytes, max_depth=max_depth)
     if not isinstance(value, dict):
         raise RecordError(f"{source}: $: a record is a JSON object, found {type(value).__name__}")
     return value
 
 
-def parse_json(data: bytes | str, *, source: str = "<input>") -> Any:
+def parse_json(
+    data: bytes | str, *, source: str = "<input>", max_bytes: int = MAX_DOCUMENT_BYTES, max_depth: int = MAX_DEPTH
+) -> Any:
     """Parse one JSON document strictly.
 
     Raises ``RecordError`` with one line ``source: $.path: message (line L,
     column C)`` for malformed JSON, duplicate keys, NaN or Infinity, numbers
-    too large for a double, and integers beyond ±(2^53−1).
+    too large for a double, integers beyond ±(2^53−1) and arrays or objects
+    nested deeper than ``max_depth``; and ``source: document is N bytes...``
+    for a document larger than ``max_bytes``.  The size is checked before the
+    bytes are decoded and the depth before anything recursive runs.
     """
     if isinstance(data, bytes):
+        _check_size(len(data), max_bytes, source)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise RecordError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     else:
         text = data
+        if len(text) * 4 > max_bytes:  # a character is at most 4 bytes of UTF-8
+            _check_size(len(text.encode("utf-8", "surrogatepass")), max_bytes, source)
     try:
+        if nested_deeper_than(text, max_depth):
+            raise ValueError("too deep")  # the locator names the path
         return _STRICT.decode(text)
     except (ValueError, RecursionError) as exc:
-        located = _Locator(text).find_error()
+        located = _Locator(text, max_depth).find_error()
         if located is None:  # pragma: no cover - the locator mirrors json.loads
             raise RecordError(f"{source}: {exc}") from exc
         raise RecordError(f"{source}: {located}") from exc
+
+
+def _check_size(size: int, max_bytes: int, source: str) -> None:
+    if size > max_bytes:
+        raise RecordError(f"{source}: document is {size} bytes, over the limit of {max_bytes} bytes")
+
+
+# Everything but brackets, and whole strings (whose brackets are text): what ``nested_deeper_than``
+# removes to keep the bracket skeleton.  Possessive quantifiers keep it linear on unterminated strings.
+_NOT_STRUCTURE_RE = re.compile(r'"(?:[^"\\]++|\\.)*+"|[^\[\]{}"]++')
+_EMPTY_PAIR_RE = re.compile(r"\[\]|\{\}")
+
+
+def nested_deeper_than(text: str, limit: int) -> bool:
+    """Whether the JSON text ``text`` nests arrays and objects more than ``limit`` deep.
+
+    Runs in linear passes over the text, never recursively.  Text that is not
+    JSON may be answered either way; the parser then reports it.
+    """
+    if text.count("[") + text.count("{") <= limit:  # the common case: too few brackets to be deep
+        return False
+    skeleton = _NOT_STRUCTURE_RE.sub("", text)
+    for _ in range(limit):  # each pass removes the innermost level of every branch
+        shorter = _EMPTY_PAIR_RE.sub("", skeleton)
+        if not shorter or len(shorter) == len(skeleton):
+            return False  # all gone within the limit, or not balanced JSON (the parser says why)
+        skeleton = shorter
+    return True
 
 
 _NUMBER_RE = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
@@ -209,14 +271,15 @@ class _Locator:
     message with the JSON path and the line and column.
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, max_depth: int = MAX_DEPTH) -> None:
         self.text = text
         self.pos = 0
+        self.max_depth = max_depth
 
     def find_error(self) -> str | None:
         try:
             self._skip_ws()
-            self._value(())
+            self._value((), 0)
             self._skip_ws()
             if self.pos != len(self.text):
                 raise _Located((), "extra data after the JSON value", self.pos)
@@ -234,13 +297,15 @@ class _Locator:
             pos += 1
         self.pos = pos
 
-    def _value(self, path: tuple[str | int, ...]) -> None:
+    def _value(self, path: tuple[str | int, ...], depth: int) -> None:
         text, pos = self.text, self.pos
         char = text[pos] if pos < len(text) else ""
+        if char in "{[" and char and depth >= self.max_depth:
+            raise _Located(path, f"arrays and objects nested deeper than {self.max_depth} levels", pos)
         if char == "{":
-            self._object(path)
+            self._object(path, depth + 1)
         elif char == "[":
-            self._array(path)
+            self._array(path, depth + 1)
         elif char == '"':
             self._string(path)
         elif text.startswith(("NaN", "Infinity", "-Infinity"), pos):
@@ -280,7 +345,7 @@ class _Locator:
         value: str = json.loads(match.group(0))
         return value
 
-    def _object(self, path: tuple[str | int, ...]) -> None:
+    def _object(self, path: tuple[str | int, ...], depth: int) -> None:
         start = self.pos
         self.pos += 1
         seen: set[str] = set()
@@ -302,7 +367,7 @@ class _Locator:
                 raise _Located((*path, key), "expected ':' after the key", self.pos)
             self.pos += 1
             self._skip_ws()
-            self._value((*path, key))
+            self._value((*path, key), depth)
             self._skip_ws()
             if self.text.startswith(",", self.pos):
                 self.pos += 1
@@ -312,7 +377,7 @@ class _Locator:
                 return
             raise _Located(path, f"object opened at offset {start} is not closed", self.pos)
 
-    def _array(self, path: tuple[str | int, ...]) -> None:
+    def _array(self, path: tuple[str | int, ...], depth: int) -> None:
         self.pos += 1
         self._skip_ws()
         if self.text.startswith("]", self.pos):
@@ -321,7 +386,7 @@ class _Locator:
         index = 0
         while True:
             self._skip_ws()
-            self._value((*path, index))
+            self._value((*path, index), depth)
             self._skip_ws()
             if self.text.startswith(",", self.pos):
                 self.pos += 1
@@ -408,6 +473,8 @@ class _Writer:
             self.compact.append(compact)
 
     def value(self, value: Any, level: int) -> None:
+        if level >= MAX_DEPTH and isinstance(value, (dict, list, tuple)):
+            raise RecordError(f"cannot canonicalise: arrays and objects nested deeper than {MAX_DEPTH} levels")
         kind = type(value)
         if kind is dict:
             self._object(value, level)

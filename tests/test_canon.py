@@ -6,6 +6,9 @@ import hashlib
 import json
 import math
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import rfc8785
@@ -228,3 +231,79 @@ def test_digest_helpers() -> None:
     assert not canon.is_digest("sha256:" + "AB" * 32)
     with pytest.raises(RecordError, match="not a digest"):
         canon.digest_hex("sha256:abc")
+
+
+# --------------------------------------------------------------------------- limits: depth and size
+
+
+def _nested(depth: int, opening: str = "[", closing: str = "]") -> str:
+    return opening * depth + closing * depth
+
+
+@pytest.mark.parametrize("depth", [canon.MAX_DEPTH + 1, 700, 100_000])
+def test_a_deep_document_is_a_clean_error_naming_the_path(depth: int) -> None:
+    for text in (_nested(depth), '{"a":' * depth + "1" + "}" * depth):
+        with pytest.raises(RecordError) as caught:
+            canon.parse_json(text, source="deep.json")
+        message = str(caught.value)
+        assert message.startswith("deep.json: $"), message[:200]
+        assert f"nested deeper than {canon.MAX_DEPTH} levels" in message
+        assert "\n" not in message
+        assert not isinstance(caught.value.__cause__, RecursionError) or "deeper" in message
+    # the path names where the limit is crossed: 64 steps down
+    with pytest.raises(RecordError, match=r"^r: \$" + r"\[0\]" * canon.MAX_DEPTH + r": arrays and objects nested"):
+        canon.parse_json(_nested(depth), source="r")
+
+
+def test_deep_record_files_are_refused_before_any_recursion() -> None:
+    body = '{"apiVersion": "v", "kind": "K", "spec": ' + _nested(700) + "}"
+    with pytest.raises(RecordError, match=r"^run\.json: \$\.spec(\[0\])+: arrays and objects nested deeper than 64"):
+        canon.parse_record_json(body.encode(), source="run.json")
+
+
+def test_the_depth_limit_is_exact_and_brackets_in_strings_do_not_count() -> None:
+    assert canon.parse_json(_nested(canon.MAX_DEPTH)) is not None
+    assert canon.parse_json(canon.pretty_bytes(json.loads(_nested(canon.MAX_DEPTH)))) is not None
+    text = json.dumps({"reference": "[" * 5000 + "{" * 5000 + '\\"]', "x": [[1]]})
+    assert canon.parse_json(text)["x"] == [[1]]
+    with pytest.raises(RecordError, match="deeper than 3 levels"):
+        canon.parse_json('{"a": [{"b": []}]}', max_depth=3)
+    assert canon.parse_json('{"a": [{"b": 1}]}', max_depth=3) == {"a": [{"b": 1}]}
+    # unbalanced or unterminated input is left to the parser, which says what is wrong
+    with pytest.raises(RecordError, match=r"deeper than 64|not closed|expected"):
+        canon.parse_json("[" * 900)
+    with pytest.raises(RecordError, match="unterminated string"):
+        canon.parse_json('["' + "[" * 900)
+
+
+def test_writing_a_deep_value_is_a_clean_error() -> None:
+    value: list[object] = []
+    for _ in range(900):
+        value = [value]
+    with pytest.raises(RecordError, match="nested deeper than 64"):
+        canon.canonical_bytes(value)
+    with pytest.raises(RecordError, match="nested deeper than 64"):
+        canon.pretty_bytes({"spec": value})
+
+
+def test_a_padded_document_over_the_size_limit_is_refused_before_decoding() -> None:
+    envelope = {"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []}
+    padded = json.dumps({**envelope, "padding": "x" * (80 * 1024 * 1024)}).encode()
+    with pytest.raises(RecordError, match=r"^env\.dsse\.json: document is 838\d{5} bytes, over the limit of 67108864"):
+        canon.parse_json(padded, source="env.dsse.json")
+    with pytest.raises(RecordError, match=r"^r\.json: document is \d+ bytes, over the limit of 1000 bytes$"):
+        canon.parse_record_json(b" " * 1001, source="r.json", max_bytes=1000)
+    with pytest.raises(RecordError, match="over the limit of 10 bytes"):
+        canon.parse_json("[" + '"é",' * 10 + "1]", max_bytes=10)
+    assert canon.parse_json(json.dumps(envelope), max_bytes=1000) == envelope
+
+
+def test_the_cli_reports_a_deep_record_with_exit_3(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"apiVersion": "kernelindex.dev/v1alpha1", "kind": "Workload", "spec": ' + _nested(700) + "}")
+    done = subprocess.run(
+        [sys.executable, "-m", "kictl", "digest", str(path)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "nested deeper than 64 levels" in done.stderr

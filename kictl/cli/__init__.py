@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import bench, definitions, importers, rank, records, review, submit, trust
+from kictl.cli import bench, definitions, importers, rank, records, rerun, review, submit, trust
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -60,6 +60,7 @@ def make_app() -> typer.Typer:
     app.add_typer(importers.app, name="import")
     submit.register(app)
     review.register(app)
+    rerun.register(app)
     return app
 
 

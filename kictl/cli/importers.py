@@ -25,6 +25,7 @@ app = typer.Typer(help="Import results of other harnesses.", no_args_is_help=Tru
 
 WIDTH = 100
 MISSING_SHOWN = 3
+SAME_REASON_SHOWN = 3
 
 
 @app.command("flashinfer-bench")
@@ -39,19 +40,30 @@ def flashinfer_bench(
     ],
     registry: RegistryOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Write nothing; say what would be added.")] = False,
+    allow_redefinition: Annotated[
+        bool,
+        typer.Option(
+            "--allow-redefinition",
+            help="Import a definition even when the registry has another Definition of its name "
+            "(a second version; the name then needs a digest to pick one).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Import a FlashInfer Trace dataset: definitions, workloads, solutions and traces become records.
 
     Importing the same dataset again adds nothing. An item that cannot be
     imported is reported as `file:line: message` and skipped; the rest is
-    imported and the exit code is 1. Exit 2 when PATH is no dataset, 4 when the
-    registry cannot be written (nothing of the import is left behind).
+    imported and the exit code is 1. So is a definition whose name the registry
+    already gives to another Definition, with all that depends on it (import
+    into a scratch registry instead: docs/importing.md). Symlinks leading out
+    of the dataset are never followed. Exit 2 when PATH is no dataset, 4 when
+    the registry cannot be written (nothing of the import is left behind).
     """
     target = open_registry(registry)
     from kictl.importers.flashinfer_bench import import_flashinfer_bench
 
-    report = import_flashinfer_bench(target, path, dry_run=dry_run)
+    report = import_flashinfer_bench(target, path, dry_run=dry_run, allow_redefinition=allow_redefinition)
     if as_json:
         emit_json(report.to_json())
     else:
@@ -84,5 +96,18 @@ def _summary(report: ImportReport) -> None:
         err(f"missing blob: {blob.path} ({blob.inputs} input(s) of {len(blob.workloads)} workload(s))")
     if len(report.missing_blobs) > MISSING_SHOWN:
         err(f"missing blob: … and {len(report.missing_blobs) - MISSING_SHOWN} more (--json lists them all)")
+    _skipped(report)
+
+
+def _skipped(report: ImportReport) -> None:
+    """Each skipped item, one line each; a reason shared by many items is shown once, with their count."""
+    shown: dict[str, int] = {}
     for item in report.skipped:
-        err(f"skipped: {item}")
+        seen = shown.get(item.message, 0)
+        shown[item.message] = seen + 1
+        if seen < SAME_REASON_SHOWN:
+            err(f"skipped: {item}")
+    for message, count in shown.items():
+        if count > SAME_REASON_SHOWN:
+            more = count - SAME_REASON_SHOWN
+            err(f"skipped: … and {more} more item(s) for the same reason: {message} (--json lists them all)")

@@ -28,6 +28,15 @@ dataset holds the file; when it does not, the input keeps the source's
 ``path`` and tensor key with ``missing: true``, so workloads whose blobs
 differ stay distinct, and the report lists the missing files.
 
+The dataset is untrusted input, read defensively (``Limits``): a symlink
+that leads outside the dataset is never followed (its file or folder is
+reported and skipped), documents, lines and blobs have size caps, JSON deeper
+than ``canon.MAX_DEPTH`` levels and numbers out of range are per-item errors,
+and no item can stop the rest of the import.  A Definition whose name the
+registry already gives to another Definition is refused (unless
+``allow_redefinition``), because two records of one name make the name
+ambiguous everywhere the CLI takes it.
+
 Reading is separate from writing: ``read_dataset`` builds every record and
 reports each item it had to skip as ``file:line: message``;
 ``import_flashinfer_bench`` then stores the records and blobs in one
@@ -44,15 +53,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kictl import blobs, canon, families
-from kictl.errors import RecordError, UsageError
+from kictl.errors import KictlError, RecordError, UsageError
 from kictl.families.gpus import find_gpu, normalize_product
 from kictl.records import (
     API_VERSION,
@@ -62,7 +73,7 @@ from kictl.records import (
     format_timestamp,
     record_from_value,
 )
-from kictl.store import Registry, Transaction
+from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry, Transaction
 
 SOURCE = "flashinfer-bench"
 HARNESS_REPOSITORY = "https://github.com/flashinfer-ai/flashinfer-bench"
@@ -106,6 +117,33 @@ _SOLUTION_MEMBERS = {"name", "definition", "description", "author", "spec", "sou
 _SOLUTION_SPEC_MEMBERS = {"language", "target_hardware", "dependencies", "entry_point", "build_commands"}
 _NON_FINITE_STRINGS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 _DEPENDENCY_RE = re.compile(r"^\s*([A-Za-z0-9_.\-]+(?:\[[A-Za-z0-9_,.\-]+\])?)\s*(.*?)\s*$")
+_FOLDER_KINDS = {
+    "definitions": "Definition",
+    "solutions": "Implementation",
+    "workloads": "Workload",
+    "traces": "BenchmarkRun",
+}
+#: Longest integer literal read from a source (Python refuses more than 4300 digits with a ValueError).
+MAX_INTEGER_DIGITS = 30
+#: A temporary file of the store (``.<name>.<random>.tmp``) older than this was left by a killed writer.
+STALE_TEMPORARY_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the importer reads from a dataset, at most.
+
+    The defaults are far above anything the real FlashInfer Trace datasets
+    hold (their documents and lines are a few kilobytes, their safetensors
+    blobs of index tensors a few megabytes) and far below what would exhaust
+    a laptop's memory.  A document, line or blob over its cap is skipped and
+    reported; so is JSON nested deeper than ``depth``.
+    """
+
+    document_bytes: int = 16 * 1024 * 1024  # a definition or solution file
+    line_bytes: int = 4 * 1024 * 1024  # one line of a .jsonl file
+    blob_bytes: int = 512 * 1024 * 1024  # one safetensors file
+    depth: int = canon.MAX_DEPTH
 
 
 # --------------------------------------------------------------------------- results
@@ -238,38 +276,67 @@ def family_for_op_type(op_type: str, definition_name: str = "") -> str:
     return op_type.replace("_", "-").lower()
 
 
-def read_dataset(root: Path) -> Dataset:
+def read_dataset(
+    root: Path,
+    *,
+    limits: Limits = Limits(),
+    taken_names: Mapping[str, list[StoredRecord]] | None = None,
+) -> Dataset:
     """Read a FlashInfer Trace dataset folder into records, without touching any registry.
 
-    Items that cannot be imported are listed in ``Dataset.skipped``; nothing
-    is raised for bad content.  Raises ``UsageError`` when ``root`` is not a
-    folder holding ``definitions/``, ``solutions/``, ``workloads/`` or ``traces/``.
+    ``taken_names`` maps Definition names to the Definitions a registry
+    already gives them; a definition of one of those names whose digest is
+    none of theirs is skipped (see ``import_flashinfer_bench``).  Items that cannot be imported
+    are listed in ``Dataset.skipped``; nothing is raised for bad content.
+    Raises ``UsageError`` when ``root`` is not a folder holding
+    ``definitions/``, ``solutions/``, ``workloads/`` or ``traces/``.
     """
     if not root.is_dir():
         raise UsageError(f"{root}: no such folder (expected a FlashInfer Trace dataset)")
     folders = ("definitions", "solutions", "workloads", "traces")
     if not any((root / folder).is_dir() for folder in folders):
         raise UsageError(f"{root} is not a FlashInfer Trace dataset (it has none of {', '.join(folders)}/)")
-    reader = _Reader(root)
+    reader = _Reader(root, limits, taken_names or {})
     reader.read()
     return reader.dataset
 
 
-def import_flashinfer_bench(registry: Registry, root: Path, *, dry_run: bool = False) -> ImportReport:
+def import_flashinfer_bench(
+    registry: Registry,
+    root: Path,
+    *,
+    dry_run: bool = False,
+    allow_redefinition: bool = False,
+    limits: Limits = Limits(),
+) -> ImportReport:
     """Import the dataset at ``root`` into ``registry``; all records in one transaction.
 
     With ``dry_run`` nothing is written and the report says which records and
     blobs would be new.  Skipped items are reported, not raised (the CLI turns
-    them into exit 1).  Raises ``UsageError`` for a folder that is no dataset
-    and ``RegistryError`` when the registry cannot be written (then nothing of
-    this import is left behind).
+    them into exit 1).  A dataset definition whose name the registry already
+    gives to a Definition with another digest is skipped, and so is what
+    depends on it, unless ``allow_redefinition`` (then it is stored as another
+    Definition of that name).  Temporary files that a killed writer left in
+    the registry are removed first (``sweep_stale_temporaries``).  Raises
+    ``UsageError`` for a folder that is no dataset and ``RegistryError`` when
+    the registry cannot be written (then nothing of this import is left behind).
     """
-    dataset = read_dataset(root)
+    taken = {} if allow_redefinition else registry_definitions(registry)
+    dataset = read_dataset(root, limits=limits, taken_names=taken)
     records = sorted(dataset.records.values(), key=lambda record: KINDS.index(record.kind))
     blob_new = {digest: not registry.blob_path(digest).is_file() for digest in dataset.blobs}
     if dry_run:
         new = {record.digest: not registry.record_path(record.kind, record.digest).is_file() for record in records}
     else:
+        swept, young = sweep_stale_temporaries(registry)
+        if swept:
+            dataset.notes.append(f"removed {len(swept)} temporary file(s) left in the registry by an interrupted write")
+        if young:
+            dataset.notes.append(
+                f"{len(young)} temporary file(s) in the registry are younger than {STALE_TEMPORARY_S:.0f} s and "
+                "were left in place (another kictl may be writing); `kictl validate` reports them until a "
+                "later import removes them"
+            )
         with Transaction() as transaction:
             for data in dataset.blobs.values():
                 registry.add_blob(data, transaction=transaction)
@@ -288,6 +355,58 @@ def import_flashinfer_bench(registry: Registry, root: Path, *, dry_run: bool = F
     )
 
 
+def registry_definitions(registry: Registry) -> dict[str, list[StoredRecord]]:
+    """Definition name -> the Definitions of that name in ``registry`` (more than one after a redefinition).
+
+    A record file that cannot be read is passed over here; ``kictl validate``
+    is the command that reports it.
+    """
+    names: dict[str, list[StoredRecord]] = {}
+    for _, path in registry.record_files(["Definition"]):
+        try:
+            record = registry.read_record(path)
+        except KictlError:
+            continue
+        names.setdefault(record.name, []).append(record)
+    return names
+
+
+def sweep_stale_temporaries(
+    registry: Registry, *, older_than: float = STALE_TEMPORARY_S
+) -> tuple[list[Path], list[Path]]:
+    """Remove the store's temporary files (``.<name>.<random>.tmp``) that a killed writer left behind.
+
+    ``kictl.store.write_atomic`` writes a temporary file beside its target
+    and renames it; ``kill -9`` between the two leaves the temporary file, and
+    ``kictl validate`` then refuses the registry.  Only files under
+    ``registry/records/``, ``registry/blobs/`` and ``registry/attestations/``
+    with that name pattern are considered; those last modified more than
+    ``older_than`` seconds ago are removed (a live write renames its file
+    within moments), younger ones are left in place.  Returns ``(removed,
+    left in place)``.
+    """
+    removed: list[Path] = []
+    young: list[Path] = []
+    now = time.time()
+    for folder in (RECORDS_DIR, BLOBS_DIR, ATTESTATIONS_DIR):
+        top = registry.root / folder
+        for dirpath, _, filenames in os.walk(top):
+            for name in filenames:
+                if not (name.startswith(".") and name.endswith(".tmp")):
+                    continue
+                path = Path(dirpath) / name
+                try:
+                    info = path.lstat()
+                    if now - info.st_mtime < older_than:
+                        young.append(path)
+                        continue
+                    path.unlink()
+                except OSError:
+                    continue
+                removed.append(path)
+    return removed, young
+
+
 # --------------------------------------------------------------------------- source values
 
 
@@ -295,12 +414,17 @@ class _Skip(Exception):
     """An item of the source that cannot be imported; the message says why."""
 
 
-def _load_json(text: str) -> Any:
+def _load_json(text: str, depth: int = canon.MAX_DEPTH) -> Any:
     """A source document: duplicate keys are errors; NaN and Infinity literals are read as floats.
 
     Python's ``json`` writes NaN and Infinity as bare literals, so traces
-    written by it carry them; they become ``null`` in the records.
+    written by it carry them; they become ``null`` in the records.  JSON
+    nested deeper than ``depth`` and integer literals of more than
+    ``MAX_INTEGER_DIGITS`` digits are refused before they can cost a deep
+    recursion or a quadratic conversion.
     """
+    if canon.nested_deeper_than(text, depth):
+        raise _Skip(f"not JSON kictl reads: arrays and objects nested deeper than {depth} levels")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(items)
@@ -313,12 +437,19 @@ def _load_json(text: str) -> Any:
         return obj
 
     try:
-        return json.loads(text, object_pairs_hook=pairs, parse_constant=float)
+        return json.loads(text, object_pairs_hook=pairs, parse_constant=float, parse_int=_source_int)
     except json.JSONDecodeError as exc:
         where = f"column {exc.colno}" if exc.lineno == 1 else f"line {exc.lineno}, column {exc.colno}"
         raise _Skip(f"not JSON: {exc.msg} ({where})") from exc
     except RecursionError as exc:
         raise _Skip("not JSON: nested too deeply") from exc
+
+
+def _source_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise _Skip(f"not JSON kictl reads: an integer literal of {digits} digits ({text[:12]}…) is out of range")
+    return int(text)
 
 
 def _path(*parts: str | int) -> str:
@@ -377,6 +508,21 @@ def _build(kind: str, name: str, spec: dict[str, Any], title: str | None = None)
         raise _Skip(exc.message) from exc
 
 
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Skip(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+
+
+def _unexpected(exc: BaseException) -> str:
+    """The one-line report of an error no check anticipated (never a traceback, never an abort)."""
+    if isinstance(exc, RecursionError):
+        return "cannot be imported: nested too deeply"
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"cannot be imported: {type(exc).__name__}: {text[:200]}"
+
+
 def _sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -424,8 +570,12 @@ class _PendingWorkload:
 class _Reader:
     """Reads one dataset folder; ``dataset`` holds the records and the report."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, limits: Limits, taken_names: Mapping[str, list[StoredRecord]]) -> None:
         self.root = root
+        self.real_root = root.resolve()
+        self.limits = limits
+        self.taken_names = taken_names
+        self.refused_definitions: dict[str, str] = {}  # name -> the file of a definition refused for its name
         self.dataset = Dataset(root=root)
         self.definitions: dict[str, _Definition] = {}
         self.solutions: dict[str, _Solution] = {}
@@ -464,10 +614,52 @@ class _Reader:
         self.dataset.skipped.sort(key=lambda item: (rank.get(item.file.split("/")[0], 4), item.file, item.line or 0))
 
     def _files(self, folder: str, pattern: str) -> list[Path]:
+        """The documents of one top folder, sorted; symlinks are followed only inside the dataset.
+
+        A symlinked file or folder whose target lies outside the dataset is
+        reported as skipped and never read; a symlinked folder inside it is
+        not descended into (what it points to is read where it lies).
+        Anything that is not a regular file (a FIFO, a device) is skipped.
+        """
+        suffix = pattern.removeprefix("*")
+        kind = _FOLDER_KINDS[folder]
         base = self.root / folder
+        if base.is_symlink() and not self._inside(base):
+            self._skip_path(base, kind, "a symlink that leads outside the dataset; not read")
+            return []
         if not base.is_dir():
             return []
-        return sorted(path for path in base.rglob(pattern) if path.is_file())
+        found: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(base):
+            here = Path(dirpath)
+            for name in sorted(dirnames):
+                path = here / name
+                if path.is_symlink():
+                    if self._inside(path):
+                        self.dataset.notes.append(f"{self._relative(path)}: a symlinked folder; not followed")
+                    else:
+                        self._skip_path(path, kind, "a symlinked folder that leads outside the dataset; not read")
+            for name in filenames:
+                if not name.endswith(suffix):
+                    continue
+                path = here / name
+                if path.is_symlink() and not self._inside(path):
+                    self._skip_path(path, kind, "a symlink that leads outside the dataset; not read")
+                elif not path.is_file():
+                    self._skip_path(path, kind, "not a regular file; not read")
+                else:
+                    found.append(path)
+        return sorted(found)
+
+    def _inside(self, path: Path) -> bool:
+        """Whether ``path``, every symlink in it resolved, lies inside the dataset."""
+        try:
+            return path.resolve().is_relative_to(self.real_root)
+        except (OSError, RuntimeError):  # a symlink loop
+            return False
+
+    def _skip_path(self, path: Path, kind: str, message: str) -> None:
+        self.dataset.skipped.append(Skipped(self._relative(path), None, kind, message))
 
     def _relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -480,6 +672,8 @@ class _Reader:
             self.dataset.skipped.append(Skipped(self._relative(path), None, kind, str(exc)))
         except RecordError as exc:  # text JCS cannot hold (lone surrogates), found while hashing
             self.dataset.skipped.append(Skipped(self._relative(path), None, kind, exc.message))
+        except (RecursionError, OverflowError, ValueError) as exc:  # no item may stop the import
+            self.dataset.skipped.append(Skipped(self._relative(path), None, kind, _unexpected(exc)))
 
     def _guard_line(self, line: _Line, kind: str, action: Callable[[_Line], None]) -> None:
         """Read one line; a failure skips it and is reported as ``file:line: message``."""
@@ -489,14 +683,20 @@ class _Reader:
             self.dataset.skipped.append(Skipped(line.file, line.number, kind, str(exc)))
         except RecordError as exc:  # text JCS cannot hold (lone surrogates), found while hashing
             self.dataset.skipped.append(Skipped(line.file, line.number, kind, exc.message))
+        except (RecursionError, OverflowError, ValueError) as exc:  # no item may stop the import
+            self.dataset.skipped.append(Skipped(line.file, line.number, kind, _unexpected(exc)))
 
     def _read_text(self, path: Path) -> str:
+        """A whole document (a definition or a solution), at most ``limits.document_bytes``."""
+        limit = self.limits.document_bytes
         try:
-            return path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            raise _Skip(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+            with path.resolve().open("rb") as handle:  # resolved: checked to lie inside by _files
+                data = handle.read(limit + 1)
         except OSError as exc:
             raise _Skip(f"cannot read: {exc.strerror}") from exc
+        if len(data) > limit:
+            raise _Skip(f"the file is over the limit of {limit} bytes; not read")
+        return _decode(data)
 
     def _add(self, record: StoredRecord) -> StoredRecord:
         self.dataset.records.setdefault(record.digest, record)
@@ -528,6 +728,19 @@ class _Reader:
         self._note_dropped("definition", set(value) - _DEFINITION_MEMBERS)
         record = _build("Definition", name, spec)
         assert isinstance(record.model.spec, DefinitionSpec)
+        registered = self.taken_names.get(name, [])
+        if registered and all(known.digest != record.digest for known in registered):
+            taken = registered[0]
+            self.refused_definitions[name] = self._relative(path)
+            theirs, ours = taken.raw["spec"], record.raw["spec"]
+            differing = sorted(member for member in {*theirs, *ours} if theirs.get(member) != ours.get(member))
+            raise _Skip(
+                f"the registry already has a Definition named {name} ({taken.digest[:19]}…), which differs from "
+                f"this one ({record.digest[:19]}…) in {', '.join(f'spec.{m}' for m in differing)}; "
+                "two Definitions of one name make the name ambiguous, so neither this one nor anything of it "
+                "is imported. Import into a scratch registry (docs/importing.md), or pass --allow-redefinition "
+                "to add it as another version"
+            )
         known = self.definitions.get(name)
         if known is not None:
             if known.record.digest == record.digest:
@@ -563,7 +776,7 @@ class _Reader:
         definition_name = _string(value.get("definition"), "definition")
         definition = self.definitions.get(definition_name)
         if definition is None:
-            raise _Skip(f"solution {name}: definition {definition_name} is not in the dataset")
+            raise _Skip(f"solution {name}: {self._no_definition(definition_name)}")
         build = _object(value.get("spec"), "spec")
         language = _string(build.get("language"), "spec", "language")
         sources = value.get("sources")
@@ -630,22 +843,51 @@ class _Reader:
 
     def _lines(self, path: Path) -> Iterator[_Line]:
         label = self._relative(path)
-        try:
-            text = self._read_text(path)
-        except _Skip as exc:
-            self.dataset.skipped.append(Skipped(label, None, self._kind_of_file(label), str(exc)))
-            return
-        for number, raw in enumerate(text.splitlines(), start=1):
+        for number, raw in self._raw_lines(path, label):
+            if isinstance(raw, _Skip):
+                self.dataset.skipped.append(Skipped(label, number, self._kind_of_line(label, ""), str(raw)))
+                continue
             if not raw.strip():
                 continue
             try:
-                value = _object(_load_json(raw))
+                value = _object(_load_json(raw, self.limits.depth))
                 definition = _string(value.get("definition"), "definition")
                 _object(value.get("workload"), "workload")
             except _Skip as exc:
                 self.dataset.skipped.append(Skipped(label, number, self._kind_of_line(label, raw), str(exc)))
                 continue
             yield _Line(label, number, value, definition)
+
+    def _raw_lines(self, path: Path, label: str) -> Iterator[tuple[int, str | _Skip]]:
+        """``(number, text)`` of each line, read one at a time; a line over the cap or not UTF-8 is a ``_Skip``."""
+        limit = self.limits.line_bytes
+        try:
+            handle = path.resolve().open("rb")  # resolved: checked to lie inside by _files
+        except OSError as exc:
+            self.dataset.skipped.append(Skipped(label, None, self._kind_of_file(label), f"cannot read: {exc.strerror}"))
+            return
+        with handle:
+            number = 0
+            while True:
+                try:
+                    data = handle.readline(limit + 1)
+                    if not data:
+                        return
+                    number += 1
+                    if len(data) > limit and not data.endswith(b"\n"):
+                        while data and not data.endswith(b"\n"):  # pass over the rest of the line
+                            data = handle.readline(1024 * 1024)
+                        yield number, _Skip(f"the line is over the limit of {limit} bytes; not read")
+                        continue
+                except OSError as exc:
+                    self.dataset.skipped.append(
+                        Skipped(label, number or None, self._kind_of_file(label), f"cannot read: {exc.strerror}")
+                    )
+                    return
+                try:
+                    yield number, _decode(data.rstrip(b"\r\n"))
+                except _Skip as exc:
+                    yield number, exc
 
     @staticmethod
     def _kind_of_file(label: str) -> str:
@@ -665,8 +907,14 @@ class _Reader:
     def _definition_of(self, line: _Line) -> _Definition:
         definition = self.definitions.get(line.definition)
         if definition is None:
-            raise _Skip(f"definition {line.definition} is not in the dataset (or was skipped)")
+            raise _Skip(self._no_definition(line.definition))
         return definition
+
+    def _no_definition(self, name: str) -> str:
+        refused = self.refused_definitions.get(name)
+        if refused is not None:
+            return f"definition {name} was not imported: the registry has another Definition of that name ({refused})"
+        return f"definition {name} is not in the dataset (or was skipped)"
 
     # ----------------------------------------------------------------- workloads
 
@@ -764,10 +1012,14 @@ class _Reader:
             pending.missing.append((path_text, name))
             return {"type": "blob", "key": key, "path": path_text, "missing": True}
         if resolved not in self.blob_cache:
+            limit = self.limits.blob_bytes
             try:
-                data = resolved.read_bytes()
+                with resolved.open("rb") as handle:
+                    data = handle.read(limit + 1)
             except OSError as exc:
                 raise _Skip(f"{path_text}: cannot read: {exc.strerror}") from exc
+            if len(data) > limit:
+                raise _Skip(f"{path_text}: the file is over the limit of {limit} bytes; not read")
             try:
                 header = blobs.read_header(data, source=path_text)
             except RecordError as exc:
@@ -827,6 +1079,11 @@ class _Reader:
         latency_ms = metrics.get("latency_ms") if metrics is not None else None
         if latency_ms is not None and latency_ms < 0:
             raise _Skip(f"$.evaluation.performance.latency_ms: negative ({latency_ms})")
+        if latency_ms is not None and latency_ms * 1_000_000 > canon.MAX_SAFE_INTEGER:
+            raise _Skip(
+                f"$.evaluation.performance.latency_ms: {latency_ms!r} is out of range "
+                f"(latencyNs holds at most {canon.MAX_SAFE_INTEGER} ns, about 104 days)"
+            )
         if status == "passed" and latency_ms is None:
             raise _Skip("$.evaluation: PASSED without a finite performance.latency_ms")
         workload = self._trace_workload(definition, line)

@@ -1,0 +1,244 @@
+"""``kictl rerun`` and ``kictl attest rerun``: controlled reruns and their signatures (DESIGN §10).
+
+The logic lives in ``kictl.rerun``; these commands parse options, call it and
+render.  ``kictl rerun`` runs submitted code and never needs a key unless
+``--sign`` asks for it; ``kictl attest rerun`` runs no submitted code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
+from kictl.errors import CheckFailed, UsageError
+
+if TYPE_CHECKING:
+    from kictl.rerun import AttestReport, RerunResult
+
+attest_app = typer.Typer(
+    help="Check results made elsewhere and sign attestations about them.",
+    no_args_is_help=True,
+)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[[str], None]]:
+    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
+    try:
+        from rich.console import Console
+    except ImportError:
+        yield lambda _text: None
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda _text: None
+        return
+    with console.status("starting") as status:
+        yield lambda text: status.update(text)
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _result_json(result: RerunResult) -> dict[str, Any]:
+    return result.model_dump(mode="json", by_alias=True)
+
+
+def _result_rows(results: list[RerunResult], names: dict[str, tuple[str, str]]) -> list[str]:
+    rows = []
+    for result in results:
+        implementation, workload = names.get(result.original, ("?", "?"))
+        rows.append(
+            [
+                result.original[: len("sha256:") + 12],
+                implementation,
+                workload,
+                result.verdict,
+                _ratio(result.ratio),
+                format_ns(result.original_ns),
+                format_ns(result.rerun_ns),
+                result.reason,
+            ]
+        )
+    headers = ["run", "implementation", "workload", "verdict", "ratio", "claimed", "rerun", "why"]
+    return table(headers, rows, right=(4, 5, 6))
+
+
+def _signed_lines(report: AttestReport, relative: Any) -> list[str]:
+    rows = [
+        [
+            item.job.run.digest[: len("sha256:") + 12],
+            item.job.implementation.name,
+            item.job.workload.name,
+            item.judgement.verdict,
+            _ratio(item.judgement.ratio),
+            relative(path),
+        ]
+        for item, path in report.signed
+    ]
+    return table(["run", "implementation", "workload", "verdict", "ratio", "attestation"], rows, right=(4,))
+
+
+@guarded
+def rerun(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(help="BenchmarkRun digests, unique prefixes of 8+ hex digits, or names.", show_default=False),
+    ] = None,
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base",
+            help="Also rerun every BenchmarkRun the current branch adds since its merge base with REV "
+            "(all the runs of a registry pull request).",
+            metavar="REV",
+            show_default=False,
+        ),
+    ] = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the unsigned results here, for `kictl attest rerun DIR --key K`."),
+    ] = None,
+    sign: Annotated[
+        Path | None,
+        typer.Option(
+            "--sign",
+            metavar="KEY",
+            help="Check and sign at once with this verifier key, adding the records and attestations to the "
+            "registry (only on a machine trusted with the key).",
+        ),
+    ] = None,
+    device: Annotated[
+        str, typer.Option(help="auto (the original's kind of device: cpu, or the first GPU), cpu, cuda or cuda:N.")
+    ] = "auto",
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Rerun on another GPU product or comparability family; the verdict is then inconclusive."
+        ),
+    ] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Rerun published BenchmarkRuns here, from the registry's records, and judge each against its original.
+
+    Each run's job is rebuilt from its records: the Implementation's embedded
+    sources, the Workload, the Definition and its reference, the protocol's
+    timer, warm-up, iterations, trials, correctness rounds and tolerances.
+    Correctness rounds use fresh secret seeds. The verdict: agrees (within the
+    policy's rerunTolerance), disagrees, failed (the rerun did not pass) or
+    inconclusive (not signable). A run from another GPU product or
+    comparability family is refused unless --force. Exit 0 when every rerun
+    agrees, 1 when some do not (results are written all the same), 2 usage,
+    3 unknown or invalid records, 4 I/O, 5 refused here, or no GPU, or no key.
+    """
+    from kictl.rerun import rerun_runs, sign_results, write_results
+
+    if out_dir is not None and sign is not None:
+        raise UsageError("give --out DIR (sign elsewhere with `kictl attest rerun`) or --sign KEY, not both")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise UsageError(f"--out {out_dir}: not a folder")
+    target = open_registry(registry)
+    if sign is not None:
+        from kictl.rerun.attest import key_roles
+
+        key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
+    with _progress() as say:
+        report = rerun_runs(
+            target, list(runs or ()), base=base, device=device, force=force, timeout_s=timeout, progress=say
+        )
+    results = list(report.results.results)
+    names = {digest: (job.implementation.name, job.workload.name) for digest, job in report.jobs.items()}
+    if out_dir is not None:
+        path, _ = write_results(out_dir, report.results, report.records)
+        err(f"wrote {len(results)} result(s) and {len(report.records)} record(s) to {path.parent}")
+        err(f"next: kictl attest rerun {out_dir} --key VERIFIER_KEY (on a machine that holds the key)")
+    elif sign is not None:
+        with tempfile.TemporaryDirectory(prefix="kictl-rerun-out-") as scratch:
+            write_results(Path(scratch), report.results, report.records)
+            signed = sign_results(target, Path(scratch), sign)
+        for warning in signed.warnings:
+            err(f"warning: {warning}")
+        err(f"signed {len(signed.signed)} rerun attestation(s); {signed.added} record(s) added to {target.root}")
+    else:
+        err("nothing written: give --out DIR to keep the results, or --sign KEY")
+    if as_json:
+        emit_json([_result_json(result) for result in results])
+    else:
+        for line in _result_rows(results, names):
+            out(line)
+    sys.stdout.flush()
+    unsettled = [result for result in results if result.verdict != "agrees"]
+    if unsettled:
+        counts: dict[str, int] = {}
+        for result in unsettled:
+            counts[result.verdict] = counts.get(result.verdict, 0) + 1
+        summary = ", ".join(f"{count} {verdict}" for verdict, count in sorted(counts.items()))
+        raise CheckFailed(f"{len(unsettled)} of {len(results)} rerun(s) do not agree: {summary}")
+
+
+@attest_app.command("rerun")
+@guarded
+def attest_rerun(
+    folder: Annotated[Path, typer.Argument(help="A folder written by `kictl rerun --out`.", show_default=False)],
+    key: Annotated[Path, typer.Option("--key", help="The verifier's private key file.", show_default=False)],
+    require_verifier: Annotated[
+        bool,
+        typer.Option(
+            "--require-verifier", help="Refuse a key without the verifier role (else it signs a community rerun)."
+        ),
+    ] = False,
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check a rerun's unsigned results and sign a rerun attestation about each original.
+
+    Checks that every record hashes to its digest, that each result reruns the
+    run it names (same definition, workload, implementation and protocol
+    settings, on the same GPU product), and that its verdict is what its
+    records give; re-judges with this registry's rerunTolerance; adds the
+    reruns' records and signs. Inconclusive results are not signed. Nothing is
+    written if anything fails. Exit 0 signed, 1 a check failed, 2 usage,
+    3 invalid records, 4 I/O, 5 no usable key.
+    """
+    from kictl.rerun import sign_results
+
+    if not folder.is_dir():
+        raise UsageError(f"{folder}: not a folder written by `kictl rerun --out`")
+    target = open_registry(registry)
+    report = sign_results(target, folder, key, require_verifier=require_verifier)
+    for warning in report.warnings:
+        err(f"warning: {warning}")
+    for item in report.skipped:
+        err(f"not signed: {item.job.run.digest}: {item.judgement.verdict}: {item.judgement.reason}")
+    if as_json:
+        emit_json(
+            [
+                {
+                    "run": item.job.run.digest,
+                    "rerun": item.rerun.digest if item.rerun is not None else None,
+                    "verdict": item.judgement.verdict,
+                    "ratio": item.judgement.ratio,
+                    "signed": target.relative(path) if path is not None else None,
+                }
+                for item, path in [*report.signed, *((item, None) for item in report.skipped)]
+            ]
+        )
+    else:
+        for line in _signed_lines(report, target.relative):
+            out(line)
+    err(f"signed {len(report.signed)} rerun attestation(s); {report.added} record(s) added to {target.root}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rerun")(rerun)
+    app.add_typer(attest_app, name="attest")

@@ -1,0 +1,231 @@
+"""``kictl attest rerun``: check a rerun's unsigned results and sign them (DESIGN §5, §10).
+
+The results come from a machine that ran submitted code, so nothing in them
+is taken on trust.  ``check_results`` re-derives everything from the records
+in the folder and the registry:
+
+* every record in ``records.json`` hashes to the digest its manifest key names;
+* each original is a passed BenchmarkRun of this registry, and its job is
+  rebuilt from the registry as ``kictl rerun`` did;
+* the rerun is another BenchmarkRun (not the original, not older than it) of
+  the same definition, workload and implementation, measured under a protocol
+  with the original's comparability family, primary statistic, warm-up,
+  iterations, trials, correctness rounds and tolerances (the family stands for
+  the timer), on an environment with the original's GPU product;
+* the verdict and ratio the result states are what its records give with the
+  tolerance it states; the verdict that is signed is re-judged with this
+  registry's ``rerunTolerance``.
+
+``sign_results`` then adds the reruns' records to the registry and signs one
+``rerun`` attestation per original: subject the original, predicate
+``{runDigest, ratio, verdict, note}`` (``kictl.trust.RerunPredicate``); the note
+says the statistic, both latencies, the tolerance, the rerun's spread, the
+product and the seed salt.  All or nothing: a single problem and nothing is
+written.  Inconclusive results are reported and never signed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kictl import trust
+from kictl.errors import CheckFailed, KictlError
+from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
+from kictl.rerun.job import ProtocolSettings, RerunJob, build_job
+from kictl.rerun.results import RerunResult, read_results
+from kictl.rerun.verdict import SIGNABLE, Judgement, judge
+from kictl.store import Registry, Transaction
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedRerun:
+    """One result that passed every check, re-judged with the registry's tolerance."""
+
+    result: RerunResult
+    job: RerunJob
+    rerun: StoredRecord | None
+    records: tuple[StoredRecord, ...]  # the rerun's run, protocol and environment
+    judgement: Judgement
+
+    @property
+    def signable(self) -> bool:
+        return self.rerun is not None and self.judgement.verdict in SIGNABLE
+
+    def predicate(self) -> dict[str, Any]:
+        """The ``rerun`` predicate about the original."""
+        assert self.rerun is not None
+        judged = self.judgement
+        rerun_ns = "-" if judged.rerun_ns is None else f"{judged.rerun_ns} ns"
+        spread = "-" if judged.rerun_spread is None else f"±{judged.rerun_spread:.1%}"
+        note = (
+            f"kictl rerun on {self.result.product}: {judged.statistic} {rerun_ns} against {judged.original_ns} ns "
+            f"claimed; tolerance ±{judged.tolerance:g} (policy rerunTolerance); rerun spread {spread}; "
+            f"{judged.reason}; correctness rounds on fresh seeds (salt {self.result.seed_salt or '-'})"
+        )
+        predicate: dict[str, Any] = {"runDigest": self.rerun.digest, "verdict": judged.verdict, "note": note[:4096]}
+        if judged.ratio is not None:
+            predicate["ratio"] = judged.ratio
+        if "tolerance" in trust.RerunPredicate.model_fields:  # once the predicate states it (issue 14)
+            predicate["tolerance"] = judged.tolerance
+        return predicate
+
+
+@dataclass
+class AttestReport:
+    """What ``sign_results`` did."""
+
+    checked: list[CheckedRerun] = field(default_factory=list)
+    signed: list[tuple[CheckedRerun, Path]] = field(default_factory=list)
+    skipped: list[CheckedRerun] = field(default_factory=list)
+    added: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def _settings(settings: ProtocolSettings) -> dict[str, Any]:
+    return {key: value for key, value in settings.to_json().items() if key not in ("timer", "harness")}
+
+
+def _find(registry: Registry, records: dict[str, StoredRecord], digest: str) -> StoredRecord | None:
+    if digest in records:
+        return records[digest]
+    if registry.has_record(digest):
+        return registry.load(digest)
+    return None
+
+
+def _check_one(
+    registry: Registry, result: RerunResult, records: dict[str, StoredRecord], tolerance: float
+) -> CheckedRerun:
+    """Raises ``CheckFailed`` (or another ``KictlError``) naming what does not hold."""
+    job = build_job(registry, result.original)
+    if result.rerun is None:
+        if result.verdict != "inconclusive":
+            raise CheckFailed(f"it claims {result.verdict} without a rerun BenchmarkRun")
+        judged = judge(job.run_spec, None, tolerance=tolerance, missing=result.reason)
+        return CheckedRerun(result, job, None, (), judged)
+    if result.rerun == result.original:
+        raise CheckFailed("the rerun it names is the original run itself")
+    rerun = records.get(result.rerun)
+    if rerun is None:
+        raise CheckFailed(f"its rerun {result.rerun} is not in records.json")
+    if rerun.kind != "BenchmarkRun":
+        raise CheckFailed(f"its rerun {result.rerun} is a {rerun.kind}, not a BenchmarkRun")
+    spec = rerun.model.spec
+    assert isinstance(spec, BenchmarkRunSpec)
+    original = job.run_spec
+    for member in ("definitionDigest", "workloadDigest", "implementationDigest"):
+        if rerun.raw["spec"].get(member) != job.run.raw["spec"].get(member):
+            raise CheckFailed(f"the rerun {rerun.digest} has another {member} than the original")
+    if parse_timestamp(spec.observed_at) < parse_timestamp(original.observed_at):
+        raise CheckFailed(f"the rerun was observed at {spec.observed_at}, before the original ({original.observed_at})")
+    protocol = _find(registry, records, spec.protocol_digest)
+    environment = _find(registry, records, spec.environment_digest)
+    if protocol is None or protocol.kind != "BenchmarkProtocol":
+        raise CheckFailed(f"the rerun's protocol {spec.protocol_digest} is neither in records.json nor the registry")
+    if environment is None or environment.kind != "ExecutionEnvironment":
+        raise CheckFailed(f"the rerun's environment {spec.environment_digest} is neither in records.json nor here")
+    comparable = True
+    # The comparability family stands for the timer and the harness (a new kictl may time a family
+    # differently); every other setting must be the original's.
+    ours, theirs = _settings(ProtocolSettings.from_protocol(protocol)), _settings(job.settings)
+    if ours != theirs:
+        mismatched = sorted(key for key, value in ours.items() if theirs.get(key) != value)
+        if not result.forced:
+            raise CheckFailed(f"the rerun's protocol differs from the original's in {', '.join(mismatched)}")
+        comparable = False
+    env_spec = environment.model.spec
+    assert isinstance(env_spec, ExecutionEnvironmentSpec)
+    if env_spec.hardware.product != job.product:
+        if not result.forced:
+            raise CheckFailed(f"the rerun ran on {env_spec.hardware.product}, the original on {job.product}")
+        comparable = False
+    if result.forced:
+        comparable = False
+    # The document must say what its records say (with the tolerance it used) ...
+    stated = judge(original, spec, tolerance=result.tolerance, comparable=comparable)
+    if stated.verdict != result.verdict or stated.ratio != result.ratio:
+        raise CheckFailed(
+            f"it claims {result.verdict} (ratio {result.ratio}); its records give {stated.verdict} "
+            f"(ratio {stated.ratio}) at tolerance {result.tolerance:g}"
+        )
+    # ... and what is signed is judged with this registry's tolerance.
+    judged = judge(original, spec, tolerance=tolerance, comparable=comparable)
+    own = tuple(record for record in (rerun, protocol, environment) if record.digest in records)
+    return CheckedRerun(result, job, rerun, own, judged)
+
+
+def check_results(registry: Registry, folder: Path) -> list[CheckedRerun]:
+    """Check every result of ``folder`` against its records and the registry.
+
+    Raises ``CheckFailed`` listing every problem, ``UsageError`` for a folder
+    without results, ``RecordError`` for malformed files or digests.
+    """
+    document, records = read_results(folder)
+    tolerance = registry.policy().rerun_tolerance
+    checked: list[CheckedRerun] = []
+    problems: list[str] = []
+    for result in document.results:
+        try:
+            checked.append(_check_one(registry, result, records, tolerance))
+        except KictlError as exc:
+            problems.append(f"rerun of {result.original}: {exc.message}")
+    if problems:
+        raise CheckFailed(
+            f"{len(problems)} of {len(document.results)} rerun result(s) do not check out", details=problems
+        )
+    return checked
+
+
+def key_roles(registry: Registry, key_path: Path) -> tuple[str, tuple[str, ...]]:
+    """The keyid of the private key at ``key_path`` and its roles in the trust root (none if unlisted).
+
+    Raises ``EnvError`` for an unusable key, ``CheckFailed`` when the trust root does not verify.
+    """
+    keyid = trust.keyid_of(trust.load_private_key(key_path).public_key())
+    root = trust.registry_root(registry)
+    listed = root.keys.get(keyid)
+    return keyid, (tuple(listed.roles) if listed is not None else ())
+
+
+def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_verifier: bool = False) -> AttestReport:
+    """Check ``folder`` (``check_results``), add the reruns' records and sign a ``rerun`` attestation each.
+
+    With ``require_verifier`` a key without the ``verifier`` role in the trust
+    root is refused (``CheckFailed``); without it, such a signature is made and
+    counts as a community rerun.  Raises what ``check_results`` raises,
+    ``EnvError`` for an unusable key, ``RegistryError`` on I/O errors; nothing
+    is written unless everything checks out.
+    """
+    keyid, roles = key_roles(registry, key_path)
+    if require_verifier and "verifier" not in roles:
+        raise CheckFailed(
+            f"key {keyid[:12]} has no verifier role in the trust root"
+            + (f" (its roles: {', '.join(roles)})" if roles else " (it is not listed)")
+        )
+    report = AttestReport(warnings=trust.signing_warnings(registry, key_path, "rerun"))
+    report.checked = check_results(registry, folder)
+    with Transaction() as transaction:
+        added: dict[str, StoredRecord] = {}
+        for item in report.checked:
+            if not item.signable:
+                report.skipped.append(item)
+                continue
+            for record in item.records:
+                if not registry.has_record(record.digest):
+                    added.setdefault(record.digest, record)
+        registry.add(list(added.values()), transaction=transaction)
+        report.added = len(added)
+        for item in report.checked:
+            if item.signable:
+                path = trust.sign_record(
+                    registry,
+                    item.job.run.digest,
+                    key_path,
+                    predicate_type="rerun",
+                    predicate=item.predicate(),
+                    transaction=transaction,
+                )
+                report.signed.append((item, path))
+    return report
