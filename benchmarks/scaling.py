@@ -78,7 +78,9 @@ def main() -> int:
         begun = time.perf_counter()
         report, outcome = run_bench_jobs(registry, args.definition, impls, options, devices=str(count))
         wall = time.perf_counter() - begun
-        durations = [result.seconds for result in outcome.results]  # one worker: completion order is plan order
+        # each job's wall time, in planned order (the report's order; jobs are handed out largest first)
+        seconds = {result.run.digest: result.seconds for result in outcome.results if result.run is not None}
+        durations = [seconds[summary.run.digest] for summary in report.runs if summary.run is not None]
         failed = sum(1 for r in report.runs if r.status != "passed") + len(report.skipped)
         measured[count] = (wall, outcome.startup_s, durations)
         print(
