@@ -1,6 +1,6 @@
 """Compiling ``definitions/<family>/<name>/`` into Definition and Workload records.
 
-A definition folder holds the editable source of a definition (DESIGN §4):
+A definition folder holds the editable source of a definition (docs/records.md):
 
 ``definition.json``
     ``{"metadata": {...}, "spec": {...}}``: a Definition without its reference.
@@ -27,6 +27,7 @@ from typing import Any
 
 from kictl import canon, families
 from kictl.errors import RecordError, RegistryError
+from kictl.layout import DEFINITIONS_DIR
 from kictl.records import (
     API_VERSION,
     BlobInput,
@@ -38,7 +39,7 @@ from kictl.records import (
     WorkloadSpec,
     record_from_value,
 )
-from kictl.store import DEFINITIONS_DIR, parse_json_file
+from kictl.store import parse_json_file
 
 DEFINITION_FILE = "definition.json"
 REFERENCE_FILE = "reference.py"
@@ -74,10 +75,10 @@ def signature(spec: DefinitionSpec, *, source: str = "reference") -> Signature:
     try:
         tree = ast.parse(spec.reference)
     except SyntaxError as exc:
-        raise RecordError(f"{source}: line {exc.lineno}: {exc.msg}") from exc
+        raise RecordError(f"line {exc.lineno}: {exc.msg}", path=source) from exc
     run = _run_function(tree)
     if run is None:
-        raise RecordError(f"{source}: the reference defines no top-level run(...)")
+        raise RecordError("the reference defines no top-level run(...)", path=source)
     params = [arg.arg for arg in (*run.args.posonlyargs, *run.args.args)]
     if set(params) != set(spec.inputs) or len(params) != len(spec.inputs):
         raise RecordError(
@@ -129,11 +130,11 @@ def _read_text(path: Path, label: str) -> str:
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
-        raise RecordError(f"{label}: missing") from exc
+        raise RecordError("missing", path=label) from exc
     except UnicodeDecodeError as exc:
-        raise RecordError(f"{label}: not UTF-8 text") from exc
+        raise RecordError("not UTF-8 text", path=label) from exc
     except OSError as exc:
-        raise RegistryError(f"{label}: cannot read: {exc.strerror}") from exc
+        raise RegistryError(f"cannot read: {exc.strerror}", path=label) from exc
 
 
 def compile_folder(folder: Path, root: Path) -> Compiled:
@@ -216,10 +217,10 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
     axes = families.full_axes(spec, workload.axes, source=source)
     missing = [name for name in spec.inputs if name not in workload.inputs]
     if missing:
-        raise RecordError(f"{source}: $.spec.inputs: no source for {', '.join(missing)}")
+        raise RecordError(f"no source for {', '.join(missing)}", path=source, pointer="$.spec.inputs")
     unknown = sorted(set(workload.inputs) - set(spec.inputs))
     if unknown:
-        raise RecordError(f"{source}: $.spec.inputs.{unknown[0]}: not an input of {spec.name}")
+        raise RecordError(f"not an input of {spec.name}", path=source, pointer=f"$.spec.inputs.{unknown[0]}")
     family = families.family_for(spec.family)
     structural = set(family.structural(spec))
     for name, given in workload.inputs.items():
@@ -238,7 +239,7 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
     try:
         family.check_axes(spec, axes)
     except RecordError as exc:
-        raise RecordError(f"{source}: {exc.message}") from exc
+        raise RecordError(exc.message, path=source) from exc
 
 
 def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
@@ -248,7 +249,7 @@ def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
         folders = [folder for folder in folders if folder.name == name]
         if not folders:
             from kictl.errors import NotFoundError
-            from kictl.store import closest
+            from kictl.lookup import closest
 
             known = [folder.name for folder in definition_folders(root)]
             raise NotFoundError(

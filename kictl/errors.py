@@ -17,6 +17,12 @@ code  meaning
 
 Third-party errors are wrapped with ``raise ... from exc`` so that the cause
 stays in the traceback shown by ``--debug``.
+
+An error about a place in a file carries it as data: ``path`` (the file, or
+``<input>``) and ``pointer`` (a JSON path such as ``$.spec.axes.M``).  The
+text shown is ``path: pointer: message``; a caller that lists problems per
+file (``validate``, ``review``) asks ``at(path)`` for the text without the
+file, instead of cutting it out of the message.
 """
 
 from __future__ import annotations
@@ -37,10 +43,29 @@ class KictlError(Exception):
 
     exit_code: ClassVar[int] = EXIT_CHECK_FAILED
 
-    def __init__(self, message: str, *, details: Iterable[str] = ()) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self, message: str, *, details: Iterable[str] = (), path: str | None = None, pointer: str | None = None
+    ) -> None:
+        self.reason = message
+        self.path = path
+        self.pointer = pointer
+        self.message = ": ".join(part for part in (path, pointer, message) if part)
         self.details = tuple(details)
+        super().__init__(self.message)
+
+    def at(self, path: str) -> str:
+        """The message as seen from inside ``path``: ``pointer: message`` when the error is about ``path``.
+
+        Errors raised before the location became a field (``canon``'s parse
+        errors still write ``source: ...`` into their text) are read the same way.
+        """
+        if self.path == path:
+            return ": ".join(part for part in (self.pointer, self.reason) if part)
+        return self.message.removeprefix(f"{path}: ")
+
+    def details_at(self, path: str) -> list[str]:
+        """``details`` with a leading ``path: `` dropped (one line per further problem in that file)."""
+        return [line.removeprefix(f"{path}: ") for line in self.details]
 
     def __str__(self) -> str:
         return self.diagnostics()
@@ -75,12 +100,20 @@ class NotFoundError(KictlError):
 
     exit_code = EXIT_INVALID
 
-    def __init__(self, message: str, *, candidates: Iterable[str] = (), details: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        candidates: Iterable[str] = (),
+        details: Iterable[str] = (),
+        path: str | None = None,
+        pointer: str | None = None,
+    ) -> None:
         self.candidates = tuple(candidates)
         extra = list(details)
         if self.candidates:
             extra.append("candidates: " + ", ".join(self.candidates))
-        super().__init__(message, details=extra)
+        super().__init__(message, details=extra, path=path, pointer=pointer)
 
 
 class RegistryError(KictlError):

@@ -57,11 +57,11 @@ def load_policy(path: Path) -> Policy:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+        raise RegistryError(f"cannot read: {exc.strerror}", path=str(path)) from exc
     canon.parse_json(data, source=str(path))
     try:
         return Policy.model_validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = canon.format_path(tuple(first["loc"]))
-        raise RecordError(f"{path}: {where}: {first['msg']}") from exc
+        raise RecordError(first["msg"], path=str(path), pointer=where) from exc

@@ -1,4 +1,4 @@
-"""The six kinds of record of DESIGN §3, as pydantic models, and how records are loaded.
+"""The six kinds of record of docs/records.md, as pydantic models, and how records are loaded.
 
 Every record is ``{apiVersion, kind, metadata, spec}``; one discriminated
 union over ``kind`` (``RECORD_ADAPTER``) validates any of them.  Members are
@@ -55,7 +55,7 @@ NonNegativeInt = Annotated[int, Field(ge=0, le=canon.MAX_SAFE_INTEGER)]
 PositiveInt = Annotated[int, Field(ge=1, le=canon.MAX_SAFE_INTEGER)]
 Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 HexSha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-#: Names are printable ASCII without spaces (DESIGN §3: no Unicode normalisation happens).
+#: Names are printable ASCII without spaces (docs/records.md: no Unicode normalisation happens).
 Name = Annotated[str, StringConstraints(pattern=r"^[!-~]+$", max_length=256)]
 FamilyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=128)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -632,8 +632,9 @@ def _json_path(raw: Any, loc: tuple[Any, ...]) -> str:
 
 def validation_error(exc: ValidationError, raw: Any, source: str) -> RecordError:
     """One ``source: $.path: message`` line per problem, the first as the message."""
-    lines = [f"{source}: {_json_path(raw, tuple(err['loc']))}: {_describe(err)}" for err in exc.errors()]
-    return RecordError(lines[0], details=lines[1:])
+    located = [(_json_path(raw, tuple(err["loc"])), _describe(err)) for err in exc.errors()]
+    (pointer, message), rest = located[0], located[1:]
+    return RecordError(message, path=source, pointer=pointer, details=[f"{source}: {p}: {m}" for p, m in rest])
 
 
 # --------------------------------------------------------------------------- loading
@@ -641,10 +642,10 @@ def validation_error(exc: ValidationError, raw: Any, source: str) -> RecordError
 
 def _check_envelope(raw: Any, source: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
-        raise RecordError(f"{source}: $: a record is a JSON object, found {type(raw).__name__}")
+        raise RecordError(f"a record is a JSON object, found {type(raw).__name__}", path=source, pointer="$")
     kind = raw.get("kind")
     if "kind" in raw and kind not in KINDS:
-        raise RecordError(f"{source}: $.kind: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise RecordError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}", path=source, pointer="$.kind")
     return raw
 
 
@@ -656,14 +657,14 @@ def record_from_value(raw: Any, *, source: str = "<input>") -> StoredRecord:
     except ValidationError as exc:
         raise validation_error(exc, raw, source) from exc
     except ValueError as exc:
-        raise RecordError(f"{source}: {exc}") from exc
+        raise RecordError(str(exc), path=source) from exc
     return StoredRecord(model=model, raw=raw, digest=canon.record_digest(raw))
 
 
 def load_record_file(data: bytes, *, source: str = "<input>") -> tuple[StoredRecord, bool]:
     """Parse strictly and validate one record file; raises ``RecordError``.
 
-    Returns the record and whether ``data`` is its normal form (DESIGN §4);
+    Returns the record and whether ``data`` is its normal form (docs/records.md);
     the normal form and the digest come from one traversal.
     """
     raw = _check_envelope(canon.parse_record_json(data, source=source), source)
@@ -723,8 +724,8 @@ def records_in_document(value: Any, *, source: str) -> list[tuple[str, Any]]:
             return [(source, value)]
         if value and all(isinstance(item, dict) and "kind" in item for item in value.values()):
             return [(f"{source}#{key}", item) for key, item in value.items()]
-        raise RecordError(f"{source}: $: neither a record (it has no kind) nor a manifest of records")
-    raise RecordError(f"{source}: $: expected a record, a list of records or a manifest")
+        raise RecordError("neither a record (it has no kind) nor a manifest of records", path=source, pointer="$")
+    raise RecordError("expected a record, a list of records or a manifest", path=source, pointer="$")
 
 
 def spec_wire(record: StoredRecord) -> dict[str, Any]:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from kictl import canon, trust
 from kictl.errors import RegistryError
+from kictl.layout import KICTL_DIR, POLICY_FILE, REGISTRY_DIR, ROOT_FILE
 from kictl.policy import default_policy_document
-from kictl.store import POLICY_FILE, REGISTRY_DIR, ROOT_FILE, init_repository
+from kictl.store import init_repository
 
-GITIGNORE = b".kictl/\n__pycache__/\n"
+GITIGNORE = f"{KICTL_DIR}/\n__pycache__/\n".encode()
 
 
 def create_registry(target: Path) -> str:

@@ -1,16 +1,16 @@
-"""Sending results to the registry as a pull-request branch: ``kictl submit`` (issue 6, DESIGN §1).
+"""Sending results to the registry as a pull-request branch: ``kictl submit`` (issue 6, docs/submitting.md).
 
 A kernel author has records on disk (single files, JSON lists, manifests, or
 the ``--out`` folder of ``kictl bench``) and a submitter key listed in the
 registry's trust root.  ``submit`` checks the records, adds the new ones to
 the registry, signs each new BenchmarkRun with a ``submission`` attestation
-(DESIGN §5, ``trust.sign_record``), and makes **one commit on a new branch**
+(docs/trust.md, ``trust.sign_record``), and makes **one commit on a new branch**
 (default ``submit/<first 12 hex digits of the first new run>``) whose message
 lists the runs.  The commit is built in a temporary git index
 (``GitHistory.commit_on_new_branch``): the current branch, HEAD, the index and
 the working tree end exactly as they were, so the author's checkout never
 moves and the records live on the new branch only, ready for ``git push`` and
-a pull request that ``kictl review`` then judges (DESIGN §8).
+a pull request that ``kictl review`` then judges (docs/review.md).
 
 Everything that can be checked is checked before anything is written:
 
@@ -62,13 +62,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kictl import canon, trust
+from kictl import canon, render, trust
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
 from kictl.records import KINDS, StoredRecord
 from kictl.store import GitHistory, Registry, Transaction
 
 BRANCH_PREFIX = "submit/"
 SHORT = 12
+
+#: The one latency formatter (``kictl.render.latency``), under the name this module has always exported.
+latency_text = render.latency
 
 
 # --------------------------------------------------------------------------- the review seam
@@ -92,7 +95,7 @@ ReviewFunction = Callable[[Registry, str, str], LocalReview]
 
 
 def local_review(registry: Registry, base: str, head: str) -> LocalReview:
-    """Run the review checks of a registry pull request (DESIGN §8) on the submission's commit.
+    """Run the review checks of a registry pull request (docs/review.md) on the submission's commit.
 
     ``head`` is the new branch's commit and ``base`` the commit it starts
     from.  A review that is not ``ok`` makes ``submit`` undo everything (exit 1).
@@ -145,16 +148,6 @@ class RunLine:
             "primaryStatistic": self.statistic,
             "latencyNs": self.latency_ns,
         }
-
-
-def latency_text(ns: int) -> str:
-    """Three significant digits in the unit that suits: ``812 ns``, ``12.5 µs``, ``1.20 ms``, ``2.10 s``."""
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if ns >= scale:
-            value = ns / scale
-            digits = 2 if value < 10 else 1 if value < 100 else 0
-            return f"{value:.{digits}f} {unit}"
-    return f"{ns} ns"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from kictl import canon, definitions
+from kictl import canon, definitions, layout
 from kictl.errors import KictlError, RecordError
 from kictl.records import KINDS, StoredRecord, load_record_file
-from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry
-
-ENVELOPE_SUFFIX = ".dsse.json"
+from kictl.store import Registry
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,81 +48,70 @@ class Report:
     def ok(self) -> bool:
         return not self.problems
 
-
-def _strip_source(message: str, path: str) -> str:
-    return message.removeprefix(f"{path}: ")
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of ``kictl validate``."""
+        return {
+            "ok": self.ok,
+            "counts": self.counts,
+            "problems": [{"path": p.path, "message": p.message} for p in self.problems],
+        }
 
 
 def check_record_file(path: str, data: bytes) -> tuple[StoredRecord | None, list[Problem]]:
     """Judge one file under ``registry/records/`` by its path and bytes.
 
     The path must be ``registry/records/<kind>/<hex[0:2]>/<hex>.json`` with the
-    record's own kind and digest, and the bytes the normal form (DESIGN §4).
+    record's own kind and digest, and the bytes the normal form (docs/records.md).
     """
     problems: list[Problem] = []
-    parts = path.split("/")
-    expected_prefix = RECORDS_DIR.split("/")
-    layout_ok = (
-        len(parts) == len(expected_prefix) + 3
-        and parts[: len(expected_prefix)] == expected_prefix
-        and parts[-3] in KINDS
-        and parts[-1].endswith(".json")
-        and canon.is_hex_digest(parts[-1][:-5])
-        and parts[-2] == parts[-1][:2]
-    )
-    if not layout_ok:
-        problems.append(Problem(path, f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)"))
+    named = layout.parse_record_path(path)
+    if named is None:
+        problems.append(Problem(path, f"not a record path ({layout.RECORD_PATTERN})"))
     try:
         record, is_normal = load_record_file(data, source=path)
     except RecordError as exc:
-        problems.append(Problem(path, _strip_source(exc.message, path)))
-        problems.extend(Problem(path, _strip_source(line, path)) for line in exc.details)
+        problems.append(Problem(path, exc.at(path)))
+        problems.extend(Problem(path, line) for line in exc.details_at(path))
         return None, problems
     if not is_normal:
         problems.append(
             Problem(path, "bytes are not in normal form (JCS order, two-space indent, one trailing newline)")
         )
-    if layout_ok:
-        if parts[-1][:-5] != canon.digest_hex(record.digest):
+    if named is not None:
+        kind, digest = named
+        if digest != record.digest:
             problems.append(Problem(path, f"file name is not the record's digest {record.digest}"))
-        if parts[-3] != record.kind:
-            problems.append(Problem(path, f"a {record.kind} filed under {parts[-3]}/"))
+        if kind != record.kind:
+            problems.append(Problem(path, f"a {record.kind} filed under {kind}/"))
     return record, problems
 
 
 def check_blob_file(path: str, data: bytes) -> list[Problem]:
     """A blob's name is the sha256 of its bytes, under its two-digit shard."""
-    parts = path.split("/")
-    name = parts[-1]
-    if not canon.is_hex_digest(name) or parts[-2] != name[:2] or "/".join(parts[:-2]) != BLOBS_DIR:
-        return [Problem(path, f"not a blob path ({BLOBS_DIR}/<hex[0:2]>/<hex>)")]
+    digest = layout.parse_blob_path(path)
+    if digest is None:
+        return [Problem(path, f"not a blob path ({layout.BLOB_PATTERN})")]
     actual = hashlib.sha256(data).hexdigest()
-    if actual != name:
+    if canon.DIGEST_PREFIX + actual != digest:
         return [Problem(path, f"bytes hash to {actual}, not to the file's name")]
     return []
 
 
 def check_envelope_file(path: str, data: bytes) -> list[Problem]:
     """An attestation file: normal form, named by the digest of its canonical bytes."""
-    parts = path.split("/")
-    if (
-        len(parts) != 5
-        or "/".join(parts[:2]) != ATTESTATIONS_DIR
-        or not canon.is_hex_digest(parts[3])
-        or parts[2] != parts[3][:2]
-        or not parts[4].endswith(ENVELOPE_SUFFIX)
-    ):
-        return [Problem(path, f"not an attestation path ({ATTESTATIONS_DIR}/<xx>/<record hex>/<hex>{ENVELOPE_SUFFIX})")]
+    named = layout.parse_attestation_path(path)
+    if named is None:
+        return [Problem(path, f"not an attestation path ({layout.ATTESTATION_PATTERN})")]
     try:
         value = canon.parse_json(data, source=path)
         normal = canon.pretty_bytes(value)
         name = canon.sha256_hex(canon.canonical_bytes(value))
     except RecordError as exc:
-        return [Problem(path, _strip_source(exc.message, path))]
+        return [Problem(path, exc.at(path))]
     problems = []
     if normal != data:
         problems.append(Problem(path, "bytes are not in normal form"))
-    if parts[4] != name + ENVELOPE_SUFFIX:
+    if named[1] != layout.envelope_file_name(name):
         problems.append(Problem(path, f"file name is not the envelope's digest sha256:{name}"))
     return problems
 
@@ -217,9 +204,7 @@ def validate_registry(registry: Registry) -> Report:
     records: list[RecordFacts] = []
     source_of: dict[str, str] = {}
     for path in registry.stray_record_paths():
-        problems.append(
-            Problem(registry.relative(path), f"not a record path ({RECORDS_DIR}/<kind>/<hex[0:2]>/<hex>.json)")
-        )
+        problems.append(Problem(registry.relative(path), f"not a record path ({layout.RECORD_PATTERN})"))
     entries = [(relative, absolute) for _, relative, absolute in registry.record_file_entries()]
     for relative, found, facts in _check_all_files(entries):
         problems.extend(found)
@@ -270,7 +255,7 @@ def _check_definitions(registry: Registry, known: dict[str, str]) -> list[Proble
         try:
             compiled = definitions.compile_folder(folder, registry.root)
         except KictlError as exc:
-            problems.append(Problem(label, exc.message.removeprefix(f"{label}: ")))
+            problems.append(Problem(label, exc.at(label)))
             continue
         for record in (compiled.definition, *compiled.workloads):
             if record.digest not in known:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,7 @@ def shared_data(name: str) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test sees the developer's registry, key passphrase or git identity."""
     monkeypatch.delenv("KICTL_REGISTRY", raising=False)
     monkeypatch.delenv("KICTL_KEY_PASSPHRASE", raising=False)
@@ -53,7 +53,6 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "author@example.org")
     monkeypatch.chdir(tmp_path)
-    return
 
 
 @pytest.fixture

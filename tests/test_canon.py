@@ -177,6 +177,7 @@ def _no_surrogates(value: object) -> bool:
     return True
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_canonical_form_is_idempotent(value: object) -> None:
@@ -206,6 +207,7 @@ def test_canonical_form_ignores_member_order(mapping: dict[str, object], rng: ob
     assert canon.canonical_bytes(dict(items)) == canon.canonical_bytes(mapping)
 
 
+@pytest.mark.slow
 @settings(max_examples=2000, deadline=None)
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_es6_number_matches_rfc8785(value: float) -> None:

@@ -14,12 +14,17 @@ import torch
 from kictl import families
 from kictl.definitions import compile_all, compile_folder, signature
 from kictl.errors import NotFoundError, RecordError
-from kictl.records import DefinitionSpec, ScalarInput, WorkloadSpec
+from kictl.records import DefinitionSpec, ScalarInput, StoredRecord, WorkloadSpec
 from tests.conftest import REPO_ROOT, shared_data
 
 BUNDLED = ["gqa_paged_prefill_causal_h24_kv4_d128_ps1", "gqa_paged_prefill_causal_h20_kv4_d128_ps64",
            "gqa_paged_decode_h32_kv8_d128_ps1", "gemm_n4096_k4096", "rmsnorm_h4096"]  # fmt: skip
 FLASHINFER_FOLDER = {"gqa-paged-attention": "gqa_paged", "gemm": "gemm", "rmsnorm": "rmsnorm"}
+
+
+def _axes(workload: StoredRecord) -> dict[str, int]:
+    assert isinstance(workload.model.spec, WorkloadSpec)
+    return workload.model.spec.axes
 
 
 def _copy(tmp_path: Path, family: str, name: str) -> Path:
@@ -33,9 +38,9 @@ def test_every_bundled_definition_compiles_with_six_or_more_workloads() -> None:
     assert sorted(compiled) == sorted(BUNDLED)
     for item in compiled.values():
         assert len(item.workloads) >= 6
-    labels = {w.name: w.model.spec.axes for w in compiled["gqa_paged_prefill_causal_h24_kv4_d128_ps1"].workloads}
+    labels = {w.name: _axes(w) for w in compiled["gqa_paged_prefill_causal_h24_kv4_d128_ps1"].workloads}
     assert labels["q154_kv154"] == {"total_q": 154, "num_pages": 155, "len_indptr": 2, "num_kv_indices": 154}
-    labels = {w.name: w.model.spec.axes for w in compiled["gqa_paged_prefill_causal_h20_kv4_d128_ps64"].workloads}
+    labels = {w.name: _axes(w) for w in compiled["gqa_paged_prefill_causal_h20_kv4_d128_ps64"].workloads}
     assert labels["q1117_p1117"] == {"total_q": 1117, "num_pages": 1216, "len_indptr": 2, "num_kv_indices": 1117}
 
 
@@ -129,7 +134,8 @@ def test_unknown_definition_name_suggests(tmp_path: Path) -> None:
 
 def _theirs(spec: DefinitionSpec) -> dict[str, Any]:
     folder = shared_data("flashinfer-trace") / "definitions" / FLASHINFER_FOLDER[spec.family]
-    return json.loads((folder / f"{spec.name}.json").read_text())
+    value: dict[str, Any] = json.loads((folder / f"{spec.name}.json").read_text())
+    return value
 
 
 def _inputs(spec: DefinitionSpec, workload: WorkloadSpec, order: tuple[str, ...]) -> list[Any]:
@@ -149,6 +155,7 @@ def _inputs(spec: DefinitionSpec, workload: WorkloadSpec, order: tuple[str, ...]
     return args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BUNDLED)
 def test_semantics_match_flashinfer_trace(name: str) -> None:
     """Same inputs, outputs, dtypes, axes; the two references agree on small workloads."""
@@ -170,7 +177,7 @@ def test_semantics_match_flashinfer_trace(name: str) -> None:
     exec(spec.reference, mine_ns)
     their_ns: dict[str, Any] = {}
     exec(theirs["reference"], their_ns)
-    small = sorted(compiled.workloads, key=lambda w: sum(w.model.spec.axes.values()))[:2]  # type: ignore[union-attr]
+    small = sorted(compiled.workloads, key=lambda w: sum(_axes(w).values()))[:2]
     for workload in small:
         assert isinstance(workload.model.spec, WorkloadSpec)
         args = _inputs(spec, workload.model.spec, order)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kictl import trust
 from kictl.store import Registry
 from tests.conftest import RunCli
@@ -25,6 +27,7 @@ def test_definitions_list(cli: RunCli, bundled_registry: Registry) -> None:
     assert "gqa_paged_prefill_causal_h24_kv4_d128_ps1" in names
 
 
+@pytest.mark.slow
 def test_bundled_results_verify_and_rank(cli: RunCli, bundled_results: Registry) -> None:
     assert cli("trust", "verify", "--registry", bundled_results.root).exit_code == 0
     runs = [record.digest for record in bundled_results.iter_records(["BenchmarkRun"])]

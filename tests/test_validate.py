@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -148,7 +149,7 @@ def test_parallel_and_serial_validation_agree(monkeypatch: pytest.MonkeyPatch, b
     bundled_registry.record_path("Workload", digests["workload"]).unlink()  # one dangling reference
     serial = validate.validate_registry(bundled_registry)
     monkeypatch.setattr(validate, "PARALLEL_THRESHOLD", 1)
-    monkeypatch.setattr(validate.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     parallel = validate.validate_registry(bundled_registry)
     assert parallel.problems == serial.problems
     assert parallel.counts == serial.counts

@@ -12,13 +12,16 @@ import functools
 import importlib
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
+from kictl import render
 from kictl.errors import KictlError
+from kictl.render import short as short
+from kictl.render import table as table
 from kictl.store import Registry
 
 P = ParamSpec("P")
@@ -40,6 +43,9 @@ RegistryOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")]
+
+#: How every command's help names a record argument (the order of ``kictl.lookup``).
+REFERENCE_HELP = "a digest, a unique prefix of 8+ hex digits, a name, or a unique prefix of 8+ characters of a name"
 
 
 class LazyModule:
@@ -68,6 +74,10 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+#: The one latency formatter (``kictl.render.latency``), under the name command modules use.
+format_ns = render.latency
+
+
 def open_registry(path: Path | None) -> Registry:
     return Registry.locate(path)
 
@@ -85,37 +95,3 @@ def out(line: str = "") -> None:
 def err(line: str = "") -> None:
     """A line of logging on stderr."""
     sys.stderr.write(line + "\n")
-
-
-def short(digest: str, length: int = 12) -> str:
-    """``sha256:`` and the first ``length`` hex digits."""
-    return digest[: len("sha256:") + length]
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()) -> list[str]:
-    """Plain aligned columns (no wrapping: digests stay whole)."""
-    widths = [len(header) for header in headers]
-    for row in rows:
-        for index, cell in enumerate(row):
-            widths[index] = max(widths[index], len(cell))
-
-    def render(cells: Sequence[str]) -> str:
-        parts = []
-        for index, cell in enumerate(cells):
-            parts.append(cell.rjust(widths[index]) if index in right else cell.ljust(widths[index]))
-        return "  ".join(parts).rstrip()
-
-    return [render(headers), render(["-" * width for width in widths]), *(render(row) for row in rows)]
-
-
-def format_ns(value: float | None) -> str:
-    """A latency in the unit that suits it: ``812 ns``, ``12.5 µs``, ``1.94 ms``, ``2.10 s``."""
-    if value is None:
-        return "-"
-    if value < 1e3:
-        return f"{value:.0f} ns"
-    if value < 1e6:
-        return f"{value / 1e3:.3g} µs" if value < 1e5 else f"{value / 1e3:.1f} µs"
-    if value < 1e9:
-        return f"{value / 1e6:.3g} ms" if value < 1e8 else f"{value / 1e6:.1f} ms"
-    return f"{value / 1e9:.3g} s"

@@ -21,18 +21,27 @@ from typing import Annotated, Any
 
 import typer
 
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl import render
+from kictl.cli._common import (
+    REFERENCE_HELP,
+    JsonOption,
+    RegistryOption,
+    emit_json,
+    err,
+    guarded,
+    open_registry,
+    out,
+    table,
+)
 from kictl.errors import CheckFailed, NotFoundError, UsageError
 from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import (
     DEFAULT_EVIDENCE,
     EVIDENCE_LEVELS,
-    Board,
     Citation,
     DefinitionBoard,
     FloorEstimate,
-    GroupChange,
     History,
     RankedGroup,
     RankedRow,
@@ -48,34 +57,16 @@ from kictl.rank import (
     history,
     workload_leaderboard,
 )
+from kictl.render import date as day
+from kictl.render import fit, latency, ratio, times
 from kictl.store import Registry
 
-WIDTH = 100
+WIDTH = render.WIDTH
 
 GpuOption = Annotated[
     str | None,
     typer.Option("--gpu", help="GPU product or alias (e.g. H200, 'NVIDIA H200', B200).", show_default=False),
 ]
-
-
-def latency(value: float | None) -> str:
-    """A latency with three significant digits kept (``9.00 µs``, ``10.1 µs``, ``812 ns``)."""
-    if value is None:
-        return "-"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if value >= scale:
-            return f"{value / scale:#.3g}".rstrip(".") + f" {unit}"
-    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
-
-
-def times(value: float) -> str:
-    """A ratio such as "record is N× above the floor"."""
-    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters, an ellipsis marking the cut."""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _wrap(text: str, indent: str = "") -> list[str]:
@@ -93,118 +84,6 @@ def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     if problems:
         err(f"warning: {problems} record file(s) could not be indexed and are left out; `kictl validate` says why")
     return target, policy, index
-
-
-def _ratio(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}×"
-
-
-def _date(timestamp: str | None) -> str:
-    return timestamp[:10] if timestamp else "-"
-
-
-# --------------------------------------------------------------------------- leaderboard
-
-
-def _floor_json(group: RankedGroup) -> dict[str, Any] | None:
-    if group.floor is None:
-        return None
-    return {
-        **group.floor.to_json(),
-        "method": group.floor.method,
-        "recordAboveFloor": group.record_above_floor,
-    }
-
-
-def _row_json(row: RankedRow) -> dict[str, Any]:
-    run = row.run
-    return {
-        "rank": row.rank,
-        "tied": row.tied,
-        "implementation": row.implementation_label,
-        "implementationDigest": run.implementation,
-        "run": run.digest,
-        "latencyNs": row.latency_ns,
-        "timesVsFirst": row.times_vs_first,
-        "speedupOverReference": row.speedup_over_reference,
-        "speedupSource": row.speedup_source,
-        "evidence": row.evidence,
-        "observedAt": run.observed_at,
-        "stale": row.stale,
-        "belowFloor": row.below_floor,
-        "noiseNs": run.noise_ns,
-        "noiseSource": run.noise_source or "policy",
-        "committed": run.committed,
-    }
-
-
-def _group_json(group: RankedGroup) -> dict[str, Any]:
-    return {
-        "comparisonKey": group.comparison_key,
-        "workload": group.key.workload,
-        "workloadName": group.workload_name,
-        "gpu": group.key.gpu,
-        "comparabilityFamily": group.key.comparability,
-        "primaryStatistic": group.key.statistic,
-        "referenceLatencyNs": group.reference_ns,
-        "floor": _floor_json(group),
-        "excluded": group.excluded,
-        "rows": [_row_json(row) for row in group.rows],
-    }
-
-
-def _board_json(board: Board) -> dict[str, Any]:
-    return {
-        "gpu": board.gpu,
-        "comparabilityFamily": board.comparability,
-        "primaryStatistic": board.statistic,
-        "records": [
-            {
-                "workload": record.group.key.workload,
-                "workloadName": record.group.workload_name,
-                "comparisonKey": record.group.comparison_key,
-                "implementation": record.leader.implementation_label,
-                "implementationDigest": record.leader.run.implementation,
-                "run": record.leader.run.digest,
-                "latencyNs": record.leader.latency_ns,
-                "evidence": record.leader.evidence,
-                "stale": record.leader.stale,
-                "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
-                "baselineUnbeaten": record.baseline_unbeaten,
-                "floorNs": round(record.group.floor.floor_ns, 3) if record.group.floor else None,
-                "recordAboveFloor": record.group.record_above_floor,
-                "belowFloor": record.leader.below_floor,
-            }
-            for record in board.records
-        ],
-        "implementations": [
-            {
-                "implementation": summary.name,
-                "implementationDigest": summary.digest,
-                "covered": summary.covered,
-                "workloads": summary.workloads,
-                "wins": summary.wins,
-                "geomeanSpeedupOverBaseline": summary.geomean_speedup,
-                "speedupWorkloads": summary.speedup_workloads,
-            }
-            for summary in board.implementations
-        ],
-    }
-
-
-def _definition_json(result: DefinitionBoard) -> dict[str, Any]:
-    definition = result.definition
-    return {
-        "definition": {"name": definition.name, "digest": definition.digest, "family": definition.family},
-        "workloads": len(result.workloads),
-        "baseline": None
-        if result.baseline is None
-        else {"implementation": result.baseline.name, "source": result.baseline.source},
-        "minimumEvidence": result.min_evidence,
-        "boards": [_board_json(board) for board in result.boards],
-        "challenges": list(result.challenges),
-        "unranked": result.unranked,
-    }
 
 
 def _floor_note(group: RankedGroup) -> str:
@@ -312,7 +191,7 @@ def _render_group(group: RankedGroup) -> list[str]:
         verdict = "" if above is None else f"; record is {times(above)} above it"
         if group.rows and group.rows[0].below_floor:
             verdict = "; the record is BELOW it (impossible: check the run)"
-        lines.extend(_wrap(f"floor {_ns(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
+        lines.extend(_wrap(f"floor {latency(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
         flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
         lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
     else:
@@ -326,10 +205,10 @@ def _render_group(group: RankedGroup) -> list[str]:
                 f"{row.rank}{mark}",
                 fit(row.implementation_label, 24),
                 latency(row.latency_ns),
-                _ratio(row.times_vs_first),
-                _ratio(row.speedup_over_reference),
+                ratio(row.times_vs_first),
+                ratio(row.speedup_over_reference),
                 row.evidence,
-                _date(row.run.observed_at),
+                day(row.run.observed_at),
                 ", ".join(notes),
             ]
         )
@@ -376,7 +255,7 @@ def _render_workload(result: WorkloadBoard) -> list[str]:
 
 @guarded
 def leaderboard(
-    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    definition: Annotated[str, typer.Argument(help=f"The definition: {REFERENCE_HELP}.")],
     gpu: GpuOption = None,
     workload: Annotated[
         str | None, typer.Option("--workload", help="Workload label or digest: show its groups in full.")
@@ -404,37 +283,20 @@ def leaderboard(
         if workload is None:
             result = definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
             if as_json:
-                emit_json(_definition_json(result))
+                emit_json(result.to_json())
             else:
                 for line in _render_definition(result):
                     out(line)
             return
         board = workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         if as_json:
-            emit_json(
-                [
-                    {
-                        "definition": {"name": board.definition.name, "digest": board.definition.digest},
-                        "workloadAxes": board.workload.axes,
-                        "minimumEvidence": board.min_evidence,
-                        **_group_json(group),
-                    }
-                    for group in board.groups
-                ]
-            )
+            emit_json(board.to_json())
         else:
             for line in _render_workload(board):
                 out(line)
 
 
 # --------------------------------------------------------------------------- floor
-
-
-def _ns(value: float | None) -> str:
-    """A floor: three significant digits below a microsecond, else as a latency."""
-    if value is None:
-        return "-"
-    return f"{value:.3g} ns" if value < 1e3 else latency(value)
 
 
 def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: str) -> list[str]:
@@ -444,9 +306,9 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
             fit(estimate.workload_name, 24),
             f"{estimate.bytes:,}",
             "-" if estimate.flops is None else f"{estimate.flops:,}",
-            _ns(estimate.bandwidth_bound_ns),
-            _ns(estimate.compute_bound_ns),
-            _ns(estimate.floor_ns),
+            latency(estimate.bandwidth_bound_ns),
+            latency(estimate.compute_bound_ns),
+            latency(estimate.floor_ns),
             estimate.bound,
         ]
         for estimate in estimates
@@ -481,7 +343,7 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
 
 @guarded
 def floor(
-    definition: Annotated[str, typer.Argument(help="Definition name or digest (prefix of 8+ hex digits).")],
+    definition: Annotated[str, typer.Argument(help=f"The definition: {REFERENCE_HELP}.")],
     gpu: Annotated[str, typer.Option("--gpu", help="A GPU of the datasheet table (product or alias).")],
     workload: Annotated[str | None, typer.Option("--workload", help="Only this workload (label or digest).")] = None,
     registry: RegistryOption = None,
@@ -514,27 +376,6 @@ def _value(value: Any, present: bool, width: int) -> str:
     return fit(text, width)
 
 
-def _record_diff_json(result: RecordDiff) -> dict[str, Any]:
-    return {
-        "type": "records",
-        "equal": result.equal,
-        "before": {"digest": result.before.digest, "kind": result.before.kind, "name": result.before.name},
-        "after": {"digest": result.after.digest, "kind": result.after.kind, "name": result.after.name},
-        "changes": [
-            {
-                "path": change.path,
-                **({"before": change.before} if change.before_present else {}),
-                **({"after": change.after} if change.after_present else {}),
-            }
-            for change in result.changes
-        ],
-        "sameGroup": result.same_group,
-        "comparisonKey": result.comparison_key,
-        "latencyRatio": result.latency_ratio,
-        "exceedsNoise": result.exceeds_noise,
-    }
-
-
 def _render_record_diff(result: RecordDiff) -> list[str]:
     lines = [
         f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
@@ -557,60 +398,6 @@ def _render_record_diff(result: RecordDiff) -> list[str]:
     elif result.same_group is False:
         lines.append("the runs are in different comparison groups: their latencies are not compared")
     return lines
-
-
-def _leader_json(row: RankedRow | None) -> dict[str, Any] | None:
-    if row is None:
-        return None
-    return {
-        "implementation": row.implementation_label,
-        "implementationDigest": row.run.implementation,
-        "run": row.run.digest,
-        "latencyNs": row.latency_ns,
-    }
-
-
-def _change_json(change: GroupChange) -> dict[str, Any]:
-    return {
-        "comparisonKey": change.key.digest,
-        "definition": change.definition,
-        "workload": change.key.workload,
-        "workloadName": change.workload_name,
-        "gpu": change.key.gpu,
-        "comparabilityFamily": change.key.comparability,
-        "primaryStatistic": change.key.statistic,
-        "newFirst": change.new_first,
-        "before": _leader_json(change.before_leader),
-        "after": _leader_json(change.after_leader),
-        "margin": change.margin,
-        "rankChanges": [
-            {
-                "implementation": rank.name,
-                "implementationDigest": rank.implementation,
-                "beforeRank": rank.before_rank,
-                "afterRank": rank.after_rank,
-                "beforeLatencyNs": rank.before_ns,
-                "afterLatencyNs": rank.after_ns,
-            }
-            for rank in change.rank_changes
-        ],
-        "becameStale": [
-            {"implementation": row.implementation_label, "run": row.run.digest, "observedAt": row.run.observed_at}
-            for row in change.became_stale
-        ],
-    }
-
-
-def _state_diff_json(result: StateDiff) -> dict[str, Any]:
-    return {
-        "type": "revisions",
-        "equal": result.equal,
-        "before": result.before,
-        "after": result.after,
-        "added": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.added],
-        "removed": [{"kind": kind, "digest": digest, "name": name} for kind, digest, name in result.removed],
-        "groups": [_change_json(change) for change in result.groups],
-    }
 
 
 def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
@@ -645,7 +432,7 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
             lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 50)} ({times_})", WIDTH))
         for row in change.became_stale:
             lines.append(
-                fit(f"  became stale: {row.implementation_label} (observed {_date(row.run.observed_at)})", WIDTH)
+                fit(f"  became stale: {row.implementation_label} (observed {day(row.run.observed_at)})", WIDTH)
             )
     return lines
 
@@ -691,7 +478,7 @@ def diff(
             record_result = diff_records(index, a, b, policy=policy)
             equal = record_result.equal
             if as_json:
-                emit_json(_record_diff_json(record_result))
+                emit_json(record_result.to_json())
             else:
                 for line in _render_record_diff(record_result):
                     out(line)
@@ -709,7 +496,7 @@ def diff(
             state_result = diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
             if as_json:
-                emit_json(_state_diff_json(state_result))
+                emit_json(state_result.to_json())
             else:
                 for line in _render_state_diff(state_result, a, b):
                     out(line)
@@ -720,54 +507,11 @@ def diff(
 # --------------------------------------------------------------------------- history
 
 
-def _history_json(result: History) -> dict[str, Any]:
-    return {
-        "kind": result.kind,
-        "digest": result.digest,
-        "name": result.name,
-        "entries": [
-            {
-                "kind": entry.kind,
-                "digest": entry.digest,
-                "name": entry.name,
-                "commit": entry.commit,
-                "date": entry.date,
-                "author": entry.author,
-            }
-            for entry in result.entries
-        ],
-        "groups": [
-            {
-                "comparisonKey": group.key.digest,
-                "workload": group.key.workload,
-                "workloadName": group.workload_name,
-                "gpu": group.key.gpu,
-                "comparabilityFamily": group.key.comparability,
-                "primaryStatistic": group.key.statistic,
-                "firstOverTime": [
-                    {
-                        "commit": change.commit,
-                        "date": change.date,
-                        "author": change.author,
-                        "implementation": change.implementation,
-                        "run": change.run,
-                        "latencyNs": change.latency_ns,
-                        "previousImplementation": change.previous_implementation,
-                        "previousLatencyNs": change.previous_latency_ns,
-                    }
-                    for change in group.changes
-                ],
-            }
-            for group in result.groups
-        ],
-    }
-
-
 def _render_history(result: History) -> list[str]:
     lines = [fit(f"{result.kind} {result.name}", WIDTH), f"digest {result.digest}", "", "entered the registry:"]
     rows = [
         [
-            _date(entry.date),
+            day(entry.date),
             entry.commit[:12] if entry.commit else "uncommitted",
             fit(entry.author or "-", 16),
             entry.kind,
@@ -788,7 +532,7 @@ def _render_history(result: History) -> list[str]:
             commit = change.commit[:12] if change.commit else "uncommitted"
             lines.append(
                 fit(
-                    f"    {_date(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
+                    f"    {day(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
                     WIDTH,
                 )
             )
@@ -800,7 +544,7 @@ def _render_history(result: History) -> list[str]:
 
 @guarded
 def history_command(
-    target: Annotated[str, typer.Argument(help="A definition, implementation or record: name, digest or prefix.")],
+    target: Annotated[str, typer.Argument(help=f"A definition, implementation or run: {REFERENCE_HELP}.")],
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -814,7 +558,7 @@ def history_command(
     with index:
         result = history(index, target, policy=policy)
     if as_json:
-        emit_json(_history_json(result))
+        emit_json(result.to_json())
         return
     for line in _render_history(result):
         out(line)
@@ -824,7 +568,7 @@ def history_command(
 
 
 def citation_text(cite: Citation) -> str:
-    added = f"added in commit {cite.commit[:12]}, {_date(cite.committed)}" if cite.commit else "not yet committed"
+    added = f"added in commit {cite.commit[:12]}, {day(cite.committed)}" if cite.commit else "not yet committed"
     return (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
     )
@@ -832,7 +576,7 @@ def citation_text(cite: Citation) -> str:
 
 @guarded
 def cite(
-    digest: Annotated[str, typer.Argument(help="A record: digest, prefix of 8+ hex digits, or name.")],
+    digest: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     citation_format: Annotated[str, typer.Option("--format", help="text, bibtex or json.")] = "text",
     registry: RegistryOption = None,
 ) -> None:

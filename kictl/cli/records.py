@@ -9,7 +9,17 @@ from typing import Annotated, Any
 import typer
 
 from kictl import canon
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
+from kictl.cli._common import (
+    REFERENCE_HELP,
+    JsonOption,
+    RegistryOption,
+    emit_json,
+    err,
+    guarded,
+    open_registry,
+    out,
+    short,
+)
 from kictl.errors import RecordError
 from kictl.records import KINDS
 from kictl.store import read_record_inputs
@@ -99,13 +109,7 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
 
     report = validate_registry(target)
     if as_json:
-        emit_json(
-            {
-                "ok": report.ok,
-                "counts": report.counts,
-                "problems": [{"path": p.path, "message": p.message} for p in report.problems],
-            }
-        )
+        emit_json(report.to_json())
     else:
         for problem in report.problems:
             out(str(problem))
@@ -117,7 +121,7 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
 
 @guarded
 def show(
-    reference: Annotated[str, typer.Argument(help="A digest, a unique prefix of 8+ hex digits, or a name.")],
+    reference: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -1,4 +1,4 @@
-"""``kictl review``: judge the changes of a registry pull request (DESIGN §8)."""
+"""``kictl review``: judge the changes of a registry pull request (docs/review.md)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ I/O, 5 environment (no key, loose key permissions, wrong passphrase).
 from __future__ import annotations
 
 import os
-import re
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +16,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kictl import render
 from kictl.cli._common import (
+    REFERENCE_HELP,
     JsonOption,
     LazyModule,
     RegistryOption,
@@ -43,7 +44,6 @@ app = typer.Typer(
 )
 
 WIDTH = 100
-_HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
 
 KeysOption = Annotated[
     list[Path],
@@ -82,14 +82,9 @@ def _owner_of(path: Path, explicit: str | None = None) -> str:
     return trust_core.public_key_owner(path) or path.name.removesuffix(".pub")
 
 
-def _compact(text: str) -> str:
-    """Text output fits 100 columns: long hex digests are cut to 12 digits (``--json`` has them whole)."""
-    return _HEX64.sub(lambda match: match.group(0)[:12] + "…", text)
-
-
 def _wrapped(text: str, indent: str = "  ") -> list[str]:
     return textwrap.wrap(
-        _compact(text),
+        render.compact_hex(text),
         width=WIDTH,
         initial_indent=indent,
         subsequent_indent=indent + "  ",
@@ -122,9 +117,7 @@ def keygen(
 
 @guarded
 def sign(
-    reference: Annotated[
-        str, typer.Argument(help="The record: a digest, a unique prefix of 8+ hex digits, or a name.")
-    ],
+    reference: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     key: Annotated[Path, typer.Option("--key", help="Private key file to sign with.", show_default=False)],
     kind: Annotated[
         str, typer.Option("--type", help="Attestation type: submission, rerun, review or retraction.")
@@ -208,9 +201,7 @@ def _level_line(trust: trust_core.RecordTrust) -> str:
 
 @guarded
 def verify(
-    reference: Annotated[
-        str, typer.Argument(help="The record: a digest, a unique prefix of 8+ hex digits, or a name.")
-    ],
+    reference: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -410,13 +401,7 @@ def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -
             emit_json({"ok": False, "failures": [exc.message, *exc.details]})
         raise
     if as_json:
-        emit_json(
-            {
-                "ok": True,
-                "version": chain.root.version,
-                "versions": [{"version": v, "path": p} for v, p in chain.files],
-            }
-        )
+        emit_json(chain.to_json())
     else:
         for version, path in chain.files:
             out(f"version {version}  {path}")

@@ -6,7 +6,7 @@ synthesise a valid structure from the axes and a seed when a workload ships
 no blob, how many bytes must cross memory (each input read once, each output
 written once; for paged attention only the KV pages actually referenced) and
 how many FLOPs the definition's reference performs.  ``floor`` turns that
-work into the physical floor of DESIGN §6 on a datasheet GPU.
+work into the physical floor of docs/leaderboards.md on a datasheet GPU.
 
 Nothing here imports torch: structures are plain lists of ints, so floors and
 leaderboards stay light.  ``kictl.bench`` turns the same lists into tensors.
@@ -63,7 +63,7 @@ class Work:
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """The larger of bytes over bandwidth and FLOPs over peak, on one GPU (DESIGN §6)."""
+    """The larger of bytes over bandwidth and FLOPs over peak, on one GPU (docs/leaderboards.md)."""
 
     gpu: str
     bandwidth_bound_ns: float

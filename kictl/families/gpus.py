@@ -3,7 +3,7 @@
 Every figure is the vendor's published number for the part, dense (no
 structured sparsity), with the document it comes from named in ``source``.
 They are upper bounds a kernel cannot beat, which is what a floor needs
-(DESIGN §6): the floor of a workload is never more than the true minimum time.
+(docs/leaderboards.md): the floor of a workload is never more than the true minimum time.
 
 Rates per dtype are for the matrix units where the part has them (the rate a
 GEMM or attention kernel can reach).  ``float32`` uses the TF32 tensor rate

@@ -152,7 +152,7 @@ class World:
             if p90 is not None:
                 values["p90"] = p90
             timing = Timing(
-                latency_ns=LatencyNs(**values),  # type: ignore[arg-type]
+                latency_ns=LatencyNs(**values),
                 samples=tuple(samples) if samples is not None else None,
                 primary_statistic=statistic,  # type: ignore[arg-type]
             )

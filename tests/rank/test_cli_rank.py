@@ -328,7 +328,7 @@ def test_leaderboard_never_imports_torch(world: World, ranked: dict[str, StoredR
      (1_940_000, "1.94 ms"), (2_100_000_000, "2.10 s")],
 )  # fmt: skip
 def test_latency_keeps_three_significant_digits(nanoseconds: int | None, text: str) -> None:
-    from kictl.cli.rank import latency
+    from kictl.render import latency
 
     assert latency(nanoseconds) == text
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kictl import index as index_module
 from kictl.canon import pretty_bytes
 from kictl.index import INDEX_FILE, QueryIndex
+from kictl.index import _common as index_settings
 from kictl.records import StoredRecord
 from tests.rank.conftest import World
 
@@ -202,12 +202,12 @@ def test_racy_shard_times_are_listed_again(
     world: World, basic: dict[str, StoredRecord], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world.commit("records")
-    monkeypatch.setattr(index_module, "RACY_SECONDS", 10_000.0)  # every folder time counts as "just now"
+    monkeypatch.setattr(index_settings, "RACY_SECONDS", 10_000.0)  # every folder time counts as "just now"
     QueryIndex.open(world.registry).close()
     index = QueryIndex.open(world.registry)
     with index:
         assert index.report.shards_listed == len(list(world.registry.records_dir.glob("*/*")))
-    monkeypatch.setattr(index_module, "RACY_SECONDS", 0.0)
+    monkeypatch.setattr(index_settings, "RACY_SECONDS", 0.0)
     QueryIndex.open(world.registry).close()  # records the times now
     index = QueryIndex.open(world.registry)
     with index:

@@ -124,7 +124,7 @@ def test_sources_that_do_not_match_their_hash_are_refused(bundled_results: Regis
     check_sources(record)
     spec = record.model.spec
     source = spec.sources[0]  # type: ignore[union-attr]
-    forged_source = source.model_construct(path=source.path, sha256=source.sha256, content=source.content + "#")
+    forged_source = type(source).model_construct(path=source.path, sha256=source.sha256, content=source.content + "#")
     forged_spec = spec.model_copy(update={"sources": (forged_source,)})
     forged = StoredRecord(
         model=record.model.model_copy(update={"spec": forged_spec}), raw=record.raw, digest=record.digest

@@ -40,7 +40,7 @@ def test_within_the_tolerance_agrees() -> None:
 def test_agrees_exactly_when_kictl_trust_counts_the_signed_ratio_as_agreement(rerun_ns: int) -> None:
     judged = judge(run(1000), run(rerun_ns, p10=rerun_ns, p90=rerun_ns), tolerance=0.1)
     assert judged.ratio is not None
-    predicate = trust.RerunPredicate(run_digest=DIGEST, ratio=judged.ratio, verdict="agrees")
+    predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": judged.ratio, "verdict": "agrees"})
     assert (judged.verdict == "agrees") == trust._rerun_agrees(predicate, 0.1)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from kictl import canon
 from tests import factories
 from tests.conftest import RunCli
@@ -18,6 +20,7 @@ RUNS = 1_000
 BUDGET_S = 30.0
 
 
+@pytest.mark.slow
 def test_review_of_a_thousand_runs(cli: RunCli, pr: Pr) -> None:
     environments = [factories.environment(product) for product in ("H100", "B200")]
     implementations = [

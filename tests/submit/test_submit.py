@@ -18,13 +18,13 @@ import pytest
 
 from kictl import canon, trust
 from kictl.errors import CheckFailed, EnvError, RecordError, RegistryError, UsageError
-from kictl.records import StoredRecord
+from kictl.records import StoredRecord, parse_timestamp
+from kictl.render import latency as latency_text
 from kictl.store import Registry, read_record_inputs
 from kictl.submit import (
     BRANCH_PREFIX,
     LocalReview,
     commit_message,
-    latency_text,
     local_review,
     plan_submission,
     submit,
@@ -53,7 +53,7 @@ def _changed(registry: Registry, base: str, head: str) -> dict[str, str]:
 def _unchanged(registry: Registry, before: dict[str, object]) -> None:
     after = snapshot(registry)
     assert after == before
-    assert not [name for name in after["branches"] if name.startswith(BRANCH_PREFIX)]  # type: ignore[union-attr]
+    assert not [name for name in after["branches"] if name.startswith(BRANCH_PREFIX)]
 
 
 # --------------------------------------------------------------------------- what a submission makes
@@ -107,7 +107,7 @@ def test_each_new_run_is_signed(registry: Registry, keys: Keys) -> None:
     assert result.branch == BRANCH_PREFIX + canon.digest_hex(runs[0])[:12]
     assert [item.digest for item in result.attestations] == runs
     assert [line.latency_ns for line in result.runs] == [12_500, 11_000, 13_750]
-    assert git.Repo(registry.root).commit(result.branch).message.startswith("Submit 3 runs of gemm_tiny on H200\n")
+    assert str(git.Repo(registry.root).commit(result.branch).message).startswith("Submit 3 runs of gemm_tiny on H200\n")
     registry.git.checkout(result.branch)
     for digest in runs:
         report = trust.check_record(registry, digest)
@@ -285,7 +285,7 @@ def test_a_retired_key_is_refused(registry: Registry, keys: Keys) -> None:
         keys.keyid("submitter"),
         reason="retired",
         keys=[trust.load_private_key(keys.private("maintainer"))],
-        at=trust.parse_timestamp("2025-06-01T00:00:00.000Z"),
+        at=parse_timestamp("2025-06-01T00:00:00.000Z"),
     )
     registry.git.commit(["registry"], "retire the submitter")
     before = snapshot(registry)

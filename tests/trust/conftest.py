@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import BaseModel
 
 from kictl import trust
@@ -55,7 +56,7 @@ class KeyFiles:
     public: Path
     keyid: str
 
-    def load(self) -> trust.Ed25519PrivateKey:
+    def load(self) -> Ed25519PrivateKey:
         return trust.load_private_key(self.private)
 
 

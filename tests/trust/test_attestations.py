@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import canon, trust
 from kictl.errors import CheckFailed, EnvError, RecordError, UsageError
@@ -17,9 +18,7 @@ from tests.trust.conftest import EPOCH, Setup, at, commit_all, rerun_predicate, 
 SIGNED_AT = at("2026-02-01")
 
 
-def craft(
-    statement: dict[str, Any], keys: list[trust.Ed25519PrivateKey], payload_type: str = trust.PAYLOAD_TYPE
-) -> bytes:
+def craft(statement: dict[str, Any], keys: list[Ed25519PrivateKey], payload_type: str = trust.PAYLOAD_TYPE) -> bytes:
     return canon.pretty_bytes(trust.sign_envelope(payload_type, canon.canonical_bytes(statement), keys))
 
 
@@ -262,7 +261,7 @@ def test_submission_needs_a_submitter(setup: Setup) -> None:
 
 
 def test_retraction_by_maintainer_or_the_records_submitter_only(setup: Setup) -> None:
-    reason = {"reason": "timer bug"}
+    reason: dict[str, object] = {"reason": "timer bug"}
     by_maintainer = sign(setup, setup.maintainer, "retraction", reason).read_bytes()
     assert verify(setup, by_maintainer).predicate_type == "retraction"
     by_submitter = sign(setup, setup.submitter, "retraction", reason).read_bytes()

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kictl import canon, trust
+from kictl.errors import EnvError
 from kictl.scaffold import create_registry
 from kictl.store import Registry
 from tests.conftest import RunCli
@@ -78,15 +79,15 @@ def test_unusable_private_key_files(tmp_path: Path, content: bytes, message: str
     path = tmp_path / "bad.key"
     path.write_bytes(content)
     path.chmod(0o600)
-    with pytest.raises(trust.EnvError, match=message):
+    with pytest.raises(EnvError, match=message):
         trust.load_private_key(path)
-    with pytest.raises(trust.EnvError, match="no private key at"):
+    with pytest.raises(EnvError, match="no private key at"):
         trust.load_private_key(tmp_path / "absent.key")
 
 
 def test_public_key_files_must_be_public(tmp_path: Path) -> None:
     trust.generate_keypair(tmp_path / "k")
-    with pytest.raises(trust.EnvError, match=r"holds a private key; give its \.pub file"):
+    with pytest.raises(EnvError, match=r"holds a private key; give its \.pub file"):
         trust.load_public_key(tmp_path / "k")
 
 

@@ -1,0 +1,191 @@
+"""Ranking one comparison group: order, ties within the noise, staleness, evidence, the speed-up over
+the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kictl.index import DefinitionFacts, RunFacts
+from kictl.policy import Policy
+from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE
+from kictl.rank.floors import FloorEstimate
+from kictl.rank.groups import GroupKey, group_of, is_reference, stale_cutoff, ties
+
+
+@dataclass(frozen=True, slots=True)
+class RankedRow:
+    """One implementation's best run in a group, with its rank."""
+
+    rank: int
+    run: RunFacts
+    latency_ns: int
+    times_vs_first: float
+    speedup_over_reference: float | None
+    speedup_source: str | None  # "group" (a reference run in the group) or "sourceNative"
+    evidence: str
+    stale: bool
+    below_floor: bool | None  # None where no floor is known
+    tied: bool  # shares its rank with the row above
+
+    @property
+    def implementation_label(self) -> str:
+        return self.run.implementation_name or self.run.implementation
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        run = self.run
+        return {
+            "rank": self.rank,
+            "tied": self.tied,
+            "implementation": self.implementation_label,
+            "implementationDigest": run.implementation,
+            "run": run.digest,
+            "latencyNs": self.latency_ns,
+            "timesVsFirst": self.times_vs_first,
+            "speedupOverReference": self.speedup_over_reference,
+            "speedupSource": self.speedup_source,
+            "evidence": self.evidence,
+            "observedAt": run.observed_at,
+            "stale": self.stale,
+            "belowFloor": self.below_floor,
+            "noiseNs": run.noise_ns,
+            "noiseSource": run.noise_source or "policy",
+            "committed": run.committed,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RankedGroup:
+    """A comparison group's leaderboard."""
+
+    key: GroupKey
+    workload_name: str
+    rows: tuple[RankedRow, ...]
+    reference_ns: int | None
+    floor: FloorEstimate | None
+    excluded: dict[str, int]  # runs left out and why: not passed, evidence, not best of their implementation
+
+    @property
+    def comparison_key(self) -> str:
+        return self.key.digest
+
+    @property
+    def leader(self) -> RankedRow | None:
+        return self.rows[0] if self.rows else None
+
+    @property
+    def record_above_floor(self) -> float | None:
+        """How many times above the floor the group's record is."""
+        if not self.rows or self.floor is None or self.floor.floor_ns <= 0:
+            return None
+        return self.rows[0].latency_ns / self.floor.floor_ns
+
+    def first(self) -> list[RankedRow]:
+        """Every row ranked #1 (several when they tie)."""
+        return [row for row in self.rows if row.rank == 1]
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``--json`` document of this result (stdlib ``json`` types only)."""
+        return {
+            "comparisonKey": self.comparison_key,
+            "workload": self.key.workload,
+            "workloadName": self.workload_name,
+            "gpu": self.key.gpu,
+            "comparabilityFamily": self.key.comparability,
+            "primaryStatistic": self.key.statistic,
+            "referenceLatencyNs": self.reference_ns,
+            "floor": self.floor_json(),
+            "excluded": self.excluded,
+            "rows": [row.to_json() for row in self.rows],
+        }
+
+    def floor_json(self) -> dict[str, Any] | None:
+        """The group's physical floor and how far its record is above it, as JSON; ``None`` without a floor."""
+        if self.floor is None:
+            return None
+        return {
+            **self.floor.to_json(),
+            "method": self.floor.method,
+            "recordAboveFloor": self.record_above_floor,
+        }
+
+
+def _evidence_ok(level: str, minimum: str) -> bool:
+    return _EVIDENCE_ORDER.get(level, _EVIDENCE_ORDER["reported"]) >= _EVIDENCE_ORDER[minimum]
+
+
+def _run_order(run: RunFacts) -> tuple[int, str, str]:
+    assert run.latency_ns is not None
+    return (run.latency_ns, run.observed_at, run.digest)
+
+
+def rank_group(
+    key: GroupKey,
+    runs: Sequence[RunFacts],
+    *,
+    policy: Policy,
+    evidence: Mapping[str, str],
+    now: datetime,
+    min_evidence: str = DEFAULT_EVIDENCE,
+    definition: DefinitionFacts | None = None,
+    floor: FloorEstimate | None = None,
+) -> RankedGroup:
+    """The leaderboard of one comparison group, by the rules in this module's docstring."""
+    excluded = {"notPassed": 0, "evidence": 0, "notBest": 0}
+    passed = []
+    for run in runs:
+        if group_of(run) != key:
+            raise ValueError(f"run {run.digest} is not in group {key.digest}")
+        if run.status != "passed" or run.latency_ns is None:
+            excluded["notPassed"] += 1
+        elif not _evidence_ok(evidence.get(run.digest, "reported"), min_evidence):
+            excluded["evidence"] += 1
+        else:
+            passed.append(run)
+    references = [run for run in runs if run.status == "passed" and run.latency_ns and is_reference(run, definition)]
+    reference_ns = min(run.latency_ns for run in references if run.latency_ns) if references else None
+    best: dict[str, RunFacts] = {}
+    for run in sorted(passed, key=_run_order):
+        if run.implementation in best:
+            excluded["notBest"] += 1
+        else:
+            best[run.implementation] = run
+    ordered = sorted(best.values(), key=_run_order)
+    cutoff = stale_cutoff(policy, now)
+    rows: list[RankedRow] = []
+    leader: RunFacts | None = None
+    rank = 0
+    for position, run in enumerate(ordered, start=1):
+        assert run.latency_ns is not None
+        tied = leader is not None and ties(leader, run, policy.tie_tolerance)
+        if not tied:
+            leader, rank = run, position
+        first_ns = ordered[0].latency_ns
+        assert first_ns is not None
+        speedup: float | None = None
+        source: str | None = None
+        if reference_ns is not None and run.latency_ns > 0:
+            speedup, source = reference_ns / run.latency_ns, "group"
+        elif run.native_reference_ns is not None and run.latency_ns > 0:
+            speedup, source = run.native_reference_ns / run.latency_ns, "sourceNative"
+        rows.append(
+            RankedRow(
+                rank=rank,
+                run=run,
+                latency_ns=run.latency_ns,
+                times_vs_first=run.latency_ns / first_ns if first_ns > 0 else math.inf,
+                speedup_over_reference=speedup,
+                speedup_source=source,
+                evidence=evidence.get(run.digest, "reported"),
+                stale=run.observed_at < cutoff,
+                below_floor=None if floor is None else run.latency_ns < floor.floor_ns,
+                tied=tied,
+            )
+        )
+    name = runs[0].workload_name if runs and runs[0].workload_name else key.workload
+    return RankedGroup(key, name, tuple(rows), reference_ns, floor, excluded)

@@ -1,0 +1,182 @@
+"""``review()``: one review of a PR branch, its steps in order (docs/review.md)."""
+
+from __future__ import annotations
+
+import posixpath
+
+from kictl import canon
+from kictl.errors import RecordError
+from kictl.layout import (
+    BLOBS_DIR,
+    DEFINITIONS_DIR,
+    POLICY_FILE,
+    RECORDS_DIR,
+)
+from kictl.policy import Policy
+from kictl.records import (
+    BenchmarkRun,
+)
+from kictl.review._common import _CONTROL, _DEFINITION_FILES
+from kictl.review.files import _FileChecks
+from kictl.review.model import Checks
+from kictl.review.report import ReviewReport
+from kictl.review.revision import _policy_from_bytes, read_paths, record_path_digest
+from kictl.review.runs import _RunChecks
+from kictl.review.seams import default_checks
+from kictl.review.state import _PUBLISHED, _READ, _area, _definition_folder
+from kictl.store import Change, Registry
+from kictl.validate import check_references
+
+
+class _Review(_FileChecks, _RunChecks):
+    """One review, in its steps; ``review`` is its entry point."""
+
+    def run(self, policy: Policy | None) -> None:
+        report = self.report
+        areas = {change.path: _area(change.path) for change in report.changes}
+        if report.changes and all(area == "outside" for area in areas.values()):
+            report.code_only = True
+            return
+        if not report.changes:
+            return
+        wanted = [change.path for change in report.changes if change.status != "D" and areas[change.path] in _READ]
+        self.head_bytes = read_paths(self.git, report.head, wanted)
+        base_records = self.git.list_files(report.merge_base, RECORDS_DIR)
+        head_records = self.git.list_files(report.head, RECORDS_DIR)
+        for path in base_records:
+            named = record_path_digest(path)
+            if named is not None:
+                self.known[named[1]] = named[0]
+        for path in head_records:
+            named = record_path_digest(path)
+            if named is not None:
+                self.known[named[1]] = named[0]
+                self.head_paths[named[1]] = path
+        blobs = {
+            posixpath.basename(p)
+            for rev in (report.merge_base, report.head)
+            for p in self.git.list_files(rev, BLOBS_DIR)
+        }
+        if policy is None:
+            policy = self._base_policy()
+
+        folders: set[str] = set()
+        root_change: Change | None = None
+        trust_versions: list[str] = []  # added files under registry/trust/
+        for change in report.changes:
+            area = areas[change.path]
+            if _CONTROL.search(change.path):
+                self.lint("path-not-allowed", "a file name with control characters", change.path)
+            elif area == "outside":
+                self.lint(
+                    "path-not-allowed",
+                    "outside registry/ and definitions/: a registry PR changes data only "
+                    "(send code in a PR of its own)",
+                    change.path,
+                )
+            elif area == "registry-other":
+                self.lint(
+                    "path-not-allowed",
+                    "not a registry path (records/, blobs/, attestations/, trust/, policy.json)",
+                    change.path,
+                )
+            elif area == "definition":
+                folder = _definition_folder(change.path)
+                if folder is None:
+                    self.lint(
+                        "path-not-allowed",
+                        f"not a definition file ({DEFINITIONS_DIR}/<family>/<name>/{{{','.join(_DEFINITION_FILES)}}})",
+                        change.path,
+                    )
+                else:
+                    folders.add(folder)
+            elif change.status != "D" and area in _READ and change.path not in self.head_bytes:
+                self.lint("path-not-allowed", "not a regular file (a submodule?)", change.path)
+            elif area in _PUBLISHED and change.status != "A":
+                verb = "deletes" if change.status == "D" else "edits"
+                self.lint(
+                    "published-changed",
+                    f"{verb} a published {_PUBLISHED[area]}: published files are never modified "
+                    "(a correction is a new record with a retraction or supersedes attestation)",
+                    change.path,
+                )
+            elif area == "record":
+                self._added_record(change.path)
+            elif area == "blob":
+                self._added_blob(change.path)
+            elif area == "attestation":
+                self._added_envelope(change.path)
+            elif area == "root":
+                root_change = change
+            elif area == "trust":
+                trust_versions.append(change.path)
+            elif area == "policy":
+                self._policy_change(change)
+        self._trust_changes(root_change, trust_versions)
+
+        new = [record for _, record in self.new_records]
+        for record in new:
+            self.known[record.digest] = record.kind
+        source_of = {record.digest: path for path, record in self.new_records}
+        self.problems(check_references(new, self.known, source_of), "dangling-reference")
+        for path, record in self.new_records:
+            for input_name, digest in record.blob_references():
+                if canon.digest_hex(digest) not in blobs:
+                    self.lint(
+                        "dangling-reference",
+                        f"$.spec.inputs.{input_name}.digest: no blob {digest} in base or head",
+                        path,
+                    )
+        for subject, paths in sorted(self.new_envelopes.items()):
+            if subject not in self.known:
+                for path in paths:
+                    self.lint("dangling-reference", f"attests {subject}, which neither base nor head has", path)
+        for folder in sorted(folders):
+            self._definition_folder(folder)
+
+        runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
+        self._floors(runs)
+        verdicts = self._signatures(runs)
+        self._source_native(runs, verdicts)
+        self._leaderboards(policy, [record.digest for _, record in runs])
+
+    def _base_policy(self) -> Policy:
+        data = read_paths(self.git, self.report.merge_base, [POLICY_FILE]).get(POLICY_FILE)
+        if data is None:
+            return Policy()
+        try:
+            return _policy_from_bytes(data, POLICY_FILE)
+        except RecordError:
+            return Policy()
+
+
+def review(
+    registry: Registry,
+    base: str,
+    head: str = "HEAD",
+    *,
+    checks: Checks | None = None,
+    policy: Policy | None = None,
+) -> ReviewReport:
+    """Review the changes from the merge base of ``base`` and ``head`` to ``head`` (docs/review.md).
+
+    ``policy`` defaults to the base's ``registry/policy.json``; ``checks`` to
+    ``default_checks()``.  Raises ``NotFoundError`` (exit 3) for an unknown
+    revision and ``RegistryError`` (exit 4) when the registry is no git
+    repository or git fails; bad content becomes lints, never an error.
+    """
+    history = registry.git
+    head_sha = history.rev_parse(head)
+    base_sha = history.rev_parse(base)
+    merge_base = history.merge_base(base_sha, head_sha)
+    report = ReviewReport(
+        base_ref=base,
+        head_ref=head,
+        base=base_sha,
+        merge_base=merge_base,
+        head=head_sha,
+        changes=history.changed_files(merge_base, head_sha),
+    )
+    _Review(registry, report, checks if checks is not None else default_checks()).run(policy)
+    report.lints.sort(key=lambda finding: (finding.path or "", finding.code, finding.message))
+    return report

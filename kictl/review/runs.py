@@ -1,0 +1,240 @@
+"""The review's checks of the new runs: physical floors, signatures, imported numbers, leaderboard
+moves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+
+from kictl import families, render
+from kictl.errors import KictlError, RecordError
+from kictl.families.gpus import find_gpu
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    ROOT_FILE,
+)
+from kictl.policy import Policy
+from kictl.records import (
+    BenchmarkRun,
+    Definition,
+    ExecutionEnvironment,
+    StoredRecord,
+    Workload,
+)
+from kictl.render import latency
+from kictl.review._common import RERUN_MARGIN
+from kictl.review.model import AttestationVerdict, NotChecked
+from kictl.review.report import _count
+from kictl.review.revision import claimed_predicate_type, read_paths
+from kictl.review.seams import _NO_RANK, _NO_TRUST
+from kictl.review.state import _ReviewBase
+
+
+class _RunChecks(_ReviewBase):
+    """The checks of the new runs: physical floors, signatures, imported numbers, and the leaderboards they move."""
+
+    def _run_context(self, run: BenchmarkRun) -> tuple[StoredRecord, StoredRecord, StoredRecord] | None:
+        """The workload, definition and environment of a run, when head has all three."""
+        spec = run.spec
+        workload = self.record(spec.workload_digest)
+        environment = self.record(spec.environment_digest)
+        if workload is None or environment is None or not isinstance(workload.model, Workload):
+            return None
+        definition = self.record(spec.definition_digest or workload.model.spec.definition_digest)
+        if definition is None or not isinstance(definition.model, Definition):
+            return None
+        if not isinstance(environment.model, ExecutionEnvironment):
+            return None
+        return workload, definition, environment
+
+    def _floors(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:
+        """docs/leaderboards.md: a run faster than its floor is impossible and is rejected in review."""
+        passed = [
+            (path, record.model)
+            for path, record in runs
+            if isinstance(record.model, BenchmarkRun)
+            and record.model.spec.status == "passed"
+            and record.model.spec.timing is not None
+        ]
+        needed = {digest for _, run in passed for digest in (run.spec.workload_digest, run.spec.environment_digest)}
+        self.preload(needed)
+        self.preload(
+            {
+                record.model.spec.definition_digest
+                for digest in needed
+                if (record := self.record(digest)) is not None and isinstance(record.model, Workload)
+            }
+        )
+        floors: dict[tuple[str, str], families.Floor | None] = {}
+        unknown_gpus: Counter[str] = Counter()
+        for path, run in passed:
+            context = self._run_context(run)
+            if context is None:
+                continue
+            workload, definition, environment = context
+            assert isinstance(environment.model, ExecutionEnvironment)
+            assert isinstance(workload.model, Workload)
+            assert isinstance(definition.model, Definition)
+            product = environment.model.spec.hardware.product
+            gpu = find_gpu(product)
+            if gpu is None:
+                unknown_gpus[product] += 1
+                continue
+            key = (workload.digest, gpu.product)
+            if key not in floors:
+                try:
+                    work = families.work(definition.model.spec, workload.model.spec, self.read_blob)
+                    floors[key] = families.floor(work, gpu)
+                except (RecordError, LookupError, KeyError, ValueError):
+                    floors[key] = None
+            floor = floors[key]
+            timing = run.spec.timing
+            assert timing is not None
+            primary = timing.primary_ns()
+            if floor is not None and primary < floor.floor_ns:
+                self.lint(
+                    "below-floor",
+                    f"{timing.primary_statistic} {latency(primary)} is below the physical floor "
+                    f"{latency(floor.floor_ns)} of workload {workload.name} on {gpu.product} "
+                    f"({floor.method}); no run can be faster than its floor",
+                    path,
+                )
+        if unknown_gpus:
+            names = ", ".join(sorted(unknown_gpus))
+            self.report.not_checked.append(
+                NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
+            )
+
+    def _signing_times(self) -> dict[str, datetime]:
+        added = self.git.first_added(ATTESTATIONS_DIR, self.report.head)
+        return {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
+
+    def _signatures(self, runs: Sequence[tuple[str, StoredRecord]]) -> dict[str, list[AttestationVerdict]] | None:
+        """Verify every new envelope through the trust seam; lint runs without a valid submission."""
+        verify = self.checks.verify_attestation
+        if verify is None:
+            if runs or self.new_envelopes:
+                self.report.not_checked.append(
+                    NotChecked("signatures", f"{_NO_TRUST}: submission signatures and key validity were not verified")
+                )
+            return None
+        root = read_paths(self.git, self.report.merge_base, [ROOT_FILE]).get(ROOT_FILE)
+        verdicts: dict[str, list[AttestationVerdict]] = {}
+        if root is None:
+            for path, _ in runs:
+                self.lint("unsigned-run", "the base has no trust root, so no signature can be valid", path)
+            return verdicts
+        times = self._signing_times() if self.new_envelopes else {}
+        head_time = datetime.fromtimestamp(self.git.commit_info(self.report.head).timestamp, UTC)
+        for subject_digest, paths in sorted(self.new_envelopes.items()):
+            subject = self.record(subject_digest)
+            if subject is None:
+                continue  # linted as dangling
+            for path in paths:
+                verdict = verify(self.head_bytes[path], subject, root, times.get(path, head_time))
+                verdicts.setdefault(subject_digest, []).append(verdict)
+                if verdict.problem is not None:
+                    self.lint("bad-attestation", verdict.problem, path)
+        for path, record in runs:
+            judged = verdicts.get(record.digest, [])
+            signed = any(
+                verdict.valid and verdict.predicate_type == "submission" and "submitter" in verdict.roles
+                for verdict in judged
+            )
+            if not signed and not any(not verdict.valid for verdict in judged):  # else bad-attestation says why
+                self.lint(
+                    "unsigned-run",
+                    "no valid submission attestation by a submitter key of the trust root "
+                    "(sign it with `kictl sign` and add the envelope)",
+                    path,
+                )
+        return verdicts
+
+    def _source_native(
+        self, runs: Sequence[tuple[str, StoredRecord]], verdicts: Mapping[str, list[AttestationVerdict]] | None
+    ) -> None:
+        for path, record in runs:
+            assert isinstance(record.model, BenchmarkRun)
+            native = record.model.spec.source_native
+            if native is None:
+                continue
+            if verdicts is not None:
+                rerun = any(
+                    verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles
+                    for verdict in verdicts.get(record.digest, [])
+                )
+                qualifier = "no verified rerun attestation by a verifier"
+            else:
+                claimed = [
+                    claimed_predicate_type(self.head_bytes[envelope])
+                    for envelope in self.new_envelopes.get(record.digest, [])
+                ]
+                rerun = "rerun" in claimed
+                qualifier = "no rerun attestation (signatures not verified)"
+            if not rerun:
+                source = native.source + (f" {native.benchmark}" if native.benchmark else "")
+                self.hint(
+                    "source-native-no-rerun",
+                    f"imported from {source} with {qualifier}: its numbers are the source's own; "
+                    "a verifier's rerun (`kictl verify --rerun`) would make it verified",
+                    path,
+                )
+
+    # ----------------------------------------------------------------- leaderboards
+
+    def _leaderboards(self, policy: Policy, new_runs: Sequence[str]) -> None:
+        seam = self.checks.leaderboards
+        if seam is None:
+            if new_runs:
+                self.report.not_checked.append(
+                    NotChecked("leaderboards", f"{_NO_RANK}: rank changes, new #1 records and stale groups")
+                )
+            return
+        if not new_runs:  # no run added: no group changes (published runs never go; linted if they do)
+            self.report.leaderboards = []
+            return
+        try:
+            diff = seam(self.registry, self.report.merge_base, self.report.head, policy, new_runs)
+        except KictlError as exc:  # e.g. the query index cannot be written or read
+            self.report.not_checked.append(NotChecked("leaderboards", f"ranking failed: {exc.message}"))
+            return
+        self.report.leaderboards = list(diff.groups)
+        for group in diff.groups:
+            after = group.after_leader
+            if group.new_first and after is not None:
+                before = group.before_leader
+                if before is None:
+                    message = f"{after.implementation} is the first #1 of {group.label}: {latency(after.latency_ns)}"
+                else:
+                    margin = group.margin or 0.0
+                    message = (
+                        f"{after.implementation} is the new #1 of {group.label}: {latency(after.latency_ns)}, "
+                        f"{margin:.2f}x faster than {before.implementation} ({latency(before.latency_ns)})"
+                    )
+                self.hint("new-first", message, group=group.key)
+                ahead = group.margin
+                if before is not None and before.evidence == "verified" and ahead and ahead > 1 + RERUN_MARGIN:
+                    self.hint(
+                        "rerun-suggested",
+                        f"{after.implementation} is {100 * (ahead - 1):.0f}% ahead of the verified record of "
+                        f"{before.implementation} in {group.label}: ask a verifier for a rerun before trusting it",
+                        group=group.key,
+                    )
+            elif group.moves:
+                self.hint(
+                    "rank-change",
+                    f"{_count(len(group.moves), 'rank change')} in {group.label}; "
+                    f"#1 stays {after.implementation if after else 'empty'}",
+                    group=group.key,
+                )
+        for stale in diff.stale:
+            label = " · ".join([stale.definition or "?", stale.workload, stale.gpu])
+            observed = f" observed {render.date(stale.leader.observed_at)}" if stale.leader.observed_at else ""
+            self.hint(
+                "stale-group",
+                f"the #1 of {label} ({stale.leader.implementation}{observed}) is stale; "
+                "a run of this workload on this GPU would refresh it",
+                group=stale.key,
+            )

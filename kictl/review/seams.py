@@ -1,0 +1,241 @@
+"""The modules behind the review's seams: signatures through ``kictl.trust``, evidence at head,
+leaderboards through ``kictl.rank``.
+
+``default_checks()`` wires them; tests pass other ``Checks`` to isolate a step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from kictl import layout
+from kictl.errors import CheckFailed, KictlError, RecordError
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    ROOT_FILE,
+)
+from kictl.policy import Policy
+from kictl.records import (
+    StoredRecord,
+)
+from kictl.store import Registry
+
+if TYPE_CHECKING:
+    from kictl.rank import GroupChange, RankedRow
+    from kictl.trust import TrustRoot
+from kictl.review.model import AttestationVerdict, Checks, GroupDiff, LeaderboardDiff, Move, StaleGroup, Standing
+from kictl.review.revision import claimed_predicate_type, read_paths
+
+
+@lru_cache(maxsize=4)
+def _trust_root(data: bytes) -> TrustRoot:
+    """The base's trust root, parsed once per review (not once per envelope); raises ``RecordError``."""
+    from kictl import trust
+
+    return trust.load_root(data, source=f"the base's {ROOT_FILE}")
+
+
+def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime) -> AttestationVerdict:
+    """The ``verify_attestation`` seam filled with ``trust.verify_attestation`` (docs/trust.md).
+
+    Never raises: a rejected envelope, or a base trust root that does not
+    parse, is a verdict with its ``problem``.
+    """
+    from kictl import trust
+
+    try:
+        verified = trust.verify_attestation(envelope, subject=subject, root=_trust_root(root), signed_at=signed_at)
+    except trust.AttestationRejected as exc:  # signatures verified; something else is wrong
+        roles = {role for signer in exc.signers for role in signer.roles}
+        ordered = tuple(role for role in trust.ROLES if role in roles)
+        return AttestationVerdict(exc.predicate_type, ordered, problem=exc.message)
+    except (CheckFailed, RecordError) as exc:
+        return AttestationVerdict(None, problem=exc.message)
+    return AttestationVerdict(verified.predicate_type, verified.roles)
+
+
+def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
+    """The ``verify_root_update`` seam: ``trust.verify_root_update`` (TUF §5.3.4-5); raises ``CheckFailed``."""
+    from kictl import trust
+
+    trust.verify_root_update(previous, new)
+
+
+class HeadEvidence:
+    """Evidence levels of runs (docs/trust.md) as the head's attestations make them, judged by the base's root.
+
+    ``trust.evidence_levels`` reads the working tree and verifies its trust
+    root; a review reads git objects and judges with the base's root, so this
+    source reads the head's envelopes from git and hands them to
+    ``trust.judge_attestations``.  Only a verifier's ``rerun`` moves a level,
+    so only envelopes that claim to be reruns are verified.  Signing time: the
+    author time of the commit that added the envelope (the head's time when no
+    commit did).  Levels are cached; a record that cannot be read stays ``reported``.
+    """
+
+    def __init__(
+        self,
+        registry: Registry,
+        head: str,
+        root: bytes | None,
+        policy: Policy,
+        load: Callable[[str], StoredRecord],
+    ) -> None:
+        self.git = registry.git
+        self.head = head
+        self.root_bytes = root
+        self.policy = policy
+        self.load = load
+        self.levels: dict[str, str] = {}
+        self._folders: dict[str, list[str]] | None = None
+        self._times: dict[str, datetime] | None = None
+
+    def __call__(self, digests: Sequence[str]) -> dict[str, str]:
+        missing = [digest for digest in dict.fromkeys(digests) if digest not in self.levels]
+        if missing:
+            self._judge(missing)
+        return {digest: self.levels[digest] for digest in digests}
+
+    def _envelopes(self) -> dict[str, list[str]]:
+        if self._folders is None:
+            self._folders = {}
+            for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
+                named = layout.parse_attestation_path(path)
+                if named is not None:
+                    self._folders.setdefault(named[0], []).append(path)
+        return self._folders
+
+    def _signing_times(self) -> dict[str, datetime]:
+        if self._times is None:
+            added = self.git.first_added(ATTESTATIONS_DIR, self.head)
+            self._times = {path: datetime.fromtimestamp(info.timestamp, UTC) for path, info in added.items()}
+        return self._times
+
+    def _judge(self, digests: Sequence[str]) -> None:
+        from kictl import trust
+
+        self.levels.update(dict.fromkeys(digests, "reported"))
+        try:
+            root = _trust_root(self.root_bytes) if self.root_bytes is not None else None
+        except RecordError:
+            root = None
+        if root is None or root.empty:
+            return
+        folders = self._envelopes()
+        data = read_paths(self.git, self.head, [path for digest in digests for path in folders.get(digest, ())])
+        for digest in digests:
+            reruns = [
+                (path, data[path])
+                for path in folders.get(digest, ())
+                if path in data and claimed_predicate_type(data[path]) == "rerun"
+            ]
+            if not reruns:
+                continue
+            try:
+                subject = self.load(digest)
+            except KictlError:
+                continue
+            times = self._signing_times()
+            head_time = datetime.fromtimestamp(self.git.commit_info(self.head).timestamp, UTC)
+            envelopes = [(path, body, times.get(path, head_time), path in times) for path, body in reruns]
+            _, standing = trust.judge_attestations(
+                subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
+            )
+            self.levels[digest] = standing.level
+
+
+def _standing(row: RankedRow) -> Standing:
+    return Standing(
+        implementation=row.implementation_label,
+        run=row.run.digest,
+        rank=row.rank,
+        latency_ns=row.latency_ns,
+        evidence=row.evidence,
+        stale=row.stale,
+        observed_at=row.run.observed_at,
+    )
+
+
+def _group_diff(change: GroupChange) -> GroupDiff:
+    moves = sorted(
+        change.rank_changes,
+        key=lambda c: (c.after_rank is None, c.after_rank or 0, c.before_rank or 0, c.name),
+    )
+    return GroupDiff(
+        key=change.key.digest,
+        definition=change.definition,
+        workload=change.workload_name,
+        gpu=change.key.gpu,
+        comparability=change.key.comparability,
+        statistic=change.key.statistic,
+        before_leader=_standing(change.before_leader) if change.before_leader else None,
+        after_leader=_standing(change.after_leader) if change.after_leader else None,
+        moves=tuple(Move(c.name, c.before_rank, c.after_rank, c.before_ns, c.after_ns) for c in moves),
+    )
+
+
+def leaderboards_with_rank(
+    registry: Registry, base: str, head: str, policy: Policy, new_runs: Sequence[str]
+) -> LeaderboardDiff:
+    """The ``leaderboards`` seam filled with ``kictl.rank`` over snapshots of the query index (docs/leaderboards.md).
+
+    ``rank.diff_states`` of the two revisions (staleness at each commit's
+    time) gives each changed group; a group that only grew stale is left out
+    (the PR did not touch it).  ``rank.stale_groups`` gives the groups of the
+    new runs' definitions and GPUs whose #1 is stale at the head's time.
+    Evidence: ``HeadEvidence``.  Raises ``RegistryError`` when the index
+    cannot be built, ``NotFoundError`` for an unknown revision.
+    """
+    from kictl import rank
+    from kictl.index import QueryIndex
+
+    root = read_paths(registry.git, base, [ROOT_FILE]).get(ROOT_FILE)
+    with QueryIndex.open(registry) as query:
+        before = query.snapshot(base)
+        after = query.snapshot(head)
+        try:
+            evidence = HeadEvidence(registry, head, root, policy, after.load_record)
+            after_time = rank.commit_time(registry, head)
+            diff = rank.diff_states(
+                before,
+                after,
+                policy=policy,
+                before_time=rank.commit_time(registry, base),
+                after_time=after_time,
+                evidence_of=evidence,
+            )
+            stale = []
+            for group in rank.stale_groups(after, new_runs, policy=policy, now=after_time, evidence_of=evidence):
+                leader = group.leader
+                assert leader is not None
+                facts = after.definition(leader.run.definition) if leader.run.definition else None
+                stale.append(
+                    StaleGroup(
+                        key=group.comparison_key,
+                        definition=facts.name if facts else None,
+                        workload=group.workload_name,
+                        gpu=group.key.gpu,
+                        leader=_standing(leader),
+                    )
+                )
+        finally:
+            before.close()
+            after.close()
+    groups = tuple(_group_diff(change) for change in diff.groups if change.new_first or change.rank_changes)
+    return LeaderboardDiff(groups=groups, stale=tuple(stale))
+
+
+def default_checks() -> Checks:
+    """The seams filled: ``kictl.trust`` for signatures and root rotation, ``kictl.rank`` for leaderboards."""
+    return Checks(
+        verify_attestation=verify_with_trust,
+        verify_root_update=verify_root_update_with_trust,
+        leaderboards=leaderboards_with_rank,
+    )
+
+
+_NO_TRUST = "no signature verifier was given to the review"
+_NO_RANK = "no ranking was given to the review"

@@ -1,0 +1,66 @@
+"""The registry on disk and in git (docs/records.md); the only importer of gitpython.
+
+Its paths come from ``kictl.layout`` (the one place that names them); this
+module joins them onto a checkout and reads and writes the files.
+
+Writes are atomic (a temporary file in the same folder, then a rename) and
+idempotent: writing bytes a path already holds is a no-op, and a published
+path is never overwritten with different bytes.  A batch of writes that fails
+part-way removes what it created, so the registry is left as it was.
+
+``Registry.git`` reads history through gitpython: the revisions, the files a
+change touched, a file's bytes at a revision and the commit that first added
+each file (the signing time of attestations, the history of records).
+
+The package, by concern (every public name is re-exported here)::
+
+    files     finding the root; atomic, idempotent, all-or-nothing writes
+    registry  ``Registry``: paths, reading and storing records and blobs
+    git       ``GitHistory``: history through gitpython
+    inputs    JSON files and record manifests given on the command line
+"""
+
+from __future__ import annotations
+
+# The layout's names, long imported from here by the bench, importers and rerun: kictl.layout holds them.
+from kictl.layout import (
+    ATTESTATIONS_DIR,
+    BLOBS_DIR,
+    DEFINITIONS_DIR,
+    POLICY_FILE,
+    RECORDS_DIR,
+    REGISTRY_DIR,
+    ROOT_FILE,
+    TRUST_DIR,
+)
+from kictl.store._common import ENV_VAR
+from kictl.store.files import Transaction, find_root, read_file, write_atomic, write_immutable
+from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
+from kictl.store.inputs import parse_json_file, read_record_inputs
+from kictl.store.registry import AddResult, Registry
+
+__all__ = [
+    "ATTESTATIONS_DIR",
+    "BLOBS_DIR",
+    "DEFINITIONS_DIR",
+    "ENV_VAR",
+    "POLICY_FILE",
+    "RECORDS_DIR",
+    "REGISTRY_DIR",
+    "ROOT_FILE",
+    "TRUST_DIR",
+    "AddResult",
+    "Change",
+    "CommitInfo",
+    "GitHistory",
+    "Registry",
+    "Transaction",
+    "current_commit",
+    "find_root",
+    "init_repository",
+    "parse_json_file",
+    "read_file",
+    "read_record_inputs",
+    "write_atomic",
+    "write_immutable",
+]

@@ -1,0 +1,158 @@
+"""Finding the registry root, and atomic, idempotent, all-or-nothing writes (a temporary file, then a
+rename).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kictl.errors import KictlError, RegistryError
+from kictl.layout import (
+    REGISTRY_DIR,
+)
+
+if TYPE_CHECKING:
+    pass
+from kictl.store._common import ENV_VAR
+
+# --------------------------------------------------------------------------- locating
+
+
+def find_root(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
+    """The registry root: ``explicit``, else ``$KICTL_REGISTRY``, else the nearest
+    folder upwards from ``cwd`` that has a ``registry/`` folder.
+
+    Raises ``RegistryError`` when none is found or the one named has no ``registry/``.
+    """
+    if explicit is not None:
+        return _checked_root(explicit, "--registry")
+    from_env = os.environ.get(ENV_VAR)
+    if from_env:
+        return _checked_root(Path(from_env), f"${ENV_VAR}")
+    start = (cwd or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / REGISTRY_DIR).is_dir():
+            return folder
+    raise RegistryError(
+        f"no registry found from {start} upwards (no registry/ folder); "
+        f"pass --registry DIR, set ${ENV_VAR}, or create one with `kictl init DIR`"
+    )
+
+
+def _checked_root(path: Path, origin: str) -> Path:
+    root = path.expanduser().resolve()
+    if not (root / REGISTRY_DIR).is_dir():
+        raise RegistryError(f"{origin} {path} is not a registry (it has no registry/ folder)")
+    return root
+
+
+def read_file(
+    path: Path,
+    label: str | None = None,
+    *,
+    missing: type[KictlError] = RegistryError,
+    missing_text: str | None = None,
+    error: type[KictlError] = RegistryError,
+) -> bytes:
+    """The bytes of ``path``, or one error that says where (``label``, else the path).
+
+    A missing file raises ``missing`` (``<label>: no such file``, or
+    ``missing_text``); a folder or an unreadable file raises ``error``.
+    """
+    where = label or str(path)
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        if missing_text is not None:
+            raise missing(missing_text) from exc
+        raise missing("no such file", path=where) from exc
+    except IsADirectoryError as exc:
+        raise error("is a folder, not a file", path=where) from exc
+    except OSError as exc:
+        raise error(f"cannot read: {exc.strerror}", path=where) from exc
+
+
+# --------------------------------------------------------------------------- atomic files
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
+    """Write ``data`` to ``path`` through a temporary file and a rename.
+
+    Returns ``True`` when the file was created or replaced, ``False`` when it
+    already held exactly these bytes.  Raises ``RegistryError`` on I/O errors.
+    """
+    try:
+        if path.read_bytes() == data:
+            return False
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp_name, mode)
+            os.replace(tmp_name, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)
+            raise
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+    return True
+
+
+def write_immutable(path: Path, data: bytes) -> bool:
+    """Publish ``data`` at ``path`` unless it is there already.
+
+    Returns ``True`` when created, ``False`` when the same bytes were there.
+    Raises ``RegistryError`` when ``path`` holds other bytes: published files
+    are never modified.
+    """
+    if path.exists():
+        try:
+            existing = path.read_bytes()
+        except OSError as exc:
+            raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+        if existing == data:
+            return False
+        raise RegistryError(
+            f"{path} is already published with other bytes; published files are never modified "
+            "(metadata changes need a new record)"
+        )
+    return write_atomic(path, data)
+
+
+class Transaction:
+    """A batch of immutable writes that is undone as a whole if any write fails."""
+
+    def __init__(self) -> None:
+        self.created: list[Path] = []
+
+    def write(self, path: Path, data: bytes) -> bool:
+        created = write_immutable(path, data)
+        if created:
+            self.created.append(path)
+        return created
+
+    def rollback(self) -> None:
+        for path in reversed(self.created):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        self.created.clear()
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is not None:
+            self.rollback()

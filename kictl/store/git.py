@@ -1,0 +1,335 @@
+"""``GitHistory``: the registry's git history through gitpython (the only importer of it): revisions,
+changed files,
+files at a revision, the commit that first added each file, commits and branches.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kictl.errors import NotFoundError, RegistryError, UsageError
+from kictl.lookup import closest
+
+if TYPE_CHECKING:
+    import git
+from kictl.store.files import write_atomic
+
+# --------------------------------------------------------------------------- git
+
+
+@dataclass(frozen=True, slots=True)
+class CommitInfo:
+    """A commit as history reports it."""
+
+    sha: str
+    date: str  # RFC 3339 with the author's offset, as git prints it (%aI)
+    timestamp: int  # seconds since the epoch (author time)
+    author: str
+    email: str
+    subject: str
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A file a change touched: ``status`` is A (added), M (modified), D (deleted) or T."""
+
+    status: str
+    path: str
+
+
+_LOG_FORMAT = "%x00%H%x1f%aI%x1f%at%x1f%an%x1f%ae%x1f%s"
+
+
+class GitHistory:
+    """The questions kictl asks of a registry's git history."""
+
+    def __init__(self, root: Path) -> None:
+        try:
+            import git
+        except ImportError as exc:  # pragma: no cover - gitpython is a dependency
+            raise RegistryError("gitpython is not installed") from exc
+        try:
+            self.repo: git.Repo = git.Repo(root)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            raise RegistryError(f"{root} is not a git repository") from exc
+        self.root = root
+
+    def _run(self, *args: str, env: dict[str, str] | None = None) -> str:
+        import git
+
+        try:
+            output: str = self.repo.git.execute(["git", *args], stdout_as_string=True, env=env)
+        except git.GitCommandError as exc:
+            stderr = (exc.stderr or "").strip().splitlines()
+            raise RegistryError(f"git {args[0]} failed: {stderr[-1] if stderr else exc}") from exc
+        return output
+
+    # ----------------------------------------------------------------- revisions
+
+    def rev_parse(self, rev: str) -> str:
+        """The full commit sha of ``rev``; raises ``NotFoundError`` with close names."""
+        import git
+
+        try:
+            return str(self.repo.commit(rev).hexsha)
+        except (git.BadName, git.BadObject, ValueError) as exc:
+            names = [ref.name for ref in self.repo.refs]
+            near = closest(rev, names)
+            details = [f"closest known: {', '.join(near)}"] if near else []
+            raise NotFoundError(f"unknown revision {rev!r}", details=details) from exc
+
+    def head(self) -> str | None:
+        """The sha of HEAD, or ``None`` in a repository without commits."""
+        try:
+            return str(self.repo.head.commit.hexsha)
+        except ValueError:
+            return None
+
+    def merge_base(self, a: str, b: str) -> str:
+        bases = self.repo.merge_base(self.rev_parse(a), self.rev_parse(b))
+        if not bases:
+            raise RegistryError(f"{a} and {b} have no common ancestor")
+        return str(bases[0].hexsha)
+
+    def current_branch(self) -> str | None:
+        try:
+            return str(self.repo.active_branch.name)
+        except TypeError:
+            return None  # detached HEAD
+
+    def branch_exists(self, name: str) -> bool:
+        return name in [head.name for head in self.repo.heads]
+
+    def is_dirty(self) -> bool:
+        """Uncommitted changes to tracked files, or untracked files that are not ignored."""
+        return bool(self.repo.is_dirty(untracked_files=True))
+
+    def status_lines(self) -> list[str]:
+        return [line for line in self._run("status", "--porcelain").splitlines() if line]
+
+    # ----------------------------------------------------------------- contents
+
+    def changed_files(self, base: str, head: str) -> list[Change]:
+        """Files that differ between two commits, renames shown as delete and add."""
+        output = self._run("diff", "--name-status", "--no-renames", "-z", self.rev_parse(base), self.rev_parse(head))
+        fields = [field for field in output.split("\0") if field]
+        return [Change(status=fields[i][0], path=fields[i + 1]) for i in range(0, len(fields) - 1, 2)]
+
+    def read_file(self, rev: str, path: str) -> bytes | None:
+        """The bytes of ``path`` at ``rev``, or ``None`` when it does not exist there."""
+        import git
+
+        commit = self.repo.commit(self.rev_parse(rev))
+        try:
+            blob = commit.tree / path
+        except KeyError:
+            return None
+        if not isinstance(blob, git.Blob):
+            return None
+        data: bytes = blob.data_stream.read()
+        return data
+
+    def list_files(self, rev: str, prefix: str) -> list[str]:
+        """Paths of files under ``prefix`` at ``rev``."""
+        output = self._run("ls-tree", "-r", "--name-only", "-z", self.rev_parse(rev), "--", prefix)
+        return sorted(path for path in output.split("\0") if path)
+
+    def read_paths(self, rev: str, paths: Sequence[str]) -> dict[str, bytes | None]:
+        """The bytes of each of ``paths`` at ``rev`` (``None`` where absent), in one ``git cat-file --batch``.
+
+        Raises ``NotFoundError`` for an unknown revision and ``RegistryError`` when git fails.
+        """
+        import subprocess
+
+        sha = self.rev_parse(rev)
+        if not paths:
+            return {}
+        request = b"".join(f"{sha}:{path}\n".encode() for path in paths)
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(self.root), "cat-file", "--batch"], input=request, capture_output=True, check=False
+            )
+        except OSError as exc:
+            raise RegistryError(f"git cat-file failed: {exc}") from exc
+        if done.returncode != 0:
+            raise RegistryError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+        output, position = done.stdout, 0
+        found: dict[str, bytes | None] = {}
+        for path in paths:
+            end = output.index(b"\n", position)
+            header = output[position:end].split()
+            position = end + 1
+            if header[-1] == b"missing" or header[1] != b"blob":
+                found[path] = None
+                if header[-1] != b"missing":
+                    position += int(header[2]) + 1
+                continue
+            size = int(header[2])
+            found[path] = output[position : position + size]
+            position += size + 1
+        return found
+
+    def read_files(self, rev: str, prefix: str) -> Iterator[tuple[str, bytes]]:
+        """``(path, bytes)`` of every file under ``prefix`` at ``rev``, in one pass over the tree."""
+        import git
+
+        commit = self.repo.commit(self.rev_parse(rev))
+        try:
+            tree = commit.tree / prefix
+        except KeyError:
+            return
+        if not isinstance(tree, git.Tree):
+            return
+        for item in tree.traverse():
+            if isinstance(item, git.Blob):
+                yield str(item.path), item.data_stream.read()
+
+    # ----------------------------------------------------------------- history
+
+    def _parse_log(self, output: str) -> Iterator[tuple[CommitInfo, list[str]]]:
+        for chunk in output.split("\0"):
+            if not chunk.strip():
+                continue
+            header, _, rest = chunk.partition("\n")
+            sha, date, stamp, author, email, subject = header.split("\x1f", 5)
+            info = CommitInfo(sha=sha, date=date, timestamp=int(stamp), author=author, email=email, subject=subject)
+            paths = [line for line in rest.splitlines() if line.strip()]
+            yield info, paths
+
+    def first_added(self, prefix: str, rev: str = "HEAD") -> dict[str, CommitInfo]:
+        """For every file under ``prefix``, the oldest commit (reachable from ``rev``) that added it.
+
+        One ``git log`` over the history; files not committed yet are absent.
+        """
+        if self.head() is None:
+            return {}
+        output = self._run(
+            "log", "--reverse", "--diff-filter=A", "--name-only", "--no-renames",
+            f"--format={_LOG_FORMAT}", rev, "--", prefix,
+        )  # fmt: skip
+        added: dict[str, CommitInfo] = {}
+        for info, paths in self._parse_log(output):
+            for path in paths:
+                added.setdefault(path, info)
+        return added
+
+    def commits(self, rev: str = "HEAD", paths: Sequence[str] = ()) -> list[CommitInfo]:
+        """Commits reachable from ``rev`` touching ``paths`` (all when empty), oldest first."""
+        if self.head() is None:
+            return []
+        output = self._run("log", "--reverse", f"--format={_LOG_FORMAT}", rev, "--", *paths)
+        return [info for info, _ in self._parse_log(output)]
+
+    def commit_info(self, rev: str) -> CommitInfo:
+        output = self._run("log", "-1", f"--format={_LOG_FORMAT}", self.rev_parse(rev))
+        return next(info for info, _ in self._parse_log(output))
+
+    # ----------------------------------------------------------------- writing
+
+    def commit(self, paths: Sequence[str], message: str) -> str:
+        """Stage ``paths`` (relative to the root) and commit; returns the new sha."""
+        import git
+
+        try:
+            self.repo.index.add(list(paths))
+            commit = self.repo.index.commit(message)
+        except (git.GitCommandError, OSError) as exc:
+            raise RegistryError(f"git commit failed: {exc}") from exc
+        return str(commit.hexsha)
+
+    def create_branch(self, name: str, start: str = "HEAD") -> None:
+        self._run("branch", name, self.rev_parse(start))
+
+    def delete_branch(self, name: str) -> None:
+        self._run("branch", "-D", name)
+
+    def checkout(self, name: str) -> None:
+        self._run("checkout", "-q", name)
+
+    def reset_hard(self, rev: str) -> None:
+        self._run("reset", "-q", "--hard", rev)
+
+    def push(self, remote: str, branch: str) -> None:
+        self._run("push", remote, f"{branch}:{branch}")
+
+    # ----------------------------------------------------------------- new branches
+
+    def check_branch_name(self, name: str) -> None:
+        """Raises ``UsageError`` unless ``name`` is a valid new branch name (``git check-ref-format --branch``)."""
+        import git
+
+        if not name or name.startswith("-") or name.startswith("@") or name == "HEAD":
+            raise UsageError(f"{name!r} is not a valid branch name")
+        try:
+            self.repo.git.execute(["git", "check-ref-format", "--branch", name])
+        except git.GitCommandError as exc:
+            raise UsageError(f"{name!r} is not a valid branch name (git check-ref-format)") from exc
+
+    def remote_names(self) -> list[str]:
+        """The names of the configured remotes, sorted."""
+        return sorted(str(remote.name) for remote in self.repo.remotes)
+
+    def commit_on_new_branch(self, branch: str, paths: Sequence[str], message: str, *, start: str = "HEAD") -> str:
+        """Commit the working-tree files ``paths`` on top of ``start`` as the new branch ``branch``.
+
+        The commit is built in a temporary index (``GIT_INDEX_FILE``), so HEAD,
+        the index and the working tree are left exactly as they are; the branch
+        is created only if it does not exist yet (``git update-ref`` with an
+        empty old value).  Returns the new commit's sha.  Raises
+        ``RegistryError`` when git fails (no identity, the branch exists, ...).
+        """
+        base = self.rev_parse(start)
+        with tempfile.TemporaryDirectory(prefix="kictl-commit-") as folder:
+            env = {"GIT_INDEX_FILE": os.path.join(folder, "index")}
+            self._run("read-tree", base, env=env)
+            for first in range(0, len(paths), 256):
+                self._run("update-index", "--add", "--", *paths[first : first + 256], env=env)
+            tree = self._run("write-tree", env=env).strip()
+            message_path = Path(folder) / "message"
+            message_path.write_text(message if message.endswith("\n") else message + "\n", encoding="utf-8")
+            sha = self._run("commit-tree", tree, "-p", base, "-F", str(message_path)).strip()
+        self._run("update-ref", "-m", f"kictl: create {branch}", f"refs/heads/{branch}", sha, "")
+        return sha
+
+
+def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
+    """Create a git repository at ``root`` holding ``files`` in a first commit."""
+    import git
+
+    try:
+        repo = git.Repo.init(root, initial_branch="main")
+    except git.GitCommandError as exc:
+        raise RegistryError(f"git init failed in {root}: {exc}") from exc
+    for relative, data in files.items():
+        write_atomic(root / relative, data)
+    history = GitHistory(root)
+    del repo
+    return history.commit(sorted(files), message)
+
+
+def current_commit(root: Path) -> str | None:
+    """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
+
+    Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
+    second, so that read commands can check whether a cache is current cheaply.
+    """
+    import subprocess
+
+    if not (root / ".git").exists():
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD^{commit}"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return None
+    sha = done.stdout.strip()
+    return sha if done.returncode == 0 and sha else None

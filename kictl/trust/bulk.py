@@ -1,0 +1,127 @@
+"""Many records at once: resolving a reference to a record file, and trust summaries and evidence
+levels for many digests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from kictl import canon
+from kictl.errors import KictlError, NotFoundError
+from kictl.lookup import hex_prefix
+from kictl.records import KINDS
+from kictl.store import Registry
+from kictl.trust.evidence import RecordTrust, _read_envelopes, _signing_times, judge_attestations
+from kictl.trust.root import _now, registry_root
+
+
+def resolve_digest(registry: Registry, reference: str) -> str:
+    """The full digest of the record file a digest, unique 8+ hex prefix or name refers to.
+
+    Unlike ``Registry.resolve`` this is the digest in the file's *name*, so a
+    record whose bytes were changed can still be named and found out.  Raises
+    ``NotFoundError``.
+    """
+    bare = hex_prefix(reference)
+    if bare is not None:
+        matches = registry.resolve_prefix(bare)
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise NotFoundError(f"digest prefix {reference} is ambiguous", candidates=matches[:20])
+    record = registry.resolve(reference)
+    if registry.has_record(record.digest):
+        return record.digest
+    # The bytes of the file holding this name no longer hash to its name: name the file.
+    for _, path in registry.record_files([record.kind]):
+        try:
+            if registry.read_record(path).name == reference:
+                return canon.DIGEST_PREFIX + path.stem
+        except KictlError:
+            continue
+    return record.digest
+
+
+def _attested_digests(registry: Registry, wanted: set[str] | None) -> dict[str, list[Path]]:
+    """One pass over ``registry/attestations/``: record digest → its envelope files."""
+    found: dict[str, list[Path]] = {}
+    top = registry.attestations_dir
+    if not top.is_dir():
+        return found
+    for shard in os.scandir(top):
+        if not shard.is_dir():
+            continue
+        for folder in os.scandir(shard.path):
+            digest = canon.DIGEST_PREFIX + folder.name
+            if not folder.is_dir() or not canon.is_hex_digest(folder.name):
+                continue
+            if wanted is not None and digest not in wanted:
+                continue
+            files = sorted(Path(entry.path) for entry in os.scandir(folder.path) if entry.is_file())
+            if files:
+                found[digest] = files
+    return found
+
+
+def _all_record_digests(registry: Registry) -> list[str]:
+    digests: list[str] = []
+    for kind in KINDS:
+        kind_dir = registry.records_dir / kind
+        if not kind_dir.is_dir():
+            continue
+        for shard in os.scandir(kind_dir):
+            if shard.is_dir():
+                digests.extend(
+                    canon.DIGEST_PREFIX + entry.name[:-5]
+                    for entry in os.scandir(shard.path)
+                    if entry.name.endswith(".json")
+                )
+    return digests
+
+
+def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, RecordTrust]:
+    """The standing of each record in ``digests`` (every record when ``None``).
+
+    Only records with an attestation folder can be other than plain
+    ``reported``: the attestations are scanned once, the git history read
+    once, the trust root verified once.  Invalid envelopes are ignored here
+    (``check_record`` reports them).  Raises ``CheckFailed`` when the trust
+    root chain does not verify.
+    """
+    wanted = None if digests is None else set(digests)
+    keys = wanted if wanted is not None else set(_all_record_digests(registry))
+    summaries = dict.fromkeys(keys, RecordTrust())
+    attested = _attested_digests(registry, wanted)
+    if not attested:
+        return summaries
+    root = registry_root(registry)
+    tolerance = registry.policy().rerun_tolerance
+    times = _signing_times(registry)
+    now = _now()
+    for digest, paths in attested.items():
+        try:
+            subject = registry.load(digest)
+        except KictlError:
+            continue
+        envelopes = _read_envelopes(registry, paths, times, now)
+        _, summary = judge_attestations(subject, root, envelopes, rerun_tolerance=tolerance)
+        summaries[digest] = summary
+    return summaries
+
+
+def evidence_levels(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, str]:
+    """``{digest: "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
+
+    Raises ``CheckFailed`` when the trust root chain does not verify.
+    """
+    return {digest: summary.level for digest, summary in trust_summaries(registry, digests).items()}
+
+
+def retracted_digests(registry: Registry, digests: Iterable[str] | None = None) -> set[str]:
+    """The records (among ``digests``, or all) with a valid retraction; a leaderboard drops these.
+
+    Raises ``CheckFailed`` when the trust root chain does not verify.
+    """
+    return {digest for digest, summary in trust_summaries(registry, digests).items() if summary.retracted}

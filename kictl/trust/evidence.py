@@ -1,0 +1,331 @@
+"""Judging one record: its attestations, its evidence level (reported, verified, disputed) and ``kictl
+verify``'s report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kictl import canon
+from kictl.errors import CheckFailed, KictlError, NotFoundError
+from kictl.layout import ATTESTATIONS_DIR
+from kictl.records import StoredRecord, format_timestamp
+from kictl.store import Registry
+from kictl.trust._common import Level
+from kictl.trust.attestations import AttestationRejected, Signer, VerifiedAttestation, _check_role, _verify_core
+from kictl.trust.models import RerunPredicate
+from kictl.trust.root import TrustRoot, _now, _read, registry_root
+
+
+@dataclass(frozen=True, slots=True)
+class AttestationResult:
+    """One envelope about a record and what verification made of it."""
+
+    path: str  # relative to the registry root
+    signed_at: datetime
+    committed: bool
+    attestation: VerifiedAttestation | None
+    failure: str | None = None
+    counts_for: str | None = None  # evidence, community, review, submission, retraction
+    predicate_type: str | None = None  # known once the signatures verified
+    signers: tuple[Signer, ...] = ()  # whose signatures verified, even when rejected
+
+    @property
+    def valid(self) -> bool:
+        return self.attestation is not None and self.failure is None
+
+    def to_json(self) -> dict[str, Any]:
+        att = self.attestation
+        return {
+            "path": self.path,
+            "valid": self.valid,
+            "type": self.predicate_type,
+            "signers": [signer.to_json() for signer in self.signers],
+            "signedAt": format_timestamp(self.signed_at),
+            "committed": self.committed,
+            "countsFor": self.counts_for,
+            "predicate": att.predicate_json if att else None,
+            "failure": self.failure,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTrust:
+    """The standing of one record: its evidence level, retraction, and the counts shown beside it."""
+
+    level: Level = "reported"
+    retracted: bool = False
+    submitted: bool = False  # a valid submission signature exists
+    community_reruns: int = 0
+    reviews: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "level": self.level,
+            "retracted": self.retracted,
+            "submitted": self.submitted,
+            "communityReruns": self.community_reruns,
+            "reviews": self.reviews,
+        }
+
+
+def _rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
+    return predicate.verdict == "agrees" and predicate.ratio is not None and abs(predicate.ratio - 1.0) <= tolerance
+
+
+def judge_attestations(
+    subject: StoredRecord,
+    root: TrustRoot,
+    envelopes: Sequence[tuple[str, bytes, datetime, bool]],
+    *,
+    rerun_tolerance: float,
+) -> tuple[list[AttestationResult], RecordTrust]:
+    """Verify every envelope ``(path, bytes, signed_at, committed)`` about ``subject``; compute its standing.
+
+    Never raises for a bad envelope: its result carries the failure.  Submissions
+    are verified first, so that a retraction by the record's own submitter counts.
+    """
+    cores: list[tuple[str, datetime, bool, VerifiedAttestation | None, str | None]] = []
+    rejected: dict[str, AttestationRejected] = {}
+    for path, data, signed_at, committed in envelopes:
+        try:
+            cores.append((path, signed_at, committed, _verify_core(data, subject, root, signed_at), None))
+        except AttestationRejected as exc:
+            rejected[path] = exc
+            cores.append((path, signed_at, committed, None, exc.message))
+        except CheckFailed as exc:
+            cores.append((path, signed_at, committed, None, exc.message))
+    submitters: set[str] = set()
+    for _, _, _, att, _ in cores:
+        if att is not None and att.predicate_type == "submission" and att.has_role("submitter"):
+            submitters.update(signer.keyid for signer in att.signers if "submitter" in signer.roles)
+    results: list[AttestationResult] = []
+    agree = disagree = community = reviews = 0
+    retracted = submitted = False
+    for path, signed_at, committed, att, failure in cores:
+        counts_for = None
+        if att is not None and failure is None:
+            try:
+                _check_role(att, submitters)
+            except CheckFailed as exc:
+                failure = exc.message
+        if att is not None and failure is None:
+            kind = att.predicate_type
+            if kind == "rerun" and att.has_role("verifier"):
+                assert isinstance(att.predicate, RerunPredicate)
+                counts_for = "evidence"
+                if _rerun_agrees(att.predicate, rerun_tolerance):
+                    agree += 1
+                else:
+                    disagree += 1
+            elif kind == "rerun":
+                counts_for = "community"
+                community += 1
+            elif kind == "review":
+                counts_for = "review"
+                reviews += 1
+            elif kind == "retraction":
+                counts_for = "retraction"
+                retracted = True
+            else:
+                counts_for = "submission"
+                submitted = True
+        results.append(
+            AttestationResult(
+                path=path, signed_at=signed_at, committed=committed, attestation=att,
+                failure=failure, counts_for=counts_for,
+                predicate_type=att.predicate_type if att else getattr(rejected.get(path), "predicate_type", None),
+                signers=att.signers if att else getattr(rejected.get(path), "signers", ()),
+            )
+        )  # fmt: skip
+    level: Level = "disputed" if disagree else "verified" if agree else "reported"
+    trust = RecordTrust(
+        level=level, retracted=retracted, submitted=submitted, community_reruns=community, reviews=reviews
+    )
+    return results, trust
+
+
+def _signing_times(registry: Registry) -> dict[str, datetime]:
+    """Path (relative) → author time of the commit that first added it, for every committed envelope."""
+    if not registry.is_git_repository():
+        return {}
+    history = registry.git
+    return {
+        path: datetime.fromtimestamp(info.timestamp, UTC)
+        for path, info in history.first_added(ATTESTATIONS_DIR).items()
+    }
+
+
+def _envelope_files(registry: Registry, digest: str) -> list[Path]:
+    folder = registry.attestation_folder(digest)
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.iterdir() if path.is_file())
+
+
+def _read_envelopes(
+    registry: Registry, paths: Sequence[Path], times: Mapping[str, datetime], now: datetime
+) -> list[tuple[str, bytes, datetime, bool]]:
+    out = []
+    for path in paths:
+        relative = registry.relative(path)
+        committed = relative in times
+        out.append((relative, _read(path, registry), times.get(relative, now), committed))
+    return out
+
+
+@dataclass
+class VerifyReport:
+    """What ``kictl verify DIGEST`` found."""
+
+    digest: str
+    kind: str | None
+    name: str | None
+    records: list[tuple[str, str]] = field(default_factory=list)  # (digest, kind) checked, transitively
+    blobs: list[str] = field(default_factory=list)
+    root_version: int | None = None
+    attestations: list[AttestationResult] = field(default_factory=list)
+    trust: RecordTrust = field(default_factory=RecordTrust)
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def level(self) -> str:
+        return self.trust.level
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "digest": self.digest,
+            "kind": self.kind,
+            "name": self.name,
+            "ok": self.ok,
+            **self.trust.to_json(),
+            "trustRootVersion": self.root_version,
+            "records": [{"digest": d, "kind": k} for d, k in self.records],
+            "blobs": self.blobs,
+            "attestations": [result.to_json() for result in self.attestations],
+            "failures": self.failures,
+            "notes": self.notes,
+        }
+
+
+def _check_records(registry: Registry, digest: str, report: VerifyReport) -> StoredRecord | None:
+    """Recompute the digest of ``digest``'s file and, transitively, of every record it references."""
+    from kictl.validate import check_record_file
+
+    subject: StoredRecord | None = None
+    seen: set[str] = set()
+    queue: list[tuple[str, str | None, str | None]] = [(digest, None, None)]
+    while queue:
+        current, referrer, member = queue.pop(0)
+        if current in seen:
+            continue
+        seen.add(current)
+        kind = registry.digest_kind(current)
+        if kind is None:
+            report.failures.append(f"{referrer}: $.spec.{member}: no record {current} in the registry")
+            continue
+        path = registry.record_path(kind, current)
+        relative = registry.relative(path)
+        record, problems = check_record_file(relative, _read(path, registry))
+        report.records.append((current, kind))
+        report.failures.extend(str(problem) for problem in problems)
+        if record is None:
+            continue
+        if current == digest:
+            subject = record
+        for ref_member, ref_digest, _ in record.references():
+            queue.append((ref_digest, relative, ref_member))
+        for input_name, blob in record.blob_references():
+            report.blobs.append(blob)
+            try:
+                registry.read_blob(blob)
+            except KictlError as exc:
+                report.failures.append(f"{relative}: $.spec.inputs.{input_name}: {exc.message}")
+    return subject
+
+
+def _check_rerun_record(registry: Registry, subject: StoredRecord, result: AttestationResult) -> str | None:
+    """A verifier's rerun names a BenchmarkRun of the same workload and implementation, when it is here."""
+    att = result.attestation
+    if att is None or not isinstance(att.predicate, RerunPredicate):
+        return None
+    run_digest = att.predicate.run_digest
+    kind = registry.digest_kind(run_digest)
+    if kind is None:
+        return None
+    if kind != "BenchmarkRun" or subject.kind != "BenchmarkRun":
+        return f"{result.path}: the rerun names {run_digest}, a {kind}, not a BenchmarkRun"
+    try:
+        rerun = registry.load(run_digest)
+    except KictlError as exc:
+        return f"{result.path}: the rerun's run {run_digest}: {exc.message}"
+    for member in ("workloadDigest", "implementationDigest"):
+        if rerun.raw["spec"].get(member) != subject.raw["spec"].get(member):
+            return f"{result.path}: the rerun {run_digest} has another {member} than the record it reruns"
+    return None
+
+
+def check_record(registry: Registry, digest: str) -> VerifyReport:
+    """What ``kictl verify DIGEST`` does; every failure is listed in the report.
+
+    Recomputes the digest of the record and of every record (and blob) it
+    references, verifies the trust-root chain and every envelope about the
+    record (signing time: the author time of the commit that first added the
+    envelope file, or now when it is uncommitted), and computes the evidence
+    level.  Raises ``RecordError`` for a malformed digest and ``NotFoundError``
+    when no record file has this digest as its name.
+    """
+    canon.digest_hex(digest)
+    kind = registry.digest_kind(digest)
+    if kind is None:
+        raise NotFoundError(f"no record {digest} in {registry.root}")
+    report = VerifyReport(digest=digest, kind=kind, name=None)
+    subject = _check_records(registry, digest, report)
+    if subject is not None:
+        report.name = subject.name
+    root: TrustRoot | None
+    try:
+        root = registry_root(registry)
+        report.root_version = root.version
+    except CheckFailed as exc:
+        report.failures.append(f"trust root: {exc.message}")
+        root = None
+    from kictl.validate import check_envelope_file
+
+    now = _now()
+    paths = _envelope_files(registry, digest)
+    for path in paths:
+        relative = registry.relative(path)
+        report.failures.extend(str(problem) for problem in check_envelope_file(relative, _read(path, registry)))
+    if not paths:
+        report.notes.append("no attestations")
+        return report
+    if subject is None or root is None:
+        report.failures.append(
+            f"{len(paths)} attestation(s) not checked: "
+            + ("the record itself is invalid" if subject is None else "the trust root does not verify")
+        )
+        return report
+    envelopes = _read_envelopes(registry, paths, _signing_times(registry), now)
+    results, trust = judge_attestations(subject, root, envelopes, rerun_tolerance=registry.policy().rerun_tolerance)
+    report.attestations = results
+    report.trust = trust
+    for result in results:
+        if result.failure is not None:
+            report.failures.append(f"{result.path}: {result.failure}")
+        elif result.counts_for == "evidence":
+            problem = _check_rerun_record(registry, subject, result)
+            if problem:
+                report.failures.append(problem)
+    if not trust.submitted:
+        report.notes.append("no valid submission signature")
+    return report
