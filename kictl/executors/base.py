@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from kictl.errors import KictlError, RecordError
 from kictl.executors.jobs import Job, JobPlan
@@ -78,7 +78,7 @@ FailureCallback = Callable[[DeviceFailure], None]
 class Executor(abc.ABC):
     """Long-lived workers that run jobs; use as a context manager (``start`` on enter, ``close`` on exit)."""
 
-    def __enter__(self) -> Executor:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
