@@ -169,7 +169,8 @@ def run_bench_jobs(
             say(f"{len(outcome.workers)} worker(s): " + ", ".join(f"{s} {p}" for s, p in outcome.workers.items()))
             if skip_done:
                 before = len(jobs)
-                jobs = skip_existing(jobs, registry, plan, pool.environments.values())
+                context = pool.context(next(iter(pool.environments)))
+                jobs = skip_existing(jobs, registry, plan, pool.environments.values(), context)
                 outcome.already_done = before - len(jobs)
             total = len(jobs)
 

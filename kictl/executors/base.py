@@ -98,6 +98,10 @@ class Executor(abc.ABC):
     def environments(self) -> dict[str, dict[str, Any]]:
         """Live worker -> the ExecutionEnvironment spec it reported at start."""
 
+    def context(self, slot: str) -> dict[str, Any]:
+        """The protocol context ``slot`` reported at start (``seam.protocol_context``)."""
+        return {}
+
     @abc.abstractmethod
     def submit(self, slot: str, job: Job, payload: str) -> None:
         """Give ``slot`` (idle) one job's payload (JSON text)."""
@@ -167,7 +171,8 @@ def schedule(
             on_result(JobResult(job, event.slot, error=event.detail, attempts=tries, seconds=seconds))
             continue
         try:
-            records = check_result(plan, job, event.records, executor.environments.get(event.slot))
+            environment = executor.environments.get(event.slot)
+            records = check_result(plan, job, event.records, environment, executor.context(event.slot))
         except KictlError as exc:
             refused = f"{event.slot} sent back records kictl refuses: {exc}"
             on_result(JobResult(job, event.slot, error=refused, attempts=tries, seconds=seconds))
@@ -176,7 +181,11 @@ def schedule(
 
 
 def check_result(
-    plan: JobPlan, job: Job, raws: Sequence[Mapping[str, Any]], environment: Mapping[str, Any] | None
+    plan: JobPlan,
+    job: Job,
+    raws: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, Any] | None,
+    context: Mapping[str, Any] | None = None,
 ) -> tuple[StoredRecord, ...]:
     """The records a worker sent for ``job``, validated and tied to it.
 
@@ -212,7 +221,7 @@ def check_result(
     if environment is not None and seam.environment_digest(environment) != environment_record.digest:
         raise RecordError("the run's environment is not the one the worker reported at start")
     expected = seam.expected_protocol_digest(
-        plan.settings, plan.records[job.workload_digest], environment_record.raw["spec"]
+        plan.settings, plan.records[job.workload_digest], environment_record.raw["spec"], context
     )
     if protocol.digest != expected:
         raise RecordError("the run's protocol is not the one the job's settings give")

@@ -305,7 +305,12 @@ def shard(jobs: Sequence[Job], index: int, count: int) -> list[Job]:
 # --------------------------------------------------------------------------- skipping
 
 
-def done_job_ids(registry: Registry, plan: JobPlan, environments: Iterable[Mapping[str, Any]]) -> set[str]:
+def done_job_ids(
+    registry: Registry,
+    plan: JobPlan,
+    environments: Iterable[Mapping[str, Any]],
+    context: Mapping[str, Any] | None = None,
+) -> set[str]:
     """Ids of planned jobs whose BenchmarkRun is already in ``registry`` for every one of ``environments``.
 
     A run counts when it names the job's definition, workload and
@@ -339,7 +344,7 @@ def done_job_ids(registry: Registry, plan: JobPlan, environments: Iterable[Mappi
                 job.definition_digest,
                 job.workload_digest,
                 job.implementation_digest,
-                seam.expected_protocol_digest(plan.settings, workload, env),
+                seam.expected_protocol_digest(plan.settings, workload, env, context),
                 seam.environment_digest(env),
             )
             in present
@@ -350,10 +355,14 @@ def done_job_ids(registry: Registry, plan: JobPlan, environments: Iterable[Mappi
 
 
 def skip_existing(
-    jobs: Sequence[Job], registry: Registry, plan: JobPlan, environments: Iterable[Mapping[str, Any]]
+    jobs: Sequence[Job],
+    registry: Registry,
+    plan: JobPlan,
+    environments: Iterable[Mapping[str, Any]],
+    context: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """``jobs`` less those already done in ``registry`` for every one of ``environments``."""
-    done = done_job_ids(registry, plan, environments)
+    done = done_job_ids(registry, plan, environments, context)
     return [job for job in jobs if job.job_id not in done]
 
 

@@ -159,6 +159,7 @@ class LocalPool(Executor):
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self._workers: dict[str, _Worker] = {}
         self._environments: dict[str, dict[str, Any]] = {}
+        self._contexts: dict[str, dict[str, Any]] = {}
         #: slot -> why it could not start
         self.failed_at_start: dict[str, str] = {}
 
@@ -191,6 +192,8 @@ class LocalPool(Executor):
             waiting.discard(slot)
             if message["type"] == "ready" and isinstance(message.get("environment"), dict):
                 self._environments[slot] = message["environment"]
+                context = message.get("protocolContext")
+                self._contexts[slot] = context if isinstance(context, dict) else {}
             else:
                 self.failed_at_start[slot] = str(message.get("detail", "the worker did not start"))
                 self._workers.pop(slot).stop()
@@ -202,6 +205,9 @@ class LocalPool(Executor):
     @property
     def environments(self) -> dict[str, dict[str, Any]]:
         return dict(self._environments)
+
+    def context(self, slot: str) -> dict[str, Any]:
+        return dict(self._contexts.get(slot, {}))
 
     def submit(self, slot: str, job: Job, payload: str) -> None:
         if not self._workers[slot].send(payload):

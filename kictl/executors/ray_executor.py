@@ -93,6 +93,7 @@ class RayExecutor(Executor):
         self._started_ray = False
         self._actors: dict[str, Any] = {}
         self._environments: dict[str, dict[str, Any]] = {}
+        self._contexts: dict[str, dict[str, Any]] = {}
         self._inflight: dict[Any, str] = {}
         self.nodes: dict[str, str] = {}
         self.failed_at_start: dict[str, str] = {}
@@ -169,6 +170,8 @@ class RayExecutor(Executor):
                 message = {"type": "device_error", "detail": str(exc)}
             if isinstance(message, dict) and message.get("type") == "ready":
                 self._environments[slot] = message["environment"]
+                context = message.get("protocolContext")
+                self._contexts[slot] = context if isinstance(context, dict) else {}
                 self.nodes[slot] = str(message.get("node", ""))
             else:
                 detail = message.get("detail") if isinstance(message, dict) else None
@@ -182,6 +185,9 @@ class RayExecutor(Executor):
     @property
     def environments(self) -> dict[str, dict[str, Any]]:
         return dict(self._environments)
+
+    def context(self, slot: str) -> dict[str, Any]:
+        return dict(self._contexts.get(slot, {}))
 
     def submit(self, slot: str, job: Job, payload: str) -> None:
         self._inflight[self._actors[slot].run.remote(payload)] = slot

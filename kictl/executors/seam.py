@@ -13,9 +13,13 @@ so that a change to the bench's worker protocol is met here and nowhere else:
   "payload in, record dicts out, ``JobSkipped`` when the workload cannot be
   judged, ``EnvError`` when the device cannot be used".
 * ``resolve``: the definition, workloads and implementations a bench names.
-* ``capture_environment``: what a worker reports about its device at start.
+* ``capture_environment`` and ``protocol_context``: what a worker reports
+  about its device and its machine at start (the context holds whatever the
+  protocol record takes from the machine rather than from the settings:
+  nothing today; the sandbox's isolation once the bench records it).
 * ``expected_protocol_digest`` / ``environment_digest``: what a run of a job
-  in an environment would name, for ``--skip-existing``.
+  in an environment would name, for ``--skip-existing`` and for the driver's
+  check of what comes back.
 """
 
 from __future__ import annotations
@@ -118,6 +122,15 @@ def capture_environment(device: str) -> dict[str, Any]:
     return capture(resolve_device(device))
 
 
+def protocol_context(device: str) -> dict[str, Any]:
+    """What the protocol record takes from the worker's machine rather than from the settings (JSON values).
+
+    Today's bench takes nothing from it: the protocol is the settings, the
+    device kind, the workload's tolerance and the environment's L2 size.
+    """
+    return {}
+
+
 def environment_digest(environment: Mapping[str, Any]) -> str:
     """The digest of the ExecutionEnvironment record of ``environment`` (a spec)."""
     from kictl.bench.results import environment_record
@@ -125,8 +138,17 @@ def environment_digest(environment: Mapping[str, Any]) -> str:
     return environment_record(dict(environment)).digest
 
 
-def expected_protocol_digest(settings: BenchSettings, workload: StoredRecord, environment: Mapping[str, Any]) -> str:
-    """The digest of the BenchmarkProtocol a run of ``settings`` on ``workload`` in ``environment`` names."""
+def expected_protocol_digest(
+    settings: BenchSettings,
+    workload: StoredRecord,
+    environment: Mapping[str, Any],
+    context: Mapping[str, Any] | None = None,
+) -> str:
+    """The digest of the BenchmarkProtocol a run of ``settings`` on ``workload`` names.
+
+    ``environment`` and ``context`` are what the worker reported at start
+    (``capture_environment``, ``protocol_context``).
+    """
     from kictl.bench.results import protocol_record, protocol_spec
     from kictl.bench.session import check_options, tolerance_for
 
@@ -177,6 +199,7 @@ __all__ = [
     "environment_digest",
     "expected_protocol_digest",
     "options_for",
+    "protocol_context",
     "resolve",
     "run_job",
     "settings_of",

@@ -8,7 +8,7 @@ for a message); data only, never pickled objects.
 
 Messages to the parent::
 
-    {"type": "ready", "environment": {...}}        # once, at start
+    {"type": "ready", "environment": {...}, "protocolContext": {...}}   # once, at start
     {"type": "result", "records": [...]}           # a job's records
     {"type": "job_error", "detail": "..."}         # the job cannot be judged; the worker goes on
     {"type": "device_error", "detail": "..."}      # the device cannot be used; the worker exits
@@ -34,7 +34,8 @@ def ready(device: str) -> dict[str, Any]:
     from kictl.executors import seam
 
     try:
-        return {"type": "ready", "environment": seam.capture_environment(device)}
+        environment = seam.capture_environment(device)
+        return {"type": "ready", "environment": environment, "protocolContext": seam.protocol_context(device)}
     except Exception as exc:  # a device that cannot be opened is a device failure, whatever raised
         return {"type": "device_error", "detail": _detail(exc)}
 
