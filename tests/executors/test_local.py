@@ -17,6 +17,7 @@ from kictl.executors import JobResult, run_bench_jobs
 from kictl.executors.base import DeviceFailure, check_result
 from kictl.executors.jobs import JobPlan, done_job_ids, plan_jobs
 from kictl.executors.local import LocalPool, parse_devices
+from kictl.executors.seam import protocol_context
 from kictl.records import StoredRecord
 from kictl.store import Registry
 from tests.bench.conftest import cuda_available
@@ -26,6 +27,9 @@ from tests.executors.conftest import BOTH, CPU_FAST, RMSNORM
 OPTIONS = BenchOptions(device="cpu", warmup=0, iterations=1, trials=1, rounds=1, workloads=("b1",))
 
 pytestmark = pytest.mark.slow
+
+#: What a CPU worker of this machine reports beside its environment.
+CONTEXT = protocol_context("cpu")
 
 
 def identity(records: list[StoredRecord]) -> dict[str, Any]:
@@ -81,21 +85,21 @@ def test_records_that_are_not_the_jobs_are_refused(pooled: tuple[Any, Any, JobPl
     first, second = sorted(outcome.results, key=lambda result: plan.jobs.index(result.job))
     env = next(r for r in first.records if r.kind == "ExecutionEnvironment").raw["spec"]
     raws = [record.raw for record in first.records]
-    assert check_result(plan, first.job, raws, env) == first.records
+    assert check_result(plan, first.job, raws, env, CONTEXT) == first.records
     with pytest.raises(RecordError, match="not a run of the job"):
-        check_result(plan, second.job, raws, env)
+        check_result(plan, second.job, raws, env, CONTEXT)
     without_run = [raw for raw in raws if raw["kind"] != "BenchmarkRun"]
     with pytest.raises(RecordError, match="expected one BenchmarkRun, got 0"):
-        check_result(plan, first.job, without_run, env)
+        check_result(plan, first.job, without_run, env, CONTEXT)
     other_settings = plan_jobs_with(plan, iterations=7)
     with pytest.raises(RecordError, match="not the one the job's settings give"):
-        check_result(other_settings, first.job, raws, env)
+        check_result(other_settings, first.job, raws, env, CONTEXT)
     elsewhere = {**env, "hardware": {**env["hardware"], "product": "Another CPU"}}
     with pytest.raises(RecordError, match="not the one the worker reported"):
-        check_result(plan, first.job, raws, elsewhere)
+        check_result(plan, first.job, raws, elsewhere, CONTEXT)
     stray = [*raws, next(r for r in second.records if r.kind == "Implementation").raw]
     with pytest.raises(RecordError, match="Implementation the job does not name"):
-        check_result(plan, first.job, stray, env)
+        check_result(plan, first.job, stray, env, CONTEXT)
 
 
 def plan_jobs_with(plan: JobPlan, **changes: Any) -> JobPlan:
@@ -108,10 +112,10 @@ def test_done_jobs_are_skipped_for_their_environment_only(pooled: tuple[Any, Any
     registry = copy_bundled(tmp_path / "done")
     registry.add(report.records)
     env = next(r for r in report.records if r.kind == "ExecutionEnvironment").raw["spec"]
-    assert done_job_ids(registry, plan, [env]) == {job.job_id for job in plan.jobs}
+    assert done_job_ids(registry, plan, [env], CONTEXT) == {job.job_id for job in plan.jobs}
     elsewhere = {**env, "hardware": {**env["hardware"], "product": "Another CPU"}}
-    assert done_job_ids(registry, plan, [env, elsewhere]) == set()
-    assert done_job_ids(registry, plan_jobs_with(plan, iterations=3), [env]) == set()
+    assert done_job_ids(registry, plan, [env, elsewhere], CONTEXT) == set()
+    assert done_job_ids(registry, plan_jobs_with(plan, iterations=3), [env], CONTEXT) == set()
     again, again_outcome = run_bench_jobs(registry, RMSNORM, BOTH, OPTIONS, skip_done=True, workdir=tmp_path / "w")
     assert again_outcome.already_done == 2
     assert again_outcome.results == []
