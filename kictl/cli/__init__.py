@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import bench, definitions, importers, rank, records, rerun, review, submit, trust
+from kictl.cli import bench, definitions, importers, rank, records, rerun, review, site, submit, trust
 from kictl.cli._common import STATE
 
 EPILOG = (
@@ -61,6 +61,7 @@ def make_app() -> typer.Typer:
     submit.register(app)
     review.register(app)
     rerun.register(app)
+    site.register(app)
     return app
 
 

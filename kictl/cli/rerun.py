@@ -212,9 +212,9 @@ def attest_rerun(
     """
     from kictl.rerun import sign_results
 
+    target = open_registry(registry)
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder written by `kictl rerun --out`")
-    target = open_registry(registry)
     report = sign_results(target, folder, key, require_verifier=require_verifier)
     for warning in report.warnings:
         err(f"warning: {warning}")

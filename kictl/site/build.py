@@ -1,0 +1,592 @@
+"""``kictl site build``: gather what each page shows from the core, decide what to render, write the files.
+
+The numbers on every page come from the functions the CLI calls:
+``rank.definition_leaderboard`` and ``rank.workload_leaderboard`` (ranks,
+× vs #1, evidence, floors), ``rank.floors``, ``rank.history``,
+``rank.citation``, ``trust.check_record`` (what ``kictl verify`` reports) and
+``trust.trust_summaries`` (the evidence levels ``kictl leaderboard`` ranks
+with).  The JSON beside a page is the CLI's ``--json`` document for the same
+question, built by the CLI's own JSON shapes (``kictl.site.documents``).
+
+Determinism.  The build's "now" (staleness, a citation's access date) is the
+time of the registry's HEAD commit, or ``SOURCE_DATE_EPOCH`` when set, else
+the newest ``observedAt``; nothing reads the clock, dictionaries are walked in
+sorted order and the SVG plots carry no date, so building twice gives
+byte-identical files.
+
+Incremental builds.  Each page has a fingerprint: a sha256 over the facts it
+shows, read from the query index (run digests, latencies, statuses,
+evidence, staleness, the state of the files it verifies, the commits that
+added them).  ``build-inputs.json`` beside the pages keeps every page's
+fingerprint and the files it wrote, and each run's verification state with the
+fingerprint of the files that decide it.  With ``incremental=True`` a page is
+rendered again only when its fingerprint changed or one of its files is
+missing; a run is verified again only when one of its files (the record, the
+records it names, its attestations, the trust root) changed.  Files that a
+previous build wrote and this one does not are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from kictl import __version__, trust
+from kictl.errors import KictlError, RegistryError
+from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
+from kictl.policy import Policy
+from kictl.rank import (
+    DefinitionBoard,
+    FloorEstimate,
+    GroupKey,
+    History,
+    RankedGroup,
+    WorkloadBoard,
+    definition_leaderboard,
+    floors,
+    group_of,
+    group_runs,
+    history,
+    is_stale,
+    workload_leaderboard,
+)
+from kictl.records import parse_timestamp
+from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
+
+#: Bump when a page's layout changes, so that an incremental build renders every page again.
+SITE_FORMAT = 2
+STATE_FILE = "build-inputs.json"
+
+
+@dataclass
+class BuildReport:
+    """What a build did."""
+
+    mode: str  # "full" or "incremental"
+    pages: int = 0
+    rendered: int = 0
+    files_written: int = 0
+    files_removed: int = 0
+    verified: int = 0  # runs whose verification ran (the rest came from the previous build)
+    seconds: float = 0.0
+    as_of: str = ""
+    commit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """A run's verification as ``kictl verify`` reported it, kept between builds."""
+
+    fingerprint: str
+    ok: bool
+    submitted: bool
+    level: str
+    retracted: bool
+    failures: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "fingerprint": self.fingerprint,
+            "ok": self.ok,
+            "submitted": self.submitted,
+            "level": self.level,
+            "retracted": self.retracted,
+            "failures": self.failures,
+        }
+
+
+def fingerprint(*parts: Any) -> str:
+    """sha256 over the JSON of ``parts`` (keys sorted): the identity of a page's inputs."""
+    text = json.dumps([SITE_FORMAT, __version__, *parts], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _MemoGit:
+    """The registry's ``GitHistory`` with its answers kept for the duration of one build.
+
+    ``rank.citation`` asks git when each record file was added, one file at a
+    time; ``trust.check_record`` asks for the attestations' signing times once
+    per record.  The answers do not change during a build, so each question is
+    put to git once: ``first_added`` of one record file is answered from one
+    ``first_added`` over all of ``registry/records`` (the same log, the same
+    oldest commit per file).
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._added: dict[tuple[str, str], Any] = {}
+        self._commits: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+    def first_added(self, prefix: str, rev: str = "HEAD") -> Any:
+        if prefix.startswith(RECORDS_DIR + "/") and prefix.endswith(".json"):
+            everything = self.first_added(RECORDS_DIR, rev)
+            return {prefix: everything[prefix]} if prefix in everything else {}
+        key = (prefix, rev)
+        if key not in self._added:
+            self._added[key] = self._inner.first_added(prefix, rev)
+        return self._added[key]
+
+    def commits(self, rev: str = "HEAD", paths: Sequence[str] = ()) -> Any:
+        key = (rev, tuple(paths))
+        if key not in self._commits:
+            self._commits[key] = self._inner.commits(rev, paths)
+        return self._commits[key]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def _memo_git(registry: Registry) -> Iterator[None]:
+    """``registry.git`` answers from a ``_MemoGit`` for the duration of the block, then as before."""
+    if not registry.is_git_repository():
+        yield
+        return
+    inner = registry.git
+    registry.__dict__["git"] = _MemoGit(inner)  # Registry.git is a cached_property: the instance dict holds it
+    try:
+        yield
+    finally:
+        registry.__dict__["git"] = inner
+
+
+def build_moment(registry: Registry, index: QueryIndex, runs: Iterable[RunFacts]) -> datetime:
+    """The build's "now": ``SOURCE_DATE_EPOCH``, else the HEAD commit's time, else the newest ``observedAt``."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch:
+        try:
+            return datetime.fromtimestamp(int(epoch), UTC)
+        except ValueError as exc:
+            raise RegistryError(f"SOURCE_DATE_EPOCH={epoch!r} is not a number of seconds") from exc
+    if index.commit is not None:
+        return datetime.fromtimestamp(registry.git.commit_info(index.commit).timestamp, UTC)
+    newest = max((run.observed_at for run in runs), default=None)
+    return parse_timestamp(newest) if newest else datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass
+class SiteContext:
+    """Everything the page renderers read: the index, the policy, the build's moment and cached core answers."""
+
+    registry: Registry
+    index: QueryIndex
+    policy: Policy
+    moment: datetime
+    base_url: str | None
+    evidence: dict[str, str]
+    summaries: dict[str, trust.RecordTrust]
+    states: dict[str, RunState] = field(default_factory=dict)
+    definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
+    workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
+    groups: dict[GroupKey, list[RunFacts]] = field(default_factory=dict)
+    loose: list[RunFacts] = field(default_factory=list)
+    runs_by_definition: dict[str, list[RunFacts]] = field(default_factory=dict)
+    _definition_boards: dict[tuple[str, str | None], DefinitionBoard] = field(default_factory=dict)
+    _workload_boards: dict[str, WorkloadBoard] = field(default_factory=dict)
+    _histories: dict[str, History] = field(default_factory=dict)
+    _floors: dict[tuple[str, str], list[FloorEstimate] | str] = field(default_factory=dict)
+    #: record digest -> (its JSON as the file holds it, the digest recomputed from it), for the manifests
+    manifest_entries: dict[str, tuple[Any, str] | str] = field(default_factory=dict)
+
+    def definition_board(self, definition: str, gpu: str | None = None) -> DefinitionBoard:
+        """``kictl leaderboard DEF [--gpu G]``, computed once per build."""
+        key = (definition, gpu)
+        if key not in self._definition_boards:
+            self._definition_boards[key] = definition_leaderboard(
+                self.index, definition, policy=self.policy, gpu=gpu, evidence=self.evidence, now=self.moment
+            )
+        return self._definition_boards[key]
+
+    def workload_board(self, definition: str, workload: str) -> WorkloadBoard:
+        """``kictl leaderboard DEF --workload W``, computed once per build."""
+        if workload not in self._workload_boards:
+            self._workload_boards[workload] = workload_leaderboard(
+                self.index, definition, workload, policy=self.policy, evidence=self.evidence, now=self.moment
+            )
+        return self._workload_boards[workload]
+
+    def ranked_group(self, key: GroupKey) -> RankedGroup | None:
+        workload = self.workloads.get(key.workload)
+        if workload is None:
+            return None
+        board = self.workload_board(workload.definition, workload.digest)
+        return next((group for group in board.groups if group.key == key), None)
+
+    def history(self, definition: str) -> History:
+        """``kictl history DEF``, computed once per build."""
+        if definition not in self._histories:
+            self._histories[definition] = history(self.index, definition, policy=self.policy, evidence=self.evidence)
+        return self._histories[definition]
+
+    def floors(self, definition: str, gpu: str) -> list[FloorEstimate] | str:
+        """``kictl floor DEF --gpu G``, or the error message when the floor cannot be estimated."""
+        key = (definition, gpu)
+        if key not in self._floors:
+            try:
+                self._floors[key] = floors(self.index, definition, gpu)[1]
+            except KictlError as exc:
+                self._floors[key] = exc.message
+        return self._floors[key]
+
+    def stale(self, run: RunFacts) -> bool:
+        return is_stale(run, self.policy, self.moment)
+
+
+# --------------------------------------------------------------------------- pages
+
+
+@dataclass
+class Page:
+    """One page to (maybe) render: its site path, the fingerprint of its inputs, how to make its files."""
+
+    path: str
+    fingerprint: str
+    render: Callable[[], dict[str, bytes]]
+
+
+class _Stats:
+    """``(size, mtime_ns)`` of files, each asked once per build."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._cache: dict[str, list[int] | None] = {}
+
+    def of(self, relative: str | None) -> list[int] | None:
+        if relative is None:
+            return None
+        if relative not in self._cache:
+            try:
+                stat = os.stat(self._root / relative)
+                self._cache[relative] = [stat.st_size, stat.st_mtime_ns]
+            except OSError:
+                self._cache[relative] = None
+        return self._cache[relative]
+
+    def folder(self, relative: str) -> list[tuple[str, list[int] | None]]:
+        try:
+            names = sorted(os.listdir(self._root / relative))
+        except OSError:
+            return []
+        return [(name, self.of(f"{relative}/{name}")) for name in names]
+
+
+def _write(path: Path, data: bytes) -> bool:
+    """Write ``data`` unless the file holds it already (temporary file and rename; derived data, no fsync)."""
+    try:
+        if path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return True
+
+
+def _load_state(out: Path) -> dict[str, Any]:
+    try:
+        state = json.loads((out / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(state, dict) or state.get("format") != SITE_FORMAT:
+        return {}
+    return state
+
+
+def _previous_states(state: Mapping[str, Any]) -> dict[str, RunState]:
+    found = {}
+    for digest, value in (state.get("runs") or {}).items():
+        with contextlib.suppress(TypeError, KeyError):
+            found[digest] = RunState(**value)
+    return found
+
+
+def build_site(
+    registry: Registry,
+    out: Path,
+    *,
+    base_url: str | None = None,
+    incremental: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> BuildReport:
+    """Build the site of ``registry`` into ``out``; returns what was done.
+
+    Raises ``EnvError`` (exit 5) without matplotlib, ``RegistryError`` (exit 4)
+    when ``out`` cannot be written, and whatever the core raises for a registry
+    it cannot read (a trust root that does not verify: ``CheckFailed``).
+    """
+    from kictl.site import pages
+    from kictl.site.plots import require_matplotlib
+
+    require_matplotlib()
+    started = time.perf_counter()
+    say = progress or (lambda _line: None)
+    report = BuildReport(mode="incremental" if incremental else "full")
+    out = out.resolve()
+    previous = _load_state(out) if incremental else {}
+    old_all = _load_state(out)  # files of any previous build, to remove those not written again
+    with QueryIndex.open(registry) as index, _memo_git(index.registry):
+        target = index.registry
+        runs = sorted(index.all_runs(), key=lambda run: run.digest)
+        moment = build_moment(target, index, runs)
+        summaries = trust.trust_summaries(target, [run.digest for run in runs])
+        ctx = SiteContext(
+            registry=target,
+            index=index,
+            policy=target.policy(),
+            moment=moment,
+            base_url=base_url.rstrip("/") + "/" if base_url else None,
+            evidence={digest: summary.level for digest, summary in summaries.items()},
+            summaries=summaries,
+        )
+        report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+        report.commit = index.commit
+        for definition in index.definitions():
+            ctx.definitions[definition.digest] = definition
+            for workload in index.workloads(definition.digest):
+                ctx.workloads[workload.digest] = workload
+        groups, loose = group_runs(runs)
+        ctx.groups = {key: sorted(members, key=lambda run: run.digest) for key, members in groups.items()}
+        ctx.loose = loose
+        for run in runs:
+            definition_digest = run.definition or (
+                ctx.workloads[run.workload].definition if run.workload in ctx.workloads else None
+            )
+            if definition_digest is not None:
+                ctx.runs_by_definition.setdefault(definition_digest, []).append(run)
+        say(f"{len(runs)} runs, {len(ctx.definitions)} definitions, {len(ctx.groups)} comparison groups")
+
+        stats = _Stats(target.root)
+        trust_files = stats.folder(target.relative(target.trust_dir))
+        policy_stat = stats.of(target.relative(target.policy_path))
+        attested = target.git.first_added(ATTESTATIONS_DIR) if target.is_git_repository() else {}
+
+        def verify_fingerprint(digest: str, references: Iterable[str | None]) -> str:
+            hex_digest = digest.removeprefix("sha256:")
+            folder = f"{ATTESTATIONS_DIR}/{hex_digest[:2]}/{hex_digest}"
+            envelopes = stats.folder(folder)
+            return fingerprint(
+                "verify",
+                digest,
+                stats.of(index.path_of(digest)),
+                [stats.of(index.path_of(ref)) if ref else None for ref in references],
+                envelopes,
+                [getattr(attested.get(f"{folder}/{name}"), "sha", None) for name, _ in envelopes],
+                trust_files,
+                policy_stat,
+            )
+
+        cached = _previous_states(previous)
+        reports: dict[str, trust.VerifyReport] = {}
+
+        def state_of(run: RunFacts) -> RunState:
+            if run.digest in ctx.states:
+                return ctx.states[run.digest]
+            refs = (run.definition, run.workload, run.implementation, run.protocol, run.environment)
+            print_ = verify_fingerprint(run.digest, refs)
+            state = cached.get(run.digest)
+            if state is None or state.fingerprint != print_:
+                checked = trust.check_record(target, run.digest)
+                report.verified += 1
+                reports[run.digest] = checked
+                state = RunState(
+                    fingerprint=print_,
+                    ok=checked.ok,
+                    submitted=checked.trust.submitted,
+                    level=checked.trust.level,
+                    retracted=checked.trust.retracted,
+                    failures=len(checked.failures),
+                )
+            ctx.states[run.digest] = state
+            return state
+
+        def verify_report(digest: str) -> trust.VerifyReport:
+            return reports.pop(digest, None) or trust.check_record(target, digest)
+
+        for run in runs:
+            state_of(run)
+        say(f"verified {report.verified} run(s), {len(runs) - report.verified} unchanged since the last build")
+
+        group_prints: dict[GroupKey, str] = {}
+        for key, members in sorted(ctx.groups.items()):
+            group_prints[key] = fingerprint(
+                "group",
+                key.digest,
+                ctx.policy.model_dump(mode="json"),
+                [
+                    (r.digest, r.implementation, r.latency_ns, r.status, r.observed_at, ctx.evidence.get(r.digest))
+                    for r in members
+                ],
+                [ctx.stale(r) for r in members],
+            )
+        added = target.git.first_added(RECORDS_DIR) if target.is_git_repository() else {}
+
+        def added_commit(digest: str) -> str | None:
+            info = added.get(index.path_of(digest) or "")
+            return info.sha if info is not None else None
+
+        def run_line(run: RunFacts) -> list[Any]:
+            state = ctx.states[run.digest]
+            return [run.digest, state.fingerprint, state.ok, state.submitted, state.retracted, added_commit(run.digest)]
+
+        site_pages: list[Page] = []
+        for key, members in sorted(ctx.groups.items()):
+            site_pages.append(
+                Page(
+                    pages.group_path(key),
+                    fingerprint("group-page", group_prints[key], [run_line(r) for r in members], ctx.base_url),
+                    _bind(pages.render_group, ctx, key),
+                )
+            )
+        definition_prints: dict[str, str] = {}
+        gpu_products = index.gpu_products()
+        for digest, definition in sorted(ctx.definitions.items()):
+            members = ctx.runs_by_definition.get(digest, [])
+            keys = _keys(members)
+            definition_prints[digest] = fingerprint(
+                "definition-page",
+                digest,
+                [group_prints[key] for key in keys],
+                [run_line(r) for r in members],
+                [(r.gpu, r.status, r.latency_ns) for r in members],
+                sorted(w.digest for w in ctx.workloads.values() if w.definition == digest),
+                [(i.digest, added_commit(i.digest)) for i in index.implementations(digest)],
+                gpu_products,
+                ctx.base_url,
+            )
+            site_pages.append(
+                Page(
+                    pages.definition_path(ctx, definition),
+                    definition_prints[digest],
+                    _bind(pages.render_definition, ctx, digest),
+                )
+            )
+        for run in runs:
+            run_key = group_of(run)
+            site_pages.append(
+                Page(
+                    pages.run_path(run.digest),
+                    fingerprint(
+                        "run-page",
+                        run_line(run),
+                        group_prints.get(run_key) if run_key else None,
+                        ctx.stale(run),
+                        ctx.policy.permalink_base,
+                        ctx.base_url,
+                    ),
+                    _bind(pages.render_run, ctx, run, verify_report),
+                )
+            )
+        implementations = {
+            impl.digest: impl for definition in ctx.definitions for impl in index.implementations(definition)
+        }
+        for run in runs:
+            if run.implementation not in implementations:
+                facts = index.implementation(run.implementation)
+                if facts is not None:
+                    implementations[facts.digest] = facts
+        for digest, impl in sorted(implementations.items()):
+            mine = sorted(index.runs_of_implementation(digest), key=lambda r: r.digest)
+            keys = _keys(mine)
+            site_pages.append(
+                Page(
+                    pages.implementation_path(digest),
+                    fingerprint(
+                        "implementation-page",
+                        digest,
+                        verify_fingerprint(digest, (impl.definition,)),
+                        [group_prints[key] for key in keys],
+                        [run_line(r) for r in mine],
+                        ctx.base_url,
+                    ),
+                    _bind(pages.render_implementation, ctx, impl),
+                )
+            )
+        for product in pages.gpu_products(ctx):
+            site_pages.append(
+                Page(
+                    pages.gpu_path(product),
+                    fingerprint(
+                        "gpu-page",
+                        product,
+                        [definition_prints[d] for d in sorted(definition_prints)],
+                        ctx.base_url,
+                    ),
+                    _bind(pages.render_gpu, ctx, product),
+                )
+            )
+        site_pages.append(
+            Page(
+                "index.html",
+                fingerprint("index-page", definition_prints, index.counts(), report.as_of, report.commit, ctx.base_url),
+                _bind(pages.render_index, ctx),
+            )
+        )
+        site_pages.append(
+            Page("style.css", fingerprint("style", pages.stylesheet()), lambda: {"style.css": pages.stylesheet()})
+        )
+
+        old_pages: dict[str, Any] = previous.get("pages") or {}
+        new_pages: dict[str, Any] = {}
+        report.pages = len(site_pages)
+        for number, page in enumerate(site_pages, start=1):
+            before = old_pages.get(page.path)
+            if (
+                before is not None
+                and before.get("fingerprint") == page.fingerprint
+                and all((out / name).is_file() for name in before.get("files", ()))
+            ):
+                new_pages[page.path] = before
+                continue
+            files = page.render()
+            report.rendered += 1
+            for name, data in sorted(files.items()):
+                try:
+                    if _write(out / name, data):
+                        report.files_written += 1
+                except OSError as exc:
+                    raise RegistryError(f"{out / name}: cannot write: {exc.strerror or exc}") from exc
+            new_pages[page.path] = {"fingerprint": page.fingerprint, "files": sorted(files)}
+            if number % 2000 == 0:
+                say(f"{number}/{len(site_pages)} pages")
+        kept = {name for entry in new_pages.values() for name in entry["files"]}
+        for entry in (old_all.get("pages") or {}).values():
+            for name in entry.get("files", ()):
+                if name not in kept and (out / name).is_file():
+                    (out / name).unlink()
+                    report.files_removed += 1
+        state = {
+            "format": SITE_FORMAT,
+            "kictl": __version__,
+            "pages": dict(sorted(new_pages.items())),
+            "runs": {digest: ctx.states[digest].to_json() for digest in sorted(ctx.states)},
+        }
+        _write(out / STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _keys(runs: Iterable[RunFacts]) -> list[GroupKey]:
+    """The comparison groups of ``runs``, sorted."""
+    return sorted({found for run in runs if (found := group_of(run)) is not None})
+
+
+def _bind(function: Callable[..., dict[str, bytes]], *args: Any) -> Callable[[], dict[str, bytes]]:
+    return lambda: function(*args)

@@ -1,0 +1,129 @@
+"""The site's plots, drawn at build time as SVG with matplotlib.
+
+Why matplotlib: it is the plotting library every Python user of the index
+already has or can get from any mirror, it writes SVG without a browser or a
+JavaScript runtime, and its SVG output is reproducible when the date metadata
+is dropped and the id salt fixed (``svg.hashsalt``), which byte-identical
+rebuilds need.  Text stays text (``svg.fonttype: none``): it can be selected and
+searched, and the files are smaller and faster to make than with glyph paths;
+every plot sits beside a table with the same numbers and carries a text
+alternative, so nothing is only in the picture.
+
+Only the object-oriented API (``matplotlib.figure.Figure``) is used: no pyplot
+state, no GUI backend.  matplotlib is imported lazily (an optional extra,
+``kictl[site]``); ``require_matplotlib`` raises ``EnvError`` without it.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kictl.errors import EnvError
+
+#: Fixed settings: the id salt makes the SVG reproducible; text stays text.
+_RC: Any = {
+    "svg.hashsalt": "kernelindex",
+    "svg.fonttype": "none",
+    "font.size": 9.0,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "path.simplify": False,
+}
+_MARKERS = "osD^v<>ph*"
+
+
+def require_matplotlib() -> None:
+    """Raises ``EnvError`` (exit 5) when matplotlib cannot be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise EnvError(
+            "kictl site build draws its plots with matplotlib, which is not installed",
+            details=["pip install 'kictl[site]'"],
+        ) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One line of a plot: a label and one value per x position (``None`` where there is none)."""
+
+    label: str
+    values: tuple[float | None, ...]
+
+
+def _svg(figure: Any) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    return buffer.getvalue()
+
+
+def _figure(width: float, height: float, *, right: float = 0.97) -> Any:
+    """A figure with fixed margins (a layout engine would measure every label: seconds per plot)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=100)
+    figure.subplots_adjust(left=0.09, right=right, bottom=0.30, top=0.90)
+    return figure
+
+
+def _log_axis(axes: Any) -> None:
+    from matplotlib.ticker import LogLocator, NullFormatter, NullLocator
+
+    axes.set_yscale("log")
+    axes.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axes.yaxis.set_minor_locator(NullLocator())
+    axes.yaxis.set_minor_formatter(NullFormatter())
+
+
+def latency_plot(title: str, workloads: Sequence[str], series: Sequence[Series]) -> bytes:
+    """Latency (log scale) of each implementation across the workloads: SVG bytes."""
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        figure = _figure(9.0, 4.0 + 0.12 * max(0, len(series) - 12), right=0.70)
+        axes = figure.add_subplot()
+        positions = list(range(len(workloads)))
+        for number, line in enumerate(series):
+            xs = [x for x, value in zip(positions, line.values, strict=True) if value is not None]
+            ys = [value / 1e3 for value in line.values if value is not None]
+            axes.plot(
+                xs,
+                ys,
+                marker=_MARKERS[number % len(_MARKERS)],
+                linestyle="-" if len(xs) > 1 else "none",
+                linewidth=1.0,
+                markersize=4,
+                label=line.label,
+            )
+        _log_axis(axes)
+        axes.set_ylabel("latency (µs, log scale)")
+        axes.set_xticks(positions, list(workloads), rotation=60, ha="right", fontsize=7)
+        axes.set_title(title, fontsize=9)
+        axes.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
+        if series:
+            axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        return _svg(figure)
+
+
+def floor_plot(title: str, workloads: Sequence[str], records: Sequence[float], floors: Sequence[float | None]) -> bytes:
+    """Each workload's record latency beside its estimated floor (log scale): SVG bytes."""
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        figure = _figure(9.0, 4.0)
+        axes = figure.add_subplot()
+        positions = list(range(len(workloads)))
+        axes.bar([x - 0.2 for x in positions], [value / 1e3 for value in records], width=0.4, label="record (achieved)")
+        floor_x = [x + 0.2 for x, value in zip(positions, floors, strict=True) if value is not None]
+        floor_y = [value / 1e3 for value in floors if value is not None]
+        axes.bar(floor_x, floor_y, width=0.4, label="floor (estimate)", hatch="//", fill=False)
+        _log_axis(axes)
+        axes.set_ylabel("time (µs, log scale)")
+        axes.set_xticks(positions, list(workloads), rotation=60, ha="right", fontsize=7)
+        axes.set_title(title, fontsize=9)
+        axes.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
+        axes.legend(fontsize=7, frameon=False)
+        return _svg(figure)

@@ -1,0 +1,211 @@
+"""``kictl site build`` without a browser: the JSON beside each page is the CLI's, defects are marked,
+rebuilds are byte-identical and ``--incremental`` renders only what changed."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kictl.index import QueryIndex
+from kictl.site import build_site
+from tests.conftest import RunCli
+from tests.site.conftest import (
+    DEFINITION,
+    TAMPERED_DEFINITION,
+    UNSIGNED_DEFINITION,
+    SiteWorld,
+    add_unsigned_run,
+    commit_all,
+    make_world,
+    read_json,
+)
+
+
+def cli_json(cli: RunCli, *args: str, code: int = 0) -> object:
+    result = cli(*args, "--json")
+    assert result.exit_code == code, result.output
+    return json.loads(result.stdout)
+
+
+def page_of(out: Path, path: str) -> str:
+    return (out / path).read_text(encoding="utf-8")
+
+
+def test_every_definition_page_has_the_cli_leaderboard_floor_and_history(site_world: SiteWorld, cli: RunCli) -> None:
+    root = str(site_world.registry.root)
+    with QueryIndex.open(site_world.registry) as index:
+        names = [definition.name for definition in index.definitions()]
+    assert DEFINITION in names
+    for name in names:
+        folder = site_world.out / "d" / name
+        assert read_json(folder / "leaderboard.json") == cli_json(cli, "leaderboard", name, "--registry", root)
+        assert read_json(folder / "history.json") == cli_json(cli, "history", name, "--registry", root)
+    floor = read_json(site_world.out / "d" / DEFINITION / "floor.h200.json")
+    assert floor == cli_json(cli, "floor", DEFINITION, "--gpu", "H200", "--registry", root)
+
+
+def test_group_page_json_is_the_element_of_the_workload_leaderboard(site_world: SiteWorld, cli: RunCli) -> None:
+    root = str(site_world.registry.root)
+    board = read_json(site_world.out / "d" / DEFINITION / "leaderboard.json")
+    assert isinstance(board, dict)
+    record = board["boards"][0]["records"][0]
+    groups = cli_json(cli, "leaderboard", DEFINITION, "--workload", record["workloadName"], "--registry", root)
+    assert isinstance(groups, list)
+    (expected,) = [group for group in groups if group["comparisonKey"] == record["comparisonKey"]]
+    key_hex = record["comparisonKey"].removeprefix("sha256:")
+    assert read_json(site_world.out / "g" / key_hex / "leaderboard.json") == expected
+
+
+def test_run_page_json_is_what_verify_and_cite_print(site_world: SiteWorld, cli: RunCli) -> None:
+    root = str(site_world.registry.root)
+    folder = site_world.out / "r" / site_world.ordinary
+    assert read_json(folder / "verify.json") == cli_json(cli, "verify", site_world.ordinary, "--registry", root)
+    shown = read_json(folder / "show.json")
+    assert shown == cli_json(cli, "show", site_world.ordinary, "--registry", root)
+    result = cli("cite", site_world.ordinary, "--format", "json", "--registry", root)
+    cited = json.loads(result.stdout)
+    page_cite = read_json(folder / "cite.json")
+    assert isinstance(page_cite, dict)
+    assert {k: v for k, v in page_cite.items() if k != "accessed"} == {
+        k: v for k, v in cited.items() if k != "accessed"
+    }
+    policy = json.loads((site_world.registry.root / "registry" / "policy.json").read_text())
+    assert cited["permalink"] == policy["permalinkBase"] + site_world.ordinary
+    assert cited["permalink"].endswith(f"/r/{site_world.ordinary}")  # the page's own path
+
+
+def test_tampered_run_is_marked_everywhere_it_appears(site_world: SiteWorld, cli: RunCli) -> None:
+    root = str(site_world.registry.root)
+    folder = site_world.out / "r" / site_world.tampered
+    verified = cli_json(cli, "verify", site_world.tampered, "--registry", root, code=1)
+    assert read_json(folder / "verify.json") == verified
+    assert isinstance(verified, dict)
+    assert verified["ok"] is False
+    html = page_of(site_world.out, f"r/{site_world.tampered}/index.html")
+    assert "This record fails verification" in html
+    assert 'role="alert"' in html
+    assert "recomputes to" in html  # the manifest's digest check names the digest the bytes really have
+    # it is #1 of its group now, and the definition page's record row says what it is
+    board = read_json(site_world.out / "d" / TAMPERED_DEFINITION / "leaderboard.json")
+    assert isinstance(board, dict)
+    leaders = [r for b in board["boards"] for r in b["records"] if r["run"] == site_world.tampered]
+    assert leaders, "the tampered run (1000× faster) should hold its group's record"
+    definition_html = page_of(site_world.out, f"d/{TAMPERED_DEFINITION}/index.html")
+    row = re.search(rf"<tr>(?:(?!</tr>).)*{re.escape(site_world.tampered)}(?:(?!</tr>).)*</tr>", definition_html)
+    assert row is not None
+    assert "fails verification" in row.group(0)
+    assert "below floor" in row.group(0)
+
+
+def test_unsigned_run_is_marked(site_world: SiteWorld) -> None:
+    html = page_of(site_world.out, f"r/{site_world.unsigned}/index.html")
+    assert "<h2>Unsigned</h2>" in html
+    verify = read_json(site_world.out / "r" / site_world.unsigned / "verify.json")
+    assert isinstance(verify, dict)
+    assert verify["submitted"] is False
+    key = read_json(site_world.out / "r" / site_world.unsigned / "show.json")
+    assert isinstance(key, dict)
+    ordinary_html = page_of(site_world.out, f"r/{site_world.ordinary}/index.html")
+    assert "Unsigned" not in ordinary_html
+    assert "fails verification</span>" not in ordinary_html
+    groups = [p for p in (site_world.out / "g").glob("*/index.html") if site_world.unsigned in p.read_text()]
+    assert groups
+    assert all(">unsigned<" in p.read_text() for p in groups)
+    assert UNSIGNED_DEFINITION in page_of(site_world.out, f"r/{site_world.unsigned}/index.html")
+
+
+def test_index_json_is_definitions_list(site_world: SiteWorld, cli: RunCli) -> None:
+    expected = cli_json(cli, "definitions", "list", "--registry", str(site_world.registry.root))
+    assert isinstance(expected, list)
+    found = read_json(site_world.out / "index.json")
+    assert isinstance(found, list)
+    key = lambda row: row["digest"]  # noqa: E731
+    assert sorted(found, key=key) == sorted(expected, key=key)
+
+
+def test_pages_need_no_script_and_no_other_host(site_world: SiteWorld) -> None:
+    for page in site_world.out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "<script" not in text
+        assert not re.search(r'(?:src|href)="(?:https?:)?//', text.replace('href="https://kernelindex.dev/r/', "")), (
+            page
+        )
+        assert '<html lang="en">' in text
+        assert "<h1>" in text
+    for svg in site_world.out.rglob("*.svg"):
+        assert "<script" not in svg.read_text(encoding="utf-8")
+
+
+def test_cli_build_reports_and_rejects_a_file_as_output(site_world: SiteWorld, cli: RunCli, tmp_path: Path) -> None:
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    result = cli("site", "build", target, "--registry", site_world.registry.root)
+    assert result.exit_code == 2, result.output
+    result = cli("site", "serve", tmp_path / "nothing-built")
+    assert result.exit_code == 2, result.output
+    assert "build it first" in result.output
+
+
+@pytest.mark.slow
+def test_rebuild_is_byte_identical_and_incremental_renders_only_what_changed(tmp_path: Path, cli: RunCli) -> None:
+    world = make_world(tmp_path / "registry", tmp_path / "out")
+    again = build_site(world.registry, tmp_path / "again")
+    comparison = filecmp.dircmp(world.out, tmp_path / "again")
+    assert _differences(comparison) == [], "a second build differs"
+    assert again.pages == world.report.pages
+    # a commit that adds one run: an incremental build renders a few pages and ends where a full build ends
+    with QueryIndex.open(world.registry) as index:
+        template = next(
+            run
+            for run in index.runs_of_definition(index.resolve_definition(DEFINITION).digest)
+            if run.status == "passed"
+        )
+    added = add_unsigned_run(world.registry, template, observed_at="2026-11-30T13:00:00.000Z", factor=0.5)
+    commit_all(world.registry.root, "one more run")
+    result = cli("site", "build", world.out, "--incremental", "--json", "--registry", world.registry.root)
+    assert result.exit_code == 0, result.output
+    incremental = json.loads(result.stdout)
+    assert incremental["mode"] == "incremental"
+    assert incremental["verified"] == 1  # only the new run; every other run's files are unchanged
+    assert 0 < incremental["rendered"] < incremental["pages"] // 3
+    assert (world.out / "r" / added / "index.html").is_file()
+    full = build_site(world.registry, tmp_path / "full")
+    assert full.rendered == full.pages
+    assert _differences(filecmp.dircmp(world.out, tmp_path / "full")) == [], "incremental and full builds differ"
+
+
+def _differences(comparison: filecmp.dircmp[str]) -> list[str]:
+    """Files that are not in both trees or differ in their bytes."""
+    found = [f"{comparison.left}: only {name}" for name in comparison.left_only + comparison.right_only]
+    _, mismatch, errors = filecmp.cmpfiles(comparison.left, comparison.right, comparison.common_files, shallow=False)
+    found.extend(f"{comparison.left}/{name}" for name in mismatch + errors)
+    for sub in comparison.subdirs.values():
+        found.extend(_differences(sub))
+    return found
+
+
+def test_serve_answers_on_loopback(site_world: SiteWorld) -> None:
+    """`kictl site serve SITE --port 0` serves the built folder on 127.0.0.1 until stopped."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kictl", "site", "serve", str(site_world.out), "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        assert found, line
+        with urllib.request.urlopen(f"http://127.0.0.1:{found.group(1)}/d/{DEFINITION}/leaderboard.json") as answer:
+            assert json.loads(answer.read()) == read_json(site_world.out / "d" / DEFINITION / "leaderboard.json")
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
