@@ -336,6 +336,15 @@ class Measurement(WireModel):
     device: str | None = None
     #: What lies between the timer's start and stop, in words (e.g. launches enqueued ahead of the start event).
     timed_region: str | None = None
+    #: How the implementation's worker was isolated (issue 10), e.g. "bubblewrap 0.8.0: ..." or "none: --no-sandbox".
+    isolation: str | None = None
+    #: CPU threads the worker was pinned to and torch was allowed (issue 10).
+    threads: PositiveInt | None = None
+    #: Input sets the timed calls rotate over (same structure, fresh values).
+    input_sets: PositiveInt | None = None
+    #: Adaptive repetition: stop once the median's relative error is below this, or the budget is spent.
+    target_relative_error: NonNegativeFloat | None = None
+    time_budget_s: NonNegativeFloat | None = None
 
 
 class Comparability(WireModel):
@@ -404,6 +413,18 @@ class Timing(WireModel):
     enqueued_ahead: NonNegativeInt | None = None
     #: The device-side spin put before each start event to keep the GPU busy while the host enqueues.
     device_spin_ns: NonNegativeInt | None = None
+    #: Half-width of the median's ~95% confidence interval over the median, when the samples were taken.
+    median_relative_error: NonNegativeFloat | None = None
+    #: Why the timed calls stopped (a fixed count, the target error reached, the time budget spent).
+    stop_reason: str | None = None
+    #: Timed calls whose outputs kictl's parent fetched and checked (chosen after each call returned).
+    audited: NonNegativeInt | None = None
+    #: The CPUs the worker was pinned to.
+    cpus: tuple[NonNegativeInt, ...] | None = None
+    #: Median wall time kictl's parent saw around each timed call's request.
+    parent_wall_ns: NonNegativeInt | None = None
+    #: The machine's 1-minute load average at the end of the run.
+    load_average: NonNegativeFloat | None = None
 
     @model_validator(mode="after")
     def _primary_present(self) -> Timing:
@@ -451,6 +472,9 @@ class BenchmarkRunSpec(WireModel):
     source_native: SourceNative | None = None
     integrity: dict[str, IntegrityCheck] | None = None
     synthesized_inputs: tuple[str, ...] | None = None
+    #: The secret drawn at bench time that seeded the correctness rounds' and timed calls' values (issue 10),
+    #: disclosed once the run is over so that anyone can rebuild those inputs.
+    input_secret: str | None = None
 
     @model_validator(mode="after")
     def _passed_has_timing(self) -> BenchmarkRunSpec:

@@ -12,9 +12,10 @@
 * the digest (or a unique prefix, or the name) of an Implementation record in
   the registry.
 
-In every case the record's sources are written to a scratch folder and the
-worker imports them from there, so that what runs is exactly what the
-record (and its digest) holds.
+In every case the worker gets the record's sources as bytes with their
+sha256 (``load_message``), checks them and imports them from its own
+private folder, so that what runs is exactly what the record (and its
+digest) holds, and no folder is shared between workers.
 
 The record's name is the given name (or the file's stem) and the first six
 hex digits of the sources' hash, e.g. ``flashinfer_wrapper_be0f02``, so that
@@ -31,6 +32,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kictl import canon
+from kictl.bench import wire
 from kictl.errors import RecordError, UsageError
 from kictl.records import (
     API_VERSION,
@@ -62,10 +64,9 @@ _MANIFEST_MEMBERS = {
 
 @dataclass(frozen=True, slots=True)
 class LoadedImplementation:
-    """An Implementation record and where its sources lie on disk."""
+    """An Implementation record, its entry point, and whether its source is the definition's reference text."""
 
     record: StoredRecord
-    folder: Path
     entry_file: str
     function: str
     is_reference: bool
@@ -74,9 +75,19 @@ class LoadedImplementation:
     def name(self) -> str:
         return self.record.name
 
-    def module(self) -> dict[str, str]:
-        """What a worker needs to import it."""
-        return {"folder": str(self.folder), "entry": self.entry_file, "function": self.function}
+    def load_message(self) -> wire.Load:
+        """What a worker needs to import it: the record's sources as bytes, with the record's sha256 of each."""
+        spec = self.record.model.spec
+        assert isinstance(spec, ImplementationSpec)
+        files = tuple(
+            wire.SourceFile(
+                path=_safe_relative(source.path, self.record.name),
+                sha256=source.sha256,
+                content=source.content.encode("utf-8"),
+            )
+            for source in spec.sources
+        )
+        return wire.Load(files=files, entry=self.entry_file, function=self.function)
 
 
 def _source(path: Path, relative: str) -> dict[str, str]:
@@ -158,21 +169,7 @@ def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
     return _build(members, definition, where)
 
 
-def _materialize(record: StoredRecord, workdir: Path) -> Path:
-    spec = record.model.spec
-    assert isinstance(spec, ImplementationSpec)
-    folder = workdir / "implementations" / canon.digest_hex(record.digest)[:16]
-    for source in spec.sources:
-        relative = _safe_relative(source.path, record.name)
-        target = folder / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(source.content, encoding="utf-8")
-    return folder
-
-
-def load_implementation(
-    reference: str, definition: StoredRecord, registry: Registry | None, workdir: Path
-) -> LoadedImplementation:
+def load_implementation(reference: str, definition: StoredRecord, registry: Registry | None) -> LoadedImplementation:
     """The implementation ``--impl`` names, for ``definition``.
 
     Raises ``UsageError`` for a path that is no implementation, ``RecordError``
@@ -194,20 +191,19 @@ def load_implementation(
         assert isinstance(record.model, Implementation)
         if record.model.spec.definition_digest not in (None, definition.digest):
             raise UsageError(f"{record.name} implements {record.model.spec.definition_digest}, not {definition.name}")
-    # what runs is exactly what the record holds: its sources, written out afresh
-    folder = _materialize(record, workdir)
     spec = record.model.spec
     assert isinstance(spec, ImplementationSpec)
     entry_file, function = spec.entry_point.split("::", 1)
-    if not (folder / entry_file).is_file():
-        raise UsageError(f"{record.name}: entry point file {entry_file} is missing from {folder}")
+    for source in spec.sources:
+        _safe_relative(source.path, record.name)
+    if entry_file not in {source.path for source in spec.sources}:
+        raise UsageError(f"{record.name}: entry point file {entry_file} is not among its sources")
     is_reference = len(spec.sources) == 1 and spec.sources[0].content == def_spec.reference and function == "run"
-    return LoadedImplementation(record, folder, entry_file, function, is_reference)
+    return LoadedImplementation(record, entry_file, function, is_reference)
 
 
-def reference_module(spec: DefinitionSpec, workdir: Path) -> dict[str, str]:
-    """The definition's reference written out for a worker to import."""
-    folder = workdir / "reference"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "reference.py").write_text(spec.reference, encoding="utf-8")
-    return {"folder": str(folder), "entry": "reference.py", "function": "run"}
+def reference_load(spec: DefinitionSpec) -> wire.Load:
+    """The definition's reference, from kictl's own copy of the record, for kictl's reference worker."""
+    content = spec.reference.encode("utf-8")
+    source = wire.SourceFile(path="reference.py", sha256=hashlib.sha256(content).hexdigest(), content=content)
+    return wire.Load(files=(source,), entry="reference.py", function="run")

@@ -22,13 +22,16 @@ into an ``InputPlan`` — plain data that crosses a process boundary — and
 
 from __future__ import annotations
 
+import array
 import hashlib
 import math
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kictl import blobs, families
+from kictl.bench import wire
 from kictl.errors import RecordError
 from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, StoredRecord, WorkloadSpec
 
@@ -62,6 +65,48 @@ class InputPlan:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(source.name for source in self.sources)
+
+
+def secret_seed(secret: str, label: str, name: str) -> int:
+    """The seed of input ``name`` in input set ``label`` under a session's secret (drawn at bench time)."""
+    digest = hashlib.sha256(f"kictl-bench-secret:{secret}:{label}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & (2**53 - 1)  # within the wire's (and JSON's) safe integers
+
+
+def with_secret_values(plan: InputPlan, secret: str, label: str) -> InputPlan:
+    """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values."""
+    sources = tuple(
+        replace(source, seed=secret_seed(secret, label, source.name)) if source.kind == "random" else source
+        for source in plan.sources
+    )
+    return replace(plan, sources=sources)
+
+
+def to_wire(plan: InputPlan, label: str) -> wire.Plan:
+    """``plan`` as the wire carries it to a worker."""
+    specs = []
+    for source in plan.sources:
+        values = None
+        if source.values is not None:
+            values = array.array("q", source.values).tobytes()
+            if sys.byteorder != "little":  # pragma: no cover - kictl runs on little-endian machines
+                swapped = array.array("q", source.values)
+                swapped.byteswap()
+                values = swapped.tobytes()
+        specs.append(
+            wire.InputSpec(
+                name=source.name,
+                kind=source.kind,
+                dtype=source.dtype,
+                shape=source.shape,
+                seed=source.seed,
+                values=values,
+                blob=source.blob,
+                blob_key=source.blob_key,
+                scalar=source.scalar,
+            )
+        )
+    return wire.Plan(label=label, inputs=tuple(specs))
 
 
 def derive_seed(seed: int, offset: int) -> int:
@@ -181,6 +226,27 @@ def materialize_one(source: InputSource, device: str) -> Any:
     else:
         tensor = _from_blob(source)
     return tensor.to(device)
+
+
+def materialize_spec(spec: wire.InputSpec, device: str) -> Any:
+    """One input, as the wire described it, on ``device`` (worker side)."""
+    import torch
+
+    values = None
+    if spec.values is not None:
+        values = tuple(torch.frombuffer(bytearray(spec.values), dtype=torch.int64).tolist()) if spec.values else ()
+    source = InputSource(
+        name=spec.name,
+        kind=spec.kind,
+        dtype=spec.dtype,
+        shape=spec.shape,
+        seed=spec.seed,
+        values=values,
+        blob=spec.blob,
+        blob_key=spec.blob_key,
+        scalar=spec.scalar,
+    )
+    return materialize_one(source, device)
 
 
 def materialize(plan: InputPlan, device: str) -> list[Any]:

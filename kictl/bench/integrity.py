@@ -11,11 +11,20 @@ under its name; a failed check makes the run's status ``reward_hack``.
 ``outputsFresh``          calls on different inputs did not return identical outputs
 ``timedOutputsCorrect``   a call picked at random among the timed ones returned correct outputs
 ``plainTensorOutputs``    outputs are ``torch.Tensor`` itself (no lazy or proxy subclass) on the run's device
-``noThreadsLeft``         no Python thread started by the implementation is still alive
+``noThreadsLeft``         no thread started by the implementation is still alive (counted by the
+                          OS, ``/proc/<pid>/task``, so raw ``_thread`` threads count too)
 ``streamOrdered``         (GPU) the outputs were complete once the calling stream reached the end
                           of the call: no work left running on another stream
+``noProcessesLeft``       no process the implementation started is alive after its calls
+                          (counted by the OS in the worker's sandbox)
 ``timerNotPatched``       the timer's functions and kictl's own are the objects they were
                           before the implementation was imported
+``samplesConsistent``     every sample the worker sent fits what kictl's parent saw: no sample
+                          longer than the parent's wall time around the call, and the samples'
+                          median not far below the parent's once the wire's own cost is taken off
+``noWorkOutsideCalls``    the worker's processes used no CPU time while kictl held them idle
+                          after the timed calls (work finishing after the clock stopped)
+``wireIntact``            every message from the worker kept to the wire's schema and order
 ``aboveFloor``            the primary statistic is not below the workload's physical floor
 ========================  ===========================================================
 
@@ -25,11 +34,13 @@ parent-side ones (``poisoned_elements``, ``floor_check``) run in kictl.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 PASSED = "passed"
@@ -37,18 +48,27 @@ FAILED = "failed"
 SKIPPED = "skipped"
 POISON_BYTE = 0xFF
 
-CHECKS = (
-    "inputsUnchanged",
-    "outputsNotAliasInputs",
-    "outputsFullyWritten",
-    "outputsFresh",
-    "timedOutputsCorrect",
-    "plainTensorOutputs",
-    "noThreadsLeft",
-    "streamOrdered",
-    "timerNotPatched",
-    "aboveFloor",
-)
+
+class Check(StrEnum):
+    """Every integrity check, by the name a run records it under: the one list, used everywhere."""
+
+    INPUTS_UNCHANGED = "inputsUnchanged"
+    OUTPUTS_NOT_ALIAS_INPUTS = "outputsNotAliasInputs"
+    OUTPUTS_FULLY_WRITTEN = "outputsFullyWritten"
+    OUTPUTS_FRESH = "outputsFresh"
+    TIMED_OUTPUTS_CORRECT = "timedOutputsCorrect"
+    PLAIN_TENSOR_OUTPUTS = "plainTensorOutputs"
+    NO_THREADS_LEFT = "noThreadsLeft"
+    NO_PROCESSES_LEFT = "noProcessesLeft"
+    STREAM_ORDERED = "streamOrdered"
+    TIMER_NOT_PATCHED = "timerNotPatched"
+    SAMPLES_CONSISTENT = "samplesConsistent"
+    NO_WORK_OUTSIDE_CALLS = "noWorkOutsideCalls"
+    WIRE_INTACT = "wireIntact"
+    ABOVE_FLOOR = "aboveFloor"
+
+
+CHECKS: tuple[str, ...] = tuple(check.value for check in Check)
 _KICTL_MODULES = ("kictl.bench.timing", "kictl.bench.integrity", "kictl.bench.worker", "kictl.bench.inputs")
 
 
@@ -198,3 +218,11 @@ def result(outcome: str, detail: str | None = None) -> dict[str, str]:
     if detail:
         entry["detail"] = detail
     return entry
+
+
+def os_threads(pid: int | str = "self") -> int:
+    """How many threads the OS lists for process ``pid`` (``/proc/<pid>/task``); 0 when it cannot tell."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 0

@@ -17,11 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import kictl
 from kictl import canon
 from kictl.bench import correctness
+from kictl.bench.implementation import LoadedImplementation
+from kictl.bench.options import BenchOptions
 from kictl.errors import RegistryError
 from kictl.records import (
     BenchmarkProtocolSpec,
@@ -32,13 +34,14 @@ from kictl.records import (
 )
 from kictl.store import write_atomic
 
-if TYPE_CHECKING:
-    from kictl.bench.implementation import LoadedImplementation
-    from kictl.bench.session import BenchOptions
-
 HARNESS = {"name": "kictl", "version": kictl.__version__}
-INPUT_POLICY = "same tensors for every timed call; fresh tensors and seeds for each correctness round"
-REFERENCE_TEXT = "definition reference implementation, in its own process, on the same inputs"
+INPUT_POLICY = (
+    "timed calls rotate over {sets} input set(s) of the workload's structure with fresh values, copied into the "
+    "same tensors outside the timed region; setup() sees another set that is never timed; correctness rounds use "
+    "fresh tensors; every value is seeded from a secret drawn at bench time and recorded in the run afterwards; "
+    "timed calls are audited at random, decided after each returned"
+)
+REFERENCE_TEXT = "definition reference implementation, in kictl's own worker, on the same inputs"
 
 
 @dataclass
@@ -99,17 +102,22 @@ def environment_record(spec: dict[str, Any]) -> StoredRecord:
 
 def protocol_spec(
     device: str,
-    counts: tuple[int, int, int],
+    counts: tuple[int, int | None, int],
     options: BenchOptions,
     tolerance: correctness.Tolerance,
     flush_bytes: int,
+    isolation: str = "unrecorded",
+    input_sets: int = 1,
 ) -> dict[str, Any]:
     """The BenchmarkProtocol spec (JSON members) of this session's measurement."""
     warmup, iterations, trials = counts
     on_gpu = device != "cpu"
     if not on_gpu:
         timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
-        region = "time.perf_counter_ns read just before and just after each call of run()"
+        region = (
+            "time.perf_counter_ns read just before and just after each call of run(), one call per request from "
+            "kictl's parent, which checks each sample against its own wall time and the worker's CPU time"
+        )
     elif options.cuda_graph:
         timer, family = "cuda_graph_replay", "kictl-cuda-device-time"
         region = (
@@ -138,15 +146,22 @@ def protocol_spec(
         "timer": timer,
         "primaryStatistic": options.statistic,
         "warmup": warmup,
-        "iterations": iterations,
         "trials": trials,
         "l2Flush": on_gpu and flush_bytes > 0,
         "cudaGraph": options.cuda_graph,
-        "inputPolicy": INPUT_POLICY,
+        "inputPolicy": INPUT_POLICY.format(sets=input_sets),
         "setupInTimedRegion": options.time_setup,
         "device": "cuda" if on_gpu else "cpu",
         "timedRegion": region,
+        "isolation": isolation,
+        "threads": options.threads,
+        "inputSets": input_sets,
     }
+    if iterations is not None:
+        measurement["iterations"] = iterations
+    else:
+        measurement["targetRelativeError"] = options.target_error
+        measurement["timeBudgetS"] = options.time_budget_s
     if on_gpu and flush_bytes > 0:
         measurement["l2FlushBytes"] = flush_bytes
     return {
@@ -173,10 +188,17 @@ def protocol_record(spec: dict[str, Any]) -> StoredRecord:
         measurement["primaryStatistic"],
         "setup-timed" if measurement["setupInTimedRegion"] else "",
     )
-    title = (
-        f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of "
-        f"{measurement['iterations']}x{measurement['trials']} after {measurement['warmup']} warm-up"
+    count = (
+        f"{measurement['iterations']}x{measurement['trials']}"
+        if "iterations" in measurement
+        else f"calls until ±{measurement['targetRelativeError']:g} or {measurement['timeBudgetS']:g} s"
     )
+    title = (
+        f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of {count} "
+        f"after {measurement['warmup']} warm-up"
+    )
+    if not measurement.get("isolation", "").startswith("bubblewrap"):
+        name += ".unsandboxed"
     raw = {
         "apiVersion": "kernelindex.dev/v1alpha1",
         "kind": "BenchmarkProtocol",
@@ -196,6 +218,7 @@ def build_run(
     protocol: StoredRecord,
     environment: StoredRecord,
     synthesized: Sequence[str],
+    input_secret: str | None = None,
 ) -> RunSummary:
     """The BenchmarkRun record (and its summary) of ``members`` judged by ``verdict.evaluate``."""
     observed = datetime.now(UTC)
@@ -210,6 +233,8 @@ def build_run(
     }
     if synthesized:
         spec_members["synthesizedInputs"] = list(synthesized)
+    if input_secret is not None:
+        spec_members["inputSecret"] = input_secret
     stamp = observed.strftime("%Y%m%dT%H%M%S") + f"{observed.microsecond // 1000:03d}Z"
     raw = {
         "apiVersion": "kernelindex.dev/v1alpha1",

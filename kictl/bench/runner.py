@@ -1,53 +1,86 @@
-"""Worker processes with a timeout: the kictl side of ``worker.py`` (DESIGN §7: isolation).
+"""Worker processes, seen from kictl's parent: start, ask, wait with a deadline, end (DESIGN §7).
 
-Each implementation runs in a process of its own, started with
-multiprocessing's ``spawn`` (a fresh interpreter: no state of kictl's, no
-CUDA context inherited).  A job is sent over a pipe and its answer awaited
-for at most the job's timeout.  A worker that raises reports it and exits;
-one that dies (a segfault, ``os._exit``, an out-of-memory kill) closes the
-pipe; one that hangs is killed with its whole process group when the time is
-up.  Each case becomes an ``Outcome``; kictl itself survives all three, and
-the next job starts a fresh worker.
+Each implementation (and kictl's own reference) runs in a worker process of
+its own, ``python -m kictl.bench.worker``, inside the sandbox ``sandbox``
+describes.  The parent talks to it over two pipes with ``wire`` frames and
+nothing else: what comes back is parsed as data against the message types
+the parent expects at that point, never unpickled or executed.
+
+``request`` sends one message and waits for its answer until a deadline.
+How a request can end, besides its answer:
+
+* ``ImplementationFailed``: the worker said the implementation failed
+  (``compile_error``, ``runtime_error``) and exits;
+* ``WorkerGone``: the worker died (a segfault, ``os._exit``, an
+  out-of-memory kill), went silent past the deadline (it is killed with its
+  sandbox), or broke the wire (a frame that is not one, a message out of
+  place: ``kind`` is ``protocol`` and the run fails ``wireIntact``).
+
+The parent also reads what the OS says about the worker, which the worker
+cannot forge: its CPU time (``/proc/<pid>/stat`` of every process in its
+sandbox), its threads (``/proc/<pid>/task``) and the processes left in its
+sandbox.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
+import json
 import os
 import signal
+import subprocess
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl.bench import worker
+from kictl.bench import sandbox, wire
 from kictl.errors import EnvError
 
-RESULT = "result"
-FAILED = "failed"
 TIMEOUT = "timeout"
 CRASHED = "crashed"
-HARNESS_ERROR = "harness_error"
+PROTOCOL = "protocol"
+TAIL_LINES = 25
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-@dataclass
-class Outcome:
-    """How a job ended: ``kind`` is result, failed, timeout, crashed or harness_error."""
+class WorkerGone(Exception):
+    """The worker cannot answer any more: ``kind`` is timeout, crashed or protocol."""
 
-    kind: str
-    payload: Any = None
-    detail: str | None = None
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
 
 
-def log_tail(path: Path, lines: int = worker.TAIL_LINES) -> str:
-    """The last lines of a worker's log ('' when it wrote nothing)."""
+class ImplementationFailed(Exception):
+    """The worker reported that the implementation failed (``status``: compile_error or runtime_error)."""
+
+    def __init__(self, status: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessView:
+    """What the OS shows of a worker's sandbox at one moment."""
+
+    cpu_ticks: int
+    threads: int
+    processes: tuple[int, ...]
+    #: time on a CPU of every live thread in the sandbox, in ns (``/proc/<pid>/task/<tid>/schedstat``)
+    cpu_ns: int = 0
+
+
+def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """The last lines of a worker's log ('' when it wrote nothing), made printable."""
     try:
         data = path.read_bytes()[-64 * 1024 :]
     except OSError:
         return ""
-    return worker.tail(data.decode("utf-8", errors="replace"), lines)
+    text = data.decode("utf-8", errors="replace")
+    return wire.clean_text("\n".join(text.rstrip().splitlines()[-lines:]), 4000)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -58,21 +91,100 @@ def _describe_exit(code: int | None) -> str:
             return f"the worker was killed by {signal.Signals(-code).name}"
         except ValueError:
             return f"the worker was killed by signal {-code}"
+    if code > 128:
+        try:
+            return f"the worker was killed by {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
     return f"the worker exited with status {code}"
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+        except OSError:
+            continue
+        found.extend(int(item) for item in text.split())
+    return found
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (``/proc/<pid>/task/*/children``, recursively)."""
+    found: list[int] = []
+    queue = _children(pid)
+    while queue:
+        child = queue.pop()
+        if child in found:
+            continue
+        found.append(child)
+        queue.extend(_children(child))
+    return found
+
+
+def cpu_ns_live(pid: int) -> int:
+    """Time on a CPU of the live threads of ``pid`` in ns (``schedstat``'s first field); 0 if unreadable."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime of process ``pid`` (all its threads) in clock ticks; 0 when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
 
 
 class WorkerProcess:
     """One worker for one implementation (or the reference) on one device."""
 
-    def __init__(self, label: str, device: str, log_dir: Path, *, startup_timeout: float = 300.0) -> None:
+    def __init__(
+        self,
+        label: str,
+        device: str,
+        log_dir: Path,
+        isolation: sandbox.Isolation,
+        *,
+        cpus: tuple[int, ...] = (),
+        threads: int = 1,
+        startup_timeout: float = 300.0,
+    ) -> None:
         self.label = label
         self.device = device
         self.log_dir = log_dir
+        self.isolation = isolation
+        self.cpus = cpus
+        self.threads = threads
         self.startup_timeout = startup_timeout
-        self.process: Any = None
-        self.conn: Any = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.fd_to: int | None = None
+        self.fd_from: int | None = None
         self.environment: dict[str, Any] | None = None
+        self.pinned: tuple[tuple[int, ...], int] | None = None
+        self.worker_pid: int | None = None
+        self.baseline_threads = 0
         self.starts = 0
+        #: the wire's round trip, measured before any implementation was imported
+        self.pings_ns: list[int] = []
+        #: whether the implementation is imported in the running worker
+        self.loaded = False
 
     @property
     def log_path(self) -> Path:
@@ -80,108 +192,195 @@ class WorkerProcess:
 
     @property
     def alive(self) -> bool:
-        return self.process is not None and self.process.is_alive()
+        return self.process is not None and self.process.poll() is None
 
     def start(self) -> dict[str, Any]:
         """Start the worker and wait until it is ready; returns its environment.
 
-        Raises ``EnvError`` when it cannot start (no device, a broken torch).
+        Raises ``EnvError`` when it cannot start (no device, a broken torch, a sandbox that fails).
         """
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self) -> None:
+        """Start the worker's process without waiting for it (``wait_ready`` waits): workers start in parallel."""
         self.stop()
         self.starts += 1
+        self.environment = None
+        self.loaded = False
+        self.pings_ns = []
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        context = multiprocessing.get_context("spawn")
-        ours, theirs = context.Pipe(duplex=True)
-        process = context.Process(
-            target=worker.main, args=(theirs, self.device, str(self.log_path)), name=f"kictl-bench-{self.label}"
-        )
-        process.start()
-        theirs.close()
-        self.process, self.conn = process, ours
-        answer = self._wait(self.startup_timeout, None)
-        if answer.kind != RESULT or not isinstance(answer.payload, dict):
+        to_read, to_write = os.pipe()
+        from_read, from_write = os.pipe()
+        command, executable = sandbox.worker_command(self.isolation, cuda=self.device.startswith("cuda"))
+        command += [
+            "--fd-in",
+            str(to_read),
+            "--fd-out",
+            str(from_write),
+            "--device",
+            self.device,
+            "--cpus",
+            ",".join(map(str, self.cpus)),
+            "--threads",
+            str(self.threads),
+        ]
+        with open(self.log_path, "ab") as log:
+            try:
+                self.process = subprocess.Popen(
+                    command,
+                    executable=executable,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    pass_fds=(to_read, from_write),
+                    env=sandbox.worker_environment(self.isolation),
+                    cwd="/",
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                for fd in (to_read, to_write, from_read, from_write):
+                    os.close(fd)
+                raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
+        os.close(to_read)
+        os.close(from_write)
+        self.fd_to, self.fd_from = to_write, from_read
+
+    def wait_ready(self) -> dict[str, Any]:
+        """Wait for a spawned worker's ``Ready``; returns its environment. Raises ``EnvError``."""
+        if self.environment is not None and self.alive:
+            return self.environment
+        try:
+            ready = self._read(time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}))
+            assert isinstance(ready, wire.Ready)
+            env = json.loads(ready.environment)
+            if not isinstance(env, dict):
+                raise WorkerGone(PROTOCOL, "the worker's environment is not an object")
+        except (WorkerGone, ImplementationFailed, ValueError) as exc:
             self.stop()
+            detail = getattr(exc, "detail", str(exc))
             raise EnvError(
                 f"the benchmark worker for {self.label} did not start on {self.device}",
-                details=[line for line in (answer.detail or "").splitlines()[-10:] if line],
-            )
-        self.environment = answer.payload
-        return answer.payload
+                details=[line for line in detail.splitlines()[-10:] if line],
+            ) from None
+        self.environment = env
+        self.pinned = (ready.cpus, ready.threads)
+        self.worker_pid = self._find_worker_pid()
+        self.baseline_threads = self.view().threads
+        return env
 
-    def run(self, job: dict[str, Any], timeout: float, on_progress: Callable[[str], None] | None = None) -> Outcome:
-        """Send one job and wait at most ``timeout`` seconds for its answer."""
-        if not self.alive:
-            self.start()
-        try:
-            self.conn.send(("job", job))
-        except (OSError, ValueError) as exc:
-            self.stop()
-            return Outcome(CRASHED, detail=f"cannot send the job to the worker: {exc}")
-        outcome = self._wait(timeout, on_progress)
-        if outcome.kind != RESULT:
-            self.stop()
-        return outcome
-
-    def _wait(self, timeout: float, on_progress: Callable[[str], None] | None) -> Outcome:
-        deadline = time.monotonic() + timeout
+    def _find_worker_pid(self) -> int | None:
+        """The Python worker's host pid: the process itself, or the deepest one in a fresh sandbox."""
+        assert self.process is not None
+        if not self.isolation.sandboxed:
+            return self.process.pid
+        chain = [self.process.pid]
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self.kill()
-                message = f"no answer within {timeout:g} s; the worker was stopped"
-                logged = log_tail(self.log_path)
-                return Outcome(TIMEOUT, detail=f"{message}\n{logged}".strip())
-            try:
-                ready = self.conn.poll(min(remaining, 0.5))
-            except (OSError, EOFError):
-                ready = True
-            if not ready:
-                if not self.process.is_alive():
-                    return self._crashed()
-                continue
-            try:
-                kind, payload = self.conn.recv()
-            except (EOFError, OSError):
-                return self._crashed()
-            if kind == "progress":
-                if on_progress is not None:
-                    on_progress(str(payload))
-                continue
-            if kind in ("ready", "result"):
-                return Outcome(RESULT, payload)
-            if kind == "failed":
-                return Outcome(FAILED, payload, detail=str(payload.get("detail", "")))
-            return Outcome(HARNESS_ERROR, detail=f"{payload}\n{log_tail(self.log_path)}".strip())
+            children = _children(chain[-1])
+            if len(children) != 1:
+                break
+            chain.append(children[0])
+        return chain[-1] if len(chain) > 1 else None
 
-    def _crashed(self) -> Outcome:
-        self.process.join(timeout=10)
-        code = self.process.exitcode
+    def view(self) -> ProcessView:
+        """CPU time, threads of the worker, and the other processes in its sandbox, as the OS shows them."""
+        if self.process is None:
+            return ProcessView(0, 0, ())
+        root = self.process.pid
+        tree = [root, *descendants(root)]
+        ticks = sum(cpu_ticks(pid) for pid in tree)
+        live_ns = sum(cpu_ns_live(pid) for pid in tree)
+        threads = 0
+        if self.worker_pid is not None:
+            with contextlib.suppress(OSError):
+                threads = len(os.listdir(f"/proc/{self.worker_pid}/task"))
+        others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
+        return ProcessView(ticks, threads, others, live_ns)
+
+    def _is_sandbox_init(self, pid: int) -> bool:
+        """bubblewrap's own process inside the namespace (the worker's parent)."""
+        if not self.isolation.sandboxed or self.worker_pid is None:
+            return False
+        try:
+            text = Path(f"/proc/{self.worker_pid}/stat").read_text()
+        except OSError:
+            return False
+        return int(text[text.rindex(")") + 2 :].split()[1]) == pid
+
+    def request(self, message: wire.Message, timeout: float, expect: frozenset[str]) -> wire.Message:
+        """Send ``message``, return the answer (one of the ``expect`` types) within ``timeout`` seconds.
+
+        Raises ``ImplementationFailed`` or ``WorkerGone`` (the worker is then stopped).
+        """
+        if not self.alive or self.fd_to is None:
+            self.start()
+        assert self.fd_to is not None
+        try:
+            wire.write_frame(self.fd_to, message)
+        except OSError as exc:
+            raise self._gone(CRASHED, f"cannot send to the worker: {exc.strerror}") from None
+        return self._read(time.monotonic() + timeout, expect | {wire.Failed.TYPE, wire.HarnessError.TYPE}, timeout)
+
+    def _read(self, deadline: float, expect: frozenset[str], timeout: float | None = None) -> wire.Message:
+        assert self.fd_from is not None
+        try:
+            answer = wire.read_frame(self.fd_from, expect, deadline)
+        except wire.WireTimeout:
+            limit = f"{timeout:g} s" if timeout is not None else "the deadline"
+            raise self._gone(TIMEOUT, f"no answer within {limit}; the worker was stopped") from None
+        except wire.PeerClosed:
+            raise self._gone(CRASHED, "") from None
+        except wire.WireError as exc:
+            raise self._gone(PROTOCOL, f"the worker broke the wire protocol: {exc}") from None
+        if isinstance(answer, wire.Failed):
+            self.stop()
+            status = answer.status if answer.status in wire.STATUSES_FROM_WORKER else "runtime_error"
+            raise ImplementationFailed(status, answer.detail)
+        if isinstance(answer, wire.HarnessError):
+            self.stop()
+            raise WorkerGone(CRASHED, f"kictl's worker failed before the implementation ran: {answer.detail}")
+        return answer
+
+    def _gone(self, kind: str, detail: str) -> WorkerGone:
+        code = None
+        if self.process is not None:
+            if kind == CRASHED:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.process.wait(timeout=5)
+            code = self.process.poll()
         self.kill()
+        if kind == CRASHED:
+            detail = "; ".join(part for part in (detail, _describe_exit(code)) if part)
         logged = log_tail(self.log_path)
-        return Outcome(CRASHED, detail=f"{_describe_exit(code)}\n{logged}".strip())
+        return WorkerGone(kind, f"{detail}\n{logged}".strip())
 
     def kill(self) -> None:
-        """End the worker and what it started (its process group)."""
+        """End the worker, its sandbox and what it started (its process group)."""
         if self.process is None:
             return
         pid = self.process.pid
-        if pid is not None and self.process.is_alive():
+        if self.process.poll() is None:
             with contextlib.suppress(OSError):
-                if os.getpgid(pid) == pid:
-                    os.killpg(pid, signal.SIGKILL)
+                os.killpg(pid, signal.SIGKILL)
             with contextlib.suppress(OSError):
                 self.process.kill()
-        self.process.join(timeout=10)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        for fd in (self.fd_to, self.fd_from):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd_to = self.fd_from = None
+        self.process = None
+        self.worker_pid = None
 
     def stop(self) -> None:
         """Ask the worker to finish, then make sure it has."""
         if self.process is None:
             return
-        if self.process.is_alive() and self.conn is not None:
-            with contextlib.suppress(OSError, ValueError, BrokenPipeError):
-                self.conn.send(("stop", None))
-            self.process.join(timeout=5)
+        if self.process.poll() is None and self.fd_to is not None:
+            with contextlib.suppress(OSError):
+                wire.write_frame(self.fd_to, wire.Stop())
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=5)
         self.kill()
-        with contextlib.suppress(OSError):
-            self.conn.close()
-        self.process, self.conn = None, None

@@ -1,37 +1,45 @@
 """One ``kictl bench`` session: implementations × workloads of a definition, as records.
 
 ``run_bench`` resolves the definition and its workloads, plans their inputs,
-runs each implementation in its own worker process (``runner``), compares
-its outputs with the reference's (``correctness``), judges the integrity
-evidence (``integrity``) and returns the records a registry needs
+and for each workload: gets the reference outputs from kictl's own
+reference worker (the definition's reference, from kictl's copy of the
+record; never from an implementation that claims to be it), drives each
+implementation's sandboxed worker through its correctness rounds, setup and
+timed calls (``loop``; the timed calls of all implementations take turns),
+judges the evidence (``verdict``) and returns the records a registry needs
 (DESIGN §3, §7): the BenchmarkRuns and the Definition, Workload,
 Implementation, BenchmarkProtocol and ExecutionEnvironment records they
-name (``results``), judged by ``verdict``.  ``write_manifest`` writes them as
-one manifest file; ``Registry.add`` stores them.
+name (``results``).  ``write_manifest`` writes them as one manifest file;
+``Registry.add`` stores them.
 
-Reference outputs come from a worker running the definition's reference on
-the same inputs; when one of the implementations benchmarked *is* the
-reference (its single source is the reference's text), its own outputs serve
-as the reference outputs, so the reference is not run twice.
+Whose failure it is: anything an implementation does, from its import to
+its packed outputs, is its own run's failure; each run's record is built in
+a guard of its own; a workload is skipped only when the definition's
+reference fails.
 
-Inputs: offset 0 is the workload's own seeds, used for every timed call; the
-correctness rounds use offsets 1..R (fresh seeds, and fresh structure where
-it is synthesised).
+Inputs: a secret drawn at bench time seeds every value a worker sees (the
+correctness rounds, the values ``setup()`` sees, the timed input sets); it
+is recorded in each run afterwards (``inputSecret``).  Index tensors come
+from the workload (or are synthesised from its axes); the timed input sets
+share the workload's own structure so that a ``plan()`` made in ``setup()``
+holds for every timed call.
 """
 
 from __future__ import annotations
 
-import re
+import secrets
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl import canon, families
-from kictl.bench import correctness
-from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_module
-from kictl.bench.inputs import plan_inputs
+from kictl import canon, families, lookup
+from kictl.bench import correctness, sandbox, wire
+from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
+from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
+from kictl.bench.loop import LoopOptions, RunDriver
+from kictl.bench.options import BenchOptions, check_options, pinned_cpus, resolve_device
 from kictl.bench.results import (
     BenchReport,
     RunSummary,
@@ -42,91 +50,20 @@ from kictl.bench.results import (
     speedups,
     write_manifest,
 )
-from kictl.bench.runner import HARNESS_ERROR, RESULT, Outcome, WorkerProcess
-from kictl.bench.verdict import WorkloadContext, evaluate
-from kictl.bench.worker import unpack
+from kictl.bench.runner import ImplementationFailed, WorkerGone, WorkerProcess
+from kictl.bench.verdict import WorkloadContext, audit_label, evaluate
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, UsageError
 from kictl.families.gpus import find_gpu
-from kictl.records import STATISTICS, DefinitionSpec, StoredRecord, Workload, WorkloadSpec
+from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
 
-DEFAULTS = {"cpu": (1, 5, 1), "cuda": (10, 100, 3)}  # warmup, iterations, trials
-DEFAULT_ROUNDS = 3
-DEFAULT_TIMEOUT_S = 600.0
-
 ProgressCallback = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    """What the command line asks for; ``None`` counts take the device's defaults."""
-
-    device: str = "auto"
-    warmup: int | None = None
-    iterations: int | None = None
-    trials: int | None = None
-    rounds: int = DEFAULT_ROUNDS
-    cuda_graph: bool = False
-    time_setup: bool = False
-    statistic: str = "median"
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    atol: float | None = None
-    rtol: float | None = None
-    matched_ratio: float | None = None
-    workloads: tuple[str, ...] = ()
+WorkerFactory = Callable[[str], Any]
 
 
 class _Skip(Exception):
     """A workload cannot be judged (its reference failed, or kictl's worker did); no runs are recorded."""
-
-
-# --------------------------------------------------------------------------- options
-
-
-def resolve_device(requested: str) -> str:
-    """``cpu`` or ``cuda:N``; ``auto`` is the first GPU if there is one.
-
-    Raises ``UsageError`` for an unknown device and ``EnvError`` when a GPU is asked for and absent.
-    """
-    text = requested.strip().lower()
-    if text == "cpu":
-        return "cpu"
-    if text not in ("auto", "cuda") and not re.fullmatch(r"cuda:\d+", text):
-        raise UsageError(f"--device {requested!r}: expected auto, cpu, cuda or cuda:N")
-    import torch
-
-    available = torch.cuda.is_available()
-    if text == "auto":
-        return "cuda:0" if available else "cpu"
-    if not available:
-        raise EnvError(f"--device {requested}: no CUDA GPU is available (torch {torch.__version__})")
-    index = int(text.split(":")[1]) if ":" in text else 0
-    if index >= torch.cuda.device_count():
-        raise EnvError(f"--device {requested}: there are {torch.cuda.device_count()} CUDA device(s)")
-    return f"cuda:{index}"
-
-
-def check_options(options: BenchOptions, device: str) -> tuple[int, int, int]:
-    """(warmup, iterations, trials) for ``device``; raises ``UsageError`` for impossible combinations."""
-    kind = "cpu" if device == "cpu" else "cuda"
-    warmup, iterations, trials = (
-        value if value is not None else default
-        for value, default in zip((options.warmup, options.iterations, options.trials), DEFAULTS[kind], strict=True)
-    )
-    if warmup < 0 or iterations < 1 or trials < 1:
-        raise UsageError("--warmup must be >= 0, --iterations and --trials >= 1")
-    if options.rounds < 1:
-        raise UsageError("--rounds must be >= 1: every run is checked against the reference")
-    if options.statistic not in STATISTICS:
-        raise UsageError(f"--statistic {options.statistic!r}: expected one of {', '.join(STATISTICS)}")
-    if options.cuda_graph and kind == "cpu":
-        raise UsageError("--cuda-graph needs a CUDA device")
-    if options.cuda_graph and options.time_setup:
-        raise UsageError("--time-setup cannot be combined with --cuda-graph (setup cannot be captured in a graph)")
-    if options.timeout_s <= 0:
-        raise UsageError("--timeout must be positive")
-    return warmup, iterations, trials
 
 
 # --------------------------------------------------------------------------- resolution
@@ -151,16 +88,9 @@ def select_workloads(registry: Registry, definition: StoredRecord, wanted: Seque
         return own
     chosen: list[StoredRecord] = []
     for item in wanted:
-        bare = item.removeprefix(canon.DIGEST_PREFIX).lower()
-        matches = [r for r in own if r.name == item]
-        if not matches and len(bare) >= 8:
-            matches = [r for r in own if canon.digest_hex(r.digest).startswith(bare)]
-        if len(matches) != 1:
-            raise NotFoundError(
-                f"no single workload of {definition.name} is {item!r}", candidates=[r.name for r in own][:40]
-            )
-        if matches[0] not in chosen:
-            chosen.append(matches[0])
+        match = lookup.resolve_among(item, own, what=f"workload of {definition.name}")
+        if match not in chosen:
+            chosen.append(match)
     return chosen
 
 
@@ -203,13 +133,15 @@ def run_bench(
     *,
     workdir: Path | None = None,
     progress: ProgressCallback | None = None,
+    worker_factory: WorkerFactory | None = None,
 ) -> BenchReport:
     """Benchmark each implementation on each selected workload of a definition.
 
-    Raises ``NotFoundError`` for an unknown definition, workload or
-    implementation digest, ``UsageError`` for bad options or paths,
+    ``worker_factory`` (tests) makes the workers instead of sandboxed
+    processes.  Raises ``NotFoundError`` for an unknown definition, workload
+    or implementation digest, ``UsageError`` for bad options or paths,
     ``RecordError`` for invalid implementations or workloads, ``EnvError``
-    when the device or a worker cannot start.
+    when the device, the sandbox or a worker cannot start.
     """
     say = progress or (lambda _text: None)
     if not implementation_refs:
@@ -221,11 +153,19 @@ def run_bench(
     workloads = select_workloads(registry, definition, options.workloads)
     device = resolve_device(options.device)
     counts = check_options(options, device)
+    isolation = sandbox.Isolation(None) if worker_factory is not None else sandbox.resolve(options.no_sandbox)
     scratch = tempfile.TemporaryDirectory(prefix="kictl-bench-") if workdir is None else None
     base = Path(scratch.name) if scratch is not None else workdir
     assert base is not None
     try:
-        return _session(registry, definition, workloads, implementation_refs, options, device, counts, base, say)
+        loaded: list[LoadedImplementation] = []
+        for ref in implementation_refs:
+            found = load_implementation(ref, definition, registry)
+            if all(other.record.digest != found.record.digest for other in loaded):
+                loaded.append(found)
+        loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
+        session = _Session(registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory)
+        return _session(session, workloads)
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -241,9 +181,11 @@ class _Session:
         implementations: list[LoadedImplementation],
         options: BenchOptions,
         device: str,
-        counts: tuple[int, int, int],
+        counts: tuple[int, int | None, int],
         base: Path,
         say: ProgressCallback,
+        isolation: sandbox.Isolation,
+        worker_factory: WorkerFactory | None = None,
     ) -> None:
         self.registry = registry
         self.definition = definition
@@ -257,13 +199,20 @@ class _Session:
         self.counts = counts
         self.base = base
         self.say = say
-        self.round_offsets = list(range(1, options.rounds + 1))
-        self.offsets = [0, *self.round_offsets]
+        self.isolation = isolation
+        #: drawn now, never shown to a worker; seeds every value the rounds and the timed calls get
+        self.secret = secrets.token_hex(16)
+        self.round_labels = [f"round {n}" for n in range(1, options.rounds + 1)]
+        iterations = counts[1]
+        sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
+        self.set_labels = [f"input set {n}" for n in range(max(1, sets))]
         logs = base / "logs"
-        self.workers = {
-            impl.record.digest: WorkerProcess(f"impl{n}", device, logs) for n, impl in enumerate(implementations)
-        }
-        self.reference_worker = WorkerProcess("reference", device, logs)
+        cpus = pinned_cpus(options.threads)
+        make = worker_factory or (
+            lambda label: WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads)
+        )
+        self.workers = {impl.record.digest: make(f"impl{n}") for n, impl in enumerate(implementations)}
+        self.reference_worker = make("reference")
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
@@ -272,7 +221,7 @@ class _Session:
         for worker in [*self.workers.values(), self.reference_worker]:
             worker.stop()
 
-    def context(self, workload: StoredRecord) -> WorkloadContext:
+    def context(self, workload: StoredRecord) -> tuple[WorkloadContext, _Plans]:
         model = workload.model.spec
         assert isinstance(model, WorkloadSpec)
         axes = families.full_axes(self.spec, model.axes, source=f"workload {workload.name}")
@@ -280,114 +229,167 @@ class _Session:
             (name, families.tensor_shape(self.spec, name, axes), self.spec.outputs[name].dtype)
             for name in self.order.outputs
         ]
-        plans = {
-            offset: plan_inputs(self.spec, workload, self.order.inputs, self.registry.read_blob, offset=offset)
-            for offset in self.offsets
-        }
-        return WorkloadContext(
+        read = self.registry.read_blob
+        rounds = []
+        for offset, label in enumerate(self.round_labels, start=1):
+            plan = plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset)
+            rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{label}"), label)))
+        timed_structure = plan_inputs(self.spec, workload, self.order.inputs, read, offset=0)
+        setup = to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:setup"), "setup")
+        timed = [
+            to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:{label}"), label)
+            for label in self.set_labels
+        ]
+        context = WorkloadContext(
             record=workload,
-            plans=plans,
             names=[name for name, _, _ in layout],
             shapes=[shape for _, shape, _ in layout],
             dtypes=[dtype for _, _, dtype in layout],
             tolerance=tolerance_for(workload, self.options),
-            round_offsets=self.round_offsets,
+            round_labels=list(self.round_labels),
+            set_labels=list(self.set_labels),
+            synthesized=timed_structure.synthesized,
+            device=self.device,
+        )
+        outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
+        return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
+
+    def loop_options(self, env: dict[str, Any]) -> LoopOptions:
+        warmup, iterations, trials = self.counts
+        on_gpu = self.device != "cpu"
+        if not on_gpu:
+            timer = "perf_counter_ns"
+        elif self.options.cuda_graph:
+            timer = "cuda_graph_replay"
+        elif self.options.time_setup:
+            timer = "cuda_events_host_inclusive"
+        else:
+            timer = "cuda_events"
+        return LoopOptions(
+            warmup=warmup,
+            iterations=iterations,
+            trials=trials,
+            target_relative_error=self.options.target_error if iterations is None else None,
+            time_budget_s=self.options.time_budget_s if iterations is None else None,
+            timer=timer,
+            time_setup=self.options.time_setup,
+            flush_bytes=_flush_bytes(self.device, env),
+            timeout_s=self.options.timeout_s,
         )
 
-    def implementation_job(
-        self, impl: LoadedImplementation, context: WorkloadContext, env: dict[str, Any]
-    ) -> dict[str, Any]:
-        return {
-            "role": "implementation",
-            "module": impl.module(),
-            "plans": context.plans,
-            "round_offsets": context.round_offsets,
-            "outputs": list(zip(context.names, context.shapes, context.dtypes, strict=True)),
-            "options": {
-                "warmup": self.counts[0],
-                "iterations": self.counts[1],
-                "trials": self.counts[2],
-                "cuda_graph": self.options.cuda_graph,
-                "time_setup": self.options.time_setup,
-                "flush_bytes": _flush_bytes(self.device, env),
-            },
-        }
-
     def workload(self, workload: StoredRecord) -> None:
-        """Run every implementation on one workload; a workload that cannot be judged is skipped."""
+        """Run every implementation on one workload; a workload whose reference fails is skipped."""
         try:
             self._workload(workload)
         except _Skip as exc:
             self.report.skipped.append((workload.name, str(exc)))
 
     def _workload(self, workload: StoredRecord) -> None:
-        context = self.context(workload)
-        refs: dict[int, list[Any]] | None = None
-        outcomes: list[tuple[LoadedImplementation, Outcome, dict[str, Any]]] = []
+        context, plans = self.context(workload)
+        for worker in [self.reference_worker, *self.workers.values()]:  # start together: imports overlap
+            if not worker.alive:
+                worker.spawn()
+        refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+        drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
-            if refs is None and not impl.is_reference:
-                refs = self.reference_outputs(context)
             worker = self.workers[impl.record.digest]
-            env = worker.environment if worker.alive and worker.environment else worker.start()
+            env = worker.wait_ready() if worker.alive else worker.start()
+            driver = RunDriver(
+                worker,
+                impl.load_message(),
+                plans.rounds,
+                plans.setup,
+                plans.timed,
+                plans.outputs,
+                self.loop_options(env),
+            )
             label = f"{workload.name}: {impl.name}"
-            self.say(label)
-            outcome = worker.run(
-                self.implementation_job(impl, context, env), self.options.timeout_s, self._phase(label)
-            )
-            if outcome.kind == HARNESS_ERROR:
-                raise _Skip(f"kictl's worker failed with {impl.name}: {_last_line(outcome.detail)}")
-            if outcome.kind == RESULT:
-                _unpack_result(outcome.payload)
-            if impl.is_reference and refs is None and outcome.kind == RESULT:
-                own = {
-                    offset: entry["outputs"]
-                    for offset, entry in outcome.payload["rounds"].items()
-                    if entry.get("outputs") is not None
-                }
-                if outcome.payload.get("audit") is not None:
-                    own[0] = outcome.payload["audit"]
-                if all(offset in own for offset in self.offsets):
-                    refs = own
-            outcomes.append((impl, outcome, env))
-        if refs is None and any(outcome.kind == RESULT for _, outcome, _ in outcomes):
-            refs = self.reference_outputs(context)
+            self.say(f"{label}: correctness and setup")
+            _guarded(driver, driver.prepare)
+            drivers.append((impl, driver, env))
+        self.say(f"{workload.name}: timed calls, interleaved")
+        while any(driver.active for _, driver, _ in drivers):
+            for _, driver, _ in drivers:
+                if driver.active:
+                    _guarded(driver, driver.step)
+        for _, driver, _ in drivers:
+            _guarded(driver, driver.finish)
+        audited = {
+            audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
+            for _, driver, _ in drivers
+            for _, chosen, shift, _ in driver.evidence.audits
+        }
+        wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
+        refs.update(self.reference_outputs(context, plans, wanted))
         summaries = []
-        for impl, outcome, env in outcomes:
-            env_record = self.environment(env)
-            protocol = self.protocol(context, env)
-            if self.device != "cpu":
-                context.floor_ns, context.floor_text = _floor(self.spec, workload, env, self.registry)
-            else:
-                context.floor_ns, context.floor_text = None, "no datasheet floor for a CPU"
-            members = evaluate(outcome, context, refs, self.options.statistic, self.options.rounds)
-            summaries.append(
-                build_run(members, impl, workload, self.definition, protocol, env_record, context.plans[0].synthesized)
-            )
+        for impl, driver, env in drivers:
+            summaries.append(self.record_run(impl, driver, env, context, refs))
         speedups(summaries, self.implementations)
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
 
-    def _phase(self, label: str) -> Callable[[str], None]:
-        def report(phase: str) -> None:
-            self.say(f"{label}: {phase}")
+    def record_run(
+        self,
+        impl: LoadedImplementation,
+        driver: RunDriver,
+        env: dict[str, Any],
+        context: WorkloadContext,
+        refs: dict[str, list[Any]],
+    ) -> RunSummary:
+        """The run's record, built in a guard of its own: a run kictl cannot judge is recorded as such."""
+        env_record = self.environment(env)
+        protocol = self.protocol(context, env)
+        workload = context.record
+        if self.device != "cpu":
+            context.floor_ns, context.floor_text = _floor(self.spec, workload, env, self.registry)
+        else:
+            context.floor_ns, context.floor_text = None, "no datasheet floor for a CPU"
+        try:
+            members = evaluate(driver.evidence, context, refs, self.options.statistic, self.options.rounds)
+            return build_run(
+                members, impl, workload, self.definition, protocol, env_record, context.synthesized, self.secret
+            )
+        except Exception as exc:  # a run kictl could not judge still gets its record
+            detail = wire.clean_text(f"kictl could not judge this run: {type(exc).__name__}: {exc}", 2000)
+            members = {"status": "runtime_error", "statusDetail": detail}
+            return build_run(
+                members, impl, workload, self.definition, protocol, env_record, context.synthesized, self.secret
+            )
 
-        return report
+    def reference_outputs(
+        self, context: WorkloadContext, plans: _Plans, wanted: Sequence[tuple[str, wire.Plan, int]]
+    ) -> dict[str, list[Any]]:
+        """The definition's reference on the ``wanted`` inputs (label, plan, shift), from kictl's own worker.
 
-    def reference_outputs(self, context: WorkloadContext) -> dict[int, list[Any]]:
-        """The reference's outputs on every offset's inputs; raises ``_Skip`` when the reference fails."""
-        job = {
-            "role": "reference",
-            "module": reference_module(self.spec, self.base),
-            "plans": context.plans,
-            "offsets": self.offsets,
-            "outputs": list(zip(context.names, context.shapes, context.dtypes, strict=True)),
-        }
+        Raises ``_Skip`` when the reference fails.
+        """
+        from kictl.bench.worker import unpack
+
         name = context.record.name
-        self.say(f"{name}: reference")
-        outcome = self.reference_worker.run(job, self.options.timeout_s, lambda phase: self.say(f"{name}: {phase}"))
-        if outcome.kind != RESULT:
-            raise _Skip(f"the definition's reference failed ({outcome.kind}): {_last_line(outcome.detail)}")
-        return {offset: [unpack(item) for item in packed] for offset, packed in outcome.payload["outputs"].items()}
+        worker = self.reference_worker
+        outputs: dict[str, list[Any]] = {}
+        try:
+            if not worker.alive or not worker.loaded:
+                if not worker.alive:
+                    worker.spawn()
+                worker.wait_ready()
+                worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
+                worker.loaded = True
+            for label, plan, shift in wanted:
+                self.say(f"{name}: reference, {label}")
+                answer = worker.request(
+                    wire.Reference(plan=plan, outputs=plans.outputs, shift=shift),
+                    self.options.timeout_s,
+                    frozenset({wire.Outputs.TYPE}),
+                )
+                assert isinstance(answer, wire.Outputs)
+                outputs[label] = [unpack(item) for item in answer.tensors]
+        except (ImplementationFailed, WorkerGone, wire.WireError) as exc:
+            worker.stop()
+            kind = getattr(exc, "status", None) or getattr(exc, "kind", "protocol")
+            detail = getattr(exc, "detail", str(exc))
+            raise _Skip(f"the definition's reference failed ({kind}): {_last_line(detail)}") from None
+        return outputs
 
     def environment(self, env: dict[str, Any]) -> StoredRecord:
         key = canon.sha256_hex(canon.canonical_bytes(env))
@@ -396,25 +398,44 @@ class _Session:
         return self.environments[key]
 
     def protocol(self, context: WorkloadContext, env: dict[str, Any]) -> StoredRecord:
-        spec = protocol_spec(self.device, self.counts, self.options, context.tolerance, _flush_bytes(self.device, env))
+        spec = protocol_spec(
+            self.device,
+            self.counts,
+            self.options,
+            context.tolerance,
+            _flush_bytes(self.device, env),
+            self.isolation.label,
+            len(self.set_labels),
+        )
         key = canon.sha256_hex(canon.canonical_bytes(spec))
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
 
 
+@dataclass(frozen=True)
+class _Plans:
+    """One workload's inputs as the wire carries them."""
+
+    rounds: list[tuple[str, wire.Plan]]
+    setup: wire.Plan
+    timed: list[wire.Plan]
+    outputs: tuple[wire.OutputSpec, ...]
+
+
+def _guarded(driver: RunDriver, step: Callable[[], None]) -> None:
+    """One phase of a driver; kictl's own failure there is recorded against this run only."""
+    try:
+        step()
+    except EnvError:
+        raise
+    except Exception as exc:
+        driver.fail("runtime_error", f"kictl could not run this implementation: {type(exc).__name__}: {exc}")
+
+
 def _last_line(text: str | None) -> str:
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no detail"
-
-
-def _unpack_result(payload: dict[str, Any]) -> None:
-    """Turn the packed outputs of an implementation job back into tensors, in place."""
-    for entry in payload["rounds"].values():
-        if entry.get("outputs") is not None:
-            entry["outputs"] = [unpack(item) for item in entry["outputs"]]
-    if payload.get("audit") is not None:
-        payload["audit"] = [unpack(item) for item in payload["audit"]]
 
 
 def _flush_bytes(device: str, env: dict[str, Any]) -> int:
@@ -424,25 +445,7 @@ def _flush_bytes(device: str, env: dict[str, Any]) -> int:
     return 2 * int(env["hardware"].get("l2CacheBytes", 0)) or 256 * 1024 * 1024
 
 
-def _session(
-    registry: Registry,
-    definition: StoredRecord,
-    workloads: list[StoredRecord],
-    implementation_refs: Sequence[str],
-    options: BenchOptions,
-    device: str,
-    counts: tuple[int, int, int],
-    base: Path,
-    say: ProgressCallback,
-) -> BenchReport:
-    implementations: list[LoadedImplementation] = []
-    for ref in implementation_refs:
-        loaded = load_implementation(ref, definition, registry, base)
-        if all(other.record.digest != loaded.record.digest for other in implementations):
-            implementations.append(loaded)
-    # the reference (if benchmarked) runs first: its outputs are everyone's reference outputs
-    implementations.sort(key=lambda item: not item.is_reference)
-    session = _Session(registry, definition, implementations, options, device, counts, base, say)
+def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
     try:
         for workload in workloads:
             session.workload(workload)
@@ -450,8 +453,8 @@ def _session(
         session.close()
     report = session.report
     report.records = [
-        definition,
-        *(impl.record for impl in implementations),
+        session.definition,
+        *(impl.record for impl in session.implementations),
         *report.records,
         *session.protocols.values(),
         *session.environments.values(),

@@ -1,36 +1,35 @@
 """Timing a call: every sample kept in integer nanoseconds, statistics derived once.
 
-DESIGN §7 and issue 4.  Three timers:
+DESIGN §7, issues 4 and 10.  The loop lives in kictl's parent (``loop``):
+it asks a worker for one timed call at a time, and the worker's timer
+measures that one call and sends the sample back at once.  A timer is an
+object with ``prepare(call)`` (once, after ``setup``), ``measure(call) ->
+Measured`` (one timed call) and ``spin_ns``; ``make_timer`` picks it by the
+protocol's timer name, so that another timer (CUPTI, issue 11) is one more
+class here.  Three timers:
 
 ``perf_counter_ns`` (CPU)
-    the host clock read just before and just after each call.
+    the host clock read just before and just after the call; kictl's parent
+    checks each sample against its own wall time around the request.
 ``cuda_events`` (GPU, the default)
     a CUDA event recorded on the calling stream just before and just after
-    each call, after an L2 flush (a write to a buffer of twice the L2 size).
+    the call, after an L2 flush (a write to a buffer of twice the L2 size).
     CUDA events around a Python call time the host's launch path when the
-    GPU is idle: the start event fires at once and the kernel starts only
-    when the host gets round to launching it (MEASURED.md: 50 µs read for a
-    12.5 µs kernel).  So before each start event the GPU is kept busy: a
-    device-side spin, calibrated to twice the host's enqueue time of one
-    call, then the flush.  The host enqueues the whole call while the GPU
-    is still spinning, the kernels run back to back behind the start event,
-    and the sample is the device time of the call's work.  Whether that held
-    is checked for every sample (the start event must not have completed
-    when the call returned) and the count is recorded (``enqueuedAhead``);
-    a call that waits for the GPU (``.tolist()``, ``.item()``) cannot be
-    enqueued ahead and its samples include that host time, as they should.
+    GPU is idle (MEASURED.md: 50 µs read for a 12.5 µs kernel), so before
+    each start event the GPU is kept busy: a device-side spin, calibrated to
+    twice the host's enqueue time of one call, then the flush.  Whether the
+    call was enqueued before the GPU reached the start event is reported
+    per sample (``enqueuedAhead``).
 ``cuda_graph_replay`` (GPU, ``--cuda-graph``)
     the call captured once into a CUDA graph; each sample is one replay
     between two events, after the same flush and spin.
 
-One call at an index drawn by the worker (``audit_index``, unknown to the
-implementation) has its outputs copied after its end event, outside the
-timed region, so that the outputs of timed calls are checked too.
-
 ``bind_originals`` captures the timer's functions before any implementation
 is imported; the timers use those captured objects, so patching
-``torch.cuda.Event.elapsed_time`` or ``time.perf_counter_ns`` later changes
-nothing here (and ``integrity`` reports the patch).
+``time.perf_counter_ns`` later changes nothing here (and ``integrity``
+reports the patch).  ``median_relative_error`` is the half-width of a 95%
+distribution-free confidence interval of the median, over the median: the
+adaptive repetition stops once it is below the target.
 """
 
 from __future__ import annotations
@@ -56,16 +55,6 @@ _CYCLES_PER_NS: dict[str, float | None] = {}
 
 Call = Callable[[], Any]
 Snapshot = Callable[[Any], Any]
-
-
-@dataclass
-class TimingResult:
-    """All samples of one measurement, in integer nanoseconds, and what was seen while taking them."""
-
-    samples_ns: list[int]
-    audit_outputs: Any = None
-    enqueued_ahead: int | None = None
-    device_spin_ns: int | None = None
 
 
 # --------------------------------------------------------------------------- statistics
@@ -117,36 +106,56 @@ def bind_originals() -> dict[str, Any]:
     return _ORIGINALS
 
 
-def _original(name: str) -> Any:
+def original(name: str) -> Any:
+    """The timer function ``name`` as it was before any implementation was imported."""
     if name not in _ORIGINALS:
         bind_originals()
     return _ORIGINALS[name]
 
 
-# --------------------------------------------------------------------------- CPU
+# --------------------------------------------------------------------------- timers
 
 
-def time_cpu(
-    call: Call, *, warmup: int, iterations: int, trials: int, audit_index: int, snapshot: Snapshot
-) -> TimingResult:
-    """``perf_counter_ns`` around each call; ``snapshot`` copies the audited call's outputs."""
-    clock = _original("perf_counter_ns")
-    for _ in range(warmup):
-        call()
-    samples: list[int] = []
-    audit: Any = None
-    index = 0
-    for _ in range(trials):
-        for _ in range(iterations):
-            start = clock()
-            outputs = call()
-            stop = clock()
-            samples.append(stop - start)
-            if index == audit_index:
-                audit = snapshot(outputs)
-            outputs = None
-            index += 1
-    return TimingResult(samples_ns=samples, audit_outputs=audit)
+@dataclass
+class Measured:
+    """One timed call: its time, its outputs (left to the worker to check) and whether it ran ahead (GPU)."""
+
+    ns: int
+    outputs: Any
+    enqueued_ahead: bool | None = None
+
+
+class CpuTimer:
+    """``perf_counter_ns`` around the call."""
+
+    name = "perf_counter_ns"
+    spin_ns: int | None = None
+
+    def __init__(self) -> None:
+        self.clock = original("perf_counter_ns")
+
+    def prepare(self, call: Call) -> None:
+        return None
+
+    def measure(self, call: Call) -> Measured:
+        clock = self.clock
+        start = clock()
+        outputs = call()
+        stop = clock()
+        return Measured(stop - start, outputs)
+
+
+def make_timer(name: str, device: str, flush_bytes: int) -> Any:
+    """The timer called ``name`` (a protocol's ``measurement.timer``) for ``device``; raises ``ValueError``."""
+    if name == CpuTimer.name:
+        return CpuTimer()
+    if name == CudaEventTimer.name:
+        return CudaEventTimer(device, flush_bytes)
+    if name == CudaGraphTimer.name:
+        return CudaGraphTimer(device, flush_bytes)
+    if name == HostInclusiveCudaTimer.name:
+        return HostInclusiveCudaTimer(device, flush_bytes)
+    raise ValueError(f"unknown timer {name!r}")
 
 
 # --------------------------------------------------------------------------- CUDA
@@ -156,21 +165,21 @@ def spin_cycles_per_ns(device: str) -> float | None:
     """Clock cycles of ``torch.cuda._sleep`` per nanosecond on ``device`` (``None`` without it), measured once."""
     import torch
 
-    sleep = _original("sleep")
+    sleep = original("sleep")
     if sleep is None:
         return None
     if device in _CYCLES_PER_NS:
         return _CYCLES_PER_NS[device]
-    event = _original("Event")
-    elapsed = _original("elapsed_time")
+    event = original("Event")
+    elapsed = original("elapsed_time")
     cycles = 2_000_000
     measured = []
     with torch.cuda.device(device):
         for _ in range(3):
             start, stop = event(enable_timing=True), event(enable_timing=True)
-            _original("record")(start)
+            original("record")(start)
             sleep(cycles)
-            _original("record")(stop)
+            original("record")(stop)
             stop.synchronize()
             measured.append(elapsed(start, stop) * 1e6)
     nanoseconds = sorted(measured)[1]
@@ -185,106 +194,119 @@ def _spin_for(host_ns: Sequence[int]) -> int:
     return max(SPIN_MIN_NS, min(SPIN_MAX_NS, 2 * typical + SPIN_MARGIN_NS))
 
 
-def time_cuda(
-    call: Call,
-    *,
-    device: str,
-    warmup: int,
-    iterations: int,
-    trials: int,
-    audit_index: int,
-    snapshot: Snapshot,
-    flush_bytes: int,
-    cuda_graph: bool,
-    host_inclusive: bool = False,
-) -> TimingResult:
-    """CUDA events around each call (or each replay of a graph of one call), GPU kept busy before each.
+class CudaEventTimer:
+    """CUDA events around each call, the GPU kept busy (spin, then L2 flush) before the start event."""
 
-    ``host_inclusive`` (used when setup is timed with the call): no spin, the
-    device synchronised before each start event, so that the host's time in
-    the call (a FlashInfer ``plan()``, the launch path) is inside the sample.
+    name = "cuda_events"
 
-    Raises whatever the call raises, and ``RuntimeError`` from graph capture
-    when the call cannot be captured.
-    """
-    import torch
+    def __init__(self, device: str, flush_bytes: int) -> None:
+        import torch
 
-    clock = _original("perf_counter_ns")
-    event = _original("Event")
-    elapsed = _original("elapsed_time")
-    synchronize = _original("synchronize")
-    sleep = _original("sleep")
-    replay = _original("replay")
-    record = _original("record")
-    query = _original("query")
-    cycles_per_ns = spin_cycles_per_ns(device)
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device) if flush_bytes > 0 else None
+        self.device = device
+        self.event = original("Event")
+        self.record = original("record")
+        self.query = original("query")
+        self.elapsed = original("elapsed_time")
+        self.synchronize = original("synchronize")
+        self.sleep = original("sleep")
+        self.clock = original("perf_counter_ns")
+        self.cycles_per_ns = spin_cycles_per_ns(device)
+        self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device) if flush_bytes > 0 else None
+        self.host_ns: list[int] = []
+        self.spin_ns: int | None = SPIN_DEFAULT_NS if self.cycles_per_ns is not None else None
 
-    def busy(spin_ns: int) -> None:
-        if cycles_per_ns is not None and sleep is not None and spin_ns > 0:
-            sleep(int(spin_ns * cycles_per_ns))
-        if flush is not None:
-            flush.zero_()
+    def busy(self, spin_ns: int | None) -> None:
+        if self.cycles_per_ns is not None and self.sleep is not None and spin_ns:
+            self.sleep(int(spin_ns * self.cycles_per_ns))
+        if self.flush is not None:
+            self.flush.zero_()
 
-    timed: Call = call
-    graph_outputs: Any = None
-    host_ns: list[int] = []
-    if cuda_graph:
-        side = torch.cuda.Stream(device=device)  # type: ignore[no-untyped-call]
-        side.wait_stream(torch.cuda.current_stream(device))
+    def prepare(self, call: Call) -> None:
+        self.synchronize(self.device)
+
+    def _timed(self, call: Call) -> Any:
+        return call()
+
+    def measure(self, call: Call) -> Measured:
+        start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
+        self.synchronize(self.device)
+        self.busy(self.spin_ns)
+        host_start = self.clock()
+        self.record(start)
+        outputs = self._timed(call)
+        self.record(stop)
+        host = self.clock() - host_start
+        ahead = not self.query(start)
+        stop.synchronize()
+        self.host_ns.append(host)
+        if self.spin_ns is not None and len(self.host_ns) <= 8:
+            self.spin_ns = _spin_for(self.host_ns)
+        return Measured(round(self.elapsed(start, stop) * 1e6), outputs, ahead)
+
+
+class HostInclusiveCudaTimer(CudaEventTimer):
+    """CUDA events around setup() and run(), the device synchronised first: the host's time counts."""
+
+    name = "cuda_events_host_inclusive"
+
+    def __init__(self, device: str, flush_bytes: int) -> None:
+        super().__init__(device, flush_bytes)
+        self.spin_ns = None
+
+    def measure(self, call: Call) -> Measured:
+        start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
+        self.busy(None)
+        self.synchronize(self.device)
+        self.record(start)
+        outputs = call()
+        self.record(stop)
+        stop.synchronize()
+        return Measured(round(self.elapsed(start, stop) * 1e6), outputs, None)
+
+
+class CudaGraphTimer(CudaEventTimer):
+    """One call captured into a CUDA graph (after warm-up on a side stream); each sample is one replay."""
+
+    name = "cuda_graph_replay"
+
+    def prepare(self, call: Call) -> None:
+        import torch
+
+        side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+        side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
-            for _ in range(max(warmup, 2)):
+            for _ in range(2):
                 call()
-        torch.cuda.current_stream(device).wait_stream(side)
-        synchronize(device)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            graph_outputs = call()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        self.synchronize(self.device)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.graph_outputs = call()
+        self.synchronize(self.device)
+        self.replay = original("replay")
 
-        def timed() -> Any:
-            replay(graph)
-            return graph_outputs
+    def _timed(self, call: Call) -> Any:
+        self.replay(self.graph)
+        return self.graph_outputs
 
-        for _ in range(max(warmup, 3)):
-            busy(SPIN_DEFAULT_NS)
-            start = clock()
-            timed()
-            host_ns.append(clock() - start)
-    else:
-        for _ in range(warmup):
-            busy(SPIN_DEFAULT_NS)
-            start = clock()
-            call()
-            host_ns.append(clock() - start)
-    synchronize(device)
-    spin_ns = _spin_for(host_ns) if cycles_per_ns is not None and not host_inclusive else 0
 
-    samples: list[int] = []
-    ahead = 0
-    audit: Any = None
-    index = 0
-    for _ in range(trials):
-        starts = [event(enable_timing=True) for _ in range(iterations)]
-        stops = [event(enable_timing=True) for _ in range(iterations)]
-        synchronize(device)
-        for position in range(iterations):
-            busy(spin_ns)
-            if host_inclusive:
-                synchronize(device)
-            record(starts[position])
-            outputs = timed()
-            record(stops[position])
-            if not host_inclusive and not query(starts[position]):
-                ahead += 1
-            if index == audit_index:
-                audit = snapshot(outputs)
-            outputs = None
-            index += 1
-        synchronize(device)
-        samples.extend(round(elapsed(start, stop) * 1e6) for start, stop in zip(starts, stops, strict=True))
-    return TimingResult(
-        samples_ns=samples,
-        audit_outputs=audit,
-        enqueued_ahead=None if host_inclusive else ahead,
-        device_spin_ns=spin_ns if cycles_per_ns is not None and not host_inclusive else None,
-    )
+# --------------------------------------------------------------------------- adaptive repetition
+
+
+def median_relative_error(samples: Sequence[int]) -> float | None:
+    """Half the width of a ~95% confidence interval of the median, over the median (``None`` below 5 samples).
+
+    Distribution-free: the interval runs between the order statistics
+    ``n/2 ± 1.96·sqrt(n)/2`` (the binomial interval of the median's rank).
+    """
+    n = len(samples)
+    if n < 5:
+        return None
+    ordered = sorted(samples)
+    half = 1.96 * math.sqrt(n) / 2
+    low = ordered[max(0, math.floor(n / 2 - half))]
+    high = ordered[min(n - 1, math.ceil(n / 2 + half))]
+    middle = quantile(ordered, 0.5)
+    if middle <= 0:
+        return None
+    return (high - low) / 2 / middle

@@ -1,8 +1,9 @@
-"""Judging what a worker reported: correctness, integrity and the run's status (DESIGN §3, §7).
+"""Judging what the parent gathered: correctness, integrity and the run's status (DESIGN §3, §7).
 
-``evaluate`` turns one worker outcome into the members of a BenchmarkRun
-spec: the worst correctness round, every integrity check with its verdict,
-the timing statistics, and the status, by precedence: ``timeout`` /
+``evaluate`` turns one ``loop.RunEvidence`` into the members of a
+BenchmarkRun spec: the worst correctness round, every integrity check
+(``integrity.Check``, each recorded as passed, failed or skipped), the
+timing statistics, and the status, by precedence: ``timeout`` /
 ``runtime_error`` / ``compile_error``, then ``incorrect_shape`` /
 ``incorrect_dtype``, then ``reward_hack`` (any failed integrity check), then
 ``incorrect_numerical``, else ``passed``.
@@ -11,14 +12,31 @@ the timing statistics, and the status, by precedence: ``timeout`` /
 from __future__ import annotations
 
 import math
+import os
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from kictl.bench import correctness, integrity
-from kictl.bench.inputs import InputPlan
-from kictl.bench.runner import CRASHED, FAILED, RESULT, TIMEOUT, Outcome
+from kictl.bench.integrity import Check
+from kictl.bench.loop import RunEvidence, consistency_notes
 from kictl.bench.timing import summarize
 from kictl.records import StoredRecord
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+#: Checks judged from the notes the worker and the parent made.
+NOTED = (
+    Check.INPUTS_UNCHANGED,
+    Check.OUTPUTS_NOT_ALIAS_INPUTS,
+    Check.PLAIN_TENSOR_OUTPUTS,
+    Check.NO_THREADS_LEFT,
+    Check.NO_PROCESSES_LEFT,
+    Check.TIMER_NOT_PATCHED,
+    Check.STREAM_ORDERED,
+    Check.SAMPLES_CONSISTENT,
+    Check.NO_WORK_OUTSIDE_CALLS,
+    Check.WIRE_INTACT,
+)
 
 
 @dataclass
@@ -26,155 +44,190 @@ class WorkloadContext:
     """Everything about one workload that evaluation needs."""
 
     record: StoredRecord
-    plans: dict[int, InputPlan]
     names: list[str]
     shapes: list[tuple[int, ...]]
     dtypes: list[str]
     tolerance: correctness.Tolerance
-    round_offsets: list[int]
+    round_labels: list[str]
+    set_labels: list[str]
+    synthesized: tuple[str, ...] = ()
+    device: str = "cpu"
     floor_ns: float | None = None
     floor_text: str | None = None
 
 
-def integrity_checks(
-    result: dict[str, Any],
-    context: WorkloadContext,
-    refs: dict[int, list[Any]],
-    rounds: list[Any],
-    primary_ns: int | None,
-) -> dict[str, dict[str, str]]:
-    notes: dict[str, list[str]] = result.get("notes", {})
-    skipped: dict[str, str] = result.get("skipped", {})
-    checks: dict[str, dict[str, str]] = {}
-    for name in (
-        "inputsUnchanged",
-        "outputsNotAliasInputs",
-        "plainTensorOutputs",
-        "noThreadsLeft",
-        "timerNotPatched",
-        "streamOrdered",
-    ):
-        if notes.get(name):
-            checks[name] = integrity.result(integrity.FAILED, "; ".join(notes[name])[:1000])
-        elif name in skipped:
-            checks[name] = integrity.result(integrity.SKIPPED, skipped[name])
-        else:
-            checks[name] = integrity.result(integrity.PASSED)
-    # outputs fully written: no element still holds the poison pattern
-    calls: dict[int, list[Any]] = {
-        offset: entry["outputs"] for offset, entry in result["rounds"].items() if entry.get("outputs") is not None
-    }
-    audit = result.get("audit")
-    poisoned = []
-    for offset, outputs in [*calls.items(), *([(0, audit)] if audit is not None else [])]:
-        for name, tensor, want in zip(context.names, outputs, refs.get(offset, [None] * len(outputs)), strict=False):
+def audit_label(set_label: str, shift: int) -> str:
+    """The name of an audited call's inputs: an input set, its random values rolled by ``shift``."""
+    return f"{set_label}, rolled {shift}"
+
+
+def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
+    found = []
+    for label, outputs in labelled:
+        for name, tensor, want in zip(context.names, outputs, refs.get(label, [None] * len(outputs)), strict=False):
             count = integrity.poisoned_elements(tensor, want)
             if count:
-                poisoned.append(f"{count} elements of {name} (inputs {offset}) were never written")
-    checks["outputsFullyWritten"] = (
+                found.append(f"{count} elements of {name} ({label}) were never written")
+    return found
+
+
+def _stale(labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
+    stale = []
+    for position, (label_a, outputs_a) in enumerate(labelled):
+        for label_b, outputs_b in labelled[position + 1 :]:
+            if label_a == label_b or label_a not in refs or label_b not in refs:
+                continue
+            if correctness.outputs_identical(outputs_a, outputs_b) and not correctness.outputs_identical(
+                refs[label_a], refs[label_b]
+            ):
+                stale.append(f"{label_a} and {label_b} gave identical outputs")
+    return stale[:5]
+
+
+def integrity_checks(
+    evidence: RunEvidence,
+    context: WorkloadContext,
+    refs: dict[str, list[Any]],
+    rounds: list[correctness.RoundComparison],
+    primary_ns: int | None,
+) -> dict[str, dict[str, str]]:
+    """Every check of ``integrity.Check``, judged."""
+    consistency_notes(evidence, context.device == "cpu", _CLOCK_TICKS)
+    checks: dict[str, dict[str, str]] = {}
+    for check in NOTED:
+        lines = evidence.notes.get(check.value)
+        if lines:
+            checks[check.value] = integrity.result(integrity.FAILED, "; ".join(lines)[:1000])
+        elif check is Check.STREAM_ORDERED and not context.device.startswith("cuda"):
+            checks[check.value] = integrity.result(integrity.SKIPPED, "no CUDA streams on the CPU")
+        else:
+            checks[check.value] = integrity.result(integrity.PASSED)
+    calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]
+    audits = [
+        (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift))
+        for index, chosen, shift, out in evidence.audits
+        if isinstance(out, list)
+    ]
+    audit_refs = {**refs, **{label: refs[key] for label, _, key in audits if key in refs}}
+    labelled = [*calls, *[(label, out) for label, out, _ in audits]]
+    poisoned = _poisoned(context, labelled, audit_refs)
+    checks[Check.OUTPUTS_FULLY_WRITTEN.value] = (
         integrity.result(integrity.FAILED, "; ".join(poisoned)) if poisoned else integrity.result(integrity.PASSED)
     )
     # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
-    seen = [*calls.items(), *([(0, audit)] if audit is not None else [])]
-    stale = []
-    for position, (offset_a, outputs_a) in enumerate(seen):
-        for offset_b, outputs_b in seen[position + 1 :]:
-            if offset_a == offset_b or offset_a not in refs or offset_b not in refs:
-                continue
-            if correctness.outputs_identical(outputs_a, outputs_b) and not correctness.outputs_identical(
-                refs[offset_a], refs[offset_b]
-            ):
-                stale.append(f"inputs {offset_a} and {offset_b} gave identical outputs")
-    if len({offset for offset, _ in seen}) < 2:
-        checks["outputsFresh"] = integrity.result(integrity.SKIPPED, "fewer than two different inputs were called")
-    elif stale:
-        checks["outputsFresh"] = integrity.result(integrity.FAILED, "; ".join(stale))
-    else:
-        checks["outputsFresh"] = integrity.result(integrity.PASSED)
-    # a timed call, chosen at random, returned correct outputs
-    rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
-    if result.get("audit_error"):
-        checks["timedOutputsCorrect"] = integrity.result(integrity.FAILED, f"a timed call {result['audit_error']}")
-    elif audit is None or 0 not in refs:
-        checks["timedOutputsCorrect"] = integrity.result(integrity.SKIPPED, "no timed call was audited")
-    elif not rounds_passed:
-        checks["timedOutputsCorrect"] = integrity.result(integrity.SKIPPED, "the correctness rounds did not pass")
-    else:
-        audited = correctness.compare_round(
-            0, context.names, audit, refs[0], shapes=context.shapes, dtypes=context.dtypes, tolerance=context.tolerance
+    by_set: dict[str, list[Any]] = {}
+    for _label, out, set_label in audits:
+        by_set.setdefault(set_label, out)
+    fresh = [*calls, *by_set.items()]
+    stale = _stale(fresh, refs)
+    if len(fresh) < 2:
+        checks[Check.OUTPUTS_FRESH.value] = integrity.result(
+            integrity.SKIPPED, "fewer than two different inputs were called"
         )
-        if audited.status == "passed":
-            checks["timedOutputsCorrect"] = integrity.result(integrity.PASSED)
-        else:
-            checks["timedOutputsCorrect"] = integrity.result(
-                integrity.FAILED, f"a timed call returned wrong outputs: {audited.detail}"
-            )
+    elif stale:
+        checks[Check.OUTPUTS_FRESH.value] = integrity.result(integrity.FAILED, "; ".join(stale))
+    else:
+        checks[Check.OUTPUTS_FRESH.value] = integrity.result(integrity.PASSED)
+    # timed calls, chosen at random after they returned, gave correct outputs for the values they got
+    rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
+    errors = [out for _, _, _, out in evidence.audits if isinstance(out, str)]
+    wrong = []
+    for label, out, key in audits:
+        if key not in refs:
+            continue
+        compared = correctness.compare_round(
+            0,
+            context.names,
+            out,
+            refs[key],
+            shapes=context.shapes,
+            dtypes=context.dtypes,
+            tolerance=context.tolerance,
+        )
+        if compared.status != "passed":
+            wrong.append(f"{label}: {compared.detail}")
+    key = Check.TIMED_OUTPUTS_CORRECT.value
+    if errors:
+        checks[key] = integrity.result(integrity.FAILED, f"a timed call {errors[0]}")
+    elif not evidence.audits:
+        checks[key] = integrity.result(integrity.SKIPPED, "no timed call was audited")
+    elif not rounds_passed:
+        checks[key] = integrity.result(integrity.SKIPPED, "the correctness rounds did not pass")
+    elif wrong:
+        checks[key] = integrity.result(
+            integrity.FAILED, f"{len(wrong)} of {len(audits)} audited timed calls were wrong: {wrong[0]}"[:1000]
+        )
+    else:
+        checks[key] = integrity.result(integrity.PASSED, f"{len(audits)} timed call(s) audited")
     # not faster than physics allows
+    key = Check.ABOVE_FLOOR.value
     if context.floor_ns is None:
-        checks["aboveFloor"] = integrity.result(integrity.SKIPPED, context.floor_text or "no floor for this device")
+        checks[key] = integrity.result(integrity.SKIPPED, context.floor_text or "no floor for this device")
     elif primary_ns is None:
-        checks["aboveFloor"] = integrity.result(integrity.SKIPPED, "no timing")
+        checks[key] = integrity.result(integrity.SKIPPED, "no timing")
     elif primary_ns < context.floor_ns:
-        checks["aboveFloor"] = integrity.result(
+        checks[key] = integrity.result(
             integrity.FAILED, f"{primary_ns} ns is below the floor of {context.floor_ns:.0f} ns ({context.floor_text})"
         )
     else:
-        checks["aboveFloor"] = integrity.result(
-            integrity.PASSED, f"floor {context.floor_ns:.0f} ns ({context.floor_text})"
-        )
-    return checks
+        checks[key] = integrity.result(integrity.PASSED, f"floor {context.floor_ns:.0f} ns ({context.floor_text})")
+    return {check.value: checks[check.value] for check in Check}
 
 
 def evaluate(
-    outcome: Outcome,
+    evidence: RunEvidence,
     context: WorkloadContext,
-    refs: dict[int, list[Any]] | None,
+    refs: dict[str, list[Any]],
     statistic: str,
     rounds_count: int,
 ) -> dict[str, Any]:
-    """The BenchmarkRun spec members (without digests) an outcome earns."""
-    if outcome.kind == TIMEOUT:
-        return {"status": "timeout", "statusDetail": outcome.detail or "timeout"}
-    if outcome.kind == FAILED:
-        status = outcome.payload.get("status", "runtime_error")
-        return {"status": status, "statusDetail": outcome.detail or status}
-    if outcome.kind == CRASHED:
-        return {"status": "runtime_error", "statusDetail": outcome.detail or "the worker died"}
-    assert outcome.kind == RESULT
-    assert refs is not None
-    result: dict[str, Any] = outcome.payload
+    """The BenchmarkRun spec members (without digests) the evidence earns."""
+    if evidence.failure is not None and evidence.failure[0] != "reward_hack":
+        status, detail = evidence.failure
+        return {"status": status, "statusDetail": detail or status}
     members: dict[str, Any] = {}
     compared = []
     shape_problem = None
-    for offset in context.round_offsets:
-        entry = result["rounds"].get(offset, {})
-        if entry.get("outputs") is None:
-            shape_problem = entry.get("error") or "no outputs"
+    for label in context.round_labels:
+        outputs = evidence.rounds.get(label)
+        if not isinstance(outputs, list):
+            shape_problem = outputs or "no outputs"
             continue
         compared.append(
             correctness.compare_round(
-                offset,
+                0,
                 context.names,
-                entry["outputs"],
-                refs[offset],
+                outputs,
+                refs[label],
                 shapes=context.shapes,
                 dtypes=context.dtypes,
                 tolerance=context.tolerance,
             )
         )
-    timing_data = result["timing"]
-    samples = [int(value) for value in timing_data["samples"]]
     primary_ns = None
-    if samples:
-        stats = summarize(samples)
+    if evidence.samples:
+        stats = summarize(evidence.samples)
         primary_ns = stats[statistic]
-        timing: dict[str, Any] = {"latencyNs": stats, "samples": samples, "primaryStatistic": statistic}
-        if timing_data.get("enqueued_ahead") is not None:
-            timing["enqueuedAhead"] = int(timing_data["enqueued_ahead"])
-        if timing_data.get("device_spin_ns") is not None:
-            timing["deviceSpinNs"] = int(timing_data["device_spin_ns"])
+        timing: dict[str, Any] = {"latencyNs": stats, "samples": list(evidence.samples), "primaryStatistic": statistic}
+        if evidence.enqueued_ahead is not None:
+            timing["enqueuedAhead"] = evidence.enqueued_ahead
+        if evidence.device_spin_ns is not None:
+            timing["deviceSpinNs"] = evidence.device_spin_ns
+        if evidence.relative_error is not None and math.isfinite(evidence.relative_error):
+            timing["medianRelativeError"] = round(evidence.relative_error, 6)
+        if evidence.stop_reason:
+            timing["stopReason"] = evidence.stop_reason
+        timing["audited"] = len(evidence.audits)
+        if evidence.cpus:
+            timing["cpus"] = list(evidence.cpus)
+        timing["parentWallNs"] = round(statistics.median(evidence.walls)) if evidence.walls else None
+        if timing["parentWallNs"] is None:
+            del timing["parentWallNs"]
+        with_load = _load_average()
+        if with_load is not None:
+            timing["loadAverage"] = with_load
         members["timing"] = timing
-    checks = integrity_checks(result, context, refs, compared, primary_ns)
+    checks = integrity_checks(evidence, context, refs, compared, primary_ns)
     members["integrity"] = checks
     worst = correctness.worst_round(compared) if compared else None
     record_correctness: dict[str, Any] = {"comparator": correctness.COMPARATOR, "rounds": rounds_count}
@@ -188,7 +241,9 @@ def evaluate(
                 record_correctness[key] = float(value)
     members["correctness"] = record_correctness
     failed = sorted(name for name, check in checks.items() if check["result"] == integrity.FAILED)
-    if shape_problem is not None:
+    if evidence.failure is not None:  # the worker broke the wire: a reward hack, with what was seen before
+        members["status"], members["statusDetail"] = evidence.failure
+    elif shape_problem is not None:
         members["status"], members["statusDetail"] = "incorrect_shape", shape_problem
     elif worst is not None and worst.status in ("incorrect_shape", "incorrect_dtype"):
         members["status"], members["statusDetail"] = worst.status, worst.detail
@@ -197,9 +252,15 @@ def evaluate(
         members["statusDetail"] = "; ".join(f"{name}: {checks[name].get('detail', 'failed')}" for name in failed)[:2000]
     elif worst is not None and worst.status == "incorrect_numerical":
         members["status"], members["statusDetail"] = "incorrect_numerical", worst.detail
+    elif not evidence.samples:
+        members["status"], members["statusDetail"] = "runtime_error", "no timed call was made"
     else:
         members["status"] = "passed"
     return members
 
 
-# --------------------------------------------------------------------------- the session
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None

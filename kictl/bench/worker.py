@@ -1,47 +1,69 @@
-"""The worker process: runs one implementation (or the reference) on the workloads kictl sends.
+"""The worker process: runs one implementation (or kictl's reference) as kictl's parent directs it.
 
-``runner`` starts ``main`` in a fresh process (multiprocessing, spawn) and
-talks to it over a pipe; the worker never sees the registry.  For each job
-it builds the inputs (``inputs.materialize``) before importing the
-implementation (so the implementation never runs while only a seed exists),
-then:
+``runner`` starts ``python -m kictl.bench.worker`` (inside ``sandbox``'s
+bubblewrap unless told otherwise) with two pipe file descriptors: requests
+come in on one, answers go out on the other, as ``wire`` frames (JSON and
+raw bytes, never pickle).  stdout and stderr are a log file whose tail kictl
+reads when the worker dies without a word.
 
-* reference job: calls the reference on the inputs of each offset and sends
-  the outputs back;
-* implementation job: one call per correctness round on fresh tensors (on a
-  GPU the round's values are copied into them on the calling stream behind
-  a 2 ms device spin, so work that is not ordered on that stream reads
-  garbage, and the outputs are copied on that stream right behind the call,
-  so work left running on another stream is caught), then ``setup(...)`` if
-  the module has one, then the timed calls (``timing``) on one set of
-  tensors, one of them audited.  Integrity evidence goes back with the
-  outputs; kictl judges it (``integrity``, ``correctness``).
+The worker pins itself to the CPUs it is given, sets torch's thread count,
+captures its environment and the timer's functions, and says ``Ready``
+before any implementation is imported.  Then it answers, one at a time:
 
-Anything the implementation raises ends the job as ``compile_error`` (at
-import) or ``runtime_error`` with the traceback's last lines, and the worker
-exits; kictl starts a new one for the next workload.  stdout and stderr go
-to a log file whose tail kictl reads when the worker dies without a word.
+``Ping``       ``Pong`` (kictl measures the wire's own round trip before the import)
+``Load``       checks each source file's sha256, writes the files into a fresh
+               private folder (the sandbox's own ``/tmp``), imports the entry
+``Reference``  one call on a plan's inputs, the outputs back (kictl's reference worker)
+``Check``      one correctness round on fresh tensors, outputs and evidence back
+``Arm``        the timed tensors, filled with the setup plan's values (never timed),
+               ``setup(...)`` on them, and the timed input sets made ready
+``Call``       copies one input set into the timed tensors in place (untimed),
+               then one timed call; the sample goes back at once
+``Audit``      the last timed call's outputs
+``Finish``     the evidence gathered over the timed calls
+
+The loop, the count of calls and which of them are audited live in kictl's
+parent: nothing here knows more than the call it is serving.  Anything the
+implementation raises (or makes kictl's code here raise) after ``Load`` is
+its own failure: a ``Failed`` answer, and the worker exits.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import faulthandler
 import gc
+import hashlib
 import importlib.util
+import json
 import os
-import secrets
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kictl.bench import environment, integrity, timing
-from kictl.bench.inputs import InputPlan, materialize
+from kictl.bench import environment, integrity, timing, wire
+from kictl.bench.integrity import Check
 
 TAIL_LINES = 25
 STREAM_CHECK_SPIN_NS = 2_000_000
+_ALLOWED = frozenset(
+    {
+        wire.Ping.TYPE,
+        wire.Load.TYPE,
+        wire.Reference.TYPE,
+        wire.Check.TYPE,
+        wire.Arm.TYPE,
+        wire.Stage.TYPE,
+        wire.Call.TYPE,
+        wire.Audit.TYPE,
+        wire.Finish.TYPE,
+        wire.Stop.TYPE,
+    }
+)
 
 
 class Failure(Exception):
@@ -66,413 +88,66 @@ def _traceback_tail(folder: str | None = None) -> str:
     """The current exception's traceback from the implementation's first frame on.
 
     Frames of kictl's worker and of the import machinery are left out, and the
-    scratch folder the sources were written to is cut from paths, so that the
+    private folder the sources were written to is cut from paths, so that the
     detail reads the same on every machine.
     """
     error = sys.exc_info()[1]
     if error is None:
         return ""
-    frames = traceback.extract_tb(error.__traceback__)
-    prefix = f"{folder.rstrip('/')}/" if folder else None
-    start = next((n for n, frame in enumerate(frames) if prefix and frame.filename.startswith(prefix)), None)
-    if start is None:
-        start = next((n + 1 for n, frame in reversed(list(enumerate(frames))) if frame.filename == __file__), 0)
-    text = "".join(
-        [
-            "Traceback (most recent call last):\n" if frames[start:] else "",
-            *traceback.format_list(frames[start:]),
-            *traceback.format_exception_only(type(error), error),
-        ]
-    )
+    try:
+        frames = traceback.extract_tb(error.__traceback__)
+        prefix = f"{folder.rstrip('/')}/" if folder else None
+        start = next((n for n, frame in enumerate(frames) if prefix and frame.filename.startswith(prefix)), None)
+        if start is None:
+            start = next((n + 1 for n, frame in reversed(list(enumerate(frames))) if frame.filename == __file__), 0)
+        text = "".join(
+            [
+                "Traceback (most recent call last):\n" if frames[start:] else "",
+                *traceback.format_list(frames[start:]),
+                *traceback.format_exception_only(type(error), error),
+            ]
+        )
+    except BaseException:  # an exception whose __str__ or __repr__ raises
+        text = f"{type(error).__name__} (its message could not be read)"
     if prefix:
         text = text.replace(prefix, "")
     return tail(text)
 
 
-def _redirect(log_path: str) -> None:
-    """stdout and stderr of this process (and of what it starts) into the log file."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
+def _note(notes: list[wire.Note], check: Check, detail: str) -> None:
+    if not any(note.check == check.value and note.detail == detail for note in notes):
+        notes.append(wire.Note(check=check.value, detail=detail))
 
 
-def main(conn: Any, device: str, log_path: str) -> None:
-    """Entry point of the worker process."""
-    _redirect(log_path)
-    faulthandler.enable()  # a crash in native code leaves its Python stack in the log
-    with contextlib.suppress(OSError):
-        os.setsid()  # its own process group, so that kictl can end it with what it started
-    try:
-        import torch
-
-        timing.bind_originals()
-        if device.startswith("cuda"):
-            torch.cuda.set_device(torch.device(device))
-            torch.cuda.init()  # type: ignore[no-untyped-call]
-        env = environment.capture(device)
-        baseline = integrity.take_baseline()
-    except BaseException:
-        conn.send(("harness_error", _traceback_tail()))
-        return
-    conn.send(("ready", env))
-    Worker(conn, device, baseline).serve()
+# --------------------------------------------------------------------------- tensors on the wire
 
 
-class Worker:
-    def __init__(self, conn: Any, device: str, baseline: integrity.Baseline) -> None:
-        self.conn = conn
-        self.device = device
-        self.cuda = device.startswith("cuda")
-        self.baseline = baseline
-        self.module_key: str | None = None
-        self.run: Callable[..., Any] | None = None
-        self.setup: Callable[..., Any] | None = None
-        self.folder: str | None = None
-
-    # ----------------------------------------------------------------- loop
-
-    def serve(self) -> None:
-        while True:
-            try:
-                kind, job = self.conn.recv()
-            except (EOFError, OSError):
-                return
-            if kind == "stop":
-                return
-            try:
-                if job["role"] == "reference":
-                    payload = self.reference_job(job)
-                else:
-                    payload = self.implementation_job(job)
-            except Failure as exc:
-                self.conn.send(("failed", {"status": exc.status, "detail": exc.detail}))
-                return
-            except BaseException:
-                self.conn.send(("harness_error", _traceback_tail()))
-                return
-            self.conn.send(("result", payload))
-            self.release()
-
-    def progress(self, phase: str) -> None:
-        self.conn.send(("progress", phase))
-
-    def release(self) -> None:
-        gc.collect()
-        if self.cuda:
-            import torch
-
-            torch.cuda.synchronize()
-            torch.cuda.empty_cache()
-
-    # ----------------------------------------------------------------- loading
-
-    def load(self, module: dict[str, str]) -> None:
-        """Import the implementation once; raises ``Failure("compile_error")``."""
-        key = f"{module['folder']}::{module['entry']}::{module['function']}"
-        if self.module_key == key:
-            return
-        folder = Path(module["folder"])
-        name = f"kictl_implementation_{secrets.token_hex(4)}"
-        spec = importlib.util.spec_from_file_location(name, folder / module["entry"])
-        if spec is None or spec.loader is None:
-            raise Failure("compile_error", f"cannot load {module['entry']} as a Python module")
-        loaded = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(folder))
-        sys.modules[name] = loaded
-        try:
-            spec.loader.exec_module(loaded)
-        except BaseException:
-            raise Failure("compile_error", _traceback_tail(module["folder"])) from None
-        run = getattr(loaded, module["function"], None)
-        if not callable(run):
-            raise Failure("compile_error", f"{module['entry']} defines no function {module['function']}(...)")
-        setup = getattr(loaded, "setup", None)
-        self.run, self.setup = run, setup if callable(setup) else None
-        self.module_key = key
-        self.folder = module["folder"]
-
-    def call(self, function: Callable[..., Any], args: Sequence[Any]) -> Any:
-        """One call of the implementation; raises ``Failure("runtime_error")``."""
-        try:
-            return function(*args)
-        except BaseException:
-            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
-
-    # ----------------------------------------------------------------- outputs
-
-    @staticmethod
-    def normalize(value: Any, names: Sequence[str]) -> list[Any]:
-        """The outputs in ``names`` order: one tensor, a tuple/list in order, or a dict by name."""
-        import torch
-
-        if isinstance(value, torch.Tensor):
-            items = [value]
-        elif isinstance(value, dict):
-            if set(value) != set(names):
-                raise OutputStructureError(f"returned a dict with keys {sorted(value)}, expected {list(names)}")
-            items = [value[name] for name in names]
-        elif isinstance(value, (tuple, list)):
-            items = list(value)
-        else:
-            raise OutputStructureError(f"returned {type(value).__name__}, expected {len(names)} tensor(s)")
-        if len(items) != len(names):
-            raise OutputStructureError(f"returned {len(items)} value(s), the definition has outputs {list(names)}")
-        for name, item in zip(names, items, strict=True):
-            if not isinstance(item, torch.Tensor):
-                raise OutputStructureError(f"output {name} is {type(item).__name__}, not a tensor")
-        return items
-
-    def output_checks(self, outputs: Sequence[Any], names: Sequence[str], notes: dict[str, list[str]]) -> None:
-        import torch
-
-        for name, tensor in zip(names, outputs, strict=True):
-            if type(tensor) is not torch.Tensor:
-                _note(notes, "plainTensorOutputs", f"output {name} is a {type(tensor).__name__}")
-            if tensor.device != torch.device(self.device):
-                _note(notes, "plainTensorOutputs", f"output {name} is on {tensor.device}, the run is on {self.device}")
-
-    @staticmethod
-    def to_host(outputs: Sequence[Any]) -> list[PackedTensor]:
-        import torch
-
-        return [pack(t.detach().as_subclass(torch.Tensor)) for t in outputs]
-
-    # ----------------------------------------------------------------- jobs
-
-    def inputs(self, plan: InputPlan) -> list[Any]:
-        return materialize(plan, self.device)
-
-    def reference_job(self, job: dict[str, Any]) -> dict[str, Any]:
-        plans: dict[int, InputPlan] = job["plans"]
-        names = [name for name, _, _ in job["outputs"]]
-        first = self.inputs(plans[job["offsets"][0]])
-        self.load(job["module"])
-        assert self.run is not None
-        outputs: dict[int, list[Any]] = {}
-        for offset in job["offsets"]:
-            args = first if offset == job["offsets"][0] else self.inputs(plans[offset])
-            self.progress(f"reference, inputs {offset}")
-            value = self.call(self.run, args)
-            try:
-                outputs[offset] = self.to_host(self.normalize(value, names))
-            except OutputStructureError as exc:
-                raise Failure("runtime_error", f"the reference {exc}") from None
-            del value, args
-        return {"outputs": outputs}
-
-    def implementation_job(self, job: dict[str, Any]) -> dict[str, Any]:
-        import torch
-
-        plans: dict[int, InputPlan] = job["plans"]
-        options: dict[str, Any] = job["options"]
-        expected: list[tuple[str, tuple[int, ...], str]] = job["outputs"]
-        names = [name for name, _, _ in expected]
-        input_names = list(plans[0].names)
-        timed_args = self.inputs(plans[0])
-        self.load(job["module"])
-        assert self.run is not None
-        notes: dict[str, list[str]] = {}
-        skipped: dict[str, str] = {}
-        rounds: dict[int, dict[str, Any]] = {}
-        sizes = [
-            int(torch.Size(shape).numel()) * torch.empty((), dtype=getattr(torch, dtype)).element_size()
-            for _, shape, dtype in expected
-        ]
-        for offset in job["round_offsets"]:
-            self.progress(f"correctness, inputs {offset}")
-            rounds[offset] = self.correctness_call(plans[offset], input_names, names, sizes, notes)
-        if not self.cuda:
-            skipped["streamOrdered"] = "no CUDA streams on the CPU"
-
-        setup_inside = bool(options["time_setup"])
-        if self.setup is not None and not setup_inside:
-            self.progress("setup")
-            self.call(self.setup, timed_args)
-        originals = [a.clone() if isinstance(a, torch.Tensor) else a for a in timed_args]
-        run, setup = self.run, self.setup
-
-        def timed_call() -> Any:
-            if setup_inside and setup is not None:
-                setup(*timed_args)
-            return run(*timed_args)
-
-        def snapshot(value: Any) -> Any:
-            try:
-                return [t.detach().as_subclass(torch.Tensor).clone() for t in self.normalize(value, names)]
-            except OutputStructureError as exc:
-                return str(exc)
-
-        total = options["iterations"] * options["trials"]
-        audit_index = secrets.randbelow(total) if total > 0 else -1
-        self.progress("timing")
-        before = integrity.thread_idents()
-        try:
-            if self.cuda:
-                measured = timing.time_cuda(
-                    timed_call,
-                    device=self.device,
-                    warmup=options["warmup"],
-                    iterations=options["iterations"],
-                    trials=options["trials"],
-                    audit_index=audit_index,
-                    snapshot=snapshot,
-                    flush_bytes=options["flush_bytes"],
-                    cuda_graph=options["cuda_graph"],
-                    host_inclusive=setup_inside,
-                )
-            else:
-                measured = timing.time_cpu(
-                    timed_call,
-                    warmup=options["warmup"],
-                    iterations=options["iterations"],
-                    trials=options["trials"],
-                    audit_index=audit_index,
-                    snapshot=snapshot,
-                )
-        except BaseException:
-            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
-        if self.cuda:
-            torch.cuda.synchronize()
-        started = integrity.new_threads(before)
-        if started:
-            _note(notes, "noThreadsLeft", f"threads started while timed: {', '.join(started)}")
-        changed = [
-            name
-            for name, now, then in zip(input_names, timed_args, originals, strict=True)
-            if isinstance(now, torch.Tensor) and not _same_bits(now, then)
-        ]
-        if changed:
-            _note(notes, "inputsUnchanged", f"timed calls changed {', '.join(changed)}")
-        audit = measured.audit_outputs
-        audit_error = audit if isinstance(audit, str) else None
-        left = integrity.new_threads(self.baseline.threads)
-        if left:
-            _note(notes, "noThreadsLeft", f"threads alive after the calls: {', '.join(left)}")
-        touched = integrity.patched(self.baseline)
-        if touched:
-            _note(notes, "timerNotPatched", f"replaced: {', '.join(touched)}")
-        return {
-            "rounds": rounds,
-            "audit": None if audit is None or audit_error else self.to_host(audit),
-            "audit_error": audit_error,
-            "timing": {
-                "samples": measured.samples_ns,
-                "enqueued_ahead": measured.enqueued_ahead,
-                "device_spin_ns": measured.device_spin_ns,
-            },
-            "notes": notes,
-            "skipped": skipped,
-        }
-
-    def correctness_call(
-        self,
-        plan: InputPlan,
-        input_names: Sequence[str],
-        names: Sequence[str],
-        sizes: Sequence[int],
-        notes: dict[str, list[str]],
-    ) -> dict[str, Any]:
-        """One call on fresh tensors holding the round's inputs; its outputs and evidence."""
-        import torch
-
-        assert self.run is not None
-        source = self.inputs(plan)
-        before = integrity.thread_idents()
-        if self.cuda:
-            args = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in source]
-            for arg in args:
-                if isinstance(arg, torch.Tensor):
-                    integrity.poison_in_place(arg)
-            # last allocations before the call: the blocks its outputs will most likely get
-            integrity.poison_allocator(self.device, sizes)
-            sleep = getattr(torch.cuda, "_sleep", None)
-            cycles = timing.spin_cycles_per_ns(self.device)
-            torch.cuda.synchronize()
-            if sleep is not None and cycles is not None:
-                sleep(int(STREAM_CHECK_SPIN_NS * cycles))
-            for arg, value in zip(args, source, strict=True):
-                if isinstance(arg, torch.Tensor):
-                    arg.copy_(value, non_blocking=True)
-            value = self.call(self.run, args)
-            try:
-                outputs = self.normalize(value, names)
-            except OutputStructureError as exc:
-                torch.cuda.synchronize()
-                return {"outputs": None, "error": str(exc)}
-            on_stream = [t.detach().as_subclass(torch.Tensor).clone() for t in outputs]
-            torch.cuda.synchronize()
-            late = [name for name, a, b in zip(names, outputs, on_stream, strict=True) if not _same_bits(a, b)]
-            if late:
-                _note(
-                    notes,
-                    "streamOrdered",
-                    f"outputs {', '.join(late)} changed after the calling stream finished the call",
-                )
-        else:
-            args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
-            integrity.poison_allocator(self.device, sizes)
-            value = self.call(self.run, args)
-            try:
-                outputs = self.normalize(value, names)
-            except OutputStructureError as exc:
-                return {"outputs": None, "error": str(exc)}
-            on_stream = list(outputs)
-        started = integrity.new_threads(before)
-        if started:
-            _note(notes, "noThreadsLeft", f"threads started by a call: {', '.join(started)}")
-        changed = [
-            name
-            for name, now, then in zip(input_names, args, source, strict=True)
-            if isinstance(now, torch.Tensor) and not _same_bits(now, then)
-        ]
-        if changed:
-            _note(notes, "inputsUnchanged", f"a call changed {', '.join(changed)}")
-        shared = integrity.aliasing(list(zip(names, outputs, strict=True)), list(zip(input_names, args, strict=True)))
-        if shared:
-            _note(notes, "outputsNotAliasInputs", *shared)
-        self.output_checks(outputs, names, notes)
-        host = self.to_host(on_stream)
-        if not shared:
-            for tensor in outputs:
-                integrity.poison_in_place(tensor)
-        return {"outputs": host, "error": None}
-
-
-def _note(notes: dict[str, list[str]], check: str, *lines: str) -> None:
-    """Add evidence against ``check``, once per distinct line."""
-    found = notes.setdefault(check, [])
-    found.extend(line for line in lines if line not in found)
-
-
-PackedTensor = tuple[str, tuple[int, ...], bytes]
-
-
-def pack(tensor: Any) -> PackedTensor:
-    """A tensor as ``(dtype name, shape, raw bytes)``: plain data for the pipe.
-
-    Tensors are not pickled as tensors: torch would pass them through shared
-    memory and a file-descriptor server thread, which a small ``/dev/shm``
-    breaks and which would look like a thread the implementation left behind.
-    """
+def pack(tensor: Any) -> wire.TensorData:
+    """A plain tensor as data: dtype name, shape and raw bytes, copied to the host."""
     import torch
 
     host = tensor.detach().to("cpu").contiguous()
     raw = host.reshape(-1).view(torch.uint8).numpy().tobytes() if host.numel() else b""
-    return str(host.dtype).removeprefix("torch."), tuple(host.shape), raw
+    return wire.TensorData(dtype=str(host.dtype).removeprefix("torch."), shape=tuple(host.shape), data=raw)
 
 
-def unpack(packed: PackedTensor) -> Any:
-    """The tensor ``pack`` described (on the CPU)."""
+def unpack(packed: wire.TensorData) -> Any:
+    """The tensor ``pack`` described (on the CPU); raises ``wire.WireError`` when the bytes do not fit."""
+    import math
+
     import torch
 
-    dtype_name, shape, raw = packed
-    dtype = getattr(torch, dtype_name)
-    if not raw:
-        return torch.empty(shape, dtype=dtype)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape)
+    if packed.dtype not in wire.DTYPES:
+        raise wire.WireError(f"unknown dtype {packed.dtype!r}")
+    if any(size < 0 for size in packed.shape) or len(packed.shape) > 16:
+        raise wire.WireError(f"impossible shape {list(packed.shape)}")
+    dtype = getattr(torch, packed.dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if math.prod(packed.shape) * itemsize != len(packed.data):
+        raise wire.WireError(f"{len(packed.data)} bytes do not hold a {packed.dtype} tensor of {list(packed.shape)}")
+    if not packed.data:
+        return torch.empty(packed.shape, dtype=dtype)
+    return torch.frombuffer(bytearray(packed.data), dtype=torch.uint8).view(dtype).reshape(packed.shape)
 
 
 def _same_bits(a: Any, b: Any) -> bool:
@@ -483,3 +158,430 @@ def _same_bits(a: Any, b: Any) -> bool:
     if a.numel() == 0:
         return True
     return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)))
+
+
+def _rolled(tensor: Any, shift: int) -> Any:
+    """``tensor``'s values moved ``shift`` places along its flattened order (a fresh tensor)."""
+    if tensor.numel() < 2 or shift % tensor.numel() == 0:
+        return tensor
+    return tensor.reshape(-1).roll(shift % tensor.numel()).reshape(tensor.shape)
+
+
+def normalize(value: Any, names: Sequence[str]) -> list[Any]:
+    """The outputs in ``names`` order: one tensor, a tuple/list in order, or a dict by name.
+
+    Only exact builtin types are looked into (no method of the
+    implementation's objects is called), and each output must be exactly
+    ``torch.Tensor``.  Raises ``OutputStructureError``.
+    """
+    import torch
+
+    kind = type(value)
+    if kind is torch.Tensor:
+        items = [value]
+    elif kind is dict:
+        keys = list(dict.keys(value))
+        if any(type(key) is not str for key in keys) or set(keys) != set(names):
+            raise OutputStructureError(f"returned a dict with keys {sorted(map(repr, keys))}, expected {list(names)}")
+        items = [dict.__getitem__(value, name) for name in names]
+    elif kind is tuple or kind is list:
+        items = [value[n] for n in range(len(value))] if kind is list else list(tuple.__iter__(value))
+    else:
+        raise OutputStructureError(f"returned a {kind.__name__}, expected {len(names)} torch.Tensor(s)")
+    if len(items) != len(names):
+        raise OutputStructureError(f"returned {len(items)} value(s), the definition has outputs {list(names)}")
+    for name, item in zip(names, items, strict=True):
+        if type(item) is not torch.Tensor:
+            raise OutputStructureError(f"output {name} is a {type(item).__name__}, not exactly a torch.Tensor")
+    return items
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+class Worker:
+    def __init__(self, fd_in: int, fd_out: int, device: str, baseline: integrity.Baseline) -> None:
+        self.fd_in = fd_in
+        self.fd_out = fd_out
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.baseline = baseline
+        self.run: Callable[..., Any] | None = None
+        self.setup: Callable[..., Any] | None = None
+        self.folder: str | None = None
+        self.timed_args: list[Any] = []
+        self.sets: list[list[Any]] = []
+        self.current_set = -1
+        self.names: list[str] = []
+        self.input_names: list[str] = []
+        self.expected: list[wire.OutputSpec] = []
+        self.timer: Any = None
+        self.rolled: list[bool] = []
+        self.current_shift = 0
+        self.reference_inputs: dict[str, list[Any]] = {}
+        self.time_setup = False
+        self.last: list[Any] | str | None = None
+
+    def send(self, message: wire.Message) -> None:
+        wire.write_frame(self.fd_out, message)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                request = wire.read_frame(self.fd_in, _ALLOWED)
+            except wire.PeerClosed:
+                return
+            except wire.WireError as exc:
+                self.send(wire.HarnessError(detail=f"kictl sent a request the worker cannot read: {exc}"))
+                return
+            if isinstance(request, wire.Stop):
+                return
+            try:
+                answer = self.answer(request)
+            except Failure as exc:
+                self.send(wire.Failed(status=exc.status, detail=exc.detail))
+                return
+            except BaseException:
+                detail = _traceback_tail(self.folder)
+                if self.run is None and not isinstance(request, wire.Load):
+                    self.send(wire.HarnessError(detail=detail))
+                else:
+                    self.send(wire.Failed(status="runtime_error", detail=detail))
+                return
+            self.send(answer)
+
+    def answer(self, request: wire.Message) -> wire.Message:
+        if isinstance(request, wire.Ping):
+            return wire.Pong()
+        if isinstance(request, wire.Load):
+            return self.load(request)
+        if self.run is None:
+            raise Failure("runtime_error", f"kictl asked for {request.TYPE} before loading an implementation")
+        if isinstance(request, wire.Reference):
+            return self.reference(request)
+        if isinstance(request, wire.Check):
+            return self.check(request)
+        if isinstance(request, wire.Arm):
+            return self.arm(request)
+        if isinstance(request, wire.Stage):
+            return self.stage(request)
+        if isinstance(request, wire.Call):
+            return self.call_timed()
+        if isinstance(request, wire.Audit):
+            return self.audit()
+        if isinstance(request, wire.Finish):
+            return self.finish()
+        raise Failure("runtime_error", f"unexpected request {request.TYPE}")  # pragma: no cover
+
+    # ----------------------------------------------------------------- loading
+
+    def load(self, request: wire.Load) -> wire.Message:
+        """Check the sources' digests, write them into a private folder, import the entry point."""
+        folder = tempfile.mkdtemp(prefix="kictl-sources-")
+        for source in request.files:
+            path = PurePosixPath(source.path)
+            if path.is_absolute() or ".." in path.parts or not path.parts:
+                raise Failure("compile_error", f"source path {source.path!r} is not inside the implementation")
+            if hashlib.sha256(source.content).hexdigest() != source.sha256:
+                raise Failure("compile_error", f"{source.path}: its bytes do not have the record's sha256")
+            target = Path(folder, *path.parts)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(source.content)
+            target.chmod(0o444)
+        name = f"kictl_implementation_{os.getpid()}"
+        spec = importlib.util.spec_from_file_location(name, Path(folder, request.entry))
+        if spec is None or spec.loader is None:
+            raise Failure("compile_error", f"cannot load {request.entry} as a Python module")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, folder)
+        sys.modules[name] = loaded
+        self.folder = folder
+        try:
+            spec.loader.exec_module(loaded)
+        except BaseException:
+            raise Failure("compile_error", _traceback_tail(folder)) from None
+        run = getattr(loaded, request.function, None)
+        if not callable(run):
+            raise Failure("compile_error", f"{request.entry} defines no function {request.function}(...)")
+        setup = getattr(loaded, "setup", None)
+        self.run, self.setup = run, setup if callable(setup) else None
+        return wire.Loaded(has_setup=self.setup is not None)
+
+    def call(self, function: Callable[..., Any], args: Sequence[Any]) -> Any:
+        """One call of the implementation; raises ``Failure("runtime_error")``."""
+        try:
+            return function(*args)
+        except BaseException:
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
+
+    def inputs(self, plan: wire.Plan) -> list[Any]:
+        from kictl.bench.inputs import materialize_spec
+
+        return [materialize_spec(spec, self.device) for spec in plan.inputs]
+
+    def output_notes(self, outputs: Sequence[Any], notes: list[wire.Note], where: str) -> None:
+        """Shape, dtype and device of every output against the definition's."""
+        import torch
+
+        for spec, tensor in zip(self.expected, outputs, strict=True):
+            if tensor.device != torch.device(self.device):
+                _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"{where}: output {spec.name} is on {tensor.device}")
+            if tuple(tensor.shape) != spec.shape or str(tensor.dtype).removeprefix("torch.") != spec.dtype:
+                _note(
+                    notes,
+                    Check.PLAIN_TENSOR_OUTPUTS,
+                    f"{where}: output {spec.name} is {str(tensor.dtype).removeprefix('torch.')} "
+                    f"{list(tensor.shape)}, the definition says {spec.dtype} {list(spec.shape)}",
+                )
+
+    # ----------------------------------------------------------------- reference and correctness
+
+    def reference(self, request: wire.Reference) -> wire.Message:
+        assert self.run is not None
+        names = [spec.name for spec in request.outputs]
+        if request.plan.label not in self.reference_inputs:
+            self.reference_inputs = {request.plan.label: self.inputs(request.plan)}
+        made = self.reference_inputs[request.plan.label]
+        rolled = [spec.kind == "random" for spec in request.plan.inputs]
+        args = [_rolled(value, request.shift) if roll else value for value, roll in zip(made, rolled, strict=True)]
+        value = self.call(self.run, args)
+        try:
+            outputs = normalize(value, names)
+        except OutputStructureError as exc:
+            raise Failure("runtime_error", f"the reference {exc}") from None
+        return wire.Outputs(tensors=tuple(pack(t) for t in outputs), error=None, notes=())
+
+    def check(self, request: wire.Check) -> wire.Message:
+        """One call on fresh tensors holding the round's inputs; its outputs and evidence."""
+        import torch
+
+        assert self.run is not None
+        self.expected = list(request.outputs)
+        names = [spec.name for spec in request.outputs]
+        input_names = [spec.name for spec in request.plan.inputs]
+        sizes = [
+            int(torch.Size(spec.shape).numel()) * torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+            for spec in request.outputs
+        ]
+        notes: list[wire.Note] = []
+        source = self.inputs(request.plan)
+        if self.cuda:
+            args = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in source]
+            for arg in args:
+                if isinstance(arg, torch.Tensor):
+                    integrity.poison_in_place(arg)
+            integrity.poison_allocator(self.device, sizes)
+            sleep = timing.original("sleep")
+            cycles = timing.spin_cycles_per_ns(self.device)
+            torch.cuda.synchronize()
+            if sleep is not None and cycles is not None:
+                sleep(int(STREAM_CHECK_SPIN_NS * cycles))
+            for arg, value in zip(args, source, strict=True):
+                if isinstance(arg, torch.Tensor):
+                    arg.copy_(value, non_blocking=True)
+            value = self.call(self.run, args)
+            try:
+                outputs = normalize(value, names)
+            except OutputStructureError as exc:
+                torch.cuda.synchronize()
+                return wire.Outputs(tensors=(), error=str(exc), notes=tuple(notes))
+            on_stream = [t.detach().clone() for t in outputs]
+            torch.cuda.synchronize()
+            late = [name for name, a, b in zip(names, outputs, on_stream, strict=True) if not _same_bits(a, b)]
+            if late:
+                _note(
+                    notes,
+                    Check.STREAM_ORDERED,
+                    f"outputs {', '.join(late)} changed after the calling stream finished the call",
+                )
+        else:
+            args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
+            integrity.poison_allocator(self.device, sizes)
+            value = self.call(self.run, args)
+            try:
+                outputs = normalize(value, names)
+            except OutputStructureError as exc:
+                return wire.Outputs(tensors=(), error=str(exc), notes=tuple(notes))
+            on_stream = list(outputs)
+        changed = [
+            name
+            for name, now, then in zip(input_names, args, source, strict=True)
+            if isinstance(now, torch.Tensor) and not _same_bits(now, then)
+        ]
+        if changed:
+            _note(notes, Check.INPUTS_UNCHANGED, f"a call changed {', '.join(changed)}")
+        shared = integrity.aliasing(list(zip(names, outputs, strict=True)), list(zip(input_names, args, strict=True)))
+        for line in shared:
+            _note(notes, Check.OUTPUTS_NOT_ALIAS_INPUTS, line)
+        self.output_notes(outputs, notes, "a correctness call")
+        host = tuple(pack(t) for t in on_stream)
+        if not shared:
+            for tensor in outputs:
+                integrity.poison_in_place(tensor)
+        return wire.Outputs(tensors=host, error=None, notes=tuple(notes))
+
+    # ----------------------------------------------------------------- timed calls
+
+    def arm(self, request: wire.Arm) -> wire.Message:
+        """Timed tensors holding the setup plan's values, setup() on them, the timed input sets ready."""
+        import torch
+
+        self.expected = list(request.outputs)
+        self.names = [spec.name for spec in request.outputs]
+        self.input_names = [spec.name for spec in request.setup_plan.inputs]
+        self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
+        self.timed_args = self.inputs(request.setup_plan)
+        self.sets = [self.inputs(plan) for plan in request.timed_plans]
+        self.time_setup = request.time_setup
+        notes: list[wire.Note] = []
+        if self.setup is not None and not request.time_setup:
+            self.call(self.setup, self.timed_args)
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes)
+        self.copy_set(0, 0)
+        try:
+            self.timer.prepare(self.timed_call)
+        except BaseException:
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
+        return wire.Armed(notes=tuple(notes))
+
+    def set_values(self, index: int, shift: int) -> list[Any]:
+        return [
+            _rolled(value, shift) if roll else value for value, roll in zip(self.sets[index], self.rolled, strict=True)
+        ]
+
+    def copy_set(self, index: int, shift: int) -> None:
+        """Input set ``index`` (random inputs rolled by ``shift``) into the timed tensors, in place, untimed."""
+        import torch
+
+        # only the random inputs differ between sets: index tensors are left alone (their version counter too),
+        # so that a plan() made on them in setup() stays valid
+        for target, value, roll in zip(self.timed_args, self.set_values(index, shift), self.rolled, strict=True):
+            if roll and type(target) is torch.Tensor:
+                target.copy_(value)
+        if self.cuda:
+            timing.original("synchronize")(self.device)
+        self.current_set, self.current_shift = index, shift
+
+    def timed_call(self) -> Any:
+        assert self.run is not None
+        if self.time_setup and self.setup is not None:
+            self.setup(*self.timed_args)
+        return self.run(*self.timed_args)
+
+    def stage(self, request: wire.Stage) -> wire.Message:
+        if not 0 <= request.input_set < len(self.sets) or self.timer is None:
+            raise Failure("runtime_error", f"kictl asked for input set {request.input_set} before arming")
+        self.last = None
+        self.copy_set(request.input_set, request.shift)
+        return wire.Staged()
+
+    def call_timed(self) -> wire.Message:
+        if self.timer is None:
+            raise Failure("runtime_error", "kictl asked for a timed call before arming")
+        self.last = None
+        try:
+            sample = self.timer.measure(self.timed_call)
+        except BaseException:
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
+        notes: list[wire.Note] = []
+        try:
+            self.last = normalize(sample.outputs, self.names)
+        except OutputStructureError as exc:
+            self.last = str(exc)
+            _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {exc}")
+        else:
+            self.output_notes(self.last, notes, "a timed call")
+        return wire.Sample(ns=sample.ns, enqueued_ahead=sample.enqueued_ahead, notes=tuple(notes))
+
+    def audit(self) -> wire.Message:
+        if isinstance(self.last, str):
+            return wire.Outputs(tensors=(), error=self.last, notes=())
+        if self.last is None:
+            raise Failure("runtime_error", "kictl asked for an audit before a timed call")
+        return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
+
+    def finish(self) -> wire.Message:
+        import torch
+
+        notes: list[wire.Note] = []
+        if self.cuda:
+            torch.cuda.synchronize()
+        if self.current_set >= 0:
+            changed = [
+                spec
+                for spec, now, then in zip(
+                    self.input_names,
+                    self.timed_args,
+                    self.set_values(self.current_set, self.current_shift),
+                    strict=True,
+                )
+                if isinstance(now, torch.Tensor) and not _same_bits(now, then)
+            ]
+            if changed:
+                _note(notes, Check.INPUTS_UNCHANGED, f"timed calls changed {', '.join(changed)}")
+        touched = integrity.patched(self.baseline)
+        if touched:
+            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(touched)}")
+        spin = self.timer.spin_ns if self.timer is not None else None
+        self.last = None
+        gc.collect()
+        return wire.Finished(notes=tuple(notes), device_spin_ns=spin)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _pin(cpus: Sequence[int], threads: int) -> tuple[tuple[int, ...], int]:
+    import torch
+
+    with contextlib.suppress(OSError, AttributeError):
+        os.sched_setaffinity(0, set(cpus))
+    with contextlib.suppress(OSError, AttributeError):
+        cpus = sorted(os.sched_getaffinity(0))
+    torch.set_num_threads(max(1, threads))
+    # the thread pool's threads start now, before the baseline the thread count is judged against
+    torch.randn(256, 256).matmul(torch.randn(256, 256)).sum()
+    return tuple(cpus), torch.get_num_threads()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: ``python -m kictl.bench.worker --fd-in N --fd-out M --device D``."""
+    parser = argparse.ArgumentParser(prog="kictl-bench-worker")
+    parser.add_argument("--fd-in", type=int, required=True)
+    parser.add_argument("--fd-out", type=int, required=True)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--cpus", default="")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    faulthandler.enable()  # a crash in native code leaves its Python stack in the log
+    with contextlib.suppress(OSError):
+        os.setsid()  # its own session and process group (bubblewrap's --new-session does the same)
+    fd_in, fd_out = args.fd_in, args.fd_out
+    try:
+        import torch
+
+        wanted = [int(item) for item in args.cpus.split(",") if item]
+        cpus, threads = _pin(wanted, args.threads)
+        timing.bind_originals()
+        if args.device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(args.device))
+            torch.cuda.init()  # type: ignore[no-untyped-call]
+            # the context, its threads and cuBLAS's handle exist before the thread count kictl judges against
+            probe = torch.randn(64, 64, device=args.device)
+            (probe @ probe).sum().item()
+        env = environment.capture(args.device)
+        baseline = integrity.take_baseline()
+    except BaseException:
+        wire.write_frame(fd_out, wire.HarnessError(detail=_traceback_tail()))
+        return
+    wire.write_frame(fd_out, wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads))
+    Worker(fd_in, fd_out, args.device, baseline).serve()
+
+
+if __name__ == "__main__":
+    # run the copy importable as kictl.bench.worker, so that its functions are the ones integrity watches
+    from kictl.bench import worker as _worker
+
+    _worker.main()

@@ -57,7 +57,10 @@ def bench(
         int | None, typer.Option(help="Untimed calls first (default: CUDA 10, CPU 1).", show_default=False)
     ] = None,
     iterations: Annotated[
-        int | None, typer.Option(help="Timed calls per trial (default: CUDA 100, CPU 5).", show_default=False)
+        int | None,
+        typer.Option(
+            help="Timed calls per trial (default: CUDA 100; CPU adaptive, see --target-error).", show_default=False
+        ),
     ] = None,
     trials: Annotated[int | None, typer.Option(help="Trials (default: CUDA 3, CPU 1).", show_default=False)] = None,
     rounds: Annotated[int, typer.Option(help="Correctness rounds, each on fresh inputs.")] = 3,
@@ -66,7 +69,27 @@ def bench(
         bool, typer.Option("--time-setup", help="Time setup() (e.g. a FlashInfer plan) together with run().")
     ] = False,
     statistic: Annotated[str, typer.Option(help="Primary statistic: mean, median, min, max, p10, p90.")] = "median",
-    timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    target_error: Annotated[
+        float,
+        typer.Option(help="Without --iterations: time calls until the median's relative error is below this."),
+    ] = 0.02,
+    time_budget: Annotated[
+        float, typer.Option(help="Without --iterations: seconds of timed calls allowed per run at most.")
+    ] = 2.0,
+    threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,
+    input_sets: Annotated[
+        int, typer.Option(help="Input sets (same structure, fresh values) the timed calls rotate over.")
+    ] = 4,
+    no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--no-sandbox",
+            help="Run implementations without bubblewrap (unconfined; the protocol records it).",
+        ),
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds allowed per request to a worker (an import, a setup, one call).")
+    ] = 600.0,
     atol: Annotated[float | None, typer.Option(help="Absolute tolerance (default: the workload's, else 1e-2).")] = None,
     rtol: Annotated[float | None, typer.Option(help="Relative tolerance (default: the workload's, else 1e-2).")] = None,
     matched_ratio: Annotated[
@@ -89,9 +112,10 @@ def bench(
 ) -> None:
     """Benchmark implementations of DEFINITION on its workloads and record the results.
 
-    Each implementation runs in its own process with a timeout; its outputs are
-    checked against the definition's reference on fresh inputs, integrity checks
-    look for gamed results, and the timing is recorded sample by sample. The
+    Each implementation runs in its own sandboxed process (bubblewrap; --no-sandbox
+    to waive) with a timeout; its outputs are checked against the definition's
+    reference on fresh inputs, integrity checks look for gamed results, and the
+    timing is recorded sample by sample, driven and checked by kictl. The
     BenchmarkRun records and the records they name are added to the registry, or
     written to --out. Exit 0 when every run passed, 1 when some did not (the
     records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU.
@@ -121,6 +145,11 @@ def bench(
         rtol=rtol,
         matched_ratio=matched_ratio,
         workloads=tuple(workload or ()),
+        no_sandbox=no_sandbox,
+        threads=threads,
+        target_error=target_error,
+        time_budget_s=time_budget,
+        input_sets=input_sets,
     )
     with _progress() as say:
         report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]

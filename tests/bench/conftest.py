@@ -16,8 +16,28 @@ from tests.conftest import ASSETS, REPO_ROOT, copy_bundled
 
 CHEATS = ASSETS / "cheats"
 IMPLEMENTATIONS = REPO_ROOT / "implementations"
+
+
+def sandbox_available() -> bool:
+    """Whether bubblewrap is here and can make a sandbox (CI installs it: .ci/run)."""
+    from kictl.bench import sandbox
+    from kictl.errors import EnvError
+
+    found = sandbox.find_bwrap()
+    if found is None:
+        return False
+    try:
+        sandbox.probe(found)
+    except EnvError:
+        return False
+    return True
+
+
+SANDBOX = sandbox_available()
+#: Tests run sandboxed wherever bubblewrap works; elsewhere unconfined (and the sandbox's own tests skip).
+UNSANDBOXED: tuple[str, ...] = () if SANDBOX else ("--no-sandbox",)
 #: The cheapest way through a workload: one correctness round, one timed call.
-FAST = ("--device", "cpu", "--warmup", "0", "--iterations", "1", "--trials", "1", "--rounds", "1")
+FAST = ("--device", "cpu", "--warmup", "0", "--iterations", "1", "--trials", "1", "--rounds", "1", *UNSANDBOXED)
 
 
 def cuda_available() -> bool:
@@ -49,6 +69,6 @@ def bench_module(shared_registry: Registry, tmp_path_factory: pytest.TempPathFac
 
     def run(*args: str | Path) -> Result:
         out = tmp_path_factory.mktemp("out")
-        return invoke("bench", *args, "--registry", shared_registry.root, "--out", out, "--json")
+        return invoke("bench", *args, *UNSANDBOXED, "--registry", shared_registry.root, "--out", out, "--json")
 
     return run

@@ -1,28 +1,68 @@
-"""Every cheating implementation is caught; broken ones fail cleanly and kictl survives (issue 4)."""
+"""Hostile implementations are caught, broken ones fail cleanly, and no one loses another's record (issues 4, 10).
+
+One ``kictl bench`` session, sandboxed, runs the definition's reference, the torch implementation, three
+fair implementations and every cheat of ``tests/assets/cheats`` side by side on one workload, so that the
+test also shows that each run's record survives whatever the others did.  The cheats of issue 10 come in
+six classes (the file name's prefix): ``wire_`` (code in kictl's process), ``timer_`` (the timer from the
+same interpreter), ``values_`` (answers that do not depend on the timed values), ``escape_`` (work that
+escapes the measurement), ``reach_`` (other processes), ``drop_`` (making kictl drop everyone's results).
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import Result
 
-from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, cuda_available, rows
+from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, cuda_available, rows
+
+pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 
 RMSNORM = "rmsnorm_h4096"
+HONEST = ("honest_slow_loop", "honest_noncontiguous_output", "honest_reused_buffer")
 CAUGHT_BY = {
+    # issue 4's cheats
     "rmsnorm_mutates_inputs": "inputsUnchanged",
     "rmsnorm_cached_output": "outputsFresh",
     "rmsnorm_returns_input": "outputsNotAliasInputs",
     "rmsnorm_starts_thread": "noThreadsLeft",
     "rmsnorm_patches_timer": "timerNotPatched",
     "rmsnorm_partial_write": "outputsFullyWritten",
+    # issue 10, class 1: code execution in kictl's process
+    "wire_pickle_payload": "wireIntact",
+    "wire_forged_frame": "wireIntact",
+    # class 2: the timer from the same interpreter
+    "timer_clock_swapped_in_setup": "samplesConsistent",
+    "timer_forged_samples": "samplesConsistent",
+    "timer_reads_harness_frames": "timedOutputsCorrect",
+    # class 3: answers that do not depend on the timed call's values
+    "values_cached_by_identity": "timedOutputsCorrect",
+    "values_precomputed_in_setup": "timedOutputsCorrect",
+    # class 4: work that escapes the measurement
+    "escape_lazy_subclass": "plainTensorOutputs",
+    "escape_raw_thread": "noThreadsLeft",
+    "escape_daemon": "noProcessesLeft",
+    # class 3: precomputed from the published seeds: one answer for every input
+    "values_from_public_seeds": "outputsFresh",
+    # class 5: reaching other processes finds none; the zeros it answers with are judged as they are
+    "reach_parent_stdout": "outputsFresh",
 }
-BROKEN = {
+FAILS_AS = {
+    # class 5: the reference cannot be reached; a wrong formula is judged wrong
+    "reach_reference_worker": ("incorrect_numerical", "outside tolerance"),
+    # class 6: the implementation's own failure, nobody else's
+    "drop_raising_iter": ("incorrect_shape", "returned a Trap"),
+    "drop_sigalrm": ("runtime_error", "KeyboardInterrupt"),
+    "drop_lone_surrogate": ("runtime_error", "ValueError: broken \ufffd text \ufffd with \ufffd[2J escapes"),
+    # broken implementations (issue 4)
     "rmsnorm_crashes": ("runtime_error", "SIGSEGV"),
     "rmsnorm_raises": ("runtime_error", "ValueError: this kernel does not support"),
-    "rmsnorm_hangs": ("timeout", "no answer within 6 s"),
+    "rmsnorm_hangs": ("timeout", "no answer within 10 s"),
     "rmsnorm_syntax_error": ("compile_error", "SyntaxError"),
     "rmsnorm_wrong_values": ("incorrect_numerical", "outside tolerance"),
     "rmsnorm_wrong_dtype": ("incorrect_dtype", "dtype float32, expected bfloat16"),
@@ -34,13 +74,28 @@ def _by_implementation(result: Result) -> dict[str, dict[str, Any]]:
     return {row["implementation"].rsplit("_", 1)[0]: row for row in rows(result)}
 
 
+def _daemons() -> list[str]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            text = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"kictl-cheat-daemon-marker" in text:
+            found.append(entry)
+    return found
+
+
 @pytest.fixture(scope="module")
-def cheats_result(bench_module: Callable[..., Result]) -> Result:
-    impls = [arg for name in CAUGHT_BY for arg in ("--impl", CHEATS / f"{name}.py")]
+def session_result(bench_module: Callable[..., Result]) -> Result:
+    names = [*HONEST, *CAUGHT_BY, *FAILS_AS]
+    impls = [arg for name in names for arg in ("--impl", CHEATS / f"{name}.py")]
     return bench_module(
         RMSNORM,
         "--impl",
         IMPLEMENTATIONS / RMSNORM / "reference",
+        "--impl",
+        IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm",
         *impls,
         "--workload",
         "b64",
@@ -51,65 +106,53 @@ def cheats_result(bench_module: Callable[..., Result]) -> Result:
         "--warmup",
         "1",
         "--iterations",
-        "3",
-    )
-
-
-@pytest.fixture(scope="module")
-def broken_result(bench_module: Callable[..., Result]) -> Result:
-    impls = [arg for name in BROKEN for arg in ("--impl", CHEATS / f"{name}.py")]
-    return bench_module(
-        RMSNORM,
-        *impls,
-        "--impl",
-        IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm",
-        "--workload",
-        "b64",
-        "--device",
-        "cpu",
-        "--rounds",
-        "1",
-        "--warmup",
-        "0",
-        "--iterations",
-        "1",
+        "12",
         "--timeout",
-        "6",
+        "10",
     )
 
 
-def test_the_honest_reference_passes_among_cheats(cheats_result: Result) -> None:
-    assert cheats_result.exit_code == 1, cheats_result.output
-    found = _by_implementation(cheats_result)
-    assert found["reference"]["status"] == "passed", found["reference"]
+def test_every_run_is_recorded_and_the_fair_ones_pass(session_result: Result) -> None:
+    assert session_result.exit_code == 1, session_result.output
+    found = _by_implementation(session_result)
+    assert set(found) == {"reference", "torch_rmsnorm", *HONEST, *CAUGHT_BY, *FAILS_AS}
+    for name in ("reference", "torch_rmsnorm", *HONEST):
+        assert found[name]["status"] == "passed", found[name]
+        assert found[name]["run"] is not None
+    assert all(row["run"] for row in found.values()), "a run lost its record"
+    expected_failures = len(CAUGHT_BY) + len(FAILS_AS)
+    assert session_result.stderr.rstrip().endswith(
+        f"error: {expected_failures} of {expected_failures + 2 + len(HONEST)} runs did not pass"
+    ), session_result.stderr
 
 
 @pytest.mark.parametrize(("cheat", "check"), sorted(CAUGHT_BY.items()))
-def test_cheat_is_caught(cheats_result: Result, cheat: str, check: str) -> None:
-    row = _by_implementation(cheats_result)[cheat]
+def test_cheat_is_caught_naming_the_check(session_result: Result, cheat: str, check: str) -> None:
+    row = _by_implementation(session_result)[cheat]
     assert row["status"] == "reward_hack", row
     assert row["statusDetail"].startswith(check) or f"; {check}:" in row["statusDetail"], row["statusDetail"]
 
 
-@pytest.mark.parametrize(("name", "expected"), sorted(BROKEN.items()))
-def test_broken_implementation_fails_cleanly(broken_result: Result, name: str, expected: tuple[str, str]) -> None:
+@pytest.mark.parametrize(("name", "expected"), sorted(FAILS_AS.items()))
+def test_hostile_or_broken_implementation_fails_as_itself(
+    session_result: Result, name: str, expected: tuple[str, str]
+) -> None:
     status, words = expected
-    row = _by_implementation(broken_result)[name]
+    row = _by_implementation(session_result)[name]
     assert row["status"] == status, row
     assert words in row["statusDetail"], row["statusDetail"]
 
 
-def test_kictl_survives_crash_and_hang(broken_result: Result) -> None:
-    """The last implementation still ran after a segfault, a hang and a syntax error before it."""
-    assert broken_result.exit_code == 1, broken_result.output
-    row = _by_implementation(broken_result)["torch_rmsnorm"]
-    assert row["status"] == "passed", row
-    assert "Traceback" not in broken_result.stderr, broken_result.stderr
-    assert broken_result.stderr.rstrip().endswith("error: 7 of 8 runs did not pass"), broken_result.stderr
+def test_nothing_reaches_kictls_output_or_outlives_the_session(session_result: Result) -> None:
+    json.loads(session_result.stdout)  # one clean document
+    assert "FORGED-TABLE" not in session_result.stdout
+    assert "FORGED-TABLE" not in session_result.stderr
+    assert "Traceback" not in session_result.stderr, session_result.stderr
+    assert _daemons() == []
 
 
-def test_runtime_error_detail_is_relative_to_the_implementation(broken_result: Result) -> None:
-    detail = _by_implementation(broken_result)["rmsnorm_raises"]["statusDetail"]
+def test_runtime_error_detail_is_relative_to_the_implementation(session_result: Result) -> None:
+    detail = _by_implementation(session_result)["rmsnorm_raises"]["statusDetail"]
     assert 'File "rmsnorm_raises.py", line 5, in run' in detail, detail
     assert "kictl" not in detail, detail
     assert "/tmp" not in detail, detail
@@ -120,7 +163,7 @@ def test_runtime_error_detail_is_relative_to_the_implementation(broken_result: R
 @pytest.mark.xfail(
     strict=False,
     reason="the streamOrdered check races the side stream: on an H200 (2026-11-30) this cheat, whose "
-    "tiny kernels finish as fast as Python launches them, passed; a robust check is still to be built",
+    "tiny kernels finish as fast as Python launches them, passed; issue 11's CUPTI timer is to catch it",
 )
 def test_side_stream_cheat_is_caught_on_gpu(bench_module: Callable[..., Result]) -> None:
     definition = "gqa_paged_decode_h32_kv8_d128_ps1"

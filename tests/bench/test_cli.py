@@ -98,7 +98,7 @@ def test_bench_adds_to_the_registry_and_prints_a_table(cli: RunCli, bundled_regi
     ("args", "code", "message"),
     [
         (("no_such_definition", "--impl", "x.py"), 3, "no Definition named or digested 'no_such_definition'"),
-        ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--workload", "b3"), 3, "no single workload"),
+        ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--workload", "b3"), 3, "named or digested 'b3'"),
         ((RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "tpu"), 2, "expected auto, cpu"),
         ((RMSNORM, "--impl", "missing/kernel.py", "--device", "cpu"), 2, "no such file or folder"),
         (
@@ -134,6 +134,25 @@ def test_no_gpu_is_exit_5(cli: RunCli, bundled_registry: Registry) -> None:
     )
     assert result.exit_code == 5, result.output
     assert "no CUDA GPU is available" in result.stderr
+
+
+def test_no_sandbox_is_exit_5_unless_waived(
+    cli: RunCli, bundled_registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KICTL_BWRAP", str(tmp_path / "no-bwrap-here"))
+    args = ("bench", RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "cpu")
+    result = cli(*args, "--registry", bundled_registry.root)
+    assert result.exit_code == 5, result.output
+    assert "bubblewrap (bwrap) is not on $KICTL_BWRAP" in result.stderr
+    assert "--no-sandbox" in result.stderr
+    waived = cli(
+        *args, "--workload", "b1", *FAST, "--no-sandbox", "--out", tmp_path / "out", "--registry", bundled_registry.root
+    )
+    assert waived.exit_code == 0, waived.output
+    (manifest,) = (tmp_path / "out").glob("*.json")
+    (protocol,) = [r for r in json.loads(manifest.read_text()).values() if r["kind"] == "BenchmarkProtocol"]
+    assert protocol["spec"]["measurement"]["isolation"].startswith("none: --no-sandbox")
+    assert protocol["metadata"]["name"].endswith(".unsandboxed")
 
 
 def test_a_failing_run_is_exit_1_with_records_written(cli: RunCli, bundled_registry: Registry, tmp_path: Path) -> None:
@@ -193,7 +212,8 @@ def test_a_workload_whose_reference_fails_is_skipped(cli: RunCli, empty_registry
     assert result.exit_code == 1, result.output
     assert [(row["workload"], row["status"]) for row in json.loads(result.stdout)] == [("n3", "passed")]
     assert (
-        "warning: workload n9 skipped, no runs recorded: the definition's reference failed (failed): " in result.stderr
+        "warning: workload n9 skipped, no runs recorded: the definition's reference failed (runtime_error): "
+        in result.stderr
     )
     assert "MemoryError: too big for the reference" in result.stderr
     assert result.stderr.rstrip().endswith("error: 1 workload(s) skipped, 0 of 1 runs did not pass")
@@ -218,7 +238,8 @@ def test_setup_runs_outside_the_timed_region_unless_asked(
     log = tmp_path / "calls.log"
     monkeypatch.setenv("KICTL_TEST_CALL_LOG", str(log))
     impl = REPO_ROOT / "tests" / "assets" / "rmsnorm_with_setup.py"
-    extra = [flag] if flag else []
+    # unsandboxed, so that the implementation can write its call log where the test reads it
+    extra = [flag, "--no-sandbox"] if flag else ["--no-sandbox"]
     result = cli(
         "bench",
         RMSNORM,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def _definition(registry: Registry, name: str = RMSNORM) -> StoredRecord:
 def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Registry, tmp_path: Path) -> None:
     source = tmp_path / "fast_norm.py"
     source.write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
-    loaded = load_implementation(str(source), _definition(bundled_registry), bundled_registry, tmp_path / "work")
+    loaded = load_implementation(str(source), _definition(bundled_registry), bundled_registry)
     spec = loaded.record.model.spec
     assert isinstance(spec, ImplementationSpec)
     assert loaded.name.startswith("fast_norm_")
@@ -33,11 +34,13 @@ def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Regis
     assert spec.definition_digest == _definition(bundled_registry).digest
     assert [s.path for s in spec.sources] == ["fast_norm.py"]
     assert not loaded.is_reference
-    # the worker imports a fresh copy of the recorded sources, not the original file
-    assert loaded.folder != source.parent
-    assert (loaded.folder / "fast_norm.py").read_text(encoding="utf-8") == source.read_text(encoding="utf-8")
+    # the worker gets the recorded bytes with their sha256, never a path to the original file
+    message = loaded.load_message()
+    assert [(f.path, f.content) for f in message.files] == [("fast_norm.py", source.read_bytes())]
+    assert message.files[0].sha256 == hashlib.sha256(source.read_bytes()).hexdigest()
+    assert (message.entry, message.function) == ("fast_norm.py", "run")
     source.write_text("def run(hidden_states, weight):\n    return weight\n", encoding="utf-8")
-    edited = load_implementation(str(source), _definition(bundled_registry), bundled_registry, tmp_path / "work")
+    edited = load_implementation(str(source), _definition(bundled_registry), bundled_registry)
     assert edited.name != loaded.name
 
 
@@ -46,7 +49,7 @@ def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Regis
     sorted(path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir()),
 )
 def test_bundled_implementations_load_and_the_reference_is_the_reference(
-    bundled_registry: Registry, tmp_path: Path, definition: str
+    bundled_registry: Registry, definition: str
 ) -> None:
     folders = sorted(path for path in (IMPLEMENTATIONS / definition).iterdir() if path.is_dir())
     names = {path.name for path in folders}
@@ -56,7 +59,7 @@ def test_bundled_implementations_load_and_the_reference_is_the_reference(
         assert "flashinfer_wrapper" in names
     record = _definition(bundled_registry, definition)
     for folder in folders:
-        loaded = load_implementation(str(folder), record, bundled_registry, tmp_path)
+        loaded = load_implementation(str(folder), record, bundled_registry)
         assert loaded.name.startswith(folder.name + "_")
         assert loaded.is_reference == (folder.name == "reference"), folder
     family = record.raw["spec"]["family"]
@@ -64,17 +67,15 @@ def test_bundled_implementations_load_and_the_reference_is_the_reference(
     assert copy == (REPO_ROOT / "definitions" / family / definition / "reference.py").read_bytes()
 
 
-def test_a_registry_digest_is_materialised(bundled_registry: Registry, tmp_path: Path) -> None:
+def test_a_registry_digest_is_loaded_from_the_record(bundled_registry: Registry) -> None:
     definition = _definition(bundled_registry)
-    loaded = load_implementation(
-        str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), definition, bundled_registry, tmp_path
-    )
+    loaded = load_implementation(str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), definition, bundled_registry)
     bundled_registry.add([loaded.record])
-    again = load_implementation(loaded.record.digest[:20], definition, bundled_registry, tmp_path / "other")
+    again = load_implementation(loaded.record.digest[:20], definition, bundled_registry)
     assert again.record.digest == loaded.record.digest
-    assert (again.folder / "rmsnorm.py").is_file()
+    assert [f.path for f in again.load_message().files] == ["rmsnorm.py"]
     with pytest.raises(NotFoundError):
-        load_implementation("0123456789abcdef", definition, bundled_registry, tmp_path)
+        load_implementation("0123456789abcdef", definition, bundled_registry)
 
 
 def test_manifest_problems_are_reported(bundled_registry: Registry, tmp_path: Path) -> None:
@@ -82,19 +83,19 @@ def test_manifest_problems_are_reported(bundled_registry: Registry, tmp_path: Pa
     folder = tmp_path / "impl"
     folder.mkdir()
     with pytest.raises(UsageError, match=r"needs an implementation\.json"):
-        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+        load_implementation(str(folder), definition, bundled_registry)
     (folder / "kernel.py").write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
     manifest = folder / "implementation.json"
     manifest.write_text(json.dumps({"name": "k", "entryPoint": "kernel.py::run", "speed": "fast"}), encoding="utf-8")
     with pytest.raises(RecordError, match=r"\$\.speed: unknown member"):
-        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+        load_implementation(str(folder), definition, bundled_registry)
     manifest.write_text(
         json.dumps({"name": "k", "entryPoint": "kernel.py::run", "sources": ["../escape.py"]}), encoding="utf-8"
     )
     with pytest.raises(RecordError, match="must be relative, inside the folder"):
-        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+        load_implementation(str(folder), definition, bundled_registry)
     manifest.write_text(json.dumps({"name": "k", "entryPoint": "other.py::run"}), encoding="utf-8")
     with pytest.raises(RecordError, match=r"entry point file 'other\.py' is not among the sources"):
-        load_implementation(str(folder), definition, bundled_registry, tmp_path)
+        load_implementation(str(folder), definition, bundled_registry)
     with pytest.raises(UsageError, match="no such file or folder"):
-        load_implementation(str(tmp_path / "missing.py"), definition, bundled_registry, tmp_path)
+        load_implementation(str(tmp_path / "missing.py"), definition, bundled_registry)

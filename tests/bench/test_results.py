@@ -25,7 +25,14 @@ def test_protocol_says_what_was_timed() -> None:
     setup = protocol_spec("cuda:0", (10, 100, 3), BenchOptions(time_setup=True), correctness.Tolerance(), 1)
     assert setup["measurement"]["setupInTimedRegion"] is True
     assert setup["comparability"] == {"family": "kictl-cuda-setup-and-run"}
-    cpu = protocol_spec("cpu", (1, 5, 1), options, correctness.Tolerance(), 0)
+    cpu = protocol_spec("cpu", (1, None, 1), options, correctness.Tolerance(), 0, "bubblewrap 0.8.0: ...", 4)
+    BenchmarkProtocolSpec.model_validate_json(json.dumps(cpu))
     assert cpu["measurement"]["timer"] == "perf_counter_ns"
+    assert cpu["measurement"]["isolation"].startswith("bubblewrap")
+    assert cpu["measurement"]["threads"] == 1
+    assert cpu["measurement"]["inputSets"] == 4
+    assert "4 input set(s)" in cpu["measurement"]["inputPolicy"]
+    assert cpu["measurement"]["targetRelativeError"] == 0.02
+    assert "iterations" not in cpu["measurement"]
     assert "l2FlushBytes" not in cpu["measurement"]
     assert cpu["measurement"]["l2Flush"] is False

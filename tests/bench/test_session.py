@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
-from kictl.bench.session import BenchOptions, check_options, resolve_device
+import pytest
+import torch
+
+from kictl.bench.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
-from tests.bench.conftest import cuda_available
+from kictl.store import Registry
+from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, cuda_available
+from tests.bench.fakes import Behaviour, FakeWorker
 
 
 def test_options_that_cannot_work_are_usage_errors() -> None:
-    assert check_options(BenchOptions(), "cpu") == (1, 5, 1)
+    assert check_options(BenchOptions(), "cpu") == (1, None, 1)  # adaptive on the CPU
+    assert check_options(BenchOptions(iterations=5), "cpu") == (1, 5, 1)
     assert check_options(BenchOptions(warmup=0, iterations=7), "cuda:0") == (0, 7, 3)
     with pytest.raises(UsageError, match="--cuda-graph needs a CUDA device"):
         check_options(BenchOptions(cuda_graph=True), "cpu")
@@ -20,6 +26,10 @@ def test_options_that_cannot_work_are_usage_errors() -> None:
         check_options(BenchOptions(rounds=0), "cpu")
     with pytest.raises(UsageError, match="--statistic"):
         check_options(BenchOptions(statistic="mode"), "cpu")
+    with pytest.raises(UsageError, match="--threads"):
+        check_options(BenchOptions(threads=0), "cpu")
+    with pytest.raises(UsageError, match="--target-error"):
+        check_options(BenchOptions(target_error=1.5), "cpu")
     with pytest.raises(UsageError, match="expected auto, cpu, cuda or cuda:N"):
         resolve_device("tpu")
     assert resolve_device("cpu") == "cpu"
@@ -30,3 +40,112 @@ def test_asking_for_a_gpu_without_one_is_an_environment_error() -> None:
     with pytest.raises(EnvError, match="no CUDA GPU is available"):
         resolve_device("cuda")
     assert resolve_device("auto") == "cpu"
+
+
+# --------------------------------------------------------------------------- sessions with fake workers
+
+RMSNORM = "rmsnorm_h4096"
+HONEST_IMPLS = (IMPLEMENTATIONS / RMSNORM / "reference", IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")
+HOSTILE_FILE = CHEATS / "rmsnorm_wrong_values.py"  # its code never runs here: the fake worker plays it
+
+
+def _session(
+    registry: Registry, hostile: Behaviour | None, reference: Behaviour | None = None, **options: Any
+) -> tuple[BenchReport, dict[str, Behaviour]]:
+    behaviours = {"reference": reference or Behaviour(), "impl0": Behaviour(), "impl1": Behaviour()}
+    impls = [str(path) for path in HONEST_IMPLS]
+    if hostile is not None:
+        behaviours["impl2"] = hostile
+        impls.append(str(HOSTILE_FILE))
+    settings = {"device": "cpu", "workloads": ("b1",), "rounds": 2, "warmup": 1, "iterations": 6, **options}
+    report = run_bench(
+        registry,
+        RMSNORM,
+        impls,
+        BenchOptions(**settings),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    return report, behaviours
+
+
+def _statuses(report: BenchReport) -> dict[str, tuple[str, str | None]]:
+    return {run.implementation.rsplit("_", 1)[0]: (run.status, run.detail) for run in report.runs}
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "status", "words"),
+    [
+        (Behaviour(at="load", how="compile_error"), "compile_error", "fake compile_error at load"),
+        (Behaviour(at="check", how="runtime_error"), "runtime_error", "fake runtime_error at check"),
+        (Behaviour(at="call", how="crashed"), "runtime_error", "SIGSEGV"),
+        (Behaviour(at="arm", how="timeout"), "timeout", "no answer within"),
+        (Behaviour(at="call", how="protocol"), "reward_hack", "wireIntact: the worker broke the wire protocol"),
+        (Behaviour(at="finish", how="raise"), "runtime_error", "kictl could not run this implementation"),
+        (Behaviour(compute=lambda x, w: torch.zeros_like(x)), "reward_hack", "outputsFresh"),
+        (Behaviour(sample_ns=10**9), "reward_hack", "samplesConsistent"),
+    ],
+)
+def test_one_hostile_run_never_costs_the_others_their_records(
+    shared_registry: Registry, behaviour: Behaviour, status: str, words: str
+) -> None:
+    report, _ = _session(shared_registry, behaviour)
+    found = _statuses(report)
+    assert found["reference"] == ("passed", None)
+    assert found["torch_rmsnorm"] == ("passed", None)
+    assert found["rmsnorm_wrong_values"][0] == status, found
+    assert words in (found["rmsnorm_wrong_values"][1] or ""), found
+    assert all(run.run is not None for run in report.runs)
+    assert not report.skipped
+
+
+def test_reference_outputs_come_from_kictls_reference_worker_only(shared_registry: Registry) -> None:
+    """The implementation that is the reference's text is benchmarked, but its outputs are never the reference."""
+    report, behaviours = _session(shared_registry, None)
+    assert behaviours["reference"].requests[:2] == ["load", "reference"]
+    assert "reference" not in behaviours["impl0"].requests
+    assert all(run.status == "passed" for run in report.runs)
+    # an implementation whose outputs are wrong fails even when it claims to be the reference's text
+    wrong = Behaviour(compute=lambda x, w: x)
+    behaviours = {"reference": Behaviour(), "impl0": wrong, "impl1": Behaviour()}
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=0, iterations=2),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    assert _statuses(report)["reference"][0] != "passed"
+    assert _statuses(report)["torch_rmsnorm"][0] == "passed"
+
+
+def test_a_failing_reference_skips_the_workload_and_nothing_else(shared_registry: Registry) -> None:
+    report, _ = _session(shared_registry, None, reference=Behaviour(at="reference", how="runtime_error"))
+    assert report.runs == []
+    assert report.skipped == [
+        ("b1", "the definition's reference failed (runtime_error): fake runtime_error at reference")
+    ]
+
+
+def test_the_secret_is_recorded_and_audits_are_drawn_after_the_calls(shared_registry: Registry) -> None:
+    first, behaviours = _session(shared_registry, None)
+    second, _ = _session(shared_registry, None)
+    secrets_seen = {run.run.raw["spec"]["inputSecret"] for run in [*first.runs, *second.runs] if run.run}
+    assert len(secrets_seen) == 2  # one per session, fresh each time
+    timing = first.runs[0].run.raw["spec"]["timing"] if first.runs[0].run else {}
+    assert timing["audited"] >= 2
+    assert timing["stopReason"] == "fixed count of 6 timed calls"
+    requests = behaviours["impl1"].requests
+    assert requests.count("call") == 7  # one warm-up, six timed
+    assert requests.count("stage") == requests.count("call")  # every call's inputs staged by a request of their own
+    assert requests.index("audit") > requests.index("call")
+
+
+def test_adaptive_repetition_stops_at_the_target(shared_registry: Registry) -> None:
+    report, _ = _session(shared_registry, None, iterations=None, target_error=0.05)
+    timing = report.runs[0].run.raw["spec"]["timing"] if report.runs[0].run else {}
+    assert timing["stopReason"].startswith("median's relative error 0 <= target 0.05")
+    assert len(timing["samples"]) == 10
+    (protocol,) = [r for r in report.records if r.kind == "BenchmarkProtocol"]
+    measurement = protocol.raw["spec"]["measurement"]
+    assert measurement["targetRelativeError"] == 0.05
+    assert measurement["isolation"].startswith("none: --no-sandbox")

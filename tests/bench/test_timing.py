@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import pytest
 import torch
@@ -38,34 +37,43 @@ def test_summarize_known_answer() -> None:
         timing.summarize([])
 
 
-def test_time_cpu_counts_calls_and_audits_the_chosen_one() -> None:
+def test_cpu_timer_measures_one_call_and_hands_back_its_outputs() -> None:
     calls: list[int] = []
 
     def call() -> list[int]:
         calls.append(len(calls))
-        return [len(calls) - 1]
+        time.sleep(0.001)
+        return [len(calls)]
 
-    seen: list[Any] = []
-    result = timing.time_cpu(
-        call, warmup=2, iterations=4, trials=3, audit_index=5, snapshot=lambda out: seen.append(out) or out
-    )
-    assert len(calls) == 2 + 4 * 3
-    assert len(result.samples_ns) == 12
-    assert all(isinstance(sample, int) and sample >= 0 for sample in result.samples_ns)
-    assert seen == [[2 + 5]]
-    assert result.audit_outputs == [7]
-    assert result.enqueued_ahead is None
+    timer = timing.make_timer("perf_counter_ns", "cpu", 0)
+    timer.prepare(call)
+    measured = timer.measure(call)
+    assert calls == [0]
+    assert measured.outputs == [1]
+    assert isinstance(measured.ns, int)
+    assert measured.ns >= 1_000_000
+    assert measured.enqueued_ahead is None
+    with pytest.raises(ValueError, match="unknown timer"):
+        timing.make_timer("sundial", "cpu", 0)
 
 
-def test_time_cpu_reads_the_clock_captured_before_patching(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cpu_timer_reads_the_clock_captured_before_patching(monkeypatch: pytest.MonkeyPatch) -> None:
     timing.bind_originals()
+    timer = timing.make_timer("perf_counter_ns", "cpu", 0)
     monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
+    assert timer.measure(lambda: time.sleep(0.002)).ns >= 2_000_000
 
-    def call() -> None:
-        time.sleep(0.002)
 
-    result = timing.time_cpu(call, warmup=0, iterations=3, trials=1, audit_index=-1, snapshot=lambda out: out)
-    assert min(result.samples_ns) >= 2_000_000
+def test_median_relative_error_shrinks_with_samples_and_spread() -> None:
+    assert timing.median_relative_error([100] * 4) is None
+    assert timing.median_relative_error([100] * 50) == 0.0
+    noisy = [100 + (n * 37) % 41 for n in range(20)]
+    more = noisy * 10
+    few = timing.median_relative_error(noisy)
+    many = timing.median_relative_error(more)
+    assert few is not None
+    assert many is not None
+    assert 0 < many < few < 0.5
 
 
 def test_spin_is_twice_the_host_time_within_bounds() -> None:
@@ -80,21 +88,12 @@ gpu = pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
 
 @pytest.mark.gpu
 @gpu
-@pytest.mark.parametrize("graph", [False, True])
-def test_time_cuda_hides_launch_latency(graph: bool) -> None:
+@pytest.mark.parametrize("name", ["cuda_events", "cuda_graph_replay"])
+def test_cuda_timers_hide_launch_latency(name: str) -> None:
+    timing.bind_originals()
     a = torch.randn(2048, 2048, device="cuda")
-    result = timing.time_cuda(
-        lambda: a @ a,
-        device="cuda:0",
-        warmup=5,
-        iterations=50,
-        trials=2,
-        audit_index=7,
-        snapshot=lambda out: out.clone(),
-        flush_bytes=64 * 1024 * 1024,
-        cuda_graph=graph,
-    )
-    assert len(result.samples_ns) == 100
-    assert result.enqueued_ahead is not None
-    assert result.enqueued_ahead >= 95
-    assert torch.allclose(result.audit_outputs, a @ a)
+    timer = timing.make_timer(name, "cuda:0", 64 * 1024 * 1024)
+    timer.prepare(lambda: a @ a)
+    measured = [timer.measure(lambda: a @ a) for _ in range(60)]
+    assert sum(bool(m.enqueued_ahead) for m in measured[10:]) >= 45
+    assert torch.allclose(measured[-1].outputs, a @ a)

@@ -1,4 +1,4 @@
-"""Judging an outcome: status precedence and the integrity verdicts."""
+"""Judging the evidence the parent gathered: status precedence and the integrity verdicts."""
 
 from __future__ import annotations
 
@@ -8,127 +8,165 @@ import pytest
 import torch
 
 from kictl.bench import correctness
-from kictl.bench.runner import CRASHED, FAILED, RESULT, TIMEOUT, Outcome
+from kictl.bench.integrity import CHECKS, Check
+from kictl.bench.loop import RunEvidence
 from kictl.bench.verdict import WorkloadContext, evaluate
 
-REFS = {offset: [torch.full((4,), float(offset + 1))] for offset in (0, 1, 2)}
+REFS = {
+    label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0, rolled 0", "round 1", "round 2"])
+}
 
 
 def _context() -> WorkloadContext:
     return WorkloadContext(
         record=None,  # type: ignore[arg-type]
-        plans={},
         names=["out"],
         shapes=[(4,)],
         dtypes=["float32"],
         tolerance=correctness.Tolerance(),
-        round_offsets=[1, 2],
+        round_labels=["round 1", "round 2"],
+        set_labels=["input set 0"],
         floor_ns=None,
         floor_text="no datasheet floor for a CPU",
     )
 
 
-def _payload(**changes: Any) -> dict[str, Any]:
-    payload: dict[str, Any] = {
-        "rounds": {
-            1: {"outputs": [REFS[1][0].clone()], "error": None},
-            2: {"outputs": [REFS[2][0].clone()], "error": None},
-        },
-        "audit": [REFS[0][0].clone()],
-        "audit_error": None,
-        "timing": {"samples": [1000, 1200, 1100], "enqueued_ahead": None, "device_spin_ns": None},
-        "notes": {},
-        "skipped": {"streamOrdered": "no CUDA streams on the CPU"},
-    }
-    payload.update(changes)
-    return payload
+def _evidence(**changes: Any) -> RunEvidence:
+    evidence = RunEvidence(
+        rounds={"round 1": [REFS["round 1"][0].clone()], "round 2": [REFS["round 2"][0].clone()]},
+        samples=[1000, 1200, 1100],
+        walls=[50_000, 52_000, 51_000],
+        sets=[0, 0, 0],
+        audits=[(1, 0, 0, [REFS["input set 0, rolled 0"][0].clone()])],
+        pings_ns=[40_000] * 15,
+    )
+    for name, value in changes.items():
+        setattr(evidence, name, value)
+    return evidence
 
 
-def _judge(payload: dict[str, Any]) -> dict[str, Any]:
-    return evaluate(Outcome(RESULT, payload), _context(), REFS, "median", 2)
+def _judge(evidence: RunEvidence, context: WorkloadContext | None = None) -> dict[str, Any]:
+    return evaluate(evidence, context or _context(), REFS, "median", 2)
 
 
 def test_an_honest_result_passes_with_every_check_recorded() -> None:
-    members = _judge(_payload())
-    assert members["status"] == "passed"
+    members = _judge(_evidence())
+    assert members["status"] == "passed", members
     assert members["timing"]["latencyNs"]["median"] == 1100
     assert members["timing"]["samples"] == [1000, 1200, 1100]
+    assert members["timing"]["audited"] == 1
     assert members["correctness"]["matchedRatio"] == 1.0
     assert members["correctness"]["rounds"] == 2
     results = {name: check["result"] for name, check in members["integrity"].items()}
-    assert results == {
-        "inputsUnchanged": "passed",
-        "outputsNotAliasInputs": "passed",
-        "plainTensorOutputs": "passed",
-        "noThreadsLeft": "passed",
-        "timerNotPatched": "passed",
-        "streamOrdered": "skipped",
-        "outputsFullyWritten": "passed",
-        "outputsFresh": "passed",
-        "timedOutputsCorrect": "passed",
-        "aboveFloor": "skipped",
-    }
+    assert list(results) == list(CHECKS)
+    assert {name for name, result in results.items() if result != "passed"} == {"streamOrdered", "aboveFloor"}
 
 
-def test_a_wrong_timed_call_is_a_reward_hack() -> None:
-    members = _judge(_payload(audit=[REFS[1][0].clone()]))
+def test_a_wrong_audited_timed_call_is_a_reward_hack() -> None:
+    members = _judge(_evidence(audits=[(2, 0, 0, [REFS["round 1"][0].clone()])]))
     assert members["status"] == "reward_hack"
     assert members["integrity"]["timedOutputsCorrect"]["result"] == "failed"
+    assert "1 of 1 audited timed calls were wrong" in members["integrity"]["timedOutputsCorrect"]["detail"]
     assert members["integrity"]["outputsFresh"]["result"] == "failed"
 
 
-def test_worker_evidence_becomes_a_failed_check() -> None:
-    members = _judge(_payload(notes={"inputsUnchanged": ["a call changed x"]}))
+def test_evidence_becomes_a_failed_check_named_by_the_enum() -> None:
+    evidence = _evidence()
+    evidence.note(Check.INPUTS_UNCHANGED, "a call changed x")
+    members = _judge(evidence)
     assert members["status"] == "reward_hack"
     assert members["statusDetail"] == "inputsUnchanged: a call changed x"
 
 
+def test_a_sample_longer_than_the_parent_saw_is_inconsistent() -> None:
+    members = _judge(_evidence(samples=[1000, 90_000, 1100]))
+    assert members["status"] == "reward_hack"
+    assert "longer than the parent's wall time" in members["integrity"]["samplesConsistent"]["detail"]
+
+
+def test_samples_far_below_the_parents_wall_time_are_inconsistent() -> None:
+    walls = [50_000_000, 60_000_000, 55_000_000, 70_000_000, 80_000_000]
+    members = _judge(_evidence(samples=[1000] * 5, walls=walls, sets=[0] * 5))
+    assert members["status"] == "reward_hack"
+    assert "at least 50.0 ms more than the worker reported" in members["integrity"]["samplesConsistent"]["detail"]
+    # one call placed well is enough to show the wire was all the rest: no false alarm under load
+    walls[2] = 60_000
+    assert _judge(_evidence(samples=[1000] * 5, walls=walls, sets=[0] * 5))["status"] == "passed"
+    # nor is one slow call alone judged
+    assert _judge(_evidence(samples=[1000], walls=[90_000_000], sets=[0]))["status"] == "passed"
+
+
+def test_cpu_time_far_above_the_samples_is_inconsistent() -> None:
+    # 3 calls reported at ~1 µs each, while /proc saw the worker burn 0.5 s of CPU during them
+    members = _judge(_evidence(call_cpu_ns=500_000_000))
+    assert members["status"] == "reward_hack"
+    assert "used 500 ms of CPU over 3 timed calls" in members["integrity"]["samplesConsistent"]["detail"]
+    assert _judge(_evidence(call_cpu_ns=2_000_000))["status"] == "passed"
+
+
+def test_cpu_time_beyond_the_pinned_threads_is_work_outside_the_calls() -> None:
+    members = _judge(_evidence(loop_ticks=300, loop_wall_ns=1_000_000_000))
+    assert members["status"] == "reward_hack"
+    assert "with 1 thread(s) allowed" in members["integrity"]["noWorkOutsideCalls"]["detail"]
+
+
+def test_cpu_used_while_idle_is_work_outside_the_calls() -> None:
+    members = _judge(_evidence(idle_ticks=8))
+    assert members["status"] == "reward_hack"
+    assert "after the timed calls" in members["integrity"]["noWorkOutsideCalls"]["detail"]
+
+
 def test_shape_problems_come_before_integrity_and_numerics() -> None:
-    rounds = {
-        1: {"outputs": None, "error": "returned 1 value(s), the definition has outputs ['out', 'lse']"},
-        2: {"outputs": [REFS[2][0] + 1], "error": None},
-    }
-    members = _judge(_payload(rounds=rounds, notes={"noThreadsLeft": ["x"]}))
+    evidence = _evidence(
+        rounds={
+            "round 1": "returned 1 value(s), the definition has outputs ['out', 'lse']",
+            "round 2": [REFS["round 2"][0] + 1],
+        }
+    )
+    evidence.note(Check.NO_THREADS_LEFT, "x")
+    members = _judge(evidence)
     assert members["status"] == "incorrect_shape"
     assert "returned 1 value" in members["statusDetail"]
 
 
 def test_numerical_errors_without_cheating_are_incorrect_numerical() -> None:
-    rounds = {1: {"outputs": [REFS[1][0] * 1.5], "error": None}, 2: {"outputs": [REFS[2][0] * 1.5], "error": None}}
-    members = _judge(_payload(rounds=rounds, audit=[REFS[0][0] * 1.5]))
+    members = _judge(
+        _evidence(
+            rounds={"round 1": [REFS["round 1"][0] * 1.5], "round 2": [REFS["round 2"][0] * 1.5]},
+            audits=[(0, 0, 0, [REFS["input set 0, rolled 0"][0] * 1.5])],
+        )
+    )
     assert members["status"] == "incorrect_numerical"
     assert members["correctness"]["matchedRatio"] == 0.0
     assert members["integrity"]["timedOutputsCorrect"]["result"] == "skipped"
 
 
 def test_poisoned_outputs_are_unwritten_outputs() -> None:
-    poisoned = REFS[1][0].clone()
+    poisoned = REFS["round 1"][0].clone()
     poisoned.view(torch.uint8)[:4] = 0xFF
-    members = _judge(
-        _payload(rounds={1: {"outputs": [poisoned], "error": None}, 2: {"outputs": [REFS[2][0]], "error": None}})
-    )
+    members = _judge(_evidence(rounds={"round 1": [poisoned], "round 2": [REFS["round 2"][0]]}))
     assert members["status"] == "reward_hack"
-    assert members["integrity"]["outputsFullyWritten"]["detail"] == "1 elements of out (inputs 1) were never written"
+    assert members["integrity"]["outputsFullyWritten"]["detail"] == "1 elements of out (round 1) were never written"
 
 
 def test_time_below_the_floor_is_a_reward_hack() -> None:
     context = _context()
     context.floor_ns, context.floor_text = 5000.0, "bandwidth-bound, H200 datasheet"
-    members = evaluate(Outcome(RESULT, _payload()), context, REFS, "median", 2)
+    members = _judge(_evidence(), context)
     assert members["status"] == "reward_hack"
     assert members["integrity"]["aboveFloor"]["detail"].startswith("1100 ns is below the floor of 5000 ns")
 
 
 @pytest.mark.parametrize(
-    ("outcome", "status"),
+    ("failure", "status"),
     [
-        (Outcome(TIMEOUT, detail="no answer within 5 s"), "timeout"),
-        (Outcome(FAILED, {"status": "compile_error"}, detail="SyntaxError"), "compile_error"),
-        (Outcome(FAILED, {"status": "runtime_error"}, detail="ValueError"), "runtime_error"),
-        (Outcome(CRASHED, detail="the worker was killed by SIGSEGV"), "runtime_error"),
+        (("timeout", "no answer within 5 s"), "timeout"),
+        (("compile_error", "SyntaxError"), "compile_error"),
+        (("runtime_error", "the worker was killed by SIGSEGV"), "runtime_error"),
+        (("reward_hack", "wireIntact: the worker broke the wire protocol"), "reward_hack"),
     ],
 )
-def test_failures_map_to_statuses(outcome: Outcome, status: str) -> None:
-    members = evaluate(outcome, _context(), None, "median", 2)
+def test_failures_map_to_statuses(failure: tuple[str, str], status: str) -> None:
+    members = _judge(RunEvidence(failure=failure))
     assert members["status"] == status
-    assert members["statusDetail"]
+    assert members["statusDetail"] == failure[1]

@@ -1,0 +1,419 @@
+"""The timed loop, driven from kictl's parent (DESIGN §7, issue 10).
+
+For one implementation on one workload, ``RunDriver`` asks its worker for:
+the correctness rounds (each on fresh tensors with secret-seeded values),
+``Arm`` (setup on values that are never timed, then the timed input sets),
+the warm-up calls, and then timed calls one at a time.  Each timed call's
+sample comes back as soon as it is taken; only then does the parent decide,
+with its own randomness, whether that call is audited (its outputs fetched
+and later compared with the reference's outputs for the input set it ran
+on).  Which input set a call gets rotates over several sets with the same
+structure, so no answer can be cached across calls.
+
+The parent keeps what it sees itself beside each sample: its wall time
+around the request, and from the OS the worker's CPU time, threads and the
+processes in its sandbox.  ``RunEvidence`` holds all of it; ``verdict``
+judges it.  Several drivers take turns (``interleave``), one call each, so
+that a candidate and the reference see the same load.
+
+Everything that can go wrong with the implementation ends its driver with a
+failure of its own (``failure`` set); no exception leaves a driver's steps
+but kictl's own bugs, and the session guards against those per run.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kictl.bench import timing, wire
+from kictl.bench.integrity import Check
+from kictl.bench.runner import PROTOCOL, ImplementationFailed, WorkerGone, WorkerProcess
+
+PINGS = 15
+#: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
+MIN_CALLS_IN_BUDGET = 3
+#: Shifts are drawn below this; the worker takes them modulo each input's size.
+SHIFTS = 2**31
+#: Timed call ``i`` (from 0) is audited with probability ``min(1, AUDIT_WEIGHT / (i + 1))``, drawn by the
+#: parent after the call returned: the first calls always, later ones ever less often but never with
+#: probability zero, so that about ``AUDIT_WEIGHT * ln(n)`` of ``n`` calls are audited and a cheat that
+#: turns bad after any number of calls is still met by an audit it cannot foresee.
+AUDIT_WEIGHT = 3
+#: A sample may exceed the parent's wall time around its request by this much (clock granularity).
+SAMPLE_SLACK_NS = 2_000
+#: How long the parent watches an idle worker for CPU use after the timed calls.
+IDLE_WINDOW_S = 0.1
+#: What the wire and the scheduler may add to the best-placed call as the parent sees it, beyond four
+#: times the pings' median (the inputs are staged by a request of their own, outside the
+#: parent's measurement of the call): a sample forged short by tens of milliseconds
+#: (work done while the worker's clock was not looking) is caught; shorter forgeries of CPU work are
+#: caught by the CPU-time bound below.
+GAP_BASE_NS = 30_000_000
+#: ... judged only over this many timed calls or more: one call on a loaded machine can wait that long.
+GAP_MIN_SAMPLES = 5
+#: The sandbox's CPU time over the timed calls' requests (from /proc's schedstat, which the worker
+#: cannot forge; staging the inputs is a request of its own and not counted) may be at most this
+#: multiple of what the samples add up to (per allowed thread), plus the wire's cost per call.
+CPU_PER_SAMPLE_FACTOR = 2
+CPU_PER_CALL_NS = 1_000_000
+CPU_SLACK_NS = 20_000_000
+IDLE_TICKS_ALLOWED = 2
+
+
+@dataclass
+class LoopOptions:
+    """How many calls: ``iterations`` fixed (times ``trials``), or adaptive (``None``) to a target or budget."""
+
+    warmup: int
+    iterations: int | None
+    trials: int
+    target_relative_error: float | None
+    time_budget_s: float | None
+    min_calls: int = 10
+    max_calls: int = 5000
+    timer: str = "perf_counter_ns"
+    time_setup: bool = False
+    flush_bytes: int = 0
+    timeout_s: float = 600.0
+
+
+@dataclass
+class RunEvidence:
+    """Everything the parent gathered about one implementation on one workload."""
+
+    #: (status, detail) when the implementation failed outright (compile_error, runtime_error, timeout)
+    failure: tuple[str, str] | None = None
+    #: correctness round label -> outputs (tensors) or the reason there are none
+    rounds: dict[str, list[Any] | str] = field(default_factory=dict)
+    #: timed calls: samples, the parent's wall times, input set of each call
+    samples: list[int] = field(default_factory=list)
+    walls: list[int] = field(default_factory=list)
+    sets: list[int] = field(default_factory=list)
+    enqueued_ahead: int | None = None
+    device_spin_ns: int | None = None
+    #: (timed call index, input set, shift, outputs or why none)
+    audits: list[tuple[int, int, int, list[Any] | str]] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+    pings_ns: list[int] = field(default_factory=list)
+    loop_ticks: int = 0
+    #: the sandbox's CPU time over the timed calls' requests only (staging excluded), in ns
+    call_cpu_ns: int = 0
+    loop_wall_ns: int = 0
+    idle_ticks: int = 0
+    threads_allowed: int = 1
+    stop_reason: str | None = None
+    relative_error: float | None = None
+    cpus: tuple[int, ...] = ()
+
+    def note(self, check: Check | str, detail: str) -> None:
+        found = self.notes.setdefault(str(check), [])
+        if detail not in found and len(found) < 20:
+            found.append(wire.clean_text(detail, 500))
+
+
+def _known_check(name: str) -> bool:
+    return name in {check.value for check in Check}
+
+
+class RunDriver:
+    """One implementation's worker through one workload's rounds, arming and timed calls."""
+
+    def __init__(
+        self,
+        worker: WorkerProcess,
+        load: wire.Load,
+        rounds: Sequence[tuple[str, wire.Plan]],
+        setup_plan: wire.Plan,
+        timed_plans: Sequence[wire.Plan],
+        outputs: Sequence[wire.OutputSpec],
+        options: LoopOptions,
+    ) -> None:
+        self.worker = worker
+        self.load = load
+        self.round_plans = list(rounds)
+        self.setup_plan = setup_plan
+        self.timed_plans = list(timed_plans)
+        self.outputs = tuple(outputs)
+        self.options = options
+        self.evidence = RunEvidence()
+        self.active = False
+        self.calls = 0
+        self.busy_ns = 0
+        self.loop_started_ticks = 0
+        self.loop_started_ns = 0
+        self.ahead = 0
+        self.ahead_known = False
+        self.threads_armed = 0
+        self.total_fixed = (options.iterations * options.trials) if options.iterations is not None else None
+
+    # ----------------------------------------------------------------- guarded requests
+
+    def _ask(self, message: wire.Message, expect: type[wire.Message]) -> wire.Message | None:
+        """One request; on any failure of the implementation the driver ends with it recorded."""
+        try:
+            answer = self.worker.request(message, self.options.timeout_s, frozenset({expect.TYPE}))
+        except ImplementationFailed as exc:
+            self.fail(exc.status, exc.detail)
+            return None
+        except WorkerGone as exc:
+            if exc.kind == PROTOCOL:
+                self.evidence.note(Check.WIRE_INTACT, exc.detail.splitlines()[0] if exc.detail else "broken frame")
+                self.fail("reward_hack", f"wireIntact: {exc.detail}")
+            elif exc.kind == "timeout":
+                self.fail("timeout", exc.detail)
+            else:
+                self.fail("runtime_error", exc.detail or "the worker died")
+            return None
+        for note in getattr(answer, "notes", ()):
+            if _known_check(note.check):
+                self.evidence.note(note.check, note.detail)
+            else:
+                self.evidence.note(Check.WIRE_INTACT, f"the worker named an unknown check {note.check!r}")
+        return answer
+
+    def fail(self, status: str, detail: str) -> None:
+        if self.evidence.failure is None:
+            self.evidence.failure = (status, wire.clean_text(detail, 4000))
+        self.active = False
+        self.worker.stop()
+
+    # ----------------------------------------------------------------- phases
+
+    def prepare(self) -> None:
+        """Start and load the worker if needed, run the correctness rounds, arm, warm up."""
+        evidence = self.evidence
+        if not self.worker.alive:
+            self.worker.start()
+        evidence.cpus = self.worker.pinned[0] if self.worker.pinned else ()
+        evidence.threads_allowed = self.worker.pinned[1] if self.worker.pinned else 1
+        if not self.worker.loaded:
+            for _ in range(PINGS):
+                started = time.perf_counter_ns()
+                if self._ask(wire.Ping(), wire.Pong) is None:
+                    return
+                self.worker.pings_ns.append(time.perf_counter_ns() - started)
+            if self._ask(self.load, wire.Loaded) is None:
+                return
+            self.worker.loaded = True
+        evidence.pings_ns = list(self.worker.pings_ns)
+        for label, plan in self.round_plans:
+            answer = self._ask(wire.Check(plan=plan, outputs=self.outputs), wire.Outputs)
+            if answer is None:
+                return
+            assert isinstance(answer, wire.Outputs)
+            evidence.rounds[label] = self._tensors(answer, f"correctness round {label}")
+            self._processes("after a correctness call")
+        arm = wire.Arm(
+            setup_plan=self.setup_plan,
+            timed_plans=tuple(self.timed_plans),
+            outputs=self.outputs,
+            timer=self.options.timer,
+            time_setup=self.options.time_setup,
+            flush_bytes=self.options.flush_bytes,
+        )
+        if self._ask(arm, wire.Armed) is None:
+            return
+        for n in range(self.options.warmup):
+            stage = wire.Stage(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
+            if self._ask(stage, wire.Staged) is None or self._ask(wire.Call(), wire.Sample) is None:
+                return
+        armed = self.worker.view()
+        self.threads_armed = armed.threads
+        if self.options.timer == "perf_counter_ns" and armed.threads > self.worker.baseline_threads:
+            # on the CPU nothing an honest implementation imports keeps a thread (GPU libraries may)
+            evidence.note(
+                Check.NO_THREADS_LEFT,
+                f"{armed.threads - self.worker.baseline_threads} thread(s) started by the import, setup() or the "
+                "warm-up calls are alive when the timed calls begin",
+            )
+        self.loop_started_ticks = armed.cpu_ticks
+        self.loop_started_ns = time.perf_counter_ns()
+        self.active = True
+
+    def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
+        from kictl.bench.worker import unpack
+
+        if answer.error is not None:
+            return answer.error
+        try:
+            return [unpack(item) for item in answer.tensors]
+        except wire.WireError as exc:
+            self.evidence.note(Check.WIRE_INTACT, f"{where}: {exc}")
+            return f"outputs that are not tensors: {exc}"
+
+    def _processes(self, when: str) -> None:
+        view = self.worker.view()
+        if view.processes:
+            self.evidence.note(
+                Check.NO_PROCESSES_LEFT, f"{len(view.processes)} process(es) besides the worker alive {when}"
+            )
+
+    def step(self) -> None:
+        """One timed call (and its audit, if the parent draws one)."""
+        if not self.active:
+            return
+        evidence = self.evidence
+        index = len(evidence.samples)
+        chosen = secrets.randbelow(len(self.timed_plans))
+        shift = secrets.randbelow(SHIFTS)
+        if self._ask(wire.Stage(input_set=chosen, shift=shift), wire.Staged) is None:
+            return
+        cpu_before = self.worker.view().cpu_ns
+        started = time.perf_counter_ns()
+        answer = self._ask(wire.Call(), wire.Sample)
+        wall = time.perf_counter_ns() - started
+        if answer is None:
+            return
+        assert isinstance(answer, wire.Sample)
+        view = self.worker.view()
+        evidence.call_cpu_ns += max(0, view.cpu_ns - cpu_before)
+        if view.threads > self.threads_armed:
+            evidence.note(
+                Check.NO_THREADS_LEFT,
+                f"{view.threads - self.threads_armed} thread(s) more than before the timed calls were alive "
+                "when a timed call returned",
+            )
+        if answer.ns < 0:
+            evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({answer.ns} ns)")
+        evidence.samples.append(max(0, answer.ns))
+        evidence.walls.append(wall)
+        evidence.sets.append(chosen)
+        self.busy_ns += wall
+        if answer.enqueued_ahead is not None:
+            self.ahead_known = True
+            self.ahead += int(answer.enqueued_ahead)
+        if secrets.randbelow(index + 1) < AUDIT_WEIGHT:
+            audited = self._ask(wire.Audit(), wire.Outputs)
+            if audited is None:
+                return
+            assert isinstance(audited, wire.Outputs)
+            evidence.audits.append((index, chosen, shift, self._tensors(audited, "an audited call")))
+        if self._ending(index + 1):
+            self.active = False
+
+    def _ending(self, count: int) -> bool:
+        """Whether the timed calls have reached their count, target or budget (reason recorded)."""
+        options = self.options
+        if self.total_fixed is not None:
+            if count >= self.total_fixed:
+                self.evidence.stop_reason = f"fixed count of {self.total_fixed} timed calls"
+                return True
+            return False
+        if count >= options.max_calls:
+            self.evidence.stop_reason = f"maximum of {options.max_calls} timed calls"
+            return True
+        budget_spent = options.time_budget_s is not None and self.busy_ns >= options.time_budget_s * 1e9
+        if budget_spent and count >= MIN_CALLS_IN_BUDGET:
+            self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
+            self.evidence.stop_reason = f"time budget of {options.time_budget_s:g} s spent"
+            return True
+        if count < options.min_calls:
+            return False
+        error = timing.median_relative_error(self.evidence.samples)
+        self.evidence.relative_error = error
+        if options.target_relative_error is not None and error is not None and error <= options.target_relative_error:
+            self.evidence.stop_reason = (
+                f"median's relative error {error:.3g} <= target {options.target_relative_error:g}"
+            )
+            return True
+        return False
+
+    def finish(self) -> None:
+        """End the timed calls: the worker's evidence, then what the OS shows of it while idle."""
+        evidence = self.evidence
+        if evidence.failure is not None:
+            return
+        self.active = False
+        evidence.loop_ticks = self.worker.view().cpu_ticks - self.loop_started_ticks
+        evidence.loop_wall_ns = time.perf_counter_ns() - self.loop_started_ns
+        answer = self._ask(wire.Finish(), wire.Finished)
+        if answer is None:
+            return
+        assert isinstance(answer, wire.Finished)
+        evidence.device_spin_ns = answer.device_spin_ns
+        evidence.enqueued_ahead = self.ahead if self.ahead_known else None
+        evidence.relative_error = timing.median_relative_error(evidence.samples)
+        before = self.worker.view()
+        time.sleep(IDLE_WINDOW_S)
+        after = self.worker.view()
+        evidence.idle_ticks = max(0, after.cpu_ticks - before.cpu_ticks)
+        if after.threads > self.threads_armed:
+            evidence.note(
+                Check.NO_THREADS_LEFT,
+                f"{after.threads - self.threads_armed} thread(s) more than before the timed calls are alive after them",
+            )
+        if after.processes:
+            evidence.note(
+                Check.NO_PROCESSES_LEFT,
+                f"{len(after.processes)} process(es) besides the worker are alive after the timed calls",
+            )
+
+
+def interleave(drivers: Sequence[RunDriver]) -> None:
+    """Timed calls taking turns across ``drivers`` until each has stopped."""
+    while True:
+        active = [driver for driver in drivers if driver.active]
+        if not active:
+            return
+        for driver in active:
+            driver.step()
+
+
+def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int) -> None:
+    """Judge the samples against what the parent saw (``samplesConsistent``, ``noWorkOutsideCalls``)."""
+    longer = [
+        (sample, wall)
+        for sample, wall in zip(evidence.samples, evidence.walls, strict=True)
+        if sample > wall + SAMPLE_SLACK_NS
+    ]
+    if longer:
+        sample, wall = longer[0]
+        evidence.note(
+            Check.SAMPLES_CONSISTENT,
+            f"{len(longer)} sample(s) longer than the parent's wall time around the call (e.g. {sample} ns "
+            f"reported, {wall} ns seen)",
+        )
+    if cpu_device and len(evidence.samples) >= GAP_MIN_SAMPLES and evidence.pings_ns:
+        # the best-placed call: scheduling delays on a loaded machine only ever add to the gap
+        gap = min(wall - sample for sample, wall in zip(evidence.samples, evidence.walls, strict=True))
+        allowed = GAP_BASE_NS + 4 * statistics.median(evidence.pings_ns)
+        if gap > allowed:
+            evidence.note(
+                Check.SAMPLES_CONSISTENT,
+                f"the parent saw every call take at least {gap / 1e6:.1f} ms more than the worker reported, "
+                f"more than the wire explains ({allowed / 1e6:.1f} ms)",
+            )
+    if cpu_device and evidence.samples and evidence.call_cpu_ns > 0:
+        cpu_ns = evidence.call_cpu_ns
+        reported = sum(evidence.samples)
+        allowed_cpu = (
+            evidence.threads_allowed * CPU_PER_SAMPLE_FACTOR * reported
+            + len(evidence.samples) * CPU_PER_CALL_NS
+            + CPU_SLACK_NS
+        )
+        if cpu_ns > allowed_cpu:
+            evidence.note(
+                Check.SAMPLES_CONSISTENT,
+                f"the worker's processes used {cpu_ns / 1e6:.0f} ms of CPU over {len(evidence.samples)} timed calls "
+                f"whose samples add up to {reported / 1e6:.1f} ms (at most {allowed_cpu / 1e6:.0f} ms expected)",
+            )
+    if cpu_device and evidence.loop_wall_ns > 0:
+        loop_cpu_ns = evidence.loop_ticks * 1e9 / clock_ticks
+        limit = evidence.threads_allowed * evidence.loop_wall_ns + 3e9 / clock_ticks
+        if loop_cpu_ns > limit:
+            evidence.note(
+                Check.NO_WORK_OUTSIDE_CALLS,
+                f"the worker's processes used {loop_cpu_ns / 1e9:.2f} s of CPU in "
+                f"{evidence.loop_wall_ns / 1e9:.2f} s of timed calls with {evidence.threads_allowed} thread(s) allowed",
+            )
+    if evidence.idle_ticks > IDLE_TICKS_ALLOWED:
+        evidence.note(
+            Check.NO_WORK_OUTSIDE_CALLS,
+            f"the worker's processes used {evidence.idle_ticks * 1000 // clock_ticks} ms of CPU in "
+            f"{IDLE_WINDOW_S * 1000:.0f} ms after the timed calls, while kictl held them idle",
+        )

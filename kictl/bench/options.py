@@ -1,0 +1,109 @@
+"""What ``kictl bench`` is asked to do, checked before anything runs.
+
+Kept apart from ``session`` so that ``results`` (which records the options
+in the protocol) and ``session`` (which runs them) both import it and not
+each other.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from kictl.errors import EnvError, UsageError
+from kictl.records import STATISTICS
+
+#: (warmup, iterations, trials); ``None`` iterations: adaptive, to the target error or the time budget.
+DEFAULTS: dict[str, tuple[int, int | None, int]] = {"cpu": (1, None, 1), "cuda": (10, 100, 3)}
+DEFAULT_ROUNDS = 3
+DEFAULT_TIMEOUT_S = 600.0
+DEFAULT_TARGET_ERROR = 0.02
+DEFAULT_TIME_BUDGET_S = 2.0
+DEFAULT_INPUT_SETS = 4
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What the command line asks for; ``None`` counts take the device's defaults."""
+
+    device: str = "auto"
+    warmup: int | None = None
+    iterations: int | None = None
+    trials: int | None = None
+    rounds: int = DEFAULT_ROUNDS
+    cuda_graph: bool = False
+    time_setup: bool = False
+    statistic: str = "median"
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    atol: float | None = None
+    rtol: float | None = None
+    matched_ratio: float | None = None
+    workloads: tuple[str, ...] = ()
+    no_sandbox: bool = False
+    threads: int = 1
+    target_error: float = DEFAULT_TARGET_ERROR
+    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    input_sets: int = DEFAULT_INPUT_SETS
+
+
+def resolve_device(requested: str) -> str:
+    """``cpu`` or ``cuda:N``; ``auto`` is the first GPU if there is one.
+
+    Raises ``UsageError`` for an unknown device and ``EnvError`` when a GPU is asked for and absent.
+    """
+    text = requested.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    if text not in ("auto", "cuda") and not re.fullmatch(r"cuda:\d+", text):
+        raise UsageError(f"--device {requested!r}: expected auto, cpu, cuda or cuda:N")
+    import torch
+
+    available = torch.cuda.is_available()
+    if text == "auto":
+        return "cuda:0" if available else "cpu"
+    if not available:
+        raise EnvError(f"--device {requested}: no CUDA GPU is available (torch {torch.__version__})")
+    index = int(text.split(":")[1]) if ":" in text else 0
+    if index >= torch.cuda.device_count():
+        raise EnvError(f"--device {requested}: there are {torch.cuda.device_count()} CUDA device(s)")
+    return f"cuda:{index}"
+
+
+def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, int]:
+    """(warmup, iterations or ``None`` for adaptive, trials) for ``device``; raises ``UsageError``."""
+    kind = "cpu" if device == "cpu" else "cuda"
+    default_warmup, default_iterations, default_trials = DEFAULTS[kind]
+    warmup = options.warmup if options.warmup is not None else default_warmup
+    iterations = options.iterations if options.iterations is not None else default_iterations
+    trials = options.trials if options.trials is not None else default_trials
+    if warmup < 0 or (iterations is not None and iterations < 1) or trials < 1:
+        raise UsageError("--warmup must be >= 0, --iterations and --trials >= 1")
+    if options.rounds < 1:
+        raise UsageError("--rounds must be >= 1: every run is checked against the reference")
+    if options.statistic not in STATISTICS:
+        raise UsageError(f"--statistic {options.statistic!r}: expected one of {', '.join(STATISTICS)}")
+    if options.cuda_graph and kind == "cpu":
+        raise UsageError("--cuda-graph needs a CUDA device")
+    if options.cuda_graph and options.time_setup:
+        raise UsageError("--time-setup cannot be combined with --cuda-graph (setup cannot be captured in a graph)")
+    if options.timeout_s <= 0:
+        raise UsageError("--timeout must be positive")
+    if options.threads < 1:
+        raise UsageError("--threads must be >= 1")
+    if not 0 < options.target_error < 1:
+        raise UsageError("--target-error must be between 0 and 1 (e.g. 0.02 for 2%)")
+    if options.time_budget_s <= 0:
+        raise UsageError("--time-budget must be positive")
+    if not 1 <= options.input_sets <= 64:
+        raise UsageError("--input-sets must be between 1 and 64")
+    return warmup, iterations, trials
+
+
+def pinned_cpus(threads: int) -> tuple[int, ...]:
+    """The CPUs a worker is pinned to: the last ``threads`` of those kictl may use (CPU 0 takes interrupts)."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        return ()
+    return tuple(allowed[-threads:]) if threads <= len(allowed) else tuple(allowed)

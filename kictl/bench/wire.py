@@ -1,0 +1,545 @@
+"""The wire between kictl and a worker: data only, never code (DESIGN §7, issue 10).
+
+A frame is ``MAGIC``, a 4-byte big-endian header length, a JSON header and
+then the raw bytes of the buffers the header declares::
+
+    b"KIW1" | u32 len | {"type": "...", "body": {...}, "buffers": [n0, n1, ...]} | bytes n0 | bytes n1 | ...
+
+The header is parsed strictly (no duplicate keys, no NaN or Infinity, no
+integer beyond ±(2^53-1)), its size and the buffers' sizes are capped, and
+every message type has a frozen dataclass whose fields are checked against
+the body: a missing, unknown or mistyped member is a ``WireError``.  Strings
+that come back from a worker are sanitised (lone surrogates and control
+characters replaced, length capped) before kictl holds them.  Nothing a
+worker sends is executed: the parent only ever decodes JSON and copies bytes.
+
+Tensors travel as ``TensorData`` (dtype name, shape, one buffer of raw
+bytes), so torch's pickling and its shared-memory file-descriptor server
+thread never come into it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import select
+import struct
+import time
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, Union
+
+MAGIC = b"KIW1"
+MAX_HEADER_BYTES = 4 << 20
+#: The most bytes one frame's buffers may hold (a GEMM 4096x4096 float32 output is 64 MiB).
+MAX_BUFFER_BYTES = 8 << 30
+MAX_BUFFERS = 4096
+MAX_STRING = 8000
+MAX_DEPTH = 16
+SAFE_INT = 2**53 - 1
+DTYPES = frozenset(
+    {
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+    }
+)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+class WireError(Exception):
+    """A frame or message that breaks the wire's rules; the peer is not to be trusted further."""
+
+
+class PeerClosed(WireError):
+    """The peer closed its end before a whole frame arrived."""
+
+
+class WireTimeout(WireError):
+    """No whole frame arrived before the deadline."""
+
+
+def clean_text(text: str, limit: int = MAX_STRING) -> str:
+    """``text`` as kictl may hold and print it: valid Unicode, no control characters, at most ``limit`` long.
+
+    Lone surrogates (``\\ud800``) become U+FFFD, as do control characters other
+    than tab and newline.
+    """
+    fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    fixed = _CONTROL.sub("\ufffd", fixed)
+    if len(fixed) > limit:
+        fixed = fixed[: limit - 1] + "\u2026"
+    return fixed
+
+
+# --------------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True, slots=True)
+class TensorData:
+    """A tensor as data: dtype name, shape, raw little-endian bytes (C order)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """One file of an implementation: its path, the sha256 hex the record gives, its bytes."""
+
+    path: str
+    sha256: str
+    content: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InputSpec:
+    """How to make one input in the worker (see ``inputs.InputSource``)."""
+
+    name: str
+    kind: str
+    dtype: str
+    shape: tuple[int, ...]
+    seed: int | None = None
+    values: bytes | None = None
+    blob: bytes | None = None
+    blob_key: str | None = None
+    scalar: bool | int | float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every input of one call, in ``run``'s order."""
+
+    label: str
+    inputs: tuple[InputSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+class Message:
+    """Base of every message; ``TYPE`` names it on the wire."""
+
+    TYPE: ClassVar[str] = ""
+
+
+# parent -> worker
+
+
+@dataclass(frozen=True, slots=True)
+class Ping(Message):
+    TYPE: ClassVar[str] = "ping"
+
+
+@dataclass(frozen=True, slots=True)
+class Load(Message):
+    """Import these sources (after checking each file's sha256) and find ``function`` in ``entry``."""
+
+    TYPE: ClassVar[str] = "load"
+    files: tuple[SourceFile, ...]
+    entry: str
+    function: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reference(Message):
+    """Call the loaded function once on ``plan``'s inputs (random ones rolled by ``shift``), send the outputs back.
+
+    Only kictl's own reference worker gets these.
+    """
+
+    TYPE: ClassVar[str] = "reference"
+    plan: Plan
+    outputs: tuple[OutputSpec, ...]
+    shift: int
+
+
+@dataclass(frozen=True, slots=True)
+class Check(Message):
+    """One correctness round: a call on fresh tensors holding ``plan``'s inputs."""
+
+    TYPE: ClassVar[str] = "check"
+    plan: Plan
+    outputs: tuple[OutputSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Arm(Message):
+    """Make the timed tensors (holding ``setup_plan``'s values), call ``setup``, make the timed input sets."""
+
+    TYPE: ClassVar[str] = "arm"
+    setup_plan: Plan
+    timed_plans: tuple[Plan, ...]
+    outputs: tuple[OutputSpec, ...]
+    timer: str
+    time_setup: bool
+    flush_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Stage(Message):
+    """Copy input set ``input_set`` into the timed tensors, in place, for the next ``Call`` (untimed).
+
+    Random inputs are copied rolled by ``shift`` elements (flattened), so that every timed call's values are
+    new even though the sets repeat.
+    """
+
+    TYPE: ClassVar[str] = "stage"
+    input_set: int
+    shift: int
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Message):
+    """One timed call on the staged values."""
+
+    TYPE: ClassVar[str] = "call"
+
+
+@dataclass(frozen=True, slots=True)
+class Audit(Message):
+    """Send the outputs of the last timed call."""
+
+    TYPE: ClassVar[str] = "audit"
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Message):
+    """The timed calls are over: report the evidence gathered."""
+
+    TYPE: ClassVar[str] = "finish"
+
+
+@dataclass(frozen=True, slots=True)
+class Stop(Message):
+    TYPE: ClassVar[str] = "stop"
+
+
+# worker -> parent
+
+
+@dataclass(frozen=True, slots=True)
+class Ready(Message):
+    """The worker started: its environment (an ExecutionEnvironment spec) and how it was pinned."""
+
+    TYPE: ClassVar[str] = "ready"
+    environment: str  # JSON text of the spec, parsed strictly by the parent
+    cpus: tuple[int, ...]
+    threads: int
+
+
+@dataclass(frozen=True, slots=True)
+class Pong(Message):
+    TYPE: ClassVar[str] = "pong"
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded(Message):
+    TYPE: ClassVar[str] = "loaded"
+    has_setup: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Note(Message):
+    """Evidence against one integrity check (``check`` is an ``integrity.Check`` value)."""
+
+    TYPE: ClassVar[str] = "note"
+    check: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outputs(Message):
+    """A call's outputs (``error`` instead when it returned something that is not the definition's outputs)."""
+
+    TYPE: ClassVar[str] = "outputs"
+    tensors: tuple[TensorData, ...]
+    error: str | None
+    notes: tuple[Note, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Staged(Message):
+    TYPE: ClassVar[str] = "staged"
+
+
+@dataclass(frozen=True, slots=True)
+class Armed(Message):
+    TYPE: ClassVar[str] = "armed"
+    notes: tuple[Note, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sample(Message):
+    """One timed call: its time, as the worker's timer read it, and what was wrong with its outputs."""
+
+    TYPE: ClassVar[str] = "sample"
+    ns: int
+    enqueued_ahead: bool | None
+    notes: tuple[Note, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Message):
+    TYPE: ClassVar[str] = "finished"
+    notes: tuple[Note, ...]
+    device_spin_ns: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed(Message):
+    """The implementation failed: ``status`` is compile_error or runtime_error."""
+
+    TYPE: ClassVar[str] = "failed"
+    status: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class HarnessError(Message):
+    """kictl's own code failed in the worker before any implementation was imported."""
+
+    TYPE: ClassVar[str] = "harness_error"
+    detail: str
+
+
+MESSAGES: dict[str, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (
+        Ping,
+        Load,
+        Reference,
+        Check,
+        Arm,
+        Stage,
+        Call,
+        Audit,
+        Finish,
+        Stop,
+        Ready,
+        Pong,
+        Loaded,
+        Outputs,
+        Staged,
+        Armed,
+        Sample,
+        Finished,
+        Failed,
+        HarnessError,
+    )
+}
+STATUSES_FROM_WORKER = frozenset({"compile_error", "runtime_error"})
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _encode_value(value: Any, buffers: list[bytes]) -> Any:
+    if isinstance(value, bytes):
+        buffers.append(value)
+        return {"$buffer": len(buffers) - 1}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode_value(getattr(value, f.name), buffers) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_encode_value(item, buffers) for item in value]
+    return value
+
+
+def encode(message: Message) -> bytes:
+    """The frame of ``message``."""
+    buffers: list[bytes] = []
+    body = _encode_value(message, buffers)
+    header = json.dumps(
+        {"type": message.TYPE, "body": body, "buffers": [len(b) for b in buffers]},
+        ensure_ascii=True,
+        allow_nan=False,
+        separators=(",", ":"),
+    ).encode("ascii")
+    return b"".join([MAGIC, struct.pack(">I", len(header)), header, *buffers])
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _strict_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise WireError(f"duplicate member {clean_text(key, 80)!r}")
+        found[key] = value
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    raise WireError(f"{name} is not allowed")
+
+
+def _parse_header(raw: bytes) -> dict[str, Any]:
+    try:
+        text = raw.decode("utf-8")
+        value = json.loads(text, object_pairs_hook=_strict_pairs, parse_constant=_no_constant)
+    except WireError:
+        raise
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise WireError(f"the header is not JSON: {clean_text(str(exc), 200)}") from None
+    if not isinstance(value, dict) or set(value) != {"type", "body", "buffers"}:
+        raise WireError("the header must be an object with exactly type, body and buffers")
+    return value
+
+
+def _hint_of(cls: type[Any], name: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    return hints[name]
+
+
+def _decode_value(hint: Any, value: Any, buffers: list[bytes], used: set[int], where: str, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise WireError(f"{where}: nested too deeply")
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _decode_value(option, value, buffers, used, where, depth)
+            except WireError as exc:
+                errors.append(str(exc))
+        raise WireError(errors[0] if len(errors) == 1 else f"{where}: none of {options} fits")
+    if hint is bytes:
+        if type(value) is not dict or set(value) != {"$buffer"} or type(value["$buffer"]) is not int:
+            raise WireError(f"{where}: a buffer reference is expected")
+        index = value["$buffer"]
+        if not 0 <= index < len(buffers) or index in used:
+            raise WireError(f"{where}: buffer {index} does not exist or is used twice")
+        used.add(index)
+        return buffers[index]
+    if hint is str:
+        if type(value) is not str:
+            raise WireError(f"{where}: a string is expected")
+        return clean_text(value)
+    if hint is bool:
+        if type(value) is not bool:
+            raise WireError(f"{where}: true or false is expected")
+        return value
+    if hint is int:
+        if type(value) is not int or abs(value) > SAFE_INT:
+            raise WireError(f"{where}: an integer within ±(2^53-1) is expected")
+        return value
+    if hint is float:
+        if type(value) is int and abs(value) <= SAFE_INT:
+            return float(value)
+        if type(value) is not float:
+            raise WireError(f"{where}: a number is expected")
+        return value
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if type(value) is not list:
+            raise WireError(f"{where}: a list is expected")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(
+                _decode_value(args[0], item, buffers, used, f"{where}[{n}]", depth + 1) for n, item in enumerate(value)
+            )
+        raise WireError(f"{where}: unsupported tuple type")  # pragma: no cover - messages use tuple[X, ...] only
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if type(value) is not dict:
+            raise WireError(f"{where}: an object is expected")
+        fields = {f.name: f for f in dataclasses.fields(hint)}
+        unknown = sorted(set(value) - set(fields))
+        if unknown:
+            raise WireError(f"{where}: unknown member {clean_text(unknown[0], 80)!r}")
+        members = {}
+        for name, item in fields.items():
+            if name not in value:
+                if item.default is not dataclasses.MISSING:
+                    continue
+                raise WireError(f"{where}: member {name} is missing")
+            members[name] = _decode_value(
+                _hint_of(hint, name), value[name], buffers, used, f"{where}.{name}", depth + 1
+            )
+        return hint(**members)
+    raise WireError(f"{where}: unsupported type {hint!r}")  # pragma: no cover
+
+
+def decode(header: dict[str, Any], buffers: list[bytes], allowed: frozenset[str] | None = None) -> Message:
+    """The message a parsed header and its buffers hold; raises ``WireError``."""
+    kind = header["type"]
+    if type(kind) is not str or kind not in MESSAGES:
+        raise WireError(f"unknown message type {clean_text(str(kind), 80)!r}")
+    if allowed is not None and kind not in allowed:
+        raise WireError(f"a {kind} message was not expected here")
+    used: set[int] = set()
+    message = _decode_value(MESSAGES[kind], header["body"], buffers, used, kind, 0)
+    if len(used) != len(buffers):
+        raise WireError(f"{kind}: buffers sent but not referenced")
+    assert isinstance(message, Message)
+    return message
+
+
+# --------------------------------------------------------------------------- file descriptors
+
+
+def _read_exact(fd: int, count: int, deadline: float | None) -> bytes:
+    chunks = []
+    remaining = count
+    while remaining:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise WireTimeout("no answer before the deadline")
+        chunk = os.read(fd, min(remaining, 1 << 24))
+        if not chunk:
+            raise PeerClosed("the peer closed the wire")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int, allowed: frozenset[str] | None = None, deadline: float | None = None) -> Message:
+    """Read and decode one frame from ``fd``, waiting until ``deadline`` (``time.monotonic``) at most.
+
+    Raises ``WireError``, ``PeerClosed`` or ``WireTimeout``.
+    """
+    prefix = _read_exact(fd, len(MAGIC) + 4, deadline)
+    if prefix[: len(MAGIC)] != MAGIC:
+        raise WireError("a frame does not start with the wire's magic bytes")
+    (length,) = struct.unpack(">I", prefix[len(MAGIC) :])
+    if length > MAX_HEADER_BYTES:
+        raise WireError(f"a header of {length} bytes is over the limit of {MAX_HEADER_BYTES}")
+    header = _parse_header(_read_exact(fd, length, deadline))
+    sizes = header["buffers"]
+    if type(sizes) is not list or len(sizes) > MAX_BUFFERS or any(type(s) is not int or s < 0 for s in sizes):
+        raise WireError("buffers must be a list of sizes")
+    if sum(sizes) > MAX_BUFFER_BYTES:
+        raise WireError(f"buffers of {sum(sizes)} bytes are over the limit of {MAX_BUFFER_BYTES}")
+    buffers = [_read_exact(fd, size, deadline) for size in sizes]
+    return decode(header, buffers, allowed)
+
+
+def write_frame(fd: int, message: Message) -> None:
+    """Write ``message``'s frame to ``fd`` in full (blocking)."""
+    view = memoryview(encode(message))
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

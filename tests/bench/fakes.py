@@ -1,0 +1,135 @@
+"""A fake worker: the wire's requests answered in-process, for the session's bookkeeping tests.
+
+``FakeWorker`` has the parent-side interface of ``runner.WorkerProcess`` (spawn, wait_ready, request,
+view, stop) and answers each request as a real worker would, computing RMSNorm with torch on the
+values the request describes; a ``Behaviour`` makes it misbehave at one request type, the way a
+hostile implementation's worker can (fail, die, break the wire, hang).  No process is started, so a
+whole session runs in well under a second of work per run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from kictl.bench import wire
+from kictl.bench.inputs import materialize_spec
+from kictl.bench.runner import CRASHED, PROTOCOL, TIMEOUT, ImplementationFailed, ProcessView, WorkerGone
+from kictl.bench.worker import _rolled, pack
+
+ENVIRONMENT = {
+    "hardware": {"product": "Fake CPU", "architecture": "x86_64", "cpu": "Fake CPU"},
+    "software": {"framework": {"name": "torch", "version": torch.__version__}},
+}
+
+
+def rmsnorm(hidden_states: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    x = hidden_states.float()
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)
+
+
+@dataclass
+class Behaviour:
+    """How a fake worker answers: ``compute`` makes the outputs; ``at`` names a request type to misbehave at."""
+
+    compute: Callable[..., torch.Tensor] = rmsnorm
+    at: str | None = None
+    #: failed (compile_error / runtime_error), crashed, protocol, timeout, or raise (kictl's own bug)
+    how: str = "runtime_error"
+    sample_ns: int = 1000
+    requests: list[str] = field(default_factory=list)
+
+
+class FakeWorker:
+    """``runner.WorkerProcess``'s interface, answered in-process."""
+
+    def __init__(self, label: str, behaviour: Behaviour) -> None:
+        self.label = label
+        self.behaviour = behaviour
+        self.alive = False
+        self.loaded = False
+        self.pings_ns: list[int] = []
+        self.pinned: tuple[tuple[int, ...], int] | None = ((0,), 1)
+        self.baseline_threads = 1
+        self.environment: dict[str, Any] | None = None
+        self.starts = 0
+        self.sets: list[list[Any]] = []
+        self.staged: list[Any] = []
+        self.rolled: list[bool] = []
+        self.last: list[Any] = []
+
+    def spawn(self) -> None:
+        self.alive = True
+        self.loaded = False
+        self.pings_ns = []
+        self.starts += 1
+
+    def wait_ready(self) -> dict[str, Any]:
+        self.environment = dict(ENVIRONMENT)
+        return self.environment
+
+    def start(self) -> dict[str, Any]:
+        self.spawn()
+        return self.wait_ready()
+
+    def stop(self) -> None:
+        self.alive = False
+
+    def view(self) -> ProcessView:
+        return ProcessView(cpu_ticks=0, threads=1, processes=(), cpu_ns=0)
+
+    def _misbehave(self) -> None:
+        how = self.behaviour.how
+        self.alive = False
+        if how in ("compile_error", "runtime_error"):
+            raise ImplementationFailed(how, f"fake {how} at {self.behaviour.at}")
+        if how == "crashed":
+            raise WorkerGone(CRASHED, "the worker was killed by SIGSEGV")
+        if how == "protocol":
+            raise WorkerGone(PROTOCOL, "the worker broke the wire protocol: unknown member 'exec'")
+        if how == "timeout":
+            raise WorkerGone(TIMEOUT, "no answer within 1 s; the worker was stopped")
+        raise RuntimeError("a bug in kictl's own code")
+
+    def request(self, message: wire.Message, timeout: float, expect: frozenset[str]) -> wire.Message:
+        if not self.alive:
+            self.start()
+        self.behaviour.requests.append(message.TYPE)
+        if message.TYPE == self.behaviour.at:
+            self._misbehave()
+        compute = self.behaviour.compute
+        if isinstance(message, wire.Ping):
+            return wire.Pong()
+        if isinstance(message, wire.Load):
+            return wire.Loaded(has_setup=False)
+        if isinstance(message, wire.Reference):
+            made = [materialize_spec(spec, "cpu") for spec in message.plan.inputs]
+            args = [
+                _rolled(v, message.shift) if spec.kind == "random" else v
+                for v, spec in zip(made, message.plan.inputs, strict=True)
+            ]
+            return wire.Outputs(tensors=(pack(rmsnorm(*args)),), error=None, notes=())
+        if isinstance(message, wire.Check):
+            args = [materialize_spec(spec, "cpu") for spec in message.plan.inputs]
+            return wire.Outputs(tensors=(pack(compute(*args)),), error=None, notes=())
+        if isinstance(message, wire.Arm):
+            self.sets = [[materialize_spec(spec, "cpu") for spec in plan.inputs] for plan in message.timed_plans]
+            self.rolled = [spec.kind == "random" for spec in message.setup_plan.inputs]
+            return wire.Armed(notes=())
+        if isinstance(message, wire.Stage):
+            self.staged = [
+                _rolled(v, message.shift) if roll else v
+                for v, roll in zip(self.sets[message.input_set], self.rolled, strict=True)
+            ]
+            return wire.Staged()
+        if isinstance(message, wire.Call):
+            self.last = [compute(*self.staged)]
+            return wire.Sample(ns=self.behaviour.sample_ns, enqueued_ahead=None, notes=())
+        if isinstance(message, wire.Audit):
+            return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
+        if isinstance(message, wire.Finish):
+            return wire.Finished(notes=(), device_spin_ns=None)
+        raise AssertionError(f"unexpected {message.TYPE}")

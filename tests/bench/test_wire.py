@@ -1,0 +1,137 @@
+"""The wire between kictl and a worker: frames that break its rules are refused, nothing is executed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import struct
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from kictl.bench import wire
+from kictl.bench.worker import pack, unpack
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    read, write = os.pipe()
+    yield read, write
+    for fd in (read, write):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _frame(header: object, *buffers: bytes, raw: bytes | None = None) -> bytes:
+    body = raw if raw is not None else json.dumps(header).encode()
+    return b"".join([wire.MAGIC, struct.pack(">I", len(body)), body, *buffers])
+
+
+def _read(pipe: tuple[int, int], data: bytes, allowed: frozenset[str] | None = None) -> wire.Message:
+    read, write = pipe
+    os.write(write, data)
+    os.close(write)
+    return wire.read_frame(read, allowed, deadline=time.monotonic() + 5)
+
+
+def test_every_message_round_trips_with_its_buffers(pipe: tuple[int, int]) -> None:
+    tensor = pack(torch.arange(12, dtype=torch.float32).reshape(3, 4))
+    message = wire.Outputs(
+        tensors=(tensor, pack(torch.tensor([True, False]))),
+        error=None,
+        notes=(wire.Note(check="inputsUnchanged", detail="x"),),
+    )
+    back = _read(pipe, wire.encode(message))
+    assert back == message
+    assert isinstance(back, wire.Outputs)
+    assert torch.equal(unpack(back.tensors[0]), torch.arange(12, dtype=torch.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (pickle.dumps(("result", {"passed": True})), "magic bytes"),
+        (wire.MAGIC + struct.pack(">I", wire.MAX_HEADER_BYTES + 1), "over the limit"),
+        (_frame(None, raw=b'{"type": "pong", "type": "ready", "body": {}, "buffers": []}'), "duplicate member"),
+        (_frame(None, raw=b'{"type": "sample", "body": {"ns": NaN}, "buffers": []}'), "NaN is not allowed"),
+        (_frame({"type": "sample", "body": {"ns": 2**60, "enqueued_ahead": None, "notes": []}, "buffers": []}), "2^53"),
+        (_frame({"type": "exec", "body": {}, "buffers": []}), "unknown message type"),
+        (_frame({"type": "pong", "body": {}, "buffers": [], "code": "x"}), "exactly type, body and buffers"),
+        (
+            _frame({"type": "sample", "body": {"ns": 1, "enqueued_ahead": None, "notes": [], "x": 1}, "buffers": []}),
+            "unknown member",
+        ),
+        (_frame({"type": "sample", "body": {"ns": 1, "notes": []}, "buffers": []}), "enqueued_ahead is missing"),
+        (
+            _frame({"type": "sample", "body": {"ns": "1", "enqueued_ahead": None, "notes": []}, "buffers": []}),
+            "integer",
+        ),
+        (
+            _frame({"type": "sample", "body": {"ns": True, "enqueued_ahead": None, "notes": []}, "buffers": []}),
+            "integer",
+        ),
+        (_frame({"type": "pong", "body": {}, "buffers": [wire.MAX_BUFFER_BYTES + 1]}), "over the limit"),
+        (_frame({"type": "pong", "body": {}, "buffers": [3]}, b"abc"), "not referenced"),
+        (
+            _frame(
+                {
+                    "type": "outputs",
+                    "body": {
+                        "tensors": [
+                            {"dtype": "float32", "shape": [1], "data": {"$buffer": 0}},
+                            {"dtype": "float32", "shape": [1], "data": {"$buffer": 0}},
+                        ],
+                        "error": None,
+                        "notes": [],
+                    },
+                    "buffers": [4],
+                },
+                b"\0\0\0\0",
+            ),
+            "used twice",
+        ),
+        (_frame(None, raw=b"[" * 25_000 + b"]" * 25_000), "not JSON"),
+    ],
+)
+def test_frames_that_break_the_rules_are_refused(pipe: tuple[int, int], data: bytes, words: str) -> None:
+    with pytest.raises(wire.WireError, match=words.replace("^", r"\^")):
+        _read(pipe, data)
+
+
+def test_a_message_out_of_place_is_refused(pipe: tuple[int, int]) -> None:
+    with pytest.raises(wire.WireError, match="a pong message was not expected here"):
+        _read(pipe, wire.encode(wire.Pong()), frozenset({wire.Sample.TYPE}))
+
+
+def test_a_cut_frame_is_the_peer_closing_and_silence_is_a_timeout(pipe: tuple[int, int]) -> None:
+    with pytest.raises(wire.PeerClosed):
+        _read(pipe, wire.encode(wire.Failed(status="runtime_error", detail="x" * 100))[:-10])
+    read, write = os.pipe()
+    try:
+        with pytest.raises(wire.WireTimeout):
+            wire.read_frame(read, deadline=time.monotonic() + 0.05)
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+def test_strings_are_sanitised_and_capped(pipe: tuple[int, int]) -> None:
+    detail = "bad \ud800 and \udfff, escape \x1b[2J, bell \x07, tab\tnewline\n" + "y" * (wire.MAX_STRING * 2)
+    back = _read(pipe, wire.encode(wire.Failed(status="runtime_error", detail=detail)))
+    assert isinstance(back, wire.Failed)
+    assert back.detail.startswith("bad \ufffd and \ufffd, escape \ufffd[2J, bell \ufffd, tab\tnewline\n")
+    assert len(back.detail) == wire.MAX_STRING
+    back.detail.encode("utf-8")  # printable, no lone surrogate left
+
+
+def test_tensor_data_must_fit_its_shape() -> None:
+    with pytest.raises(wire.WireError, match="do not hold"):
+        unpack(wire.TensorData(dtype="float32", shape=(2, 2), data=b"\0" * 15))
+    with pytest.raises(wire.WireError, match="unknown dtype"):
+        unpack(wire.TensorData(dtype="object", shape=(1,), data=b"\0" * 8))
+    assert unpack(wire.TensorData(dtype="bfloat16", shape=(0, 3), data=b"")).shape == (0, 3)
