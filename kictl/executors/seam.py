@@ -108,7 +108,7 @@ def resolve(
     chosen = select_workloads(registry, definition, workloads)
     implementations: list[tuple[StoredRecord, bool]] = []
     for ref in implementation_refs:
-        loaded = load_implementation(ref, definition, registry, workdir)
+        loaded = load_implementation(ref, definition, registry)
         if all(record.digest != loaded.record.digest for record, _ in implementations):
             implementations.append((loaded.record, loaded.is_reference))
     return definition, chosen, implementations
@@ -125,10 +125,17 @@ def capture_environment(device: str) -> dict[str, Any]:
 def protocol_context(device: str) -> dict[str, Any]:
     """What the protocol record takes from the worker's machine rather than from the settings (JSON values).
 
-    Today's bench takes nothing from it: the protocol is the settings, the
-    device kind, the workload's tolerance and the environment's L2 size.
+    The sandbox's isolation label (it names the bubblewrap version found on
+    this machine), or ``None`` when bubblewrap is missing or unusable here (a
+    job that needs the sandbox then fails on this worker as a device would).
     """
-    return {}
+    from kictl.bench import sandbox
+
+    try:
+        label: str | None = sandbox.resolve(False).label
+    except KictlError:
+        label = None
+    return {"sandbox": label}
 
 
 def environment_digest(environment: Mapping[str, Any]) -> str:
@@ -149,8 +156,10 @@ def expected_protocol_digest(
     ``environment`` and ``context`` are what the worker reported at start
     (``capture_environment``, ``protocol_context``).
     """
+    from kictl.bench import sandbox
+    from kictl.bench.options import check_options
     from kictl.bench.results import protocol_record, protocol_spec
-    from kictl.bench.session import check_options, tolerance_for
+    from kictl.bench.session import tolerance_for
 
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
@@ -158,7 +167,11 @@ def expected_protocol_digest(
     flush = 0
     if device != "cpu":  # twice the L2, as the bench's own flush (kictl.bench.session._flush_bytes)
         flush = 2 * int(environment["hardware"].get("l2CacheBytes", 0)) or 256 * 1024 * 1024
-    spec = protocol_spec(device, counts, options, tolerance_for(workload, options), flush)
+    # as kictl.bench.session._Session: the isolation label and the number of timed input sets
+    isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
+    iterations = counts[1]
+    sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
+    spec = protocol_spec(device, counts, options, tolerance_for(workload, options), flush, str(isolation), max(1, sets))
     return protocol_record(spec).digest
 
 
