@@ -12,6 +12,7 @@ is what keeps measurements apart.
 
 from __future__ import annotations
 
+import os
 import queue
 import subprocess
 import sys
@@ -81,16 +82,40 @@ def parse_devices(text: str, device: str = "auto") -> list[str]:
     return names
 
 
+def cpu_shares(workers: int) -> list[tuple[int, ...]]:
+    """Disjoint CPU sets for ``workers`` CPU workers, from the last CPU down (CPU 0 takes interrupts).
+
+    The bench pins its processes to the last CPUs it may use; without a share
+    of its own every CPU worker would land on the same core.  Empty when
+    there are fewer CPUs than workers (they then share, and say so by timing).
+    """
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        return []
+    if workers < 2 or workers > len(allowed):
+        return []
+    size = len(allowed) // workers
+    return [tuple(allowed[len(allowed) - (k + 1) * size : len(allowed) - k * size]) for k in range(workers)]
+
+
 class _Worker:
     """One worker process and the thread that reads its messages."""
 
-    def __init__(self, slot: str, device: str, log_dir: Path, events: queue.Queue[tuple[str, dict[str, Any]]]):
+    def __init__(
+        self,
+        slot: str,
+        device: str,
+        log_dir: Path,
+        events: queue.Queue[tuple[str, dict[str, Any]]],
+        cpus: tuple[int, ...] = (),
+    ):
         self.slot = slot
         self.device = device
         self.log_path = log_dir / f"{slot.replace(':', '_').replace('#', '_')}.log"
         self.log: IO[bytes] = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kictl.executors.worker", device],
+            [sys.executable, "-m", "kictl.executors.worker", device, *([",".join(map(str, cpus))] if cpus else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.log,
@@ -176,8 +201,10 @@ class LocalPool(Executor):
 
     def start(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        shares = cpu_shares(self.devices.count("cpu"))
         for slot, device in zip(self.slot_names(self.devices), self.devices, strict=True):
-            self._workers[slot] = _Worker(slot, device, self.log_dir, self._events)
+            cpus = shares.pop(0) if device == "cpu" and shares else ()
+            self._workers[slot] = _Worker(slot, device, self.log_dir, self._events, cpus)
         waiting = set(self._workers)
         while waiting:
             try:

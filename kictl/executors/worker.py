@@ -68,10 +68,12 @@ def _send(channel: TextIO, message: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
-        print("usage: python -m kictl.executors.worker DEVICE", file=sys.stderr)
+    if len(argv) not in (1, 2):
+        print("usage: python -m kictl.executors.worker DEVICE [CPU,CPU...]", file=sys.stderr)
         return 2
     device = argv[0]
+    if len(argv) == 2:  # this worker's share of the CPUs: the bench pins its own workers inside it
+        os.sched_setaffinity(0, {int(cpu) for cpu in argv[1].split(",")})
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -16,7 +16,7 @@ from kictl.errors import EnvError, RecordError, UsageError
 from kictl.executors import JobResult, run_bench_jobs
 from kictl.executors.base import DeviceFailure, check_result
 from kictl.executors.jobs import JobPlan, done_job_ids, plan_jobs
-from kictl.executors.local import LocalPool, parse_devices
+from kictl.executors.local import LocalPool, cpu_shares, parse_devices
 from kictl.executors.seam import protocol_context
 from kictl.records import StoredRecord
 from kictl.store import Registry
@@ -195,3 +195,13 @@ def test_options_that_do_not_go_together(shared_registry: Registry) -> None:
         run_bench_jobs(shared_registry, RMSNORM, BOTH, OPTIONS, executor="ray", devices="2")
     with pytest.raises(UsageError, match="--shard"):
         run_bench_jobs(shared_registry, RMSNORM, BOTH, OPTIONS, shard_text="2/2")
+
+
+def test_cpu_workers_get_disjoint_cpus() -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    shares = cpu_shares(len(allowed))
+    if len(allowed) >= 2:
+        assert sorted(cpu for share in shares for cpu in share) == allowed
+        assert shares[0] == (allowed[-1],)
+    assert cpu_shares(1) == []
+    assert cpu_shares(len(allowed) + 1) == []
