@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Issue 16 on a GPU node: ``--devices all`` and ``--executor ray`` give the records of a plain run.
+
+Run from the repository root on the GPU machine (after ``benchmarks/h200_setup.sh``, and with
+``ray==2.60.0`` installed for the Ray leg)::
+
+    python benchmarks/scale_gpu_check.py --out "$OUT"
+
+For each bundled attention definition (or ``--definition``), with its
+FlashInfer wrapper and its reference, three runs of the whole suite on the
+default CUDA protocol:
+
+1. plain: ``kictl.bench.session.run_bench`` (what ``kictl bench`` does today);
+2. local pool: ``kictl.executors.run_bench_jobs(..., devices="all")``;
+3. Ray: ``run_bench_jobs(..., executor="ray")`` on a local Ray instance
+   (skipped, and said so, when Ray is not installed).
+
+Each leg's wall time, and whether its records are the plain run's (the same
+Definition, Workload, Implementation, BenchmarkProtocol and
+ExecutionEnvironment records, and runs naming the same digests: only
+timings and ``observedAt`` may differ).  Writes ``scale.json`` and
+``summary.txt`` to ``--out``.  ``--smoke`` does the same on the CPU with one
+small workload per definition and the torch implementations (to test this
+script without a GPU).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kictl.bench.session import BenchOptions, run_bench  # noqa: E402
+from kictl.executors import run_bench_jobs  # noqa: E402
+from kictl.records import StoredRecord  # noqa: E402
+from kictl.store import Registry  # noqa: E402
+
+DEFINITIONS = (
+    "gqa_paged_prefill_causal_h24_kv4_d128_ps1",
+    "gqa_paged_prefill_causal_h20_kv4_d128_ps64",
+    "gqa_paged_decode_h32_kv8_d128_ps1",
+)
+SMOKE = {
+    "gqa_paged_prefill_causal_h24_kv4_d128_ps1": ("q1_kv1", "torch_sdpa"),
+    "gqa_paged_prefill_causal_h20_kv4_d128_ps64": ("q16_p1", "torch_sdpa"),
+    "gqa_paged_decode_h32_kv8_d128_ps1": ("b1_kv73", "torch_sdpa"),
+}
+#: What a run names that must not depend on the executor (timings and observedAt may).
+KEYS = ("definitionDigest", "workloadDigest", "implementationDigest", "protocolDigest", "environmentDigest", "status")
+
+
+def identity(records: list[StoredRecord]) -> dict[str, Any]:
+    runs = sorted(tuple(r.raw["spec"].get(key) for key in KEYS) for r in records if r.kind == "BenchmarkRun")
+    return {"runs": runs, "others": sorted((r.kind, r.digest) for r in records if r.kind != "BenchmarkRun")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--definition", action="append")
+    parser.add_argument("--smoke", action="store_true", help="CPU, one small workload per definition")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    registry = Registry(ROOT)
+    rows: list[dict[str, Any]] = []
+    for name in args.definition or DEFINITIONS:
+        folder = ROOT / "implementations" / name
+        if args.smoke:
+            workload, impl = SMOKE[name]
+            impls = [str(folder / impl), str(folder / "reference")]
+            options = BenchOptions(
+                device="cpu", warmup=0, iterations=1, trials=1, rounds=1, workloads=(workload,), timeout_s=900
+            )
+        else:
+            impls = [str(folder / "flashinfer_wrapper"), str(folder / "reference")]
+            options = BenchOptions(device="cuda")
+        legs: dict[str, Any] = {}
+        begun = time.perf_counter()
+        plain = run_bench(registry, name, impls, options)
+        legs["plain"] = (time.perf_counter() - begun, plain.records, "")
+        begun = time.perf_counter()
+        pooled, outcome = run_bench_jobs(registry, name, impls, options, devices="1" if args.smoke else "all")
+        legs["devices"] = (time.perf_counter() - begun, pooled.records, f"start-up {outcome.startup_s:.1f} s")
+        try:
+            import ray  # noqa: F401
+
+            begun = time.perf_counter()
+            rayed, ray_outcome = run_bench_jobs(registry, name, impls, options, executor="ray")
+            legs["ray"] = (time.perf_counter() - begun, rayed.records, f"start-up {ray_outcome.startup_s:.1f} s")
+        except ImportError:
+            legs["ray"] = (None, None, "ray not installed")
+        expected = identity(plain.records)
+        for leg, (wall, records, note) in legs.items():
+            same = None if records is None else identity(records) == expected
+            rows.append({"definition": name, "leg": leg, "wall_s": wall, "same_records": same, "note": note})
+            print(f"{name} {leg}: wall {wall if wall is None else round(wall, 1)} s, same records: {same} {note}")
+    lines = ["| definition | leg | wall (s) | same records as plain | note |", "| --- | --- | ---: | --- | --- |"]
+    for row in rows:
+        wall = "-" if row["wall_s"] is None else f"{row['wall_s']:.1f}"
+        lines.append(f"| {row['definition']} | {row['leg']} | {wall} | {row['same_records']} | {row['note']} |")
+    (args.out / "summary.txt").write_text("\n".join(lines) + "\n")
+    (args.out / "scale.json").write_text(json.dumps(rows, indent=2) + "\n")
+    print("\n".join(lines))
+    return 0 if all(row["same_records"] in (True, None) for row in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

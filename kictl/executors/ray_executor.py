@@ -1,0 +1,231 @@
+"""``RayExecutor``: the same jobs as long-lived Ray actors (``--executor ray``, the ``kictl[cluster]`` extra).
+
+Each actor holds one device for its whole life (``num_gpus=1`` on CUDA, so
+Ray gives it one GPU through ``CUDA_VISIBLE_DEVICES`` and it uses
+``cuda:0``; ``num_cpus=1`` on the CPU), so JIT caches stay warm across jobs.
+Jobs are routed to a GPU product with Ray's ``accelerator_type`` (the node
+resource ``accelerator_type:H200``) or any custom resources
+(``{"kictl-h200": 1}``) a cluster's nodes advertise.  Each actor runs the
+same step as a local worker (``kictl.executors.worker.handle``): the same
+bench worker, timer and checks.  Messages are JSON text both ways; results
+stream back to the driver as each finishes (``ray.wait``), where they are
+checked, written and (for reruns) signed: worker nodes never hold a key.
+
+``address=None`` joins the Ray instance this process already started, else
+starts a local one (and shuts it down on ``close``); any other address is
+passed to ``ray.init(address=...)`` (``auto``, ``ray://head:10001``).  Every
+node needs the same kictl installed (``pip install 'kictl[cluster]'``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from kictl import canon
+from kictl.errors import EnvError, KictlError, UsageError
+from kictl.executors.base import Executor, WorkerEvent
+from kictl.executors.jobs import Job
+
+#: Seconds an actor may take to be placed, open its device and report.
+STARTUP_TIMEOUT_S = 300.0
+
+
+def import_ray() -> Any:
+    """The ``ray`` module; raises ``EnvError`` when the cluster extra is not installed."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise EnvError("--executor ray needs Ray: pip install 'kictl[cluster]'") from exc
+    return ray
+
+
+class _KictlActor:
+    """One device on a Ray node; its methods answer JSON text."""
+
+    def __init__(self, device: str) -> None:
+        from kictl.executors.worker import ready
+
+        self.device = device
+        self.hello = ready(device)
+        try:
+            import ray
+
+            self.hello["node"] = ray.get_runtime_context().get_node_id()
+        except Exception:  # the node id is only for display
+            pass
+
+    def ready(self) -> str:
+        return json.dumps(self.hello, allow_nan=False)
+
+    def run(self, payload: str) -> str:
+        from kictl.executors.worker import handle
+
+        return json.dumps(handle(payload, self.device), allow_nan=False)
+
+
+class RayExecutor(Executor):
+    """Long-lived Ray actors, one per device, on an existing cluster (``address``) or a local one."""
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        device_kind: str = "cuda",
+        workers: int | None = None,
+        accelerator_type: str | None = None,
+        resources: dict[str, float] | None = None,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
+        if device_kind not in ("cpu", "cuda"):
+            raise UsageError(f"device kind {device_kind!r}: expected cpu or cuda")
+        if device_kind == "cpu" and accelerator_type is not None:
+            raise UsageError("an accelerator type routes GPU jobs; CPU jobs take custom resources")
+        if workers is not None and workers < 1:
+            raise UsageError("a Ray executor needs at least one worker")
+        self.address = address
+        self.device_kind = device_kind
+        self.workers = workers
+        self.accelerator_type = accelerator_type
+        self.resources = dict(resources or {})
+        self.init_options = dict(init_options or {})
+        self._ray: Any = None
+        self._started_ray = False
+        self._actors: dict[str, Any] = {}
+        self._environments: dict[str, dict[str, Any]] = {}
+        self._contexts: dict[str, dict[str, Any]] = {}
+        self._inflight: dict[Any, str] = {}
+        self.nodes: dict[str, str] = {}
+        self.failed_at_start: dict[str, str] = {}
+
+    def _connect(self) -> Any:
+        ray = import_ray()
+        try:
+            if self.address is not None:
+                ray.init(address=self.address, **self.init_options)
+                self._started_ray = True
+            elif not ray.is_initialized():
+                ray.init(include_dashboard=False, **self.init_options)
+                self._started_ray = True
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise EnvError(f"cannot reach a Ray cluster at {self.address or 'a new local instance'}: {exc}") from exc
+        return ray
+
+    def _count(self, ray: Any) -> int:
+        if self.workers is not None:
+            return self.workers
+        count = sum(self.capacity(node.get("Resources", {})) for node in ray.nodes() if node.get("Alive"))
+        if count < 1:
+            wanted = "GPU" if self.device_kind == "cuda" else "CPU"
+            if self.accelerator_type is not None:
+                wanted += f" of type {self.accelerator_type}"
+            raise EnvError(f"the Ray cluster has no {wanted} to run on")
+        return count
+
+    def capacity(self, resources: dict[str, float]) -> int:
+        """How many of this executor's actors a node with ``resources`` can hold."""
+        count = int(resources.get("GPU" if self.device_kind == "cuda" else "CPU", 0))
+        if self.accelerator_type is not None and not resources.get(f"accelerator_type:{self.accelerator_type}"):
+            return 0
+        for name, amount in self.resources.items():
+            if amount > 0:
+                count = min(count, int(resources.get(name, 0) // amount))
+        return count
+
+    def actor_options(self) -> dict[str, Any]:
+        """What each actor asks Ray for: one GPU (of a product) or one CPU, and no restarts."""
+        options: dict[str, Any] = {"max_restarts": 0, "max_task_retries": 0}
+        if self.device_kind == "cuda":
+            options["num_gpus"] = 1
+            options["num_cpus"] = 1
+            if self.accelerator_type is not None:
+                options["accelerator_type"] = self.accelerator_type
+        else:
+            options["num_cpus"] = 1
+            options["num_gpus"] = 0
+        if self.resources:
+            options["resources"] = dict(self.resources)
+        return options
+
+    def start(self) -> None:
+        ray = self._ray = self._connect()
+        count = self._count(ray)
+        actor_class = ray.remote(_KictlActor).options(**self.actor_options())
+        device = "cuda:0" if self.device_kind == "cuda" else "cpu"
+        hellos = {}
+        for number in range(count):
+            slot = f"ray#{number}"
+            self._actors[slot] = actor_class.remote(device)
+            hellos[self._actors[slot].ready.remote()] = slot
+        done, waiting = ray.wait(list(hellos), num_returns=len(hellos), timeout=STARTUP_TIMEOUT_S)
+        for ref in waiting:
+            slot = hellos[ref]
+            self.failed_at_start[slot] = f"not placed or not ready in {STARTUP_TIMEOUT_S:.0f} s"
+            ray.kill(self._actors.pop(slot))
+        for ref in done:
+            slot = hellos[ref]
+            try:
+                message = canon.parse_json(ray.get(ref))
+            except (KictlError, ray.exceptions.RayError) as exc:
+                message = {"type": "device_error", "detail": str(exc)}
+            if isinstance(message, dict) and message.get("type") == "ready":
+                self._environments[slot] = message["environment"]
+                context = message.get("protocolContext")
+                self._contexts[slot] = context if isinstance(context, dict) else {}
+                self.nodes[slot] = str(message.get("node", ""))
+            else:
+                detail = message.get("detail") if isinstance(message, dict) else None
+                self.failed_at_start[slot] = str(detail or "the actor did not start")
+                ray.kill(self._actors.pop(slot))
+        if not self._environments:
+            details = [f"{slot}: {why}" for slot, why in self.failed_at_start.items()]
+            self.close()
+            raise EnvError("no Ray worker could start", details=details)
+
+    @property
+    def environments(self) -> dict[str, dict[str, Any]]:
+        return dict(self._environments)
+
+    def context(self, slot: str) -> dict[str, Any]:
+        return dict(self._contexts.get(slot, {}))
+
+    def submit(self, slot: str, job: Job, payload: str) -> None:
+        self._inflight[self._actors[slot].run.remote(payload)] = slot
+
+    def next_event(self) -> WorkerEvent:
+        ray = self._ray
+        done, _ = ray.wait(list(self._inflight), num_returns=1)
+        slot = self._inflight.pop(done[0])
+        try:
+            message = canon.parse_json(ray.get(done[0]))
+        except ray.exceptions.RayError as exc:  # the actor or its node died
+            message = {"type": "device_error", "detail": f"{type(exc).__name__}: {str(exc).strip()[:500]}"}
+        except KictlError as exc:
+            message = {"type": "device_error", "detail": f"unreadable message from the actor: {exc}"}
+        if not isinstance(message, dict):
+            message = {"type": "device_error", "detail": "the actor sent something that is no message"}
+        if message.get("type") == "result" and isinstance(message.get("records"), list):
+            return WorkerEvent(slot, "result", records=tuple(message["records"]))
+        if message.get("type") == "job_error":
+            return WorkerEvent(slot, "job_error", detail=str(message.get("detail", "")))
+        self._environments.pop(slot, None)
+        actor = self._actors.pop(slot, None)
+        if actor is not None:
+            ray.kill(actor)
+        return WorkerEvent(slot, "device_error", detail=str(message.get("detail", "the actor failed")))
+
+    def close(self) -> None:
+        ray = self._ray
+        if ray is None:
+            return
+        for actor in self._actors.values():
+            ray.kill(actor)
+        self._actors.clear()
+        self._environments.clear()
+        self._inflight.clear()
+        if self._started_ray:
+            ray.shutdown()
+        self._ray = None
+
+
+__all__ = ["RayExecutor", "import_ray"]

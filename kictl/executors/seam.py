@@ -1,0 +1,219 @@
+"""The one seam between the executors and the bench machinery.
+
+Everything the executors need from ``kictl.bench`` goes through this module,
+so that a change to the bench's worker protocol is met here and nowhere else:
+
+* ``run_job(payload, device)``: run ONE job (one implementation on one
+  workload) on one device and return the records it produced, as JSON values.
+  Today it writes the job's three records (and blobs) into a scratch registry
+  and calls ``kictl.bench.session.run_bench`` for exactly that pair, so the
+  worker, timer, sandbox and checks are those of a plain ``kictl bench``:
+  measurement integrity does not depend on the executor.  Re-point it at the
+  bench's own single-job entry point when there is one; its contract is
+  "payload in, record dicts out, ``JobSkipped`` when the workload cannot be
+  judged, ``EnvError`` when the device cannot be used".
+* ``resolve``: the definition, workloads and implementations a bench names.
+* ``capture_environment`` and ``protocol_context``: what a worker reports
+  about its device and its machine at start (the context holds whatever the
+  protocol record takes from the machine rather than from the settings:
+  nothing today; the sandbox's isolation once the bench records it).
+* ``expected_protocol_digest`` / ``environment_digest``: what a run of a job
+  in an environment would name, for ``--skip-existing`` and for the driver's
+  check of what comes back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kictl.errors import KictlError, RecordError, UsageError
+from kictl.records import DefinitionSpec, StoredRecord
+from kictl.store import Registry
+
+if TYPE_CHECKING:
+    from kictl.bench.session import BenchOptions
+    from kictl.executors.jobs import BenchSettings, JobPayload
+
+
+class JobSkipped(KictlError):
+    """The job's workload cannot be judged (the definition's reference, or kictl's worker, failed): no run."""
+
+
+def options_for(settings: BenchSettings, device: str, workloads: Sequence[str] = ()) -> BenchOptions:
+    """The ``BenchOptions`` of ``settings`` on ``device``.
+
+    Raises ``RecordError`` for an option this kictl's bench does not have (a
+    job planned by another version).
+    """
+    from kictl.bench.session import BenchOptions
+
+    try:
+        return BenchOptions(device=device, workloads=tuple(workloads), **settings.options)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise RecordError(f"job settings: {exc} (planned by another kictl version?)") from exc
+
+
+def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
+    """The job-identity settings of bench ``options`` on devices of ``device_kind``."""
+    from kictl.executors.jobs import BenchSettings
+
+    values = {
+        item.name: getattr(options, item.name)
+        for item in dataclasses.fields(options)
+        if item.name not in ("device", "workloads")
+    }
+    return BenchSettings(device_kind=device_kind, options=values)  # type: ignore[arg-type]
+
+
+def check_settings(settings: BenchSettings) -> None:
+    """Raises ``UsageError`` for settings ``kictl bench`` would refuse."""
+    from kictl.bench.session import check_options
+
+    check_options(options_for(settings, "cpu" if settings.device_kind == "cpu" else "cuda:0"), settings.device_kind)
+
+
+def device_kind(device: str) -> str:
+    """``cpu`` or ``cuda`` for a device name; raises ``UsageError`` for anything else."""
+    text = device.strip().lower()
+    if text == "cpu":
+        return "cpu"
+    if text == "cuda" or (text.startswith("cuda:") and text[5:].isdigit()):
+        return "cuda"
+    raise UsageError(f"device {device!r}: expected cpu, cuda or cuda:N")
+
+
+def resolve(
+    registry: Registry,
+    definition_ref: str,
+    implementation_refs: Sequence[str],
+    workloads: Sequence[str],
+    workdir: Path,
+) -> tuple[StoredRecord, list[StoredRecord], list[tuple[StoredRecord, bool]]]:
+    """(definition, its selected workloads, [(implementation record, is the reference)]) as ``kictl bench`` sees them.
+
+    Raises ``NotFoundError``, ``UsageError`` or ``RecordError`` as ``run_bench`` does.
+    """
+    from kictl.bench.implementation import load_implementation
+    from kictl.bench.session import select_workloads
+    from kictl.definitions import signature
+
+    definition = registry.resolve(definition_ref, ["Definition"])
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    signature(spec, source=f"{definition.name} reference")
+    chosen = select_workloads(registry, definition, workloads)
+    implementations: list[tuple[StoredRecord, bool]] = []
+    for ref in implementation_refs:
+        loaded = load_implementation(ref, definition, registry)
+        if all(record.digest != loaded.record.digest for record, _ in implementations):
+            implementations.append((loaded.record, loaded.is_reference))
+    return definition, chosen, implementations
+
+
+def capture_environment(device: str) -> dict[str, Any]:
+    """The ExecutionEnvironment spec of ``device`` on this machine; raises ``EnvError`` when it cannot be used."""
+    from kictl.bench.environment import capture
+    from kictl.bench.session import resolve_device
+
+    return capture(resolve_device(device))
+
+
+def protocol_context(device: str) -> dict[str, Any]:
+    """What the protocol record takes from the worker's machine rather than from the settings (JSON values).
+
+    The sandbox's isolation label (it names the bubblewrap version found on
+    this machine), or ``None`` when bubblewrap is missing or unusable here (a
+    job that needs the sandbox then fails on this worker as a device would).
+    """
+    from kictl.bench import sandbox
+
+    try:
+        label: str | None = sandbox.resolve(False).label
+    except KictlError:
+        label = None
+    return {"sandbox": label}
+
+
+def environment_digest(environment: Mapping[str, Any]) -> str:
+    """The digest of the ExecutionEnvironment record of ``environment`` (a spec)."""
+    from kictl.bench.results import environment_record
+
+    return environment_record(dict(environment)).digest
+
+
+def expected_protocol_digest(
+    settings: BenchSettings,
+    workload: StoredRecord,
+    environment: Mapping[str, Any],
+    context: Mapping[str, Any] | None = None,
+) -> str:
+    """The digest of the BenchmarkProtocol a run of ``settings`` on ``workload`` names.
+
+    ``environment`` and ``context`` are what the worker reported at start
+    (``capture_environment``, ``protocol_context``).
+    """
+    from kictl.bench import sandbox
+    from kictl.bench.options import check_options
+    from kictl.bench.results import protocol_record, protocol_spec
+    from kictl.bench.session import tolerance_for
+
+    device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
+    options = options_for(settings, device)
+    counts = check_options(options, device)
+    flush = 0
+    if device != "cpu":  # twice the L2, as the bench's own flush (kictl.bench.session._flush_bytes)
+        flush = 2 * int(environment["hardware"].get("l2CacheBytes", 0)) or 256 * 1024 * 1024
+    # as kictl.bench.session._Session: the isolation label and the number of timed input sets
+    isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
+    iterations = counts[1]
+    sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
+    spec = protocol_spec(device, counts, options, tolerance_for(workload, options), flush, str(isolation), max(1, sets))
+    return protocol_record(spec).digest
+
+
+def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
+    """Run one job on ``device`` with the bench machinery; the records it produced, as JSON values.
+
+    The records are the Definition, Implementation, Workload, BenchmarkProtocol,
+    ExecutionEnvironment and the one BenchmarkRun, exactly as ``kictl bench``
+    would write them.  Raises ``RecordError`` for a payload whose records do
+    not match the job, ``UsageError`` when the device is not of the job's
+    kind, ``EnvError`` when the device cannot be used, ``JobSkipped`` when the
+    workload cannot be judged.
+    """
+    from kictl.bench.session import run_bench
+
+    definition, workload, implementation = payload.checked_records()
+    blobs = payload.checked_blobs()
+    if device_kind(device) != payload.settings.device_kind:
+        raise UsageError(f"device {device} cannot run a job for {payload.settings.device_kind}")
+    with tempfile.TemporaryDirectory(prefix="kictl-job-") as scratch:
+        base = Path(scratch)
+        registry = Registry(base / "registry")
+        registry.add([definition, workload, implementation])
+        for data in blobs.values():
+            registry.add_blob(data)
+        options = options_for(payload.settings, device, workloads=(workload.digest,))
+        report = run_bench(registry, definition.digest, [implementation.digest], options, workdir=base / "work")
+    if report.skipped:
+        raise JobSkipped("; ".join(f"{label}: {reason}" for label, reason in report.skipped))
+    return [record.raw for record in report.records]
+
+
+__all__ = [
+    "JobSkipped",
+    "capture_environment",
+    "check_settings",
+    "device_kind",
+    "environment_digest",
+    "expected_protocol_digest",
+    "options_for",
+    "protocol_context",
+    "resolve",
+    "run_job",
+    "settings_of",
+]
