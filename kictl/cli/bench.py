@@ -115,6 +115,37 @@ def bench(
             help="Sign every new run with a submission attestation by this private key (registry mode only).",
         ),
     ] = None,
+    devices: Annotated[
+        str | None,
+        typer.Option(
+            "--devices",
+            help="Run on several local devices, one long-lived worker each: all (every GPU), a list "
+            "(cuda:0,cuda:2), or N (the first N GPUs; N CPU workers with --device cpu).",
+            show_default=False,
+        ),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="i/N",
+            help="Run only slice i of N of the jobs (0 <= i < N): the N slices are disjoint and hold every job.",
+            show_default=False,
+        ),
+    ] = None,
+    executor: Annotated[
+        str, typer.Option(help="local (this machine's devices) or ray (a Ray cluster: pip install 'kictl[cluster]').")
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="The Ray cluster to join (auto, ray://head:10001); default a local Ray.", show_default=False),
+    ] = None,
+    skip_existing: Annotated[
+        bool,
+        typer.Option(
+            "--skip-existing", help="Skip jobs whose run is in the registry already, for this environment and protocol."
+        ),
+    ] = False,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -160,8 +191,31 @@ def bench(
         time_budget_s=time_budget,
         input_sets=input_sets,
     )
+    scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     with _progress() as say:
-        report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+        if scaled or skip_existing:
+            from kictl.executors import run_bench_jobs
+
+            report, outcome = run_bench_jobs(
+                target,
+                definition,
+                impl,
+                options,
+                devices=devices,
+                shard_text=shard,
+                executor=executor,
+                ray_address=ray_address,
+                skip_done=skip_existing,
+                progress=say,  # type: ignore[arg-type]
+            )
+            if shard is not None:
+                err(f"shard {shard}: {outcome.in_shard} of {outcome.planned} jobs")
+            if skip_existing:
+                err(f"{outcome.already_done} job(s) already in the registry for this environment, skipped")
+            for failure in outcome.device_failures:
+                err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
+        else:
+            report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
     if out_dir is not None:
         path = write_manifest(report, out_dir)
         err(f"wrote {len(report.records)} records to {path}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kictl import canon, layout
-from kictl.errors import NotFoundError, RecordError
+from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.layout import (
     ATTESTATIONS_DIR,
     BLOBS_DIR,
@@ -226,7 +226,12 @@ class Registry:
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
         """The registry's writer lock (on the ``registry/`` folder): ``with registry.writing(): ...``."""
-        return writer_lock(self.root / REGISTRY_DIR)
+        folder = self.root / REGISTRY_DIR
+        try:  # a new registry's first write makes the folder it locks
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RegistryError(f"{folder}: cannot create: {exc.strerror or exc}") from exc
+        return writer_lock(folder)
 
     def add(self, records: Sequence[StoredRecord], *, transaction: Transaction | None = None) -> list[AddResult]:
         """Store records (already validated); all or nothing.
