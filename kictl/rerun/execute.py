@@ -92,6 +92,9 @@ def machine_environment(device: str) -> dict[str, Any]:
     return capture(device)
 
 
+_TIMER_OPTIONS = {"cupti_device_time": "cupti", "cuda_events": "events", "cuda_graph_replay": "graph"}
+
+
 def _options(settings: ProtocolSettings, device: str, timeout_s: float, workloads: Sequence[str]) -> Any:
     from kictl.bench.session import BenchOptions
 
@@ -102,6 +105,8 @@ def _options(settings: ProtocolSettings, device: str, timeout_s: float, workload
         trials=settings.trials,
         rounds=settings.rounds or BenchOptions().rounds,  # a protocol that does not say: the bench's default
         cuda_graph=settings.cuda_graph and device != "cpu",
+        # the original's timer: CUPTI and CUDA events are families of their own (docs/bench.md, "Timers")
+        timer=_TIMER_OPTIONS.get(settings.timer, "auto") if device != "cpu" else "auto",
         time_setup=settings.time_setup,
         statistic=settings.statistic,
         timeout_s=timeout_s,

@@ -16,12 +16,14 @@ def _protocol(options: BenchOptions, timer_name: str | None) -> BenchmarkProtoco
     return BenchmarkProtocolSpec.model_validate(spec)
 
 
-def test_cupti_is_recorded_as_the_timer_in_the_device_time_family() -> None:
+def test_cupti_is_recorded_as_the_timer_in_a_family_of_its_own() -> None:
     cupti = _protocol(BenchOptions(), "cupti_device_time")
     events = _protocol(BenchOptions(), "cuda_events")
     assert cupti.measurement.timer == "cupti_device_time"
     assert events.measurement.timer == "cuda_events"
-    assert cupti.comparability.family == events.comparability.family == "kictl-cuda-device-time"
+    # events read a steady ~2.5 µs more than CUPTI on the H200: not comparable (RESULTS.md)
+    assert cupti.comparability.family == "kictl-cupti-device-time"
+    assert events.comparability.family == "kictl-cuda-device-time"
     assert "any stream" in (cupti.measurement.timed_region or "")
     assert "persisting L2" in (cupti.measurement.timed_region or "")
 
