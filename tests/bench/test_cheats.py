@@ -160,12 +160,11 @@ def test_runtime_error_detail_is_relative_to_the_implementation(session_result: 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
-@pytest.mark.xfail(
-    strict=False,
-    reason="the streamOrdered check races the side stream: on an H200 (2026-11-30) this cheat, whose "
-    "tiny kernels finish as fast as Python launches them, passed; issue 11's CUPTI timer is to catch it",
-)
-def test_side_stream_cheat_is_caught_on_gpu(bench_module: Callable[..., Result]) -> None:
+def test_side_stream_cheat_gains_nothing_on_gpu(bench_module: Callable[..., Result]) -> None:
+    """Under the CUPTI timer, work on a side stream is timed (or fails streamOrdered when it outlives the call).
+
+    On the H200 (2026-12-01) this cheat, which read 2.2 µs under CUDA events, read its true 7.0 ms.
+    """
     definition = "gqa_paged_decode_h32_kv8_d128_ps1"
     result = bench_module(
         definition,
@@ -182,4 +181,6 @@ def test_side_stream_cheat_is_caught_on_gpu(bench_module: Callable[..., Result])
     )
     found = _by_implementation(result)
     assert found["reference"]["status"] == "passed", found["reference"]
-    assert found["attention_side_stream"]["status"] in ("reward_hack", "incorrect_numerical"), found
+    cheat = found["attention_side_stream"]
+    # FlashInfer does this workload in 33 µs on an H200: a side-stream figure near that would be hidden work
+    assert cheat["status"] in ("reward_hack", "incorrect_numerical") or cheat["latencyNs"] > 1_000_000, found
