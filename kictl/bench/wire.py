@@ -40,6 +40,8 @@ MAX_BUFFERS = 4096
 MAX_STRING = 8000
 MAX_DEPTH = 16
 SAFE_INT = 2**53 - 1
+# the records' tensor dtypes (kictl.records.DType), repeated so a worker need not import pydantic;
+# tests/bench/test_wire.py holds the two lists equal
 DTYPES = frozenset(
     {
         "float64",

@@ -135,3 +135,11 @@ def test_tensor_data_must_fit_its_shape() -> None:
     with pytest.raises(wire.WireError, match="unknown dtype"):
         unpack(wire.TensorData(dtype="object", shape=(1,), data=b"\0" * 8))
     assert unpack(wire.TensorData(dtype="bfloat16", shape=(0, 3), data=b"")).shape == (0, 3)
+
+
+def test_the_wire_knows_exactly_the_records_dtypes() -> None:
+    import typing
+
+    from kictl.records import DType
+
+    assert set(typing.get_args(DType)) == wire.DTYPES
