@@ -41,7 +41,10 @@ def compile_command(
 @app.command("list")
 @guarded
 def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
-    """List the registry's definitions with their workloads and runs."""
+    """List the registry's definitions with their workloads and runs.
+
+    A run whose file does not match its digest is not counted, as no reader counts it.
+    """
     from kictl.records import BenchmarkRun, Definition, Workload
 
     target = open_registry(registry)
@@ -57,8 +60,11 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
         for r in target.iter_records(["Workload"])
         if isinstance(r.model, Workload)
     }
-    for record in target.iter_records(["BenchmarkRun"]):
+    for _, path in target.record_files(["BenchmarkRun"]):
+        record = target.read_record(path)
         assert isinstance(record.model, BenchmarkRun)
+        if record.digest.removeprefix("sha256:") != path.stem:
+            continue
         definition = workload_definition.get(record.model.spec.workload_digest)
         if definition is not None:
             runs[definition] = runs.get(definition, 0) + 1
