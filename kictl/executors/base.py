@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Self
 
-from kictl.errors import KictlError, RecordError
+from kictl.errors import EnvError, KictlError, RecordError
 from kictl.executors.jobs import Job, JobPlan
 from kictl.records import BenchmarkRun, StoredRecord, record_from_value
 
@@ -93,14 +93,47 @@ class Executor(abc.ABC):
     def close(self) -> None:
         """Stop the workers this executor started."""
 
+    #: live worker -> the ExecutionEnvironment spec and the protocol context it reported at start
+    _environments: dict[str, dict[str, Any]]
+    _contexts: dict[str, dict[str, Any]]
+    #: worker -> why it could not start
+    failed_at_start: dict[str, str]
+
+    def __init__(self) -> None:
+        self._environments = {}
+        self._contexts = {}
+        self.failed_at_start = {}
+
     @property
-    @abc.abstractmethod
     def environments(self) -> dict[str, dict[str, Any]]:
         """Live worker -> the ExecutionEnvironment spec it reported at start."""
+        return dict(self._environments)
 
     def context(self, slot: str) -> dict[str, Any]:
         """The protocol context ``slot`` reported at start (``seam.protocol_context``)."""
-        return {}
+        return dict(self._contexts.get(slot, {}))
+
+    def _started(self, slot: str, message: Any, fallback: str) -> bool:
+        """Record ``slot``'s start message: its environment and context, or why it did not start."""
+        if (
+            isinstance(message, dict)
+            and message.get("type") == "ready"
+            and isinstance(message.get("environment"), dict)
+        ):
+            self._environments[slot] = message["environment"]
+            context = message.get("protocolContext")
+            self._contexts[slot] = context if isinstance(context, dict) else {}
+            return True
+        detail = message.get("detail") if isinstance(message, dict) else None
+        self.failed_at_start[slot] = str(detail or fallback)
+        return False
+
+    def _require_a_worker(self, what: str) -> None:
+        """Raise ``EnvError`` (after closing) when no worker started."""
+        if not self._environments:
+            details = [f"{slot}: {why}" for slot, why in self.failed_at_start.items()]
+            self.close()
+            raise EnvError(f"no {what} could start", details=details)
 
     @abc.abstractmethod
     def submit(self, slot: str, job: Job, payload: str) -> None:

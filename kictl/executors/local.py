@@ -178,15 +178,12 @@ class LocalPool(Executor):
     def __init__(self, devices: list[str], *, log_dir: Path | None = None) -> None:
         if not devices:
             raise UsageError("a local pool needs at least one device")
+        super().__init__()
         self.devices = list(devices)
         self._scratch = tempfile.TemporaryDirectory(prefix="kictl-pool-") if log_dir is None else None
         self.log_dir: Path = Path(self._scratch.name) if self._scratch is not None else Path(str(log_dir))
         self._events: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
         self._workers: dict[str, _Worker] = {}
-        self._environments: dict[str, dict[str, Any]] = {}
-        self._contexts: dict[str, dict[str, Any]] = {}
-        #: slot -> why it could not start
-        self.failed_at_start: dict[str, str] = {}
 
     @staticmethod
     def slot_names(devices: list[str]) -> list[str]:
@@ -217,24 +214,9 @@ class LocalPool(Executor):
             if slot not in waiting:
                 continue
             waiting.discard(slot)
-            if message["type"] == "ready" and isinstance(message.get("environment"), dict):
-                self._environments[slot] = message["environment"]
-                context = message.get("protocolContext")
-                self._contexts[slot] = context if isinstance(context, dict) else {}
-            else:
-                self.failed_at_start[slot] = str(message.get("detail", "the worker did not start"))
+            if not self._started(slot, message, "the worker did not start"):
                 self._workers.pop(slot).stop()
-        if not self._environments:
-            details = [f"{slot}: {why}" for slot, why in self.failed_at_start.items()]
-            self.close()
-            raise EnvError("no worker of the local pool could start", details=details)
-
-    @property
-    def environments(self) -> dict[str, dict[str, Any]]:
-        return dict(self._environments)
-
-    def context(self, slot: str) -> dict[str, Any]:
-        return dict(self._contexts.get(slot, {}))
+        self._require_a_worker("worker of the local pool")
 
     def submit(self, slot: str, job: Job, payload: str) -> None:
         if not self._workers[slot].send(payload):

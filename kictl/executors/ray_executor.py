@@ -85,6 +85,7 @@ class RayExecutor(Executor):
             raise UsageError("a Ray executor needs at least one worker")
         self.address = address
         self.device_kind = device_kind
+        super().__init__()
         self.workers = workers
         self.accelerator_type = accelerator_type
         self.resources = dict(resources or {})
@@ -92,11 +93,8 @@ class RayExecutor(Executor):
         self._ray: Any = None
         self._started_ray = False
         self._actors: dict[str, Any] = {}
-        self._environments: dict[str, dict[str, Any]] = {}
-        self._contexts: dict[str, dict[str, Any]] = {}
         self._inflight: dict[Any, str] = {}
         self.nodes: dict[str, str] = {}
-        self.failed_at_start: dict[str, str] = {}
 
     def _connect(self) -> Any:
         ray = import_ray()
@@ -168,26 +166,11 @@ class RayExecutor(Executor):
                 message = canon.parse_json(ray.get(ref))
             except (KictlError, ray.exceptions.RayError) as exc:
                 message = {"type": "device_error", "detail": str(exc)}
-            if isinstance(message, dict) and message.get("type") == "ready":
-                self._environments[slot] = message["environment"]
-                context = message.get("protocolContext")
-                self._contexts[slot] = context if isinstance(context, dict) else {}
+            if self._started(slot, message, "the actor did not start"):
                 self.nodes[slot] = str(message.get("node", ""))
             else:
-                detail = message.get("detail") if isinstance(message, dict) else None
-                self.failed_at_start[slot] = str(detail or "the actor did not start")
                 ray.kill(self._actors.pop(slot))
-        if not self._environments:
-            details = [f"{slot}: {why}" for slot, why in self.failed_at_start.items()]
-            self.close()
-            raise EnvError("no Ray worker could start", details=details)
-
-    @property
-    def environments(self) -> dict[str, dict[str, Any]]:
-        return dict(self._environments)
-
-    def context(self, slot: str) -> dict[str, Any]:
-        return dict(self._contexts.get(slot, {}))
+        self._require_a_worker("Ray worker")
 
     def submit(self, slot: str, job: Job, payload: str) -> None:
         self._inflight[self._actors[slot].run.remote(payload)] = slot
