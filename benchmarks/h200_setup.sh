@@ -4,7 +4,11 @@
 # It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its
 # libcupti; see docs/bench.md for the list) into /tmp/site, unpacks the carried bubblewrap .deb into
 # /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.tgz) so kernels are not rebuilt.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+# a warm machine keeps /tmp between calls: install once per set of wheels
+if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+  ls .whl >/tmp/site/.wheels
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then

@@ -59,7 +59,11 @@ def one_pass(timer: str, extra: list[str]) -> dict[str, Any]:
             *extra,
         ]
         started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False, timeout=240)
+        except subprocess.TimeoutExpired:
+            print(f"{timer} {definition}: no result in 240 s", file=sys.stderr, flush=True)
+            continue
         wall = time.monotonic() - started
         print(f"{timer} {definition}: exit {done.returncode} in {wall:.0f} s", file=sys.stderr, flush=True)
         if done.returncode not in (0, 1):
