@@ -19,5 +19,12 @@ if ls .fi_cache/*.tgz >/dev/null 2>&1; then
   # the wheels were just installed, so their sources are newer than the cached builds: make the builds
   # newer again, or ninja rebuilds every kernel (in every sandboxed worker's private copy of the cache)
   find "$HOME/.cache/flashinfer" -type f -exec touch {} +
+  # FlashInfer runs ninja on every JIT module load, and inside kictl's sandbox ninja rebuilt the prefill module
+  # (85 s, in every worker's private copy: device call F). Installed AOT kernels, which FlashInfer loads without
+  # ninja (what the flashinfer-jit-cache package provides), avoid that: install the cached builds as such.
+  for so in "$HOME"/.cache/flashinfer/*/*/cached_ops/*/*.so; do
+    [ -f "$so" ] || continue
+    name=$(basename "$(dirname "$so")"); mkdir -p "/tmp/site/flashinfer/data/aot/$name" && cp "$so" "/tmp/site/flashinfer/data/aot/$name/"
+  done
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader
