@@ -35,10 +35,10 @@ DEFINITIONS = (
 )
 
 
-def one_pass(timer: str, extra: list[str]) -> dict[str, Any]:
+def one_pass(timer: str, extra: list[str], definitions: tuple[str, ...] = DEFINITIONS) -> dict[str, Any]:
     """One ``kictl bench`` process per definition; per workload the run's median, events median, status."""
     found: dict[str, Any] = {}
-    for definition in DEFINITIONS:
+    for definition in definitions:
         out = Path(tempfile.mkdtemp(prefix="timer-check-"))
         command = [
             sys.executable,
@@ -140,6 +140,7 @@ def main() -> int:
     parser.add_argument("--passes", default="cupti")
     parser.add_argument("--table", type=Path)
     parser.add_argument("--extra", default="", help="More `kictl bench` options, space-separated.")
+    parser.add_argument("--definition", action="append", help="only these definitions (default: all three)")
     options = parser.parse_args()
     if options.table:
         print(table(options.table))
@@ -150,7 +151,7 @@ def main() -> int:
     path = options.out / "passes.json"
     passes = json.loads(path.read_text()) if path.exists() else []
     for timer in [item for item in options.passes.split(",") if item]:
-        runs = one_pass(timer, options.extra.split())
+        runs = one_pass(timer, options.extra.split(), tuple(options.definition or DEFINITIONS))
         passes.append({"timer": timer, "runs": runs})
         path.write_text(json.dumps(passes, indent=1))
     print(table(options.out))
