@@ -297,8 +297,23 @@ def fib_calls(calls: int) -> dict[str, Any]:
 
 
 def kernel_key(name: str) -> str:
-    """A kernel's name shortened to what tells kernels apart here (template head, no arguments)."""
-    return name.split("(")[0][:70]
+    """A kernel's own name, without namespaces or template arguments, from a mangled (CUPTI) or demangled (ncu) name.
+
+    ``_ZN10flashinfer24PrefillWithKVCacheKernelI...`` and ``void flashinfer::PrefillWithKVCacheKernel<...>(...)``
+    are both ``PrefillWithKVCacheKernel``.
+    """
+    if name.startswith("_ZN"):  # Itanium nested name: length-prefixed parts until the template args (I) or the end (E)
+        parts, at = [], 3
+        while at < len(name) and name[at].isdigit():
+            digits = at
+            while name[at].isdigit():
+                at += 1
+            size = int(name[digits:at])
+            parts.append(name[at : at + size])
+            at += size
+        return parts[-1] if parts else name[:70]
+    head = name.replace("<unnamed>::", "").split("(")[0].split("<")[0].strip()
+    return head.split()[-1].split("::")[-1] if head else name[:70]
 
 
 def _ns(row: dict[str, str]) -> float:
@@ -335,6 +350,15 @@ def parse_ncu_kernels(text: str) -> dict[str, dict[str, list[float]]]:
     return found
 
 
+def _same_kernel(profiled: dict[str, list[float]], name: str) -> list[float] | None:
+    """ncu's durations of the kernel CUPTI calls ``name`` (keys may be cut short: a prefix match either way)."""
+    key = kernel_key(name)
+    for other, values in profiled.items():
+        if other.startswith(key) or key.startswith(other):
+            return values
+    return None
+
+
 def per_kernel_table(folder: Path) -> str:
     """Each kernel's median under ncu and under CUPTI, side by side (what the per-call gap is made of)."""
     measured = json.loads((folder / "timers.json").read_text())["targets"]
@@ -348,8 +372,7 @@ def per_kernel_table(folder: Path) -> str:
     for target, row in measured.items():
         idle = row.get("idlePerKernelMedianNs") or {}
         for name, cupti in sorted((row.get("perKernelMedianNs") or {}).items()):
-            full = ncu.get(target, {}).get(name)
-            none = ncu_none.get(target, {}).get(name)
+            full, none = _same_kernel(ncu.get(target, {}), name), _same_kernel(ncu_none.get(target, {}), name)
             lines.append(
                 f"| {target} | `{name[:48]}` | {_us(statistics.median(full) if full else None)} "
                 f"| {_us(statistics.median(none) if none else None)} | {_us(cupti)} | {_us(idle.get(name))} |"

@@ -101,6 +101,7 @@ def table(folder: Path) -> str:
     passes = json.loads((folder / "passes.json").read_text()) if (folder / "passes.json").exists() else []
     probe = json.loads((folder / "timers.json").read_text())["targets"] if (folder / "timers.json").exists() else {}
     ncu = parse_ncu((folder / "ncu.csv").read_text()) if (folder / "ncu.csv").exists() else {}
+    passes = [{**p, "runs": {_named(name): row for name, row in p["runs"].items()}} for p in passes]
     names = sorted({name for p in passes for name in p["runs"]} | set(probe))
     lines = [
         "| workload | ncu (sum over the call's kernels) | kictl CUPTI medians (processes) | vs ncu | spread | "
@@ -111,6 +112,11 @@ def table(folder: Path) -> str:
         cupti = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "cupti" and name in p["runs"]]
         cupti = [value for value in cupti if value]
         events = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "events" and name in p["runs"]]
+        # a CUPTI run keeps the events figure of the same calls beside its own (``eventsMedianNs``)
+        events = events or [
+            p["runs"][name].get("eventsMedianNs") for p in passes if p["timer"] == "cupti" and name in p["runs"]
+        ]
+        events = [value for value in events if value]
         graph = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "graph" and name in p["runs"]]
         profiler = statistics.median(ncu[name]) if ncu.get(name) else None
         vs = spread = "—"
@@ -126,6 +132,20 @@ def table(folder: Path) -> str:
             f"{_us(graph_probe)} |"
         )
     return "\n".join(lines)
+
+
+def _named(key: str) -> str:
+    """``definition/sha256:…`` (a pass whose output held no Workload records) as ``definition/workload name``."""
+    definition, _, workload = key.partition("/")
+    if not workload.startswith("sha256:"):
+        return key
+    from kictl.store import Registry
+
+    try:
+        record = Registry(ROOT).resolve(workload.removeprefix("sha256:"), ["Workload"])
+    except Exception:
+        return key
+    return f"{definition}/{record.model.metadata.name}"
 
 
 def _us(value: float | None) -> str:
