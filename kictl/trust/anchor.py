@@ -8,8 +8,8 @@ file bytes is pinned:
 
 * in the package (``PACKAGE_ANCHORS``: the bundled registry's root),
 * in the user's config (``kictl trust pin DIGEST``; ``config_file()``),
-* on this machine for this registry (``kictl trust init`` records the root it
-  wrote in ``.kictl/trust.json``, which git never carries).
+* on this machine for this registry (``kictl trust init`` and ``reanchor``
+  record the root they wrote in ``.kictl/trust.json``, which git never carries).
 
 The chain is verified from the **highest** pinned version present upwards, so
 the anchor may be any version: maintainers who lost their keys re-anchor at
@@ -43,8 +43,10 @@ from kictl.store import Registry, write_atomic
 if TYPE_CHECKING:
     from kictl.trust.root import TrustRoot
 
-#: sha256 of the bundled registry's ``registry/trust/2.root.json``, its first root with keys.
-PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:f11cffa35d4c3df24fc5107365835167e7779afa663588ae4ac342f1a7fbe192",)
+#: sha256 of the bundled registry's ``registry/trust/4.root.json``: its re-anchor of 2026-12-01 (the maintainer key
+#: of versions 2-3 was lost; docs/trust.md "Re-anchoring").  Version 2 (sha256:f11cffa3…) was pinned before; it is
+#: no longer, or a copy that deletes version 4 would verify from 2.
+PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:4a0c6def664a09721cd9aa06601acc5ca9bcb13938b1e4494d877c1e4d58316e",)
 #: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
 CONFIG_ENV = "KICTL_CONFIG_HOME"
 STATE_FILE = f"{KICTL_DIR}/trust.json"
@@ -61,7 +63,7 @@ class Anchor:
     def describe(self) -> str:
         """One line: the version, its digest shortened, and who pinned it (fits 100 columns)."""
         where = {"package": "pinned in the package", "user config": "pinned by `kictl trust pin`"}.get(
-            self.source, "this machine's `kictl trust init`"
+            self.source, "pinned on this machine by `kictl trust init` or a re-anchor"
         )
         return f"trust root version {self.version} {self.digest[:23]}… ({where})"
 
