@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 #: sha256 of the bundled registry's ``registry/trust/4.root.json``: its re-anchor of 2026-12-01 (the maintainer key
 #: of versions 2-3 was lost; docs/trust.md "Re-anchoring").  Version 2 (sha256:f11cffa3…) was pinned before; it is
 #: no longer, or a copy that deletes version 4 would verify from 2.
-PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:4a0c6def664a09721cd9aa06601acc5ca9bcb13938b1e4494d877c1e4d58316e",)
+PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:23620e78bba5e3aae889e1d4d37100b90a2e507c99af50a5f0e4165b593a0482",)
 #: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
 CONFIG_ENV = "KICTL_CONFIG_HOME"
 STATE_FILE = f"{KICTL_DIR}/trust.json"
@@ -63,7 +63,7 @@ class Anchor:
     def describe(self) -> str:
         """One line: the version, its digest shortened, and who pinned it (fits 100 columns)."""
         where = {"package": "pinned in the package", "user config": "pinned by `kictl trust pin`"}.get(
-            self.source, "pinned on this machine by `kictl trust init` or a re-anchor"
+            self.source, "pinned on this machine, in .kictl/"
         )
         return f"trust root version {self.version} {self.digest[:23]}… ({where})"
 

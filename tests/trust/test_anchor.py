@@ -34,7 +34,7 @@ def test_verify_says_which_anchor_it_used(setup: Setup, cli: RunCli) -> None:
     assert report.ok, report.failures
     assert report.anchor is not None
     assert report.anchor.startswith("trust root version 2 sha256:")
-    assert report.anchor.endswith("(pinned on this machine by `kictl trust init` or a re-anchor)")
+    assert report.anchor.endswith("(pinned on this machine, in .kictl/)")
     result = cli("verify", setup.run.digest, "--registry", str(setup.registry.root))
     assert result.exit_code == 0, result.output
     assert "anchor     trust root version 2 sha256:" in result.stdout

@@ -93,7 +93,7 @@ def test_the_bundled_root_is_re_anchored_at_version_4() -> None:
 def test_bundled_registry_verifies_from_the_package_anchor(cli: RunCli, bundled: Registry) -> None:
     result = cli("verify", RUN, "--registry", bundled.root)
     assert result.exit_code == 0, result.output
-    assert "anchor     trust root version 4 sha256:4a0c6def664a0972… (pinned in the package)" in result.stdout
+    assert "anchor     trust root version 4 sha256:23620e78bba5e3aa… (pinned in the package)" in result.stdout
     assert "checked    6 record(s), 0 blob(s); trust root version 5" in result.stdout
     assert "submission  valid  KernelIndex H200 be… (3f47d604)" in result.stdout
     result = cli("verify", RUN, "--registry", bundled.root, "--json")
@@ -178,7 +178,7 @@ def test_an_old_install_refuses_the_re_anchor_until_its_user_pins_it(cli: RunCli
     assert result.exit_code == 0, result.output
     result = cli("verify", RUN, "--registry", bundled.root)
     assert result.exit_code == 0, result.output
-    assert "anchor     trust root version 4 sha256:4a0c6def664a0972… (pinned by `kictl trust pin`)" in result.stdout
+    assert "anchor     trust root version 4 sha256:23620e78bba5e3aa… (pinned by `kictl trust pin`)" in result.stdout
 
 
 def test_an_old_pin_does_not_outvote_the_package(cli: RunCli, bundled: Registry) -> None:
