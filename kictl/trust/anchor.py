@@ -9,7 +9,8 @@ file bytes is pinned:
 * in the package (``PACKAGE_ANCHORS``: the bundled registry's root),
 * in the user's config (``kictl trust pin DIGEST``; ``config_file()``),
 * on this machine for this registry (``kictl trust init`` and ``reanchor``
-  record the root they wrote in ``.kictl/trust.json``, which git never carries).
+  record the root they wrote in ``.kictl/trust.json``, git-ignored; a copy that
+  commits one anyway pins nothing: ``_local_anchors``).
 
 The chain is verified from the **highest** pinned version present upwards, so
 the anchor may be any version: maintainers who lost their keys re-anchor at
@@ -33,14 +34,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
 from kictl import canon
-from kictl.errors import CheckFailed, RegistryError, UsageError
+from kictl.errors import CheckFailed, KictlError, RegistryError, UsageError
 from kictl.layout import KICTL_DIR, ROOT_FILE
 from kictl.store import Registry, write_atomic
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
     from kictl.trust.root import TrustRoot
 
 #: sha256 of the bundled registry's ``registry/trust/4.root.json``: its re-anchor of 2026-12-01 (the maintainer key
@@ -133,6 +134,37 @@ def _write_state(registry: Registry, state: dict[str, Any]) -> None:
     write_atomic(path, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
 
 
+def _state_is_tracked(registry: Registry) -> bool:
+    """Whether git's HEAD holds ``.kictl/trust.json``: then the copy brought it, not this machine.
+
+    Fails closed: a git error counts as tracked (the local pins are then ignored
+    and ``kictl verify`` says which version to pin).
+    """
+    if not registry.is_git_repository():
+        return False
+    try:
+        if registry.git.head() is None:
+            return False  # no commit yet: nothing can be tracked
+        return bool(registry.git.list_files("HEAD", STATE_FILE))
+    except KictlError:
+        return True
+
+
+def _local_anchors(registry: Registry) -> tuple[str, ...]:
+    """This machine's pins for this registry (``kictl trust init``, ``reanchor``); none when git tracks the file.
+
+    ``.kictl/`` is git-ignored, but a copy of a registry can commit a
+    ``.kictl/trust.json`` pinning a chain of its own; a clone would then carry a
+    "local" pin.  So the file counts only while it is not in the commit checked
+    out.  (A copy handed over as an archive with a ``.kictl/`` folder is not
+    caught: unpack registries without it.)
+    """
+    anchors = _digests(_state(registry).get("anchors"))
+    if anchors and _state_is_tracked(registry):
+        return ()
+    return anchors
+
+
 def record_local_anchor(registry: Registry, data: bytes) -> None:
     """Pin the root version ``data`` for this registry on this machine (``kictl trust init`` wrote it)."""
     state = _state(registry)
@@ -164,7 +196,7 @@ def find_anchor(registry: Registry, versions: Sequence[tuple[int, bytes, bool]])
             sources.setdefault(digest, "user config")
     except RegistryError:
         pass  # an unreadable config pins nothing
-    for digest in _digests(_state(registry).get("anchors")):
+    for digest in _local_anchors(registry):
         sources.setdefault(digest, "this machine")
     found: Anchor | None = None
     for version, data, keyed in versions:
