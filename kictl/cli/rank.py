@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 _rank = LazyModule("kictl.rank")
 _index = LazyModule("kictl.index")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
-EVIDENCE_LEVELS = ("disputed", "reported", "verified")
-DEFAULT_EVIDENCE = "reported"
+EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
+DEFAULT_EVIDENCE = "unsigned"
 
 WIDTH = render.WIDTH
 

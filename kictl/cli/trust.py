@@ -209,7 +209,7 @@ def verify(
 
     Digests are recomputed from the files; each envelope is verified against
     the trust root as of its signing time (when its file was first committed,
-    or now). Prints the evidence level (reported, verified, disputed). Exit 0
+    or now). Prints the evidence level (unsigned, reported, verified, disputed). Exit 0
     when everything checked is intact, 1 with every failure listed otherwise.
     """
     target = open_registry(registry)

@@ -34,8 +34,9 @@ keys *and* by a threshold of its own maintainer keys, each key counted once.
 The root ``kictl init`` writes has no keys; the version after it, the trust
 anchor, needs only its own threshold.
 
-*Evidence.*  Computed, never declared: ``reported`` unless a ``verifier`` key
-attests a rerun; ``verified`` when such reruns agree (verdict ``agrees`` and the
+*Evidence.*  Computed, never declared: ``unsigned`` without a valid
+``submission`` signature by a ``submitter`` key, ``reported`` with one, unless a
+``verifier`` key attests a rerun; ``verified`` when such reruns agree (verdict ``agrees`` and the
 latency ratio within the policy's ``rerunTolerance``), ``disputed`` when any of
 them disagreed or failed.  Community reruns (other roles) and reviews are
 counted but never change the level.  A valid ``retraction`` (by a maintainer
@@ -103,6 +104,7 @@ from kictl.trust.evidence import (
     VerifyReport,
     _rerun_agrees,
     check_record,
+    evidence_level,
     judge_attestations,
     signing_times,
 )
@@ -190,6 +192,7 @@ __all__ = [
     "attestation_envelope",
     "check_record",
     "envelope_name",
+    "evidence_level",
     "evidence_levels",
     "generate_keypair",
     "init_root",

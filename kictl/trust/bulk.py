@@ -124,8 +124,8 @@ def _all_record_digests(registry: Registry) -> list[str]:
 def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, RecordTrust]:
     """The standing of each record in ``digests`` (every record when ``None``).
 
-    Only records with an attestation folder can be other than plain
-    ``reported``: the attestations are scanned once, the git history read
+    Only records with an attestation folder can be other than
+    ``unsigned``: the attestations are scanned once, the git history read
     once, the trust root verified once.  Invalid envelopes are ignored here
     (``check_record`` reports them).  Raises ``CheckFailed`` when the trust
     root chain does not verify.
@@ -200,7 +200,7 @@ def verifier_rerun_runs(registry: Registry) -> set[str]:
 
 
 def evidence_levels(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, str]:
-    """``{digest: "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
+    """``{digest: "unsigned" | "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
 
     Raises ``CheckFailed`` when the trust root chain does not verify.
     """

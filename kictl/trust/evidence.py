@@ -1,5 +1,5 @@
-"""Judging one record: its attestations, its evidence level (reported, verified, disputed) and ``kictl
-verify``'s report.
+"""Judging one record: its attestations, its evidence level (unsigned, reported, verified, disputed) and
+``kictl verify``'s report.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class AttestationResult:
 class RecordTrust:
     """The standing of one record: its evidence level, retraction, and the counts shown beside it."""
 
-    level: Level = "reported"
+    level: Level = "unsigned"
     retracted: bool = False
     submitted: bool = False  # a valid submission signature exists
     community_reruns: int = 0
@@ -75,6 +75,17 @@ class RecordTrust:
 
 def _rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
     return predicate.verdict == "agrees" and predicate.ratio is not None and abs(predicate.ratio - 1.0) <= tolerance
+
+
+def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
+    """docs/trust.md "Evidence": a verifier's rerun decides (any disagreement disputes); else a valid
+    submission signature makes ``reported``; else ``unsigned``.
+    """
+    if disagree:
+        return "disputed"
+    if agree:
+        return "verified"
+    return "reported" if submitted else "unsigned"
 
 
 def judge_attestations(
@@ -149,7 +160,7 @@ def judge_attestations(
                 signers=att.signers if att else getattr(rejected.get(path), "signers", ()),
             )
         )  # fmt: skip
-    level: Level = "disputed" if disagree else "verified" if agree else "reported"
+    level = evidence_level(submitted=submitted, agree=agree, disagree=disagree)
     trust = RecordTrust(
         level=level, retracted=retracted, submitted=submitted, community_reruns=community, reviews=reviews
     )
