@@ -82,10 +82,23 @@ def test_one_order_digest_then_name_then_name_prefix() -> None:
     assert lookup.resolve("abababab", catalogue) == hexish  # a digest prefix wins over a name
     assert lookup.resolve("deadbeefcafe", catalogue) == hexish  # hex that no digest starts with: a name
     assert lookup.resolve("547e0ce5", catalogue) == uuid  # 8 characters of a uuid label
-    with pytest.raises(NotFoundError, match="no record named or digested '547e0ce'"):
+    with pytest.raises(NotFoundError, match="547e0ce: a digest prefix needs at least 8 hex digits: give 8"):
         lookup.resolve("547e0ce", catalogue)  # 7 are too few, for names as for digests
     with pytest.raises(NotFoundError, match="a digest prefix needs at least 8 hex digits"):
         lookup.resolve("sha256:abababa", catalogue)
+
+
+def test_a_too_short_hex_prefix_asks_for_8_digits_not_for_a_close_name() -> None:
+    """Issue 13: a 6-digit prefix got an unrelated "closest known" list; it must say what to give."""
+    records = [lookup.Match("sha256:4bcff5ca" + "0" * 56, "b1_kv4096", "Workload")]
+    records += [lookup.Match("sha256:" + f"{n:02x}" * 32, f"b{n}_kv4096", "Workload") for n in range(5)]
+    catalogue = lookup.ListCatalogue(records)
+    for reference in ("4bcff5", "4BCFF5C", "b1"):
+        with pytest.raises(NotFoundError, match="give 8\\+ hex digits") as caught:
+            lookup.resolve(reference, catalogue)
+        assert "closest known" not in caught.value.diagnostics()
+    hexish = lookup.Match("sha256:" + "77" * 32, "add", "Definition")
+    assert lookup.resolve("add", lookup.ListCatalogue([*records, hexish])) == hexish  # a short hex name still works
 
 
 def test_ambiguity_lists_the_candidates() -> None:
