@@ -19,6 +19,7 @@ import typer
 from kictl import __version__
 from kictl.cli import bench, definitions, importers, rank, records, rerun, review, site, submit, trust
 from kictl.cli._common import STATE
+from kictl.cli._help import HelpGroup
 
 EPILOG = (
     "Exit codes: 0 ok, 1 a check said no, 2 usage, 3 invalid or unknown record/digest/name, "
@@ -41,6 +42,7 @@ def make_app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=False,
+        cls=HelpGroup,
     )
 
     @app.callback()
