@@ -537,8 +537,9 @@ def submit(
     failure; ``RecordError`` (3) for an incomplete or inconsistent
     submission; ``CheckFailed`` (1) when nothing is new, the key is not an
     authorised submitter, or the review finds lints; ``EnvError`` (5) for an
-    unusable key file or a git without an identity (user.name, user.email); ``UsageError`` (2) for a bad or existing branch name
-    or an unknown remote; ``CheckFailed`` (1) for a new run that did not pass
+    unusable key file or a git without an identity (user.name, user.email);
+    ``UsageError`` (2) for a bad or existing branch name or an unknown remote;
+    ``CheckFailed`` (1) for a new run that did not pass
     (``compile_error``, ``runtime_error``, ``failed``...) unless ``allow_failed``
     (a failure is worth publishing only on purpose).  On any of them after the
     first write, every file written is removed and the branch deleted.
