@@ -25,8 +25,8 @@ def _element(annotation: Any) -> Any:
     if get_origin(annotation) in (list, tuple):
         args = get_args(annotation)
         return _element(args[0]) if args else annotation
-    args = [arg for arg in get_args(annotation) if arg is not type(None)]
-    return _element(args[0]) if len(args) == 1 else annotation
+    members = [arg for arg in get_args(annotation) if arg is not type(None)]
+    return _element(members[0]) if len(members) == 1 else annotation
 
 
 def _metavar(param: Any) -> str:
@@ -49,7 +49,8 @@ def _no_type(ctx: Any) -> None:
 def tidy_parameter(param: Any) -> None:
     """Give ``param`` a command-line metavar (in place; idempotent)."""
     if isinstance(param, TyperArgument):
-        param.display_type_rich = _no_type
+        # typer shows an argument's annotation whatever its metavar; this instance shows none
+        setattr(param, "display_type_rich", _no_type)  # noqa: B010
         return
     if param.metavar is not None:
         return
