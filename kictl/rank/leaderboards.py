@@ -18,6 +18,7 @@ from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, leave_out
 from kictl.rank.floors import FloorEstimate, estimate_floor, resolve_gpu
 from kictl.rank.groups import group_runs, is_reference
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
+from kictl.render import natural_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +275,7 @@ def _board(
     names: dict[str, str] = {}
     logs: dict[str, list[float]] = {}
     by_reference = baseline is not None and baseline.source == "reference"
-    for group in sorted(ranked_groups, key=lambda g: g.workload_name):
+    for group in sorted(ranked_groups, key=lambda g: (natural_key(g.workload_name), g.key.workload)):
         base_row = None
         if baseline is not None:
             base_row = next(
