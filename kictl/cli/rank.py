@@ -609,14 +609,20 @@ def cite(
     digest: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     citation_format: Annotated[str, typer.Option("--format", help="text, bibtex or json.")] = "text",
     registry: RegistryOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """How to cite a record: title, digest, permalink, the commit that added it, the access date.
 
-    The permalink is the policy's permalinkBase followed by the digest. Exit 3
-    for an unknown record, 2 for an unknown format.
+    The permalink is the policy's permalinkBase followed by the digest. --json
+    is --format json. Exit 3 for an unknown record, 2 for an unknown format,
+    1 for a record whose file does not match its digest (never cited).
     """
     if citation_format not in ("text", "bibtex", "json"):
         raise UsageError(f"unknown format {citation_format!r}; expected text, bibtex or json")
+    if as_json:
+        if citation_format not in ("text", "json"):
+            raise UsageError(f"--json and --format {citation_format} ask for two formats; give one")
+        citation_format = "json"
     _, policy, index = _open(registry)
     with index:
         result = _rank.citation(index, digest, policy=policy, accessed=datetime.now(UTC))

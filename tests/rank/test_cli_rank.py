@@ -311,6 +311,20 @@ def test_cite_formats(cli: RunCli, world: World, ranked: dict[str, StoredRecord]
     assert head[:12] in text.stdout
 
 
+def test_cite_json_is_format_json(cli: RunCli, world: World, ranked: dict[str, StoredRecord]) -> None:
+    """Issue 13: every read command has --json; cite had only --format json."""
+    run = ranked["run_fast_m128"]
+    as_json = cli("cite", run.digest, "--json", "--registry", world.registry.root)
+    assert as_json.exit_code == 0, as_json.output
+    as_format = cli("cite", run.digest, "--format", "json", "--registry", world.registry.root)
+    assert json.loads(as_json.stdout) == json.loads(as_format.stdout)
+    both = cli("cite", run.digest, "--json", "--format", "json", "--registry", world.registry.root)
+    assert both.exit_code == 0, both.output
+    clash = cli("cite", run.digest, "--json", "--format", "bibtex", "--registry", world.registry.root)
+    assert clash.exit_code == 2, clash.output
+    assert "give one" in clash.stderr
+
+
 def test_cite_uses_the_policy_permalink_base(cli: RunCli, world: World, ranked: dict[str, StoredRecord]) -> None:
     policy = json.loads(world.registry.policy_path.read_bytes())
     policy["permalinkBase"] = "https://example.org/k/"
