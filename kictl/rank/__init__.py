@@ -66,6 +66,9 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
     EVIDENCE_LEVELS,
@@ -77,19 +80,22 @@ from kictl.rank._common import (
     obtain_evidence,
 )
 from kictl.rank.citation import Citation, bibtex, bibtex_escape, citation
-from kictl.rank.diffs import (
-    FieldChange,
-    GroupChange,
-    RankChange,
-    RecordDiff,
-    StateDiff,
-    commit_time,
-    diff_records,
-    diff_revisions,
-    diff_states,
-    json_changes,
-    stale_groups,
-)
+
+if TYPE_CHECKING:
+    from kictl.rank.diffs import (
+        FieldChange,
+        GroupChange,
+        RankChange,
+        RecordDiff,
+        StateDiff,
+        commit_time,
+        diff_records,
+        diff_revisions,
+        diff_states,
+        json_changes,
+        stale_groups,
+    )
+
 from kictl.rank.floors import (
     FloorEstimate,
     estimate_floor,
@@ -123,6 +129,25 @@ from kictl.rank.leaderboards import (
     workload_leaderboard,
 )
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
+
+#: Names imported on first use (``kictl leaderboard`` never needs the diffs): name -> submodule.
+_LAZY = dict.fromkeys(
+    (
+        "FieldChange", "GroupChange", "RankChange", "RecordDiff", "StateDiff", "commit_time", "diff_records",
+        "diff_revisions", "diff_states", "json_changes", "stale_groups",
+    ),
+    "kictl.rank.diffs",
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kictl.rank' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_EVIDENCE",

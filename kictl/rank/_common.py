@@ -51,6 +51,18 @@ def leave_out_verifier_reruns(registry: Registry, runs: Sequence[T]) -> list[T]:
     return [run for run in runs if getattr(run, "digest", None) not in reruns]
 
 
+def runs_and_evidence(registry: Registry, runs: Sequence[T]) -> tuple[list[T], dict[str, str]]:
+    """``leave_out_verifier_reruns`` and ``obtain_evidence`` of what is left, from one pass over the attestations.
+
+    Raises ``CheckFailed`` when the trust root does not verify.
+    """
+    from kictl import trust
+
+    levels, reruns = trust.ranking_trust(registry, [getattr(run, "digest", "") for run in runs])
+    kept = [run for run in runs if getattr(run, "digest", None) not in reruns]
+    return kept, {digest: level for digest, level in levels.items() if digest not in reruns}
+
+
 #: ``digests -> {digest: level}``: where a caller's evidence levels come from when not from the
 #: working tree (``kictl review`` judges the head's attestations by the base's trust root).
 EvidenceSource = Callable[[Sequence[str]], Mapping[str, str]]

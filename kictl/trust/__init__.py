@@ -86,6 +86,7 @@ from kictl.trust.attestations import (
 )
 from kictl.trust.bulk import (
     evidence_levels,
+    ranking_trust,
     resolve_digest,
     retracted_digests,
     trust_summaries,
@@ -210,6 +211,7 @@ __all__ = [
     "public_bytes",
     "public_key_owner",
     "public_key_text",
+    "ranking_trust",
     "registry_root",
     "resolve_digest",
     "retracted_digests",

@@ -13,6 +13,7 @@ from typing import Any
 from kictl import canon
 from kictl.errors import CheckFailed, KictlError, NotFoundError
 from kictl.layout import ATTESTATIONS_DIR
+from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
 from kictl.store import Registry
 from kictl.trust._common import Level
@@ -89,7 +90,7 @@ def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
 
 
 def judge_attestations(
-    subject: StoredRecord,
+    subject: Named,
     root: TrustRoot,
     envelopes: Sequence[tuple[str, bytes, datetime, bool]],
     *,
@@ -176,12 +177,14 @@ def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None
     author chose.  Never later than ``now``: a commit dated in the future
     counts as signed now.
     """
+    from kictl.store.git import merged_times  # git itself, not gitpython: read commands stay quick to start
+
     if not registry.is_git_repository():
         return {}
     cap = now if now is not None else _now()
     return {
         path: min(datetime.fromtimestamp(stamp, UTC), cap)
-        for path, stamp in registry.git.merged_times(ATTESTATIONS_DIR, rev).items()
+        for path, stamp in merged_times(registry.root, ATTESTATIONS_DIR, rev).items()
     }
 
 
