@@ -67,3 +67,39 @@ def test_a_warm_leaderboard_imports_no_torch_and_no_gitpython(bundled_copy: Path
     imported = _imported(args, bundled_copy)
     assert "torch" not in imported
     assert "git" not in imported
+
+
+def test_each_command_is_built_from_the_module_that_adds_it() -> None:
+    """`main` builds only the named command's module: the map must be what the modules register."""
+    import typer
+    import typer.main
+
+    from kictl import cli
+
+    everything = typer.main.get_command(cli.make_app())
+    assert set(cli.COMMANDS) == set(getattr(everything, "commands", {}))
+    for command, module in cli.COMMANDS.items():
+        alone = typer.main.get_command(cli.make_app(command))
+        names = set(getattr(alone, "commands", {}))
+        assert names == {name for name, owner in cli.COMMANDS.items() if owner == module}, (command, module)
+    assert isinstance(typer.main.get_command(cli.make_app("no-such-command")), type(everything))
+    assert set(getattr(typer.main.get_command(cli.make_app("no-such-command")), "commands", {})) == set(cli.COMMANDS)
+
+
+def test_the_console_script_runs_the_one_command(bundled_copy: Path) -> None:
+    env = {**os.environ, "KICTL_CONFIG_HOME": str(bundled_copy / "config")}
+    done = subprocess.run(
+        [sys.executable, "-m", "kictl", "--debug", "leaderboard", "gqa_paged_decode_h32_kv8_d128_ps1", "--json"],
+        cwd=bundled_copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["definition"]["name"] == "gqa_paged_decode_h32_kv8_d128_ps1"
+    unknown = subprocess.run(
+        [sys.executable, "-m", "kictl", "frobnicate"], cwd=bundled_copy, env=env, capture_output=True, text=True
+    )
+    assert unknown.returncode == 2
+    assert "No such command 'frobnicate'" in unknown.stderr
