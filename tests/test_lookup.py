@@ -82,7 +82,7 @@ def test_one_order_digest_then_name_then_name_prefix() -> None:
     assert lookup.resolve("abababab", catalogue) == hexish  # a digest prefix wins over a name
     assert lookup.resolve("deadbeefcafe", catalogue) == hexish  # hex that no digest starts with: a name
     assert lookup.resolve("547e0ce5", catalogue) == uuid  # 8 characters of a uuid label
-    with pytest.raises(NotFoundError, match="547e0ce: a digest prefix needs at least 8 hex digits: give 8"):
+    with pytest.raises(NotFoundError, match="no record named or digested '547e0ce'"):
         lookup.resolve("547e0ce", catalogue)  # 7 are too few, for names as for digests
     with pytest.raises(NotFoundError, match="a digest prefix needs at least 8 hex digits"):
         lookup.resolve("sha256:abababa", catalogue)
@@ -93,12 +93,19 @@ def test_a_too_short_hex_prefix_asks_for_8_digits_not_for_a_close_name() -> None
     records = [lookup.Match("sha256:4bcff5ca" + "0" * 56, "b1_kv4096", "Workload")]
     records += [lookup.Match("sha256:" + f"{n:02x}" * 32, f"b{n}_kv4096", "Workload") for n in range(5)]
     catalogue = lookup.ListCatalogue(records)
-    for reference in ("4bcff5", "4BCFF5C", "b1"):
+    for reference in ("4bcff5", "4BCFF5C", "4bcf"):
         with pytest.raises(NotFoundError, match="give 8\\+ hex digits") as caught:
             lookup.resolve(reference, catalogue)
         assert "closest known" not in caught.value.diagnostics()
+        assert "1 digest(s) start with" in caught.value.diagnostics()
+    # hex that starts no digest, or is too short to be meant as one, is a name: "b3" is a workload label
+    for reference in ("b3", "abcd", "4bc"):
+        with pytest.raises(NotFoundError, match=f"named or digested '{reference}'"):
+            lookup.resolve(reference, catalogue)
     hexish = lookup.Match("sha256:" + "77" * 32, "add", "Definition")
     assert lookup.resolve("add", lookup.ListCatalogue([*records, hexish])) == hexish  # a short hex name still works
+    beef = lookup.Match("sha256:" + "88" * 32, "beef", "Definition")
+    assert lookup.resolve("beef", lookup.ListCatalogue([*records, beef])) == beef  # a name first, then the prefix rule
 
 
 def test_ambiguity_lists_the_candidates() -> None:
