@@ -8,7 +8,10 @@ Every command that takes a record on its command line (``show``, ``verify``,
    digest prefix (git-like): one match is the answer, several are an
    ambiguity (exit 3, with the candidates).  ``sha256:`` with fewer digits is
    refused; with no match, a ``sha256:`` reference is unknown, bare hex goes on
-   to the names (a name may be hex).
+   to the names (a name may be hex).  Bare hex of ``SHORT_PREFIX`` (4) to 7
+   digits that is no record's name but the start of some digest is refused
+   the same way ("give 8+ hex digits"), never answered with unrelated
+   "closest known" names; shorter hex (``b3``, a workload label) is a name.
 2. An exact name (a Definition's alias, a Workload's label, ...).  Several
    records of that name are an ambiguity.
 3. A unique prefix of ``MIN_PREFIX`` or more characters of a name (workload
@@ -30,6 +33,8 @@ from typing import Protocol, TypeVar
 from kictl.errors import NotFoundError
 
 MIN_PREFIX = 8
+#: Hex this long (and under ``MIN_PREFIX``) that starts a digest is taken as a digest abbreviated too far.
+SHORT_PREFIX = 4
 DIGEST_PREFIX = "sha256:"
 _HEX = frozenset("0123456789abcdef")
 
@@ -71,6 +76,15 @@ def hex_prefix(reference: str) -> str | None:
     return None
 
 
+def _short_hex(reference: str) -> bool:
+    """Hex too short for a digest prefix but long enough to be meant as one (``4bcff5``, not ``b3``)."""
+    return SHORT_PREFIX <= len(reference) < MIN_PREFIX and _HEX.issuperset(reference.lower())
+
+
+def _too_short(reference: str) -> str:
+    return f"{reference}: a digest prefix needs at least {MIN_PREFIX} hex digits: give {MIN_PREFIX}+ hex digits"
+
+
 def closest(word: str, known: Sequence[str]) -> list[str]:
     """Up to five known names close to ``word``, for "did you mean" messages."""
     return difflib.get_close_matches(word, known, n=5, cutoff=0.5)
@@ -93,7 +107,7 @@ def resolve(reference: str, catalogue: Catalogue, *, what: str = "record") -> Ma
     """
     bare = hex_prefix(reference)
     if bare is None and reference.startswith(DIGEST_PREFIX):
-        raise NotFoundError(f"{reference}: a digest prefix needs at least {MIN_PREFIX} hex digits")
+        raise NotFoundError(_too_short(reference))
     if bare is not None:
         found = catalogue.by_digest_prefix(bare)
         if len(found) == 1:
@@ -110,6 +124,13 @@ def resolve(reference: str, catalogue: Catalogue, *, what: str = "record") -> Ma
             f"{what} name {reference!r} names {len(named)} records; give a digest",
             candidates=_described(named[:20]),
         )
+    if _short_hex(reference):
+        starts = catalogue.by_digest_prefix(reference.lower())
+        if starts:
+            raise NotFoundError(
+                _too_short(reference),
+                details=[f"{len(starts)} digest(s) start with {reference}; no {what} is named {reference!r}"],
+            )
     candidates: list[str] = []
     if len(reference) >= MIN_PREFIX:
         prefixed = catalogue.by_name_prefix(reference)

@@ -15,6 +15,7 @@ size       decimal units (SI), three significant digits         ``812 B``, ``35.
 count      thousands separated                                  ``2,223,164``
 date       the day of an RFC 3339 timestamp                     ``2026-11-30``
 digest     ``sha256:`` and the first 12 hex digits              ``sha256:1f22d1ea605a``
+names      in listings, numbers inside by value (``natural_key``) ``b1``, ``b8x``, ``b1024``
 =========  ===================================================  ===========================
 
 Text is plain: no colour, no wrapping console (digests must stay whole and
@@ -33,6 +34,23 @@ DIGEST_PREFIX = "sha256:"
 
 _UNITS = ((1e3, "µs"), (1e6, "ms"), (1e9, "s"))
 _SIZES = ((1e3, "kB"), (1e6, "MB"), (1e9, "GB"), (1e12, "TB"))
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that orders the numbers inside names by value: ``b1``, ``b8x``, ``b256``, ``b1024``.
+
+    Text parts compare case-insensitively, then as given (so the order is total).
+    """
+    parts: list[tuple[int, int | str]] = []
+    for position, part in enumerate(_DIGITS.split(name)):
+        if position % 2:
+            parts.append((0, int(part)))
+        elif part:
+            parts.append((1, part.lower()))
+    return (*parts, (2, name))
 
 
 def _three_digits(value: float) -> str:

@@ -63,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from kictl import canon, render, trust
-from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
+from kictl.errors import CheckFailed, EnvError, KictlError, RecordError, RegistryError, UsageError
 from kictl.records import KINDS, StoredRecord
 from kictl.store import GitHistory, Registry, Transaction
 
@@ -466,6 +466,24 @@ def _clean_history(registry: Registry) -> GitHistory:
     return history
 
 
+def _check_identity(history: GitHistory) -> None:
+    """Git can name the commit's author and committer; else ``EnvError`` (5) saying how to set them.
+
+    Asked before anything is signed or written (``git var``, which applies
+    git's own rules: the environment, the configuration, ``user.useConfigOnly``).
+    """
+    for variable in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        try:
+            history._run("var", variable)
+        except RegistryError as exc:
+            raise EnvError(
+                "git has no identity to commit the submission with: set one with "
+                "git config user.name 'Your Name' && git config user.email you@example.org "
+                "(add --global for every repository); nothing was written",
+                details=[exc.message],
+            ) from exc
+
+
 def _check_push_target(history: GitHistory, remote: str) -> None:
     if remote in history.remote_names():
         return
@@ -519,8 +537,9 @@ def submit(
     failure; ``RecordError`` (3) for an incomplete or inconsistent
     submission; ``CheckFailed`` (1) when nothing is new, the key is not an
     authorised submitter, or the review finds lints; ``EnvError`` (5) for an
-    unusable key file; ``UsageError`` (2) for a bad or existing branch name
-    or an unknown remote; ``CheckFailed`` (1) for a new run that did not pass
+    unusable key file or a git without an identity (user.name, user.email);
+    ``UsageError`` (2) for a bad or existing branch name or an unknown remote;
+    ``CheckFailed`` (1) for a new run that did not pass
     (``compile_error``, ``runtime_error``, ``failed``...) unless ``allow_failed``
     (a failure is worth publishing only on purpose).  On any of them after the
     first write, every file written is removed and the branch deleted.
@@ -529,6 +548,7 @@ def submit(
     base = history.head()
     assert base is not None
     base_branch = history.current_branch()
+    _check_identity(history)
     plan = plan_submission(registry, records)
     if not plan.new:
         raise CheckFailed(

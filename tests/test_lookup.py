@@ -88,6 +88,26 @@ def test_one_order_digest_then_name_then_name_prefix() -> None:
         lookup.resolve("sha256:abababa", catalogue)
 
 
+def test_a_too_short_hex_prefix_asks_for_8_digits_not_for_a_close_name() -> None:
+    """Issue 13: a 6-digit prefix got an unrelated "closest known" list; it must say what to give."""
+    records = [lookup.Match("sha256:4bcff5ca" + "0" * 56, "b1_kv4096", "Workload")]
+    records += [lookup.Match("sha256:" + f"{n:02x}" * 32, f"b{n}_kv4096", "Workload") for n in range(5)]
+    catalogue = lookup.ListCatalogue(records)
+    for reference in ("4bcff5", "4BCFF5C", "4bcf"):
+        with pytest.raises(NotFoundError, match="give 8\\+ hex digits") as caught:
+            lookup.resolve(reference, catalogue)
+        assert "closest known" not in caught.value.diagnostics()
+        assert "1 digest(s) start with" in caught.value.diagnostics()
+    # hex that starts no digest, or is too short to be meant as one, is a name: "b3" is a workload label
+    for reference in ("b3", "abcd", "4bc"):
+        with pytest.raises(NotFoundError, match=f"named or digested '{reference}'"):
+            lookup.resolve(reference, catalogue)
+    hexish = lookup.Match("sha256:" + "77" * 32, "add", "Definition")
+    assert lookup.resolve("add", lookup.ListCatalogue([*records, hexish])) == hexish  # a short hex name still works
+    beef = lookup.Match("sha256:" + "88" * 32, "beef", "Definition")
+    assert lookup.resolve("beef", lookup.ListCatalogue([*records, beef])) == beef  # a name first, then the prefix rule
+
+
 def test_ambiguity_lists_the_candidates() -> None:
     one = lookup.Match("sha256:abcdef01" + "0" * 56, "m1", "Workload")
     two = lookup.Match("sha256:abcdef01" + "1" * 56, "m1", "Workload")

@@ -7,7 +7,9 @@ key).  stdout carries data, stderr everything else.
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 
 # kictl's models use no pydantic plugins; skipping their discovery (an entry-point scan) saves start-up time.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
@@ -17,8 +19,8 @@ from typing import Annotated
 import typer
 
 from kictl import __version__
-from kictl.cli import bench, definitions, importers, rank, records, rerun, review, site, submit, trust
 from kictl.cli._common import STATE
+from kictl.cli._help import HelpGroup
 
 EPILOG = (
     "Exit codes: 0 ok, 1 a check said no, 2 usage, 3 invalid or unknown record/digest/name, "
@@ -32,8 +34,8 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-def make_app() -> typer.Typer:
-    """The kictl application with every command group registered."""
+def make_app(command: str | None = None) -> typer.Typer:
+    """The kictl application with every command group registered, or only the one that adds ``command``."""
     app = typer.Typer(
         name="kictl",
         help="KernelIndex: benchmark results of GPU kernels as signed, content-addressed records.",
@@ -41,6 +43,7 @@ def make_app() -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=False,
+        cls=HelpGroup,
     )
 
     @app.callback()
@@ -52,19 +55,49 @@ def make_app() -> typer.Typer:
     ) -> None:
         STATE.debug = debug
 
-    records.register(app)
-    bench.register(app)
-    app.add_typer(definitions.app, name="definitions")
-    trust.register(app)
-    rank.register(app)
-    app.add_typer(importers.app, name="import")
-    submit.register(app)
-    review.register(app)
-    rerun.register(app)
-    site.register(app)
+    names = (COMMANDS[command],) if command in COMMANDS else GROUPS
+    for name in names:
+        _register(app, name)
     return app
 
 
+#: The command modules, in the order ``kictl --help`` lists their commands.
+GROUPS = ("records", "bench", "definitions", "trust", "rank", "importers", "submit", "review", "rerun", "site")
+#: Which module adds each top-level command (tests/test_startup.py holds this equal to what they register).
+COMMANDS = {
+    **dict.fromkeys(("init", "digest", "add", "validate", "show"), "records"),
+    "bench": "bench",
+    "definitions": "definitions",
+    **dict.fromkeys(("keygen", "sign", "verify", "trust"), "trust"),
+    **dict.fromkeys(("leaderboard", "floor", "diff", "history", "cite"), "rank"),
+    "import": "importers",
+    "submit": "submit",
+    "review": "review",
+    **dict.fromkeys(("rerun", "attest"), "rerun"),
+    "site": "site",
+}
+
+
+def _register(app: typer.Typer, name: str) -> None:
+    module = importlib.import_module(f"kictl.cli.{name}")
+    if name == "definitions":
+        app.add_typer(module.app, name="definitions")
+    elif name == "importers":
+        app.add_typer(module.app, name="import")
+    else:
+        module.register(app)
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The command a command line names: its first word that is not a root option (those take no value)."""
+    return next((arg for arg in args if not arg.startswith("-")), None)
+
+
 def main() -> None:
-    """Entry point of the ``kictl`` console script."""
-    make_app()()
+    """Entry point of the ``kictl`` console script.
+
+    Only the module of the command asked for is imported and built (a read
+    command starts in less CPU time); ``--help``, no command or an unknown one
+    build them all, so that help and "no such command" list every command.
+    """
+    make_app(_command_of(sys.argv[1:]))()

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
+from kictl.render import natural_key
 
 app = typer.Typer(help="Compile and list definitions.", no_args_is_help=True)
 
@@ -69,7 +70,7 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
         if definition is not None:
             runs[definition] = runs.get(definition, 0) + 1
     rows: list[dict[str, str | int]] = []
-    for record in sorted(definitions, key=lambda r: (r.model.spec.family, r.name)):  # type: ignore[union-attr]
+    for record in sorted(definitions, key=lambda r: (r.model.spec.family, natural_key(r.name))):  # type: ignore[union-attr]
         assert isinstance(record.model, Definition)
         rows.append(
             {

@@ -16,7 +16,6 @@ import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.errors import CheckFailed
-from kictl.records import KINDS
 
 if TYPE_CHECKING:
     from kictl.importers.flashinfer_bench import ImportReport
@@ -82,6 +81,8 @@ def _verb(report: ImportReport) -> str:
 
 def _summary(report: ImportReport) -> None:
     """The per-kind counts, notes, missing blobs and skipped items, on stderr."""
+    from kictl.records import KINDS
+
     header = "dry run, nothing written: " if report.dry_run else ""
     err(f"{header}{report.source} -> {report.registry}")
     err(f"{'kind':<22}{'new':>7}{'present':>9}{'skipped':>9}")

@@ -14,6 +14,7 @@ evidence level, a citation format).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from datetime import UTC, datetime
@@ -58,8 +59,8 @@ if TYPE_CHECKING:
 _rank = LazyModule("kictl.rank")
 _index = LazyModule("kictl.index")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
-EVIDENCE_LEVELS = ("disputed", "reported", "verified")
-DEFAULT_EVIDENCE = "reported"
+EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
+DEFAULT_EVIDENCE = "unsigned"
 
 WIDTH = render.WIDTH
 
@@ -376,27 +377,52 @@ def _value(value: Any, present: bool, width: int) -> str:
     return fit(text, width)
 
 
-def _render_record_diff(result: RecordDiff) -> list[str]:
-    lines = [
+#: A change to one element of a list of samples (``$.spec.timing.samples[12]``): shown only with --samples.
+_SAMPLE_PATH = re.compile(r"^(.*\.samples)\[\d+\]")
+
+
+def _key_comparison(result: RecordDiff) -> str | None:
+    """The line that matters for two runs: their primary latencies, the ratio, whether they are comparable."""
+    if result.same_group is None:
+        return None
+    before, after = result.latencies_ns
+    statistic = result.statistics[0] if result.statistics[0] == result.statistics[1] else "latency"
+    figures = f"{statistic or 'latency'} {latency(before)} → {latency(after)}"
+    if result.same_group and result.latency_ratio is not None:
+        verdict = "exceeds the noise" if result.exceeds_noise else "within the noise: a tie"
+        return f"{figures}: b/a {result.latency_ratio:.4f} ({verdict}); same comparison group"
+    if result.same_group:
+        return f"{figures}: same comparison group, no latency to compare"
+    differ = ", ".join(result.group_differences) or "their comparison key"
+    return f"{figures}: not compared, different comparison groups (other {differ})"
+
+
+def _render_record_diff(result: RecordDiff, *, samples: bool = False) -> list[str]:
+    key_line = _key_comparison(result)
+    lines = [] if key_line is None or result.equal else [fit(key_line, WIDTH)]
+    lines += [
         f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
         f"b  {result.after.digest}  {fit(result.after.kind + ' ' + result.after.name, 20)}",
     ]
     if result.equal:
         lines.append("the same record")
         return lines
+    if result.comparison_key is not None:
+        lines.append(f"comparison key {result.comparison_key}")
+    hidden: dict[str, int] = {}
     for change in result.changes:
+        sample = _SAMPLE_PATH.match(change.path)
+        if sample is not None and not samples:
+            hidden[sample.group(1)] = hidden.get(sample.group(1), 0) + 1
+            continue
         room = max(20, (WIDTH - len(change.path) - 6) // 2)
         line = (
             f"{change.path}: {_value(change.before, change.before_present, room)}"
             f" → {_value(change.after, change.after_present, room)}"
         )
         lines.append(fit(line, WIDTH))
-    if result.same_group and result.latency_ratio is not None:
-        verdict = "exceeds the noise" if result.exceeds_noise else "within the noise: a tie"
-        lines.append(f"one comparison group: {result.comparison_key}")
-        lines.append(f"latency b/a {result.latency_ratio:.4f} ({verdict})")
-    elif result.same_group is False:
-        lines.append("the runs are in different comparison groups: their latencies are not compared")
+    for path, count in hidden.items():
+        lines.append(fit(f"{path}: {count} sample(s) differ (--samples lists them)", WIDTH))
     return lines
 
 
@@ -459,13 +485,17 @@ def _as_revision(target: Registry, ref: str) -> bool:
 def diff(
     a: Annotated[str, typer.Argument(help="A record (digest, prefix or name) or a git revision.")],
     b: Annotated[str, typer.Argument(help="The same kind of thing as A.")],
+    samples: Annotated[
+        bool, typer.Option("--samples", help="List every differing sample of two runs (else one line counts them).")
+    ] = False,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Compare two records field by field, or the registry at two git revisions.
 
-    Two runs of one comparison group also get their latency ratio and whether
-    it exceeds the noise. Two revisions give the records added and, per
+    Two runs start with the line that matters: their primary latencies, the
+    ratio b/a and whether it exceeds the noise, or why they are not comparable
+    (another workload, GPU, protocol family or statistic). Two revisions give the records added and, per
     comparison group, the new #1, rank changes and runs that became stale.
     A and B are taken as records when both name one (prefix a digest with
     sha256: to insist), else as revisions. Exit 0 when equal, 1 when different,
@@ -480,7 +510,7 @@ def diff(
             if as_json:
                 emit_json(record_result.to_json())
             else:
-                for line in _render_record_diff(record_result):
+                for line in _render_record_diff(record_result, samples=samples):
                     out(line)
         else:
             revisions = {ref: _as_revision(target, ref) for ref in (a, b)}
@@ -579,14 +609,20 @@ def cite(
     digest: Annotated[str, typer.Argument(help=f"The record: {REFERENCE_HELP}.")],
     citation_format: Annotated[str, typer.Option("--format", help="text, bibtex or json.")] = "text",
     registry: RegistryOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """How to cite a record: title, digest, permalink, the commit that added it, the access date.
 
-    The permalink is the policy's permalinkBase followed by the digest. Exit 3
-    for an unknown record, 2 for an unknown format.
+    The permalink is the policy's permalinkBase followed by the digest. --json
+    is --format json. Exit 3 for an unknown record, 2 for an unknown format,
+    1 for a record whose file does not match its digest (never cited).
     """
     if citation_format not in ("text", "bibtex", "json"):
         raise UsageError(f"unknown format {citation_format!r}; expected text, bibtex or json")
+    if as_json:
+        if citation_format not in ("text", "json"):
+            raise UsageError(f"--json and --format {citation_format} ask for two formats; give one")
+        citation_format = "json"
     _, policy, index = _open(registry)
     with index:
         result = _rank.citation(index, digest, policy=policy, accessed=datetime.now(UTC))

@@ -21,8 +21,6 @@ from kictl.cli._common import (
     short,
 )
 from kictl.errors import RecordError
-from kictl.records import KINDS
-from kictl.store import read_record_inputs
 
 FilesArgument = Annotated[
     list[Path],
@@ -35,6 +33,8 @@ FilesArgument = Annotated[
 
 
 def _read(files: list[Path]) -> list[Any]:
+    from kictl.store import read_record_inputs
+
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in files) else None
     return read_record_inputs(files, stdin=stdin)
 
@@ -113,6 +113,8 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
     else:
         for problem in report.problems:
             out(str(problem))
+    from kictl.records import KINDS
+
     summary = ", ".join(f"{report.counts.get(kind, 0)} {kind}" for kind in KINDS)
     err(f"{summary}; {report.counts.get('blobs', 0)} blobs, {report.counts.get('attestations', 0)} attestations")
     for note in report.notes:

@@ -11,7 +11,6 @@ import typer
 
 from kictl.cli._common import RegistryOption, emit_json, err, guarded, open_registry
 from kictl.errors import CheckFailed, RegistryError, UsageError
-from kictl.store import write_atomic
 
 
 class Format(StrEnum):
@@ -51,6 +50,7 @@ def review_command(
     chosen = Format.json if as_json else output_format
     target = open_registry(registry)
     from kictl.review import render_markdown, render_text, review
+    from kictl.store import write_atomic
 
     report = review(target, base, head)
     document = report.to_json()

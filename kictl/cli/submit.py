@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kictl.cli._common import JsonOption, LazyModule, RegistryOption, emit_json, err, guarded, open_registry, out, short
-from kictl.store import read_record_inputs
 
 if TYPE_CHECKING:
     from kictl import submit as submit_core
@@ -128,10 +127,12 @@ def submit(
     Exit codes: 0 a branch was made; 1 nothing new, a key the trust root does not
     authorise, or the local review said no; 2 a bad or existing branch, an unknown
     remote; 3 invalid or incomplete records; 4 not a git repository, a dirty working
-    tree, a git failure; 5 no usable key file.
+    tree, a git failure; 5 no usable key file, or git has no identity (user.name, user.email).
     """
     target = open_registry(registry)
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in paths) else None
+    from kictl.store import read_record_inputs
+
     records = read_record_inputs(paths, stdin=stdin)
     result = submit_core.submit(
         target, records, key, branch=branch, message=message, push=push, allow_failed=allow_failed

@@ -30,13 +30,13 @@ from kictl.cli._common import (
     table,
 )
 from kictl.errors import CheckFailed, UsageError
-from kictl.records import format_timestamp, parse_timestamp
-from kictl.store import parse_json_file
 
 if TYPE_CHECKING:
     from kictl import trust as trust_core
 else:
     trust_core = LazyModule("kictl.trust")  # cryptography and the trust root: only when a command needs them
+_records = LazyModule("kictl.records")  # pydantic: only when a command needs it
+_store = LazyModule("kictl.store")
 
 app = typer.Typer(
     help="The trust root: keys, roles, validity and revocation (registry/trust/).",
@@ -59,7 +59,8 @@ def _timestamp(value: str | None, option: str) -> datetime | None:
     if value is None:
         return None
     try:
-        return parse_timestamp(value)
+        moment: datetime = _records.parse_timestamp(value)
+        return moment
     except ValueError:
         pass
     try:
@@ -136,7 +137,7 @@ def sign(
     target = open_registry(registry)
     trust_core.predicate_type_uri(kind)
     digest = trust_core.resolve_digest(target, reference)
-    value = parse_json_file(predicate) if predicate is not None else None
+    value = _store.parse_json_file(predicate) if predicate is not None else None
     if value is not None and not isinstance(value, dict):
         raise UsageError(f"{predicate}: a predicate is a JSON object")
     for warning in trust_core.signing_warnings(target, key, kind):
@@ -181,7 +182,7 @@ def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
     """
     rows = []
     for result in results:
-        when = format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
+        when = _records.format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
         state = "valid" if result.valid else "INVALID"
         rows.append([result.predicate_type or "?", state, _signers(result), when, _cut(_detail(result), 22)])
     lines = ["  " + line for line in table(["type", "state", "signed by", "signed (UTC)", "says"], rows)]
@@ -209,7 +210,7 @@ def verify(
 
     Digests are recomputed from the files; each envelope is verified against
     the trust root as of its signing time (when its file was first committed,
-    or now). Prints the evidence level (reported, verified, disputed). Exit 0
+    or now). Prints the evidence level (unsigned, reported, verified, disputed). Exit 0
     when everything checked is intact, 1 with every failure listed otherwise.
     """
     target = open_registry(registry)
@@ -247,9 +248,9 @@ def verify(
 def _status(key: trust_core.TrustedKey, now: datetime) -> str:
     if key.revoked is not None:
         return f"{key.revoked.reason} {key.revoked.at[:10]}"
-    if key.not_after is not None and parse_timestamp(key.not_after) <= now:
+    if key.not_after is not None and _records.parse_timestamp(key.not_after) <= now:
         return "expired"
-    if parse_timestamp(key.not_before) > now:
+    if _records.parse_timestamp(key.not_before) > now:
         return "not yet valid"
     return "active"
 

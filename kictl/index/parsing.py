@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from kictl import canon, layout
 from kictl.errors import RecordError
-from kictl.families.gpus import normalize_product
+from kictl.families.gpus import find_gpu, normalize_product
 from kictl.index._common import _TABLES
 from kictl.lookup import Match
 from kictl.records import (
@@ -23,6 +23,7 @@ from kictl.records import (
     BenchmarkRun,
     Definition,
     ExecutionEnvironment,
+    Hardware,
     Implementation,
     Workload,
 )
@@ -57,6 +58,40 @@ def run_noise(run: BenchmarkRun) -> tuple[float | None, str | None]:
     return None, None
 
 
+#: Instruction-set names a CPU environment records as its ``architecture`` (``platform.machine()``).
+_CPU_ARCHITECTURES = frozenset({"x86_64", "amd64", "i686", "aarch64", "arm64", "ppc64le", "s390x", "riscv64"})
+
+
+def is_cpu(hardware: Hardware) -> bool:
+    """Whether an environment's device is a CPU: no GPU properties, and a CPU's name or instruction set.
+
+    ``kictl bench --device cpu`` records the CPU's model as the product (and as
+    ``cpu``) and ``platform.machine()`` as the architecture; a GPU has an SM
+    count, a compute capability, or a product of the datasheet table.
+    """
+    if hardware.sm_count is not None or hardware.compute_capability is not None:
+        return False
+    if find_gpu(hardware.product) is not None:
+        return False
+    return (
+        hardware.product.strip().lower() == "cpu"
+        or (hardware.cpu is not None and hardware.cpu.strip() == hardware.product.strip())
+        or (hardware.architecture or "").lower() in _CPU_ARCHITECTURES
+    )
+
+
+def device_label(hardware: Hardware) -> str:
+    """The device a run's group and every listing names: the GPU product, or ``CPU: <model>`` for a CPU.
+
+    A CPU keeps its full model name (``CPU: AMD EPYC 7763 64-Core Processor``),
+    so it is never shown where a GPU's name goes as if it were one.
+    """
+    if not is_cpu(hardware):
+        return normalize_product(hardware.product)
+    model = hardware.product.strip()
+    return "CPU" if model.lower() == "cpu" else f"CPU: {model}"
+
+
 def _row_values(record: Any) -> tuple[Any, ...]:
     """The kind-specific columns of a validated record (``_COLUMNS`` order)."""
     spec = record.spec
@@ -77,7 +112,7 @@ def _row_values(record: Any) -> tuple[Any, ...]:
             spec.measurement.timer,
         )
     if isinstance(record, ExecutionEnvironment):
-        return (normalize_product(spec.hardware.product), spec.hardware.product)
+        return (device_label(spec.hardware), spec.hardware.product)
     assert isinstance(record, BenchmarkRun)
     timing = spec.timing
     statistic = timing.primary_statistic if timing is not None else None

@@ -24,6 +24,7 @@ from kictl.records import (
     format_timestamp,
     record_from_bytes,
 )
+from kictl.render import natural_key
 from kictl.store import Registry, current_commit
 
 
@@ -216,7 +217,7 @@ class QueryIndex:
         rows = self.conn.execute(
             "SELECT digest, name, title, family, reference_sha256 FROM definitions WHERE present = 1 ORDER BY name"
         )
-        return [DefinitionFacts(*row) for row in rows]
+        return sorted((DefinitionFacts(*row) for row in rows), key=lambda item: (natural_key(item.name), item.digest))
 
     def definition(self, digest: str) -> DefinitionFacts | None:
         row = self.conn.execute(
@@ -245,7 +246,8 @@ class QueryIndex:
             "SELECT digest, name, definition, axes FROM workloads WHERE present = 1 AND definition = ? ORDER BY name",
             (definition,),
         )
-        return [WorkloadFacts(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        facts = [WorkloadFacts(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return sorted(facts, key=lambda workload: (natural_key(workload.name), workload.digest))
 
     def workload(self, digest: str) -> WorkloadFacts | None:
         row = self.conn.execute(
@@ -277,7 +279,8 @@ class QueryIndex:
             "  WHERE r.present = 1 AND w.definition = ?)) ORDER BY name, digest",
             (definition, definition),
         )
-        return [ImplementationFacts(*row) for row in rows]
+        facts = [ImplementationFacts(*row) for row in rows]
+        return sorted(facts, key=lambda implementation: (natural_key(implementation.name), implementation.digest))
 
     _RUN_SELECT = (
         "SELECT r.digest, r.name, COALESCE(r.definition, w.definition), r.workload, w.name, r.implementation, "

@@ -14,9 +14,11 @@ protocol or environment is not in the registry belongs to no group.
 
 Ranking a group.
 1. Only runs with status ``passed`` and evidence at or above the chosen
-   minimum (``disputed`` < ``reported`` < ``verified``) take part.
+   minimum (``disputed`` < ``unsigned`` < ``reported`` < ``verified``) take
+   part; the default minimum is ``unsigned``.
 2. Each implementation (record digest) keeps its best run: the lowest primary
-   latency, then the earlier ``observedAt``, then the smaller digest.
+   latency, then the stronger evidence, then the earlier ``observedAt``, then
+   the smaller digest.
 3. Rows are ordered by latency.  *Ties within noise*: a run's noise is half
    the width of its 10–90 % band, ``(p90 − p10) / 2``, taken from its samples
    when it has at least two, else from its ``latencyNs.p10`` and ``p90``, else
@@ -24,7 +26,10 @@ Ranking a group.
    by no more than the larger of their two noises.  Walking down the sorted
    rows, a row shares the rank of the first row of the current rank (its
    *leader*) when it ties with that leader; otherwise it opens a new rank
-   numbered by its position (competition ranking: 1, 1, 3).
+   numbered by its position (competition ranking: 1, 1, 3).  Evidence breaks
+   ties: among the rows that tie with one leader, the stronger level comes
+   first and only rows of the same level share a rank, so an unsigned run
+   ranks below a signed (``reported``) one it ties with.
 4. Each row says its ratio to row 1 (``× vs #1``), its speed-up over the
    definition's reference where known (the best passed run in the group of an
    implementation that *is* the reference — its entry file's sha256 equals
@@ -61,28 +66,36 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
     EVIDENCE_LEVELS,
+    NO_EVIDENCE,
     EvidenceSource,
     check_evidence_level,
+    evidence_rank,
     leave_out_verifier_reruns,
     obtain_evidence,
 )
 from kictl.rank.citation import Citation, bibtex, bibtex_escape, citation
-from kictl.rank.diffs import (
-    FieldChange,
-    GroupChange,
-    RankChange,
-    RecordDiff,
-    StateDiff,
-    commit_time,
-    diff_records,
-    diff_revisions,
-    diff_states,
-    json_changes,
-    stale_groups,
-)
+
+if TYPE_CHECKING:
+    from kictl.rank.diffs import (
+        FieldChange,
+        GroupChange,
+        RankChange,
+        RecordDiff,
+        StateDiff,
+        commit_time,
+        diff_records,
+        diff_revisions,
+        diff_states,
+        json_changes,
+        stale_groups,
+    )
+
 from kictl.rank.floors import (
     FloorEstimate,
     estimate_floor,
@@ -117,9 +130,29 @@ from kictl.rank.leaderboards import (
 )
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
 
+#: Names imported on first use (``kictl leaderboard`` never needs the diffs): name -> submodule.
+_LAZY = dict.fromkeys(
+    (
+        "FieldChange", "GroupChange", "RankChange", "RecordDiff", "StateDiff", "commit_time", "diff_records",
+        "diff_revisions", "diff_states", "json_changes", "stale_groups",
+    ),
+    "kictl.rank.diffs",
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kictl.rank' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "DEFAULT_EVIDENCE",
     "EVIDENCE_LEVELS",
+    "NO_EVIDENCE",
     "Baseline",
     "Board",
     "Citation",
@@ -154,6 +187,7 @@ __all__ = [
     "diff_revisions",
     "diff_states",
     "estimate_floor",
+    "evidence_rank",
     "floors",
     "full_axes",
     "group_of",

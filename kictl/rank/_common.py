@@ -8,11 +8,17 @@ from typing import TypeVar
 from kictl.errors import UsageError
 from kictl.store import Registry
 
-#: Evidence levels from weakest to strongest (docs/trust.md); ``--evidence`` is a minimum.
 T = TypeVar("T")
 
-EVIDENCE_LEVELS = ("disputed", "reported", "verified")
-DEFAULT_EVIDENCE = "reported"
+#: Evidence levels from weakest to strongest (docs/trust.md); ``--evidence`` is a minimum.  ``unsigned``
+#: (nobody the trust root knows vouches for the run) is above ``disputed`` (a verifier's rerun contradicts
+#: it) and below ``reported`` (a valid submission signature).
+EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
+#: Leaderboards show unsigned runs, labelled and ranked after signed ones they tie with; disputed runs need
+#: ``--evidence disputed``.
+DEFAULT_EVIDENCE = "unsigned"
+#: The level of a run nothing is known about: no attestation verified, so no signature.
+NO_EVIDENCE = "unsigned"
 _EVIDENCE_ORDER = {level: position for position, level in enumerate(EVIDENCE_LEVELS)}
 
 
@@ -21,13 +27,13 @@ def obtain_evidence(registry: Registry, digests: Sequence[str]) -> dict[str, str
 
     ``kictl.trust.evidence_levels(registry, digests)`` computes it from the
     attestations once the trust module provides it; until then every run is
-    ``reported``.  Raises whatever the trust module raises.
+    ``unsigned``.  Raises whatever the trust module raises.
     """
     from kictl import trust
 
     levels = getattr(trust, "evidence_levels", None)
     if levels is None:
-        return dict.fromkeys(digests, "reported")
+        return dict.fromkeys(digests, NO_EVIDENCE)
     return dict(levels(registry, list(digests)))
 
 
@@ -45,9 +51,26 @@ def leave_out_verifier_reruns(registry: Registry, runs: Sequence[T]) -> list[T]:
     return [run for run in runs if getattr(run, "digest", None) not in reruns]
 
 
+def runs_and_evidence(registry: Registry, runs: Sequence[T]) -> tuple[list[T], dict[str, str]]:
+    """``leave_out_verifier_reruns`` and ``obtain_evidence`` of what is left, from one pass over the attestations.
+
+    Raises ``CheckFailed`` when the trust root does not verify.
+    """
+    from kictl import trust
+
+    levels, reruns = trust.ranking_trust(registry, [getattr(run, "digest", "") for run in runs])
+    kept = [run for run in runs if getattr(run, "digest", None) not in reruns]
+    return kept, {digest: level for digest, level in levels.items() if digest not in reruns}
+
+
 #: ``digests -> {digest: level}``: where a caller's evidence levels come from when not from the
 #: working tree (``kictl review`` judges the head's attestations by the base's trust root).
 EvidenceSource = Callable[[Sequence[str]], Mapping[str, str]]
+
+
+def evidence_rank(level: str) -> int:
+    """Position of ``level`` in ``EVIDENCE_LEVELS`` (higher is stronger); an unknown level counts as unsigned."""
+    return _EVIDENCE_ORDER.get(level, _EVIDENCE_ORDER[NO_EVIDENCE])
 
 
 def check_evidence_level(level: str) -> str:

@@ -73,6 +73,9 @@ class RecordDiff:
     comparison_key: str | None
     latency_ratio: float | None  # after / before, for two runs of one group
     exceeds_noise: bool | None
+    latencies_ns: tuple[int | None, int | None] = (None, None)  # primary latencies, for two runs
+    statistics: tuple[str | None, str | None] = (None, None)  # their primary statistics
+    group_differences: tuple[str, ...] = ()  # what puts two runs in different groups ("protocol family", ...)
 
     @property
     def equal(self) -> bool:
@@ -97,6 +100,9 @@ class RecordDiff:
             "comparisonKey": self.comparison_key,
             "latencyRatio": self.latency_ratio,
             "exceedsNoise": self.exceeds_noise,
+            "latencyNs": {"before": self.latencies_ns[0], "after": self.latencies_ns[1]},
+            "primaryStatistic": {"before": self.statistics[0], "after": self.statistics[1]},
+            "groupDifferences": list(self.group_differences),
         }
 
 
@@ -110,18 +116,34 @@ def diff_records(index: QueryIndex, before_ref: str, after_ref: str, *, policy: 
     before, after = index.load_record(before_digest), index.load_record(after_digest)
     changes = tuple(json_changes(before.raw, after.raw))
     same_group = key = ratio = exceeds = None
+    latencies: tuple[int | None, int | None] = (None, None)
+    statistics: tuple[str | None, str | None] = (None, None)
+    differences: tuple[str, ...] = ()
     if before.kind == "BenchmarkRun" and after.kind == "BenchmarkRun":
         runs = {run.digest: run for run in index.runs([before_digest, after_digest])}
         left, right = runs.get(before_digest), runs.get(after_digest)
         left_key = group_of(left) if left else None
         right_key = group_of(right) if right else None
         same_group = left_key is not None and left_key == right_key
+        latencies = (left.latency_ns if left else None, right.latency_ns if right else None)
+        statistics = (left_key.statistic if left_key else None, right_key.statistic if right_key else None)
+        differences = _group_differences(left_key, right_key)
         if same_group and left and right and left_key is not None:
             key = left_key.digest
             if left.latency_ns and right.latency_ns:
                 ratio = right.latency_ns / left.latency_ns
                 exceeds = not ties(left, right, policy.tie_tolerance)
-    return RecordDiff(before, after, changes, same_group, key, ratio, exceeds)
+    return RecordDiff(
+        before, after, changes, same_group, key, ratio, exceeds, latencies, statistics, differences
+    )  # fmt: skip
+
+
+def _group_differences(left: GroupKey | None, right: GroupKey | None) -> tuple[str, ...]:
+    """Which of the four comparability values two runs do not share (all four unknown: ``("unknown",)``)."""
+    if left is None or right is None:
+        return () if left == right else ("a workload, protocol or environment not in the registry",)
+    names = (("workload", "workload"), ("gpu", "GPU"), ("comparability", "protocol family"), ("statistic", "statistic"))
+    return tuple(label for member, label in names if getattr(left, member) != getattr(right, member))
 
 
 @dataclass(frozen=True, slots=True)

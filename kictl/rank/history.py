@@ -15,6 +15,7 @@ from kictl.policy import Policy
 from kictl.rank._common import DEFAULT_EVIDENCE, obtain_evidence
 from kictl.rank.groups import GroupKey, group_of, group_runs
 from kictl.rank.ranking import rank_group
+from kictl.render import natural_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,5 +237,5 @@ def history(
             )
             previous = leader
         groups_out.append(GroupHistory(key, members[0].workload_name or key.workload, tuple(changes)))
-    groups_out.sort(key=lambda group: (group.workload_name, group.key))
+    groups_out.sort(key=lambda group: (natural_key(group.workload_name), group.key))
     return History(kind, digest, name, tuple(entries), tuple(groups_out))

@@ -14,10 +14,11 @@ from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.families.gpus import GPUS
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
-from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, leave_out_verifier_reruns, obtain_evidence
+from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, runs_and_evidence
 from kictl.rank.floors import FloorEstimate, estimate_floor, resolve_gpu
 from kictl.rank.groups import group_runs, is_reference
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
+from kictl.render import natural_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +224,7 @@ def definition_leaderboard(
     all_runs = index.runs_of_definition(definition.digest)
     runs = [run for run in all_runs if product is None or run.gpu == product]
     if evidence is None:  # the working tree's attestations (a review passes the head's levels)
-        runs = leave_out_verifier_reruns(index.registry, runs)
-        evidence = obtain_evidence(index.registry, [run.digest for run in runs])
+        runs, evidence = runs_and_evidence(index.registry, runs)
     baseline = choose_baseline(definition, all_runs, policy)
     groups, loose = group_runs(runs)
     sections: dict[tuple[str, str, str], list[RankedGroup]] = {}
@@ -274,7 +274,7 @@ def _board(
     names: dict[str, str] = {}
     logs: dict[str, list[float]] = {}
     by_reference = baseline is not None and baseline.source == "reference"
-    for group in sorted(ranked_groups, key=lambda g: g.workload_name):
+    for group in sorted(ranked_groups, key=lambda g: (natural_key(g.workload_name), g.key.workload)):
         base_row = None
         if baseline is not None:
             base_row = next(
@@ -340,8 +340,7 @@ def workload_leaderboard(
     product = resolve_gpu(gpu, index.gpu_products()) if gpu is not None else None
     runs = [run for run in index.runs_of_workload(workload.digest) if product is None or run.gpu == product]
     if evidence is None:  # the working tree's attestations (a review passes the head's levels)
-        runs = leave_out_verifier_reruns(index.registry, runs)
-        evidence = obtain_evidence(index.registry, [run.digest for run in runs])
+        runs, evidence = runs_and_evidence(index.registry, runs)
     groups, loose = group_runs(runs)
     ranked = [
         rank_group(

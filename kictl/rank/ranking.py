@@ -12,7 +12,7 @@ from typing import Any
 
 from kictl.index import DefinitionFacts, RunFacts
 from kictl.policy import Policy
-from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE
+from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, evidence_rank
 from kictl.rank.floors import FloorEstimate
 from kictl.rank.groups import GroupKey, group_of, is_reference, stale_cutoff, ties
 
@@ -116,12 +116,45 @@ class RankedGroup:
 
 
 def _evidence_ok(level: str, minimum: str) -> bool:
-    return _EVIDENCE_ORDER.get(level, _EVIDENCE_ORDER["reported"]) >= _EVIDENCE_ORDER[minimum]
+    return evidence_rank(level) >= _EVIDENCE_ORDER[minimum]
 
 
-def _run_order(run: RunFacts) -> tuple[int, str, str]:
+def _run_order(run: RunFacts, evidence: Mapping[str, str]) -> tuple[int, int, str, str]:
+    """Latency, then the stronger evidence, then the earlier observation, then the smaller digest."""
     assert run.latency_ns is not None
-    return (run.latency_ns, run.observed_at, run.digest)
+    return (run.latency_ns, -evidence_rank(evidence.get(run.digest, NO_EVIDENCE)), run.observed_at, run.digest)
+
+
+def _order_and_rank(
+    runs: Sequence[RunFacts], evidence: Mapping[str, str], tie_tolerance: float
+) -> list[tuple[RunFacts, int, bool]]:
+    """``(run, rank, tied)`` in row order: by latency, ties within the noise broken by evidence.
+
+    A cluster is a run (its leader) and the following runs that tie with it.
+    Inside a cluster the stronger evidence comes first (stable otherwise), and
+    only runs of the same level share a rank, numbered by the position of the
+    first of them (competition ranking).  So an unsigned run never shares a
+    rank with, nor ranks above, a signed one that is as fast within the noise.
+    """
+    ordered = sorted(runs, key=lambda run: _run_order(run, evidence))
+    clusters: list[list[RunFacts]] = []
+    for run in ordered:
+        if clusters and ties(clusters[-1][0], run, tie_tolerance):
+            clusters[-1].append(run)
+        else:
+            clusters.append([run])
+    rows: list[tuple[RunFacts, int, bool]] = []
+    for cluster in clusters:
+        cluster.sort(key=lambda run: -evidence_rank(evidence.get(run.digest, NO_EVIDENCE)))
+        level: str | None = None
+        rank = 0
+        for run in cluster:
+            run_level = evidence.get(run.digest, NO_EVIDENCE)
+            tied = level is not None and evidence_rank(run_level) == evidence_rank(level)
+            if not tied:
+                level, rank = run_level, len(rows) + 1
+            rows.append((run, rank, tied))
+    return rows
 
 
 def rank_group(
@@ -143,29 +176,24 @@ def rank_group(
             raise ValueError(f"run {run.digest} is not in group {key.digest}")
         if run.status != "passed" or run.latency_ns is None:
             excluded["notPassed"] += 1
-        elif not _evidence_ok(evidence.get(run.digest, "reported"), min_evidence):
+        elif not _evidence_ok(evidence.get(run.digest, NO_EVIDENCE), min_evidence):
             excluded["evidence"] += 1
         else:
             passed.append(run)
     references = [run for run in runs if run.status == "passed" and run.latency_ns and is_reference(run, definition)]
     reference_ns = min(run.latency_ns for run in references if run.latency_ns) if references else None
     best: dict[str, RunFacts] = {}
-    for run in sorted(passed, key=_run_order):
+    for run in sorted(passed, key=lambda run: _run_order(run, evidence)):
         if run.implementation in best:
             excluded["notBest"] += 1
         else:
             best[run.implementation] = run
-    ordered = sorted(best.values(), key=_run_order)
+    ordered = _order_and_rank(list(best.values()), evidence, policy.tie_tolerance)
     cutoff = stale_cutoff(policy, now)
     rows: list[RankedRow] = []
-    leader: RunFacts | None = None
-    rank = 0
-    for position, run in enumerate(ordered, start=1):
+    for run, rank, tied in ordered:
         assert run.latency_ns is not None
-        tied = leader is not None and ties(leader, run, policy.tie_tolerance)
-        if not tied:
-            leader, rank = run, position
-        first_ns = ordered[0].latency_ns
+        first_ns = ordered[0][0].latency_ns
         assert first_ns is not None
         speedup: float | None = None
         source: str | None = None
@@ -181,7 +209,7 @@ def rank_group(
                 times_vs_first=run.latency_ns / first_ns if first_ns > 0 else math.inf,
                 speedup_over_reference=speedup,
                 speedup_source=source,
-                evidence=evidence.get(run.digest, "reported"),
+                evidence=evidence.get(run.digest, NO_EVIDENCE),
                 stale=run.observed_at < cutoff,
                 below_floor=None if floor is None else run.latency_ns < floor.floor_ns,
                 tied=tied,

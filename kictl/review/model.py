@@ -77,7 +77,7 @@ class Standing:
     run: str
     rank: int
     latency_ns: int
-    evidence: str  # reported | verified | disputed
+    evidence: str  # unsigned | reported | verified | disputed
     stale: bool = False
     observed_at: str | None = None
 

@@ -71,11 +71,12 @@ class HeadEvidence:
     ``trust.evidence_levels`` reads the working tree and verifies its trust
     root; a review reads git objects and judges with the base's root, so this
     source reads the head's envelopes from git and hands them to
-    ``trust.judge_attestations``.  Only a verifier's ``rerun`` moves a level,
-    so only envelopes that claim to be reruns are verified.  Signing time
+    ``trust.judge_attestations``.  A valid ``submission`` makes a run
+    ``reported`` and a verifier's ``rerun`` moves it further, so only envelopes
+    that claim one of those two types are verified.  Signing time
     (docs/trust.md): an envelope already on the base's main line counts from
     the commit that merged it there; one the PR adds, from the base tip's
-    commit time (never the PR's own dates).  Levels are cached; a record that cannot be read stays ``reported``.
+    commit time (never the PR's own dates).  Levels are cached; a record that cannot be read stays ``unsigned``.
     """
 
     def __init__(
@@ -124,7 +125,7 @@ class HeadEvidence:
     def _judge(self, digests: Sequence[str]) -> None:
         from kictl import trust
 
-        self.levels.update(dict.fromkeys(digests, "reported"))
+        self.levels.update(dict.fromkeys(digests, "unsigned"))
         try:
             root = _trust_root(self.root_bytes) if self.root_bytes is not None else None
         except RecordError:
@@ -137,7 +138,7 @@ class HeadEvidence:
             reruns = [
                 (path, data[path])
                 for path in folders.get(digest, ())
-                if path in data and claimed_predicate_type(data[path]) == "rerun"
+                if path in data and claimed_predicate_type(data[path]) in ("submission", "rerun")
             ]
             if not reruns:
                 continue

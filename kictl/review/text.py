@@ -15,6 +15,7 @@ from kictl.records import (
 )
 from kictl.render import latency
 from kictl.review._common import _CONTROL, MARKDOWN_LIMIT
+from kictl.review.model import Finding
 from kictl.review.report import ReviewReport, _count
 from kictl.store import Change
 
@@ -34,6 +35,34 @@ def _status_counts(changes: Sequence[Change]) -> str:
     words = {"A": "added", "M": "modified", "D": "deleted", "T": "type changed"}
     counts = Counter(change.status for change in changes)
     return ", ".join(f"{counts[s]:,} {words.get(s, s)}" for s in ("A", "M", "D", "T") if counts[s])
+
+
+def _noun(findings: Sequence[Finding]) -> str:
+    if all(finding.path is None and finding.group is not None for finding in findings):
+        return "groups"
+    if all(finding.path is not None and "/BenchmarkRun/" in finding.path for finding in findings):
+        return "runs"
+    return "files"
+
+
+def grouped(findings: Sequence[Finding]) -> list[tuple[Finding, int, str]]:
+    """Findings with one code and one message once each: ``(first, how many, noun)``, in first-seen order.
+
+    A hint that a PR's 129 runs all earn is one line "... (129 runs)", not
+    129 lines; the JSON report keeps every finding.
+    """
+    by_text: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        by_text.setdefault((finding.code, finding.message), []).append(finding)
+    return [(same[0], len(same), _noun(same)) for same in by_text.values()]
+
+
+def _where(first: Finding, count: int, noun: str) -> str:
+    return first.where if count == 1 else f"{first.where} and {count - 1} more"
+
+
+def _message(first: Finding, count: int, noun: str) -> str:
+    return first.message if count == 1 else f"{first.message} ({count} {noun})"
 
 
 def _short_hex(text: str) -> str:
@@ -65,9 +94,10 @@ def render_text(report: ReviewReport, *, width: int = 100) -> str:
         if not findings:
             continue
         lines += ["", f"{title}:"]
-        for finding in findings:
-            lines.append(f"  {finding.code}  {_short_hex(finding.where)}".rstrip())
-            lines.extend(line.replace(_NBSP, " ") for line in wrap.wrap(_UNIT_SPACE.sub(_NBSP, finding.message)))
+        for finding, count, noun in grouped(findings):
+            lines.append(f"  {finding.code}  {_short_hex(_where(finding, count, noun))}".rstrip())
+            message = _message(finding, count, noun)
+            lines.extend(line.replace(_NBSP, " ") for line in wrap.wrap(_UNIT_SPACE.sub(_NBSP, message)))
     if report.leaderboards:
         lines += ["", "leaderboards:"]
         for group in report.leaderboards:
@@ -180,8 +210,12 @@ def render_markdown(report: ReviewReport, *, limit: int = MARKDOWN_LIMIT) -> str
         budget.add(f"#### {title}")
         budget.add("")
         rows = [
-            [md_code(finding.where) if finding.where else "", md_code(finding.code), md_text(finding.message)]
-            for finding in findings
+            [
+                md_code(_where(finding, count, noun)) if finding.where else "",
+                md_code(finding.code),
+                md_text(_message(finding, count, noun)),
+            ]
+            for finding, count, noun in grouped(findings)
         ]
         left[noun] += _table(budget, ["where", noun, "message"], rows, "lll", noun)
     if report.leaderboards:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from kictl import canon, families
 from kictl.errors import KictlError
 from kictl.families.gpus import GPUS, find_gpu
-from kictl.rank import EVIDENCE_LEVELS, GroupKey, RankedGroup, RankedRow, bibtex, citation, full_axes
+from kictl.rank import DEFAULT_EVIDENCE, NO_EVIDENCE, GroupKey, RankedGroup, RankedRow, bibtex, citation, full_axes
 from kictl.records import DefinitionSpec
 from kictl.site import documents
 from kictl.site.html import (
@@ -102,12 +102,13 @@ def gpu_products(ctx: SiteContext) -> list[str]:
 
 def run_badges(ctx: SiteContext, digest: str, *, stale: bool = False) -> str:
     """The evidence level of a run and every warning about it, as badges."""
-    parts = [badge(ctx.evidence.get(digest, "reported"), "level-" + ctx.evidence.get(digest, "reported"))]
+    level = ctx.evidence.get(digest, NO_EVIDENCE)
+    parts = [badge(level, "level-" + level)]
     state = ctx.states.get(digest)
     if state is not None and not state.ok:
         parts.append(badge("fails verification", "bad"))
-    if state is not None and not state.submitted:
-        parts.append(badge("unsigned", "warn"))
+    if state is not None and not state.submitted and level != "unsigned":
+        parts.append(badge("unsigned", "warn"))  # verified or disputed by a rerun, yet nobody submitted it
     summary = ctx.summaries.get(digest)
     if summary is not None and summary.retracted:
         parts.append(badge("retracted", "bad"))
@@ -954,7 +955,8 @@ def render_implementation(ctx: SiteContext, impl: ImplementationFacts) -> Files:
         ("dependencies", _json_dl(spec.get("dependencies") or {}) if spec.get("dependencies") else "–"),
         (
             "evidence",
-            f"{esc(report.trust.level)}" + ("" if report.trust.submitted else " · " + badge("unsigned", "warn")),
+            f"{esc(report.trust.level)}"
+            + ("" if report.trust.submitted or report.trust.level == "unsigned" else " · " + badge("unsigned", "warn")),
         ),
     ]
     body.append(deflist(items))
@@ -1088,10 +1090,10 @@ def render_gpu(ctx: SiteContext, product: str) -> Files:
 
 
 EVIDENCE_LEGEND = (
-    ("reported", "level-reported", "the submitter or the source harness says so; nobody has rerun it yet"),
+    ("unsigned", "level-unsigned", "no valid submission signature: nobody the trust root knows vouches for the run"),
+    ("reported", "level-reported", "a submitter key signed it; nobody has rerun it yet"),
     ("verified", "level-verified", "a verifier-role key attests a controlled rerun that agreed within tolerance"),
     ("disputed", "level-disputed", "a verifier's rerun disagreed or failed"),
-    ("unsigned", "warn", "no valid submission signature: nobody the trust root knows vouches for the run"),
     (
         "fails verification",
         "bad",
@@ -1188,7 +1190,7 @@ def render_index(ctx: SiteContext) -> Files:
     body.append(
         '<section aria-labelledby="legend"><h2 id="legend">Evidence legend</h2>'
         "<p>Evidence is computed from signed attestations, never declared. Rankings show runs of level "
-        f"{esc(EVIDENCE_LEVELS[1])} or better.</p><dl>"
+        f"{esc(DEFAULT_EVIDENCE)} or better; an unsigned run ranks below a signed one it ties with.</p><dl>"
     )
     body.extend(f"<dt>{badge(label, kind)}</dt><dd>{esc(text)}</dd>" for label, kind, text in EVIDENCE_LEGEND)
     body.append("</dl></section>")

@@ -235,20 +235,7 @@ class GitHistory:
         """
         if self.head() is None:
             return {}
-        output = self._run(
-            "log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--diff-filter=A",
-            "--name-only", "--no-renames", "--format=%x00%H%x1f%ct", rev, "--", prefix,
-        )  # fmt: skip
-        merged: dict[str, int] = {}
-        for chunk in output.split("\0"):
-            if not chunk.strip():
-                continue
-            header, _, rest = chunk.partition("\n")
-            stamp = int(header.split("\x1f", 1)[1])
-            for path in rest.splitlines():
-                if path.strip():
-                    merged.setdefault(path, stamp)
-        return merged
+        return _parse_merged(self._run(*_merged_log_args(prefix, rev)))
 
     def committer_time(self, rev: str) -> int:
         """Seconds since the epoch at which ``rev`` was committed (%ct, not the author's date)."""
@@ -346,6 +333,47 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
     history = GitHistory(root)
     del repo
     return history.commit(sorted(files), message)
+
+
+def _merged_log_args(prefix: str, rev: str) -> tuple[str, ...]:
+    return (
+        "log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--diff-filter=A",
+        "--name-only", "--no-renames", "--format=%x00%H%x1f%ct", rev, "--", prefix,
+    )  # fmt: skip
+
+
+def _parse_merged(output: str) -> dict[str, int]:
+    merged: dict[str, int] = {}
+    for chunk in output.split("\0"):
+        if not chunk.strip():
+            continue
+        header, _, rest = chunk.partition("\n")
+        stamp = int(header.split("\x1f", 1)[1])
+        for path in rest.splitlines():
+            if path.strip():
+                merged.setdefault(path, stamp)
+    return merged
+
+
+def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
+    """``GitHistory.merged_times`` of the repository at ``root``, without gitpython (read commands' path).
+
+    ``{}`` without a repository or a commit; raises ``RegistryError`` when git fails.
+    """
+    import subprocess
+
+    if current_commit(root) is None:
+        return {}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *_merged_log_args(prefix, rev)], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git log failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RegistryError(f"git log failed: {lines[-1] if lines else done.returncode}")
+    return _parse_merged(done.stdout)
 
 
 def current_commit(root: Path) -> str | None:

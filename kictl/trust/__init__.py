@@ -34,8 +34,9 @@ keys *and* by a threshold of its own maintainer keys, each key counted once.
 The root ``kictl init`` writes has no keys; the version after it, the trust
 anchor, needs only its own threshold.
 
-*Evidence.*  Computed, never declared: ``reported`` unless a ``verifier`` key
-attests a rerun; ``verified`` when such reruns agree (verdict ``agrees`` and the
+*Evidence.*  Computed, never declared: ``unsigned`` without a valid
+``submission`` signature by a ``submitter`` key, ``reported`` with one, unless a
+``verifier`` key attests a rerun; ``verified`` when such reruns agree (verdict ``agrees`` and the
 latency ratio within the policy's ``rerunTolerance``), ``disputed`` when any of
 them disagreed or failed.  Community reruns (other roles) and reviews are
 counted but never change the level.  A valid ``retraction`` (by a maintainer
@@ -85,6 +86,7 @@ from kictl.trust.attestations import (
 )
 from kictl.trust.bulk import (
     evidence_levels,
+    ranking_trust,
     resolve_digest,
     retracted_digests,
     trust_summaries,
@@ -103,6 +105,7 @@ from kictl.trust.evidence import (
     VerifyReport,
     _rerun_agrees,
     check_record,
+    evidence_level,
     judge_attestations,
     signing_times,
 )
@@ -190,6 +193,7 @@ __all__ = [
     "attestation_envelope",
     "check_record",
     "envelope_name",
+    "evidence_level",
     "evidence_levels",
     "generate_keypair",
     "init_root",
@@ -207,6 +211,7 @@ __all__ = [
     "public_bytes",
     "public_key_owner",
     "public_key_text",
+    "ranking_trust",
     "registry_root",
     "resolve_digest",
     "retracted_digests",

@@ -14,12 +14,13 @@ PREDICATE_PREFIX = "https://kernelindex.dev/attestation/"
 ROOT_PAYLOAD_TYPE = "application/vnd.kernelindex.trust-root+json"
 PREDICATE_TYPES = ("submission", "rerun", "review", "retraction")
 ROLES = ("maintainer", "submitter", "verifier")
-LEVELS = ("reported", "verified", "disputed")
+#: Evidence levels (docs/trust.md "Evidence"): ``unsigned`` has no valid submission signature, ``reported`` has one.
+LEVELS = ("unsigned", "reported", "verified", "disputed")
 REVOCATION_REASONS = ("retired", "compromised")
 PASSPHRASE_ENV = "KICTL_KEY_PASSPHRASE"
 
 Role: TypeAlias = Literal["maintainer", "submitter", "verifier"]
-Level: TypeAlias = Literal["reported", "verified", "disputed"]
+Level: TypeAlias = Literal["unsigned", "reported", "verified", "disputed"]
 
 
 def predicate_type_uri(kind: str) -> str:

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import canon, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
+from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
 from kictl.store import Registry, Transaction
 from kictl.trust._common import PAYLOAD_TYPE, ROLES, STATEMENT_TYPE, _moment, _short, predicate_kind, predicate_type_uri
@@ -116,7 +117,7 @@ def _check_key_time(root: TrustRoot, signer: Signer, signed_at: datetime) -> Non
         raise CheckFailed(f"{who} expired on {key.not_after}, before this attestation was signed ({when})")
 
 
-def _parse_statement(payload: bytes, subject: StoredRecord) -> tuple[dict[str, Any], str, str]:
+def _parse_statement(payload: bytes, subject: Named) -> tuple[dict[str, Any], str, str]:
     try:
         statement = canon.parse_json(payload, source="statement")
     except RecordError as exc:
@@ -165,7 +166,7 @@ class AttestationRejected(CheckFailed):
         self.predicate_type = predicate_type
 
 
-def _verify_core(envelope: bytes, subject: StoredRecord, root: TrustRoot, signed_at: datetime) -> VerifiedAttestation:
+def _verify_core(envelope: bytes, subject: Named, root: TrustRoot, signed_at: datetime) -> VerifiedAttestation:
     parsed = parse_envelope(envelope)
     # DSSE protocol, "To verify": signatures first, then the payload type, then parse the body.
     signers = [_signer_of(root, parsed, index) for index in range(len(parsed.signatures))]
@@ -179,7 +180,7 @@ def _verify_core(envelope: bytes, subject: StoredRecord, root: TrustRoot, signed
 
 
 def _verify_signed(
-    parsed: Envelope, subject: StoredRecord, root: TrustRoot, signed_at: datetime, signers: tuple[Signer, ...]
+    parsed: Envelope, subject: Named, root: TrustRoot, signed_at: datetime, signers: tuple[Signer, ...]
 ) -> VerifiedAttestation:
     if parsed.payload_type != PAYLOAD_TYPE:
         raise CheckFailed(f"wrong payloadType {parsed.payload_type!r}; attestations are {PAYLOAD_TYPE!r}")

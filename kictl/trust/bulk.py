@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from kictl import canon
@@ -13,7 +14,7 @@ from kictl.errors import KictlError, NotFoundError
 from kictl.lookup import hex_prefix
 from kictl.records import KINDS
 from kictl.store import Registry
-from kictl.trust.evidence import RecordTrust, _read_envelopes, _signing_times, judge_attestations
+from kictl.trust.evidence import AttestationResult, RecordTrust, _read_envelopes, _signing_times, judge_attestations
 from kictl.trust.root import _now, registry_root
 
 
@@ -121,11 +122,46 @@ def _all_record_digests(registry: Registry) -> list[str]:
     return digests
 
 
+@dataclass(frozen=True, slots=True)
+class _Subject:
+    """What verifying an attestation needs of the record it is about (``kictl.lookup.Named``)."""
+
+    digest: str
+    kind: str
+    name: str
+
+
+def _intact_subject(registry: Registry, digest: str) -> _Subject | None:
+    """The record file named ``digest`` as a subject, when its content hashes to its name; else ``None``.
+
+    Parses strictly and recomputes the digest (``canon.record_forms``), as
+    ``Registry.load`` does, without validating the schema: an attestation
+    names a record by digest, kind and name only.  Never raises.
+    """
+    kind = registry.digest_kind(digest)
+    if kind is None:
+        return None
+    try:
+        data = registry.record_path(kind, digest).read_bytes()
+        raw = canon.parse_record_json(data)
+        try:
+            _, actual = canon.record_forms(raw)
+        except KictlError:
+            raw = canon.parse_json(data)  # an integer literal beyond 2^53: the JCS form of a double
+            _, actual = canon.record_forms(raw)
+    except (OSError, KictlError):
+        return None
+    name = (raw.get("metadata") or {}).get("name") if isinstance(raw.get("metadata"), dict) else None
+    if actual != digest or raw.get("kind") != kind or not isinstance(name, str):
+        return None
+    return _Subject(digest, kind, name)
+
+
 def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, RecordTrust]:
     """The standing of each record in ``digests`` (every record when ``None``).
 
-    Only records with an attestation folder can be other than plain
-    ``reported``: the attestations are scanned once, the git history read
+    Only records with an attestation folder can be other than
+    ``unsigned``: the attestations are scanned once, the git history read
     once, the trust root verified once.  Invalid envelopes are ignored here
     (``check_record`` reports them).  Raises ``CheckFailed`` when the trust
     root chain does not verify.
@@ -141,9 +177,8 @@ def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) ->
     times = _signing_times(registry)
     now = _now()
     for digest, paths in attested.items():
-        try:
-            subject = registry.load(digest)
-        except KictlError:
+        subject = _intact_subject(registry, digest)
+        if subject is None:
             continue
         envelopes = _read_envelopes(registry, paths, times, now)
         _, summary = judge_attestations(subject, root, envelopes, rerun_tolerance=tolerance)
@@ -183,9 +218,8 @@ def verifier_rerun_runs(registry: Registry) -> set[str]:
         paths = [path for path in all_paths if _claims_rerun(path)]
         if not paths:
             continue  # only a rerun names a run of its own: nothing else needs verifying here
-        try:
-            subject = registry.load(digest)
-        except KictlError:
+        subject = _intact_subject(registry, digest)
+        if subject is None:
             continue
         results, _ = judge_attestations(
             subject, root, _read_envelopes(registry, paths, times, now), rerun_tolerance=tolerance
@@ -199,8 +233,53 @@ def verifier_rerun_runs(registry: Registry) -> set[str]:
     return found
 
 
+def _reruns_named(results: Iterable[AttestationResult]) -> set[str]:
+    found: set[str] = set()
+    for result in results:
+        attestation = result.attestation
+        if result.counts_for == "evidence" and attestation is not None:
+            run = getattr(attestation.predicate, "run_digest", None)
+            if isinstance(run, str):
+                found.add(run)
+    return found
+
+
+def ranking_trust(registry: Registry, digests: Iterable[str]) -> tuple[dict[str, str], set[str]]:
+    """``(evidence_levels(registry, digests), verifier_rerun_runs(registry))`` in one pass, as a leaderboard needs.
+
+    The trust root chain is verified once and the git history read once; the
+    envelopes of ``digests`` are all verified, those of other records only
+    where they claim a rerun.  Raises ``CheckFailed`` when the trust root
+    chain does not verify (and there is an attestation to judge).
+    """
+    wanted = set(digests)
+    levels: dict[str, str] = {digest: RecordTrust().level for digest in wanted}
+    attested = _attested_digests(registry, None)
+    if not attested:
+        return levels, set()
+    root = registry_root(registry)
+    tolerance = registry.policy().rerun_tolerance
+    times = _signing_times(registry)
+    now = _now()
+    reruns: set[str] = set()
+    for digest, all_paths in attested.items():
+        paths = all_paths if digest in wanted else [path for path in all_paths if _claims_rerun(path)]
+        if not paths:
+            continue
+        subject = _intact_subject(registry, digest)
+        if subject is None:
+            continue
+        results, summary = judge_attestations(
+            subject, root, _read_envelopes(registry, paths, times, now), rerun_tolerance=tolerance
+        )
+        reruns |= _reruns_named(results)
+        if digest in wanted:
+            levels[digest] = summary.level
+    return levels, reruns
+
+
 def evidence_levels(registry: Registry, digests: Iterable[str] | None = None) -> dict[str, str]:
-    """``{digest: "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
+    """``{digest: "unsigned" | "reported" | "verified" | "disputed"}`` for ``digests`` (every record when ``None``).
 
     Raises ``CheckFailed`` when the trust root chain does not verify.
     """

@@ -1,5 +1,5 @@
-"""Judging one record: its attestations, its evidence level (reported, verified, disputed) and ``kictl
-verify``'s report.
+"""Judging one record: its attestations, its evidence level (unsigned, reported, verified, disputed) and
+``kictl verify``'s report.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any
 from kictl import canon
 from kictl.errors import CheckFailed, KictlError, NotFoundError
 from kictl.layout import ATTESTATIONS_DIR
+from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
 from kictl.store import Registry
 from kictl.trust._common import Level
@@ -57,7 +58,7 @@ class AttestationResult:
 class RecordTrust:
     """The standing of one record: its evidence level, retraction, and the counts shown beside it."""
 
-    level: Level = "reported"
+    level: Level = "unsigned"
     retracted: bool = False
     submitted: bool = False  # a valid submission signature exists
     community_reruns: int = 0
@@ -77,8 +78,19 @@ def _rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
     return predicate.verdict == "agrees" and predicate.ratio is not None and abs(predicate.ratio - 1.0) <= tolerance
 
 
+def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
+    """docs/trust.md "Evidence": a verifier's rerun decides (any disagreement disputes); else a valid
+    submission signature makes ``reported``; else ``unsigned``.
+    """
+    if disagree:
+        return "disputed"
+    if agree:
+        return "verified"
+    return "reported" if submitted else "unsigned"
+
+
 def judge_attestations(
-    subject: StoredRecord,
+    subject: Named,
     root: TrustRoot,
     envelopes: Sequence[tuple[str, bytes, datetime, bool]],
     *,
@@ -149,7 +161,7 @@ def judge_attestations(
                 signers=att.signers if att else getattr(rejected.get(path), "signers", ()),
             )
         )  # fmt: skip
-    level: Level = "disputed" if disagree else "verified" if agree else "reported"
+    level = evidence_level(submitted=submitted, agree=agree, disagree=disagree)
     trust = RecordTrust(
         level=level, retracted=retracted, submitted=submitted, community_reruns=community, reviews=reviews
     )
@@ -165,12 +177,14 @@ def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None
     author chose.  Never later than ``now``: a commit dated in the future
     counts as signed now.
     """
+    from kictl.store.git import merged_times  # git itself, not gitpython: read commands stay quick to start
+
     if not registry.is_git_repository():
         return {}
     cap = now if now is not None else _now()
     return {
         path: min(datetime.fromtimestamp(stamp, UTC), cap)
-        for path, stamp in registry.git.merged_times(ATTESTATIONS_DIR, rev).items()
+        for path, stamp in merged_times(registry.root, ATTESTATIONS_DIR, rev).items()
     }
 
 

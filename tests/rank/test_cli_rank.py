@@ -193,6 +193,37 @@ def test_diff_two_runs(cli: RunCli, world: World, ranked: dict[str, StoredRecord
     assert "the same record" in same.stdout
 
 
+def test_diff_of_two_runs_says_the_key_comparison_first_and_hides_samples(
+    cli: RunCli, world: World, basic: dict[str, StoredRecord]
+) -> None:
+    """Issue 13: `diff` of two runs printed 300 sample lines before the one line that matters."""
+    b = basic
+    a = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=range(9_000, 11_000, 10))
+    c = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, samples=range(19_000, 21_000, 10))
+    other = world.protocol(family="kictl-cpu-perf-counter")
+    d = world.run(b["m128"], b["slow"], other, b["h200"], 20_000)
+    world.commit("runs with samples")
+    result = cli("diff", a.digest, c.digest, "--registry", world.registry.root)
+    assert result.exit_code == 1, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "median 10.0 µs → 20.0 µs: b/a 2.0000 (exceeds the noise); same comparison group"
+    assert not [line for line in lines if "samples[" in line]
+    assert "$.spec.timing.samples: 200 sample(s) differ (--samples lists them)" in lines
+    assert len(lines) < 20
+    _lines_fit(result.stdout)
+    full = cli("diff", a.digest, c.digest, "--samples", "--registry", world.registry.root)
+    assert len([line for line in full.stdout.splitlines() if "$.spec.timing.samples[" in line]) == 200
+    assert full.stdout.splitlines()[0] == lines[0]
+    apart = cli("diff", a.digest, d.digest, "--registry", world.registry.root)
+    first = apart.stdout.splitlines()[0]
+    assert first == "median 10.0 µs → 20.0 µs: not compared, different comparison groups (other protocol family)"
+    doc = json.loads(cli("diff", a.digest, d.digest, "--registry", world.registry.root, "--json").stdout)
+    assert doc["groupDifferences"] == ["protocol family"]
+    assert doc["latencyNs"] == {"before": 10_000, "after": 20_000}
+    doc = json.loads(cli("diff", a.digest, c.digest, "--registry", world.registry.root, "--json").stdout)
+    assert len([c for c in doc["changes"] if "samples[" in c["path"]]) == 200  # JSON keeps every change
+
+
 def test_diff_over_two_revisions(cli: RunCli, world: World, basic: dict[str, StoredRecord]) -> None:
     b = basic
     world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000)
@@ -278,6 +309,20 @@ def test_cite_formats(cli: RunCli, world: World, ranked: dict[str, StoredRecord]
     assert '"GEMM gemm_n64_k64". KernelIndex Definition' in text.stdout
     assert head is not None
     assert head[:12] in text.stdout
+
+
+def test_cite_json_is_format_json(cli: RunCli, world: World, ranked: dict[str, StoredRecord]) -> None:
+    """Issue 13: every read command has --json; cite had only --format json."""
+    run = ranked["run_fast_m128"]
+    as_json = cli("cite", run.digest, "--json", "--registry", world.registry.root)
+    assert as_json.exit_code == 0, as_json.output
+    as_format = cli("cite", run.digest, "--format", "json", "--registry", world.registry.root)
+    assert json.loads(as_json.stdout) == json.loads(as_format.stdout)
+    both = cli("cite", run.digest, "--json", "--format", "json", "--registry", world.registry.root)
+    assert both.exit_code == 0, both.output
+    clash = cli("cite", run.digest, "--json", "--format", "bibtex", "--registry", world.registry.root)
+    assert clash.exit_code == 2, clash.output
+    assert "give one" in clash.stderr
 
 
 def test_cite_uses_the_policy_permalink_base(cli: RunCli, world: World, ranked: dict[str, StoredRecord]) -> None:

@@ -208,7 +208,7 @@ def test_evidence_is_an_input_and_filters(world: World, basic: dict[str, StoredR
     assert [row.evidence for row in group.rows] == ["disputed", "verified"]
     # without the trust module every run is reported
     (group,) = _board(world).groups
-    assert {row.evidence for row in group.rows} == {"reported"}
+    assert {row.evidence for row in group.rows} == {"unsigned"}
     with pytest.raises(UsageError, match="unknown evidence level 'gold'"):
         _board(world, min_evidence="gold")
 

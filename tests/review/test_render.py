@@ -162,3 +162,25 @@ def test_json_is_one_document() -> None:
     assert document["notChecked"] == [
         {"check": "signatures", "reason": "no signature verifier was given to the review"}
     ]
+
+
+def test_a_repeated_hint_is_one_line_with_its_count() -> None:
+    """Issue 13: review repeated one hint 129 times; now it says it once, with "(129 runs)"."""
+    report = _report(0)
+    message = "no verifier has rerun this run yet; one rerun would make it verified"
+    paths = [f"registry/records/BenchmarkRun/{n:02x}/{n:064x}.json" for n in range(129)]
+    report.hints.extend(Finding("rerun-suggested", message, path) for path in paths)
+    report.hints.append(Finding("stale-group", "the #1 of this group is 400 days old", group="sha256:" + "c" * 64))
+    text = render_text(report)
+    assert text.count(message) == 1
+    assert f"{message} (129 runs)" in " ".join(text.split())
+    assert f"{paths[0][:32]}" in text
+    assert "and 128 more" in text
+    assert "the #1 of this group is 400 days old" in text
+    assert "(1 groups)" not in text
+    markdown = render_markdown(report)
+    assert markdown.count("no verifier has rerun this run yet") == 1
+    assert "(129 runs)" in markdown
+    (block,) = table_blocks(markdown)
+    assert len(block) == 2 + 2
+    assert len(report.to_json()["hints"]) == 130  # the JSON keeps every finding

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import git
+import pytest
 
 from kictl import canon
 from kictl.store import Registry
@@ -171,3 +172,22 @@ def test_help_states_the_exit_codes(cli: RunCli) -> None:
     result = cli("submit", "--help")
     assert result.exit_code == 0, result.output
     assert "Exit codes: 0 a branch was made" in " ".join(result.stdout.split())
+
+
+def test_exit_5_no_git_identity_names_the_git_config_commands(
+    cli: RunCli, registry: Registry, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    with git.Repo(registry.root).config_writer() as config:
+        config.set_value("user", "useConfigOnly", "true")
+    before = snapshot(registry)
+    records = bench_out(tmp_path / "out", chain_with_runs())
+    result = cli("submit", records, "--key", keys.private("submitter"), "--registry", registry.root)
+    assert result.exit_code == 5, result.output
+    assert result.stderr.startswith("error: git has no identity to commit the submission with: set one with git config")
+    assert "user.email" in result.stderr.splitlines()[0]
+    assert snapshot(registry) == before

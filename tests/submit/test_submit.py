@@ -368,9 +368,10 @@ def test_a_collision_late_in_the_batch_leaves_nothing_behind(registry: Registry,
     _unchanged(registry, before)
 
 
-def test_git_refusing_the_commit_after_signing_leaves_nothing_behind(
+def test_git_without_an_identity_says_how_to_set_one_and_leaves_nothing_behind(
     registry: Registry, keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Issue 13: with no git identity submit failed without saying how to set one."""
     for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
@@ -381,8 +382,10 @@ def test_git_refusing_the_commit_after_signing_leaves_nothing_behind(
     with git.Repo(registry.root).config_writer() as config:
         config.set_value("user", "useConfigOnly", "true")
     before = snapshot(registry)
-    with pytest.raises(RegistryError, match="git commit-tree failed"):
+    with pytest.raises(EnvError, match="git has no identity") as caught:
         submit(registry, records_of(chain_with_runs((12_500, 11_000))), keys.private("submitter"))
+    assert "git config user.name 'Your Name' && git config user.email" in caught.value.message
+    assert caught.value.exit_code == 5
     _unchanged(registry, before)
 
 

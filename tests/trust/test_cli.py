@@ -271,7 +271,7 @@ def test_verify_lists_every_failure_and_exits_1(cli: RunCli, setup: Setup) -> No
 def test_show_of_a_record_without_attestations(cli: RunCli, setup: Setup) -> None:
     result = cli("show", setup.records.workload.digest, "--registry", setup.registry.root)
     assert result.exit_code == 0, result.output
-    assert "evidence: reported · 0 community rerun(s) · 0 review(s)" in result.stdout
+    assert "evidence: unsigned · 0 community rerun(s) · 0 review(s)" in result.stdout
     assert "attestations: none" in result.stdout
 
 

@@ -16,7 +16,7 @@ def levels(setup: Setup) -> str:
 
 
 def test_a_signed_run_is_reported(setup: Setup) -> None:
-    assert levels(setup) == "reported"
+    assert levels(setup) == "unsigned"
     sign(setup, setup.submitter)
     report = trust.check_record(setup.registry, setup.run.digest)
     assert report.ok, report.failures
@@ -24,6 +24,29 @@ def test_a_signed_run_is_reported(setup: Setup) -> None:
     assert report.trust.submitted
     assert len(report.records) == 6  # the run and the five records it references
     assert report.root_version == 5
+
+
+def test_only_invalid_submissions_leave_a_run_unsigned(setup: Setup) -> None:
+    """A submission by a key the root does not know, or by a key without the submitter role, is no signature."""
+    sign(setup, setup.stranger)
+    sign(setup, setup.maintainer)
+    assert levels(setup) == "unsigned"
+    report = trust.check_record(setup.registry, setup.run.digest)
+    assert not report.ok
+    assert report.level == "unsigned"
+    assert not report.trust.submitted
+    assert report.to_json()["level"] == "unsigned"
+    sign(setup, setup.submitter)
+    assert levels(setup) == "reported"
+
+
+def test_a_verifier_rerun_decides_even_without_a_submission(setup: Setup) -> None:
+    """Evidence from a controlled rerun outranks the missing signature: the level is the rerun's verdict."""
+    sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
+    report = trust.check_record(setup.registry, setup.run.digest)
+    assert report.level == "verified"
+    assert not report.trust.submitted
+    assert "no valid submission signature" in report.notes
 
 
 def test_verifier_rerun_that_agrees_verifies(setup: Setup) -> None:
@@ -66,9 +89,17 @@ def test_community_reruns_and_reviews_are_counted_but_never_change_the_level(set
     sign(setup, setup.community, "rerun", rerun_predicate(1.0))
     sign(setup, setup.maintainer, "review", {"note": "numbers look plausible"})
     summary = trust.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
-    assert summary == trust.RecordTrust(level="reported", community_reruns=2, reviews=1)
+    assert summary == trust.RecordTrust(level="unsigned", community_reruns=2, reviews=1)
+    sign(setup, setup.submitter)
+    summary = trust.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
+    assert summary == trust.RecordTrust(level="reported", submitted=True, community_reruns=2, reviews=1)
     report = trust.check_record(setup.registry, setup.run.digest)
-    assert sorted(r.counts_for or "" for r in report.attestations) == ["community", "community", "review"]
+    assert sorted(r.counts_for or "" for r in report.attestations) == [
+        "community",
+        "community",
+        "review",
+        "submission",
+    ]
 
 
 def test_one_signed_payload_counts_once_however_many_files_carry_it(setup: Setup) -> None:
@@ -93,7 +124,7 @@ def test_invalid_envelopes_never_raise_the_level(setup: Setup) -> None:
     commit_all(setup.registry, at("2026-01-01"))
     trust.revoke_key(setup.registry, setup.verifier.keyid, reason="compromised", keys=[setup.maintainer.load()])
     assert path.exists()
-    assert levels(setup) == "reported"
+    assert levels(setup) == "unsigned"
     report = trust.check_record(setup.registry, setup.run.digest)
     assert not report.ok
     messages = "\n".join(report.failures)
@@ -147,7 +178,7 @@ def test_offline_signing_time_is_the_merge_onto_the_main_line(setup: Setup) -> N
     assert result.committed is True
     assert result.signed_at == at("2026-05-01")  # the merge commit on the main line, not the branch's March
     assert "was retired on 2026-04-01" in (result.failure or "")
-    assert report.level == "reported"
+    assert report.level == "unsigned"
 
 
 def test_a_future_dated_commit_counts_as_signed_now(setup: Setup) -> None:
@@ -169,7 +200,7 @@ def test_a_future_dated_commit_counts_as_signed_now(setup: Setup) -> None:
     [result] = [r for r in report.attestations if r.path.endswith(path.name)]
     assert result.signed_at <= datetime.now(UTC)
     assert "is valid from 2030-01-01" in (result.failure or "")
-    assert report.level == "reported"
+    assert report.level == "unsigned"
 
 
 def test_compromise_invalidates_even_old_commits(setup: Setup) -> None:
@@ -180,7 +211,7 @@ def test_compromise_invalidates_even_old_commits(setup: Setup) -> None:
         setup.registry, setup.verifier.keyid, reason="compromised", keys=[setup.maintainer.load()], at=at("2026-04-01")
     )
     commit_all(setup.registry, at("2026-04-01"))
-    assert levels(setup) == "reported"
+    assert levels(setup) == "unsigned"
 
 
 def test_retractions(setup: Setup) -> None:
@@ -204,10 +235,10 @@ def test_evidence_levels_over_many_records(setup: Setup) -> None:
     every = trust.evidence_levels(setup.registry)
     assert every[setup.run.digest] == "verified"
     assert every[others[0].run.digest] == "disputed"
-    assert every[others[1].run.digest] == "reported"
+    assert every[others[1].run.digest] == "unsigned"
     assert len(every) == 6 + 3 * 2  # each adds an implementation and a run; the rest is shared
     subset = trust.evidence_levels(setup.registry, [others[2].run.digest, others[0].run.digest])
-    assert subset == {others[2].run.digest: "reported", others[0].run.digest: "disputed"}
+    assert subset == {others[2].run.digest: "unsigned", others[0].run.digest: "disputed"}
 
 
 def test_evidence_needs_a_valid_trust_root(setup: Setup) -> None:
@@ -216,7 +247,7 @@ def test_evidence_needs_a_valid_trust_root(setup: Setup) -> None:
     with pytest.raises(CheckFailed, match="lacks trust root version 4"):
         trust.evidence_levels(setup.registry)
     report = trust.check_record(setup.registry, setup.run.digest)
-    assert report.level == "reported"
+    assert report.level == "unsigned"
     assert report.failures[0].startswith("trust root: ")
     assert "attestation(s) not checked: the trust root does not verify" in report.failures[1]
 

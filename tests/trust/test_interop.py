@@ -88,4 +88,4 @@ def test_securesystemslib_envelope_with_a_changed_payload_fails_kictl_verify(set
     result = cli("verify", setup.run.digest[:20], "--registry", setup.registry.root)
     assert result.exit_code == 1, result.output
     assert "unknown key: signature 0 verifies" in result.stdout
-    assert "evidence   reported" in result.stdout
+    assert "evidence   unsigned" in result.stdout
