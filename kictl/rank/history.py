@@ -4,7 +4,7 @@ changed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +12,7 @@ from typing import Any
 from kictl.index import QueryIndex, RunFacts
 from kictl.layout import RECORDS_DIR
 from kictl.policy import Policy
-from kictl.rank._common import DEFAULT_EVIDENCE, obtain_evidence
+from kictl.rank._common import DEFAULT_EVIDENCE, runs_and_evidence
 from kictl.rank.groups import GroupKey, group_of, group_runs
 from kictl.rank.ranking import rank_group
 from kictl.render import natural_key
@@ -160,6 +160,7 @@ def history(
     policy: Policy,
     evidence: Mapping[str, str] | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
+    reruns: Collection[str] = frozenset(),
 ) -> History:
     """When each record related to ``target`` entered the registry, and how each group's #1 changed.
 
@@ -189,8 +190,10 @@ def history(
             )
         )
     entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.digest != digest, e.kind, e.name))
-    if evidence is None:
-        evidence = obtain_evidence(registry, [run.digest for run in runs])
+    if evidence is None:  # verifiers' own reruns are evidence about other runs, never contenders
+        runs, evidence = runs_and_evidence(registry, runs)
+    else:
+        runs = [run for run in runs if run.digest not in reruns]
 
     def entered(run_digest: str) -> Any:
         return added.get(index.path_of(run_digest) or "")

@@ -5,7 +5,7 @@ and per implementation.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -208,6 +208,7 @@ def definition_leaderboard(
     gpu: str | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
     evidence: Mapping[str, str] | None = None,
+    reruns: Collection[str] = frozenset(),
     now: datetime | None = None,
 ) -> DefinitionBoard:
     """The summary leaderboard of a definition, per GPU (docs/leaderboards.md).
@@ -225,6 +226,8 @@ def definition_leaderboard(
     runs = [run for run in all_runs if product is None or run.gpu == product]
     if evidence is None:  # the working tree's attestations (a review passes the head's levels)
         runs, evidence = runs_and_evidence(index.registry, runs)
+    else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
+        runs = [run for run in runs if run.digest not in reruns]
     baseline = choose_baseline(definition, all_runs, policy)
     groups, loose = group_runs(runs)
     sections: dict[tuple[str, str, str], list[RankedGroup]] = {}
@@ -327,6 +330,7 @@ def workload_leaderboard(
     gpu: str | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
     evidence: Mapping[str, str] | None = None,
+    reruns: Collection[str] = frozenset(),
     now: datetime | None = None,
 ) -> WorkloadBoard:
     """Every comparison group of one workload (on one GPU when given), ranked in full.
@@ -341,6 +345,8 @@ def workload_leaderboard(
     runs = [run for run in index.runs_of_workload(workload.digest) if product is None or run.gpu == product]
     if evidence is None:  # the working tree's attestations (a review passes the head's levels)
         runs, evidence = runs_and_evidence(index.registry, runs)
+    else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
+        runs = [run for run in runs if run.digest not in reruns]
     groups, loose = group_runs(runs)
     ranked = [
         rank_group(

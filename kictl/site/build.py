@@ -184,6 +184,8 @@ class SiteContext:
     base_url: str | None
     evidence: dict[str, str]
     summaries: dict[str, trust.RecordTrust]
+    #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
+    reruns: frozenset[str] = frozenset()
     states: dict[str, RunState] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
@@ -202,7 +204,13 @@ class SiteContext:
         key = (definition, gpu)
         if key not in self._definition_boards:
             self._definition_boards[key] = definition_leaderboard(
-                self.index, definition, policy=self.policy, gpu=gpu, evidence=self.evidence, now=self.moment
+                self.index,
+                definition,
+                policy=self.policy,
+                gpu=gpu,
+                evidence=self.evidence,
+                reruns=self.reruns,
+                now=self.moment,
             )
         return self._definition_boards[key]
 
@@ -210,7 +218,13 @@ class SiteContext:
         """``kictl leaderboard DEF --workload W``, computed once per build."""
         if workload not in self._workload_boards:
             self._workload_boards[workload] = workload_leaderboard(
-                self.index, definition, workload, policy=self.policy, evidence=self.evidence, now=self.moment
+                self.index,
+                definition,
+                workload,
+                policy=self.policy,
+                evidence=self.evidence,
+                reruns=self.reruns,
+                now=self.moment,
             )
         return self._workload_boards[workload]
 
@@ -224,7 +238,9 @@ class SiteContext:
     def history(self, definition: str) -> History:
         """``kictl history DEF``, computed once per build."""
         if definition not in self._histories:
-            self._histories[definition] = history(self.index, definition, policy=self.policy, evidence=self.evidence)
+            self._histories[definition] = history(
+                self.index, definition, policy=self.policy, evidence=self.evidence, reruns=self.reruns
+            )
         return self._histories[definition]
 
     def floors(self, definition: str, gpu: str) -> list[FloorEstimate] | str:
@@ -344,7 +360,8 @@ def build_site(
     old_all = _load_state(out)  # files of any previous build, to remove those not written again
     with QueryIndex.open(registry) as index, _memo_git(index.registry):
         target = index.registry
-        runs = sorted(index.all_runs(), key=lambda run: run.digest)
+        reruns = frozenset(trust.verifier_rerun_runs(target))
+        runs = sorted((run for run in index.all_runs() if run.digest not in reruns), key=lambda run: run.digest)
         moment = build_moment(target, index, runs)
         summaries = trust.trust_summaries(target, [run.digest for run in runs])
         ctx = SiteContext(
@@ -355,6 +372,7 @@ def build_site(
             base_url=base_url.rstrip("/") + "/" if base_url else None,
             evidence={digest: summary.level for digest, summary in summaries.items()},
             summaries=summaries,
+            reruns=reruns,
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit
@@ -503,7 +521,9 @@ def build_site(
                 if facts is not None:
                     implementations[facts.digest] = facts
         for digest, impl in sorted(implementations.items()):
-            mine = sorted(index.runs_of_implementation(digest), key=lambda r: r.digest)
+            mine = sorted(
+                (r for r in index.runs_of_implementation(digest) if r.digest not in reruns), key=lambda r: r.digest
+            )
             keys = _keys(mine)
             site_pages.append(
                 Page(

@@ -961,7 +961,8 @@ def render_implementation(ctx: SiteContext, impl: ImplementationFacts) -> Files:
     ]
     body.append(deflist(items))
     runs = sorted(
-        ctx.index.runs_of_implementation(impl.digest), key=lambda r: (r.workload_name or "", r.gpu or "", r.digest)
+        (r for r in ctx.index.runs_of_implementation(impl.digest) if r.digest not in ctx.reruns),
+        key=lambda r: (r.workload_name or "", r.gpu or "", r.digest),
     )
     rows = []
     for run in runs:
@@ -1124,6 +1125,7 @@ def render_index(ctx: SiteContext) -> Files:
     leaders: list[tuple[RankedRow, DefinitionFacts, RankedGroup]] = []
     for digest, definition in sorted(ctx.definitions.items(), key=lambda item: (item[1].family, item[1].name, item[0])):
         runs = ctx.runs_by_definition.get(digest, [])
+        stored = len(ctx.index.runs_of_definition(digest))  # as `kictl definitions list` counts: verifiers' reruns too
         board = ctx.definition_board(digest)
         workloads = len(board.workloads)
         gpus = sorted({run.gpu for run in runs if run.gpu and run.status == "passed"})
@@ -1132,7 +1134,7 @@ def render_index(ctx: SiteContext) -> Files:
             [
                 link(path, definition_path(ctx, definition), definition.name),
                 str(workloads),
-                str(len(runs)),
+                str(stored),
                 str(records),
                 esc(", ".join(gpus) or "–"),
             ]
@@ -1143,7 +1145,7 @@ def render_index(ctx: SiteContext) -> Files:
                 "family": definition.family,
                 "digest": digest,
                 "workloads": workloads,
-                "runs": len(runs),
+                "runs": stored,
             }
         )
         for section in board.boards:
