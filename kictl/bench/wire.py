@@ -21,6 +21,7 @@ thread never come into it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -415,9 +416,19 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
     return value
 
 
+@functools.cache
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    """A message class's resolved field types, once (``typing.get_type_hints`` re-evaluates them per call)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _fields(cls: type[Any]) -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
 def _hint_of(cls: type[Any], name: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    return hints[name]
+    return _hints(cls)[name]
 
 
 def _decode_value(hint: Any, value: Any, buffers: list[bytes], used: set[int], where: str, depth: int) -> Any:
@@ -475,7 +486,7 @@ def _decode_value(hint: Any, value: Any, buffers: list[bytes], used: set[int], w
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if type(value) is not dict:
             raise WireError(f"{where}: an object is expected")
-        fields = {f.name: f for f in dataclasses.fields(hint)}
+        fields = _fields(hint)
         unknown = sorted(set(value) - set(fields))
         if unknown:
             raise WireError(f"{where}: unknown member {clean_text(unknown[0], 80)!r}")
