@@ -190,6 +190,7 @@ class WorkerProcess:
         self.pings_ns: list[int] = []
         #: whether the implementation is imported in the running worker
         self.loaded = False
+        self._stop_sent = False
 
     @property
     def log_path(self) -> Path:
@@ -308,6 +309,22 @@ class WorkerProcess:
         others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
         return ProcessView(ticks, threads, others, live_ns)
 
+    def thread_count(self) -> int:
+        """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""
+        if self.worker_pid is None:
+            return 0
+        try:
+            return len(os.listdir(f"/proc/{self.worker_pid}/task"))
+        except OSError:
+            return 0
+
+    def cpu_ns(self) -> int:
+        """Time on a CPU of every live thread in the worker's sandbox, in ns (``ProcessView.cpu_ns`` alone)."""
+        if self.process is None:
+            return 0
+        root = self.process.pid
+        return sum(cpu_ns_live(pid) for pid in (root, *descendants(root)))
+
     def _is_sandbox_init(self, pid: int) -> bool:
         """bubblewrap's own process inside the namespace (the worker's parent)."""
         if not self.isolation.sandboxed or self.worker_pid is None:
@@ -323,6 +340,12 @@ class WorkerProcess:
 
         Raises ``ImplementationFailed`` or ``WorkerGone`` (the worker is then stopped).
         """
+        self.send(message)
+        return self.receive(timeout, expect)
+
+    def send(self, message: wire.Message) -> None:
+        """Send ``message`` without waiting for its answer (``receive`` waits): the worker gets on with it
+        while the parent does something else.  Raises ``WorkerGone``."""
         if not self.alive or self.fd_to is None:
             self.start()
         assert self.fd_to is not None
@@ -330,6 +353,14 @@ class WorkerProcess:
             wire.write_frame(self.fd_to, message)
         except OSError as exc:
             raise self._gone(CRASHED, f"cannot send to the worker: {exc.strerror}") from None
+
+    def receive(self, timeout: float, expect: frozenset[str]) -> wire.Message:
+        """The answer to the request ``send`` sent, within ``timeout`` seconds from now.
+
+        Raises ``ImplementationFailed`` or ``WorkerGone`` (the worker is then stopped).
+        """
+        if self.fd_from is None:
+            raise WorkerGone(CRASHED, "the worker is not running")
         return self._read(time.monotonic() + timeout, expect | {wire.Failed.TYPE, wire.HarnessError.TYPE}, timeout)
 
     def _read(self, deadline: float, expect: frozenset[str], timeout: float | None = None) -> wire.Message:
@@ -384,20 +415,35 @@ class WorkerProcess:
         self.fd_to = self.fd_from = None
         self.process = None
         self.worker_pid = None
+        self._stop_sent = False
 
     def stop(self) -> None:
         """Ask the worker to finish, then make sure it has (and drop its private cache copies)."""
+        self.ask_to_stop()
         self._stop()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
+    def ask_to_stop(self) -> None:
+        """Send ``Stop`` without waiting for the worker to end (``stop`` waits): several workers end together.
+
+        A worker that never said ``Ready`` is still starting and would read nothing: it is killed now.
+        """
+        if self.process is None or self.process.poll() is not None:
+            return
+        if self.environment is None:
+            self.kill()
+            return
+        if self.fd_to is not None and not self._stop_sent:
+            with contextlib.suppress(OSError):
+                wire.write_frame(self.fd_to, wire.Stop())
+            self._stop_sent = True
+
     def _stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None and self.fd_to is not None:
-            with contextlib.suppress(OSError):
-                wire.write_frame(self.fd_to, wire.Stop())
+        if self.process.poll() is None and self._stop_sent:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
         self.kill()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,9 @@ from kictl import canon, families, lookup
 from kictl.bench import correctness, sandbox, wire
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
-from kictl.bench.loop import LoopOptions, RunDriver
+from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
 from kictl.bench.options import BenchOptions, check_options, pinned_cpus, resolve_device
+from kictl.bench.phases import PhaseClock
 from kictl.bench.results import (
     BenchReport,
     RunSummary,
@@ -144,31 +146,59 @@ def run_bench(
     when the device, the sandbox or a worker cannot start.
     """
     say = progress or (lambda _text: None)
+    clock = PhaseClock()
     if not implementation_refs:
         raise UsageError("give at least one --impl")
-    definition = registry.resolve(definition_ref, ["Definition"])
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
-    signature(spec, source=f"{definition.name} reference")
-    workloads = select_workloads(registry, definition, options.workloads)
-    device = resolve_device(options.device)
-    counts = check_options(options, device)
-    isolation = sandbox.Isolation(None) if worker_factory is not None else sandbox.resolve(options.no_sandbox)
+    with clock.phase("resolve"):
+        definition = registry.resolve(definition_ref, ["Definition"])
+        spec = definition.model.spec
+        assert isinstance(spec, DefinitionSpec)
+        signature(spec, source=f"{definition.name} reference")
+        workloads = select_workloads(registry, definition, options.workloads)
+        # an explicit GPU is named without importing torch, so that the workers start while the parent imports it
+        named = _named_device(options.device)
+        device = named or resolve_device(options.device)
+        counts = check_options(options, device)
+        isolation = sandbox.Isolation(None) if worker_factory is not None else sandbox.resolve(options.no_sandbox)
     scratch = tempfile.TemporaryDirectory(prefix="kictl-bench-") if workdir is None else None
     base = Path(scratch.name) if scratch is not None else workdir
     assert base is not None
     try:
-        loaded: list[LoadedImplementation] = []
-        for ref in implementation_refs:
-            found = load_implementation(ref, definition, registry)
-            if all(other.record.digest != found.record.digest for other in loaded):
-                loaded.append(found)
-        loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
-        session = _Session(registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory)
+        with clock.phase("resolve"):
+            loaded: list[LoadedImplementation] = []
+            for ref in implementation_refs:
+                found = load_implementation(ref, definition, registry)
+                if all(other.record.digest != found.record.digest for other in loaded):
+                    loaded.append(found)
+            loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
+        session = _Session(
+            registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock
+        )
+        with clock.phase("start"):
+            session.spawn()
+        try:
+            with clock.phase("start"):
+                if named is not None:
+                    resolve_device(options.device)  # no GPU after all: EnvError, the workers are ended below
+                session.open_device()
+        except BaseException:
+            with clock.phase("stop"):
+                session.close()
+            raise
         return _session(session, workloads)
     finally:
         if scratch is not None:
             scratch.cleanup()
+
+
+def _named_device(requested: str) -> str | None:
+    """``cuda:N`` for an explicit ``cuda``/``cuda:N`` (checked against the machine later), else ``None``."""
+    text = requested.strip().lower()
+    if text == "cuda":
+        return "cuda:0"
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return f"cuda:{int(text[5:])}"
+    return None
 
 
 class _Session:
@@ -186,7 +216,9 @@ class _Session:
         say: ProgressCallback,
         isolation: sandbox.Isolation,
         worker_factory: WorkerFactory | None = None,
+        clock: PhaseClock | None = None,
     ) -> None:
+        self.clock = clock or PhaseClock()
         self.registry = registry
         self.definition = definition
         spec = definition.model.spec
@@ -219,17 +251,35 @@ class _Session:
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
         self.nvml: Any = None
-        if device.startswith("cuda"):
+
+    @property
+    def all_workers(self) -> list[Any]:
+        return [self.reference_worker, *self.workers.values()]
+
+    def spawn(self) -> None:
+        """Start every worker that is not running, all at once (their imports overlap); ``wait_ready`` waits."""
+        for worker in self.all_workers:
+            if not worker.alive:
+                worker.spawn()
+
+    def open_device(self) -> None:
+        """The parent's side of the device while the workers start: torch (to read outputs), NVML (clocks)."""
+        import torch  # noqa: F401  # imported here, while the workers start, rather than at the first output
+
+        if self.device.startswith("cuda"):
             from kictl.bench.gpu_state import Nvml
-            from kictl.errors import EnvError
 
             try:
-                self.nvml = Nvml(int(device.split(":")[1]) if ":" in device else 0)
+                self.nvml = Nvml(int(self.device.split(":")[1]) if ":" in self.device else 0)
             except EnvError as exc:
                 self.report.warnings.append(f"clocks not recorded: {exc}")
 
     def close(self) -> None:
-        for worker in [*self.workers.values(), self.reference_worker]:
+        """End every worker: all are asked at once, then each is waited for (their teardowns overlap)."""
+        workers = self.all_workers
+        for worker in workers:
+            worker.ask_to_stop()
+        for worker in workers:
             worker.stop()
 
     def context(self, workload: StoredRecord) -> tuple[WorkloadContext, _Plans]:
@@ -331,15 +381,16 @@ class _Session:
             self.report.skipped.append((workload.name, str(exc)))
 
     def _workload(self, workload: StoredRecord) -> None:
-        context, plans = self.context(workload)
-        for worker in [self.reference_worker, *self.workers.values()]:  # start together: imports overlap
-            if not worker.alive:
-                worker.spawn()
-        refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+        phase = self.clock.phase
+        with phase("inputs"):
+            context, plans = self.context(workload)
+        with phase("start"):
+            self.spawn()  # a worker ended by an earlier workload's failure starts again, with the others
         drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
-            env = worker.wait_ready() if worker.alive else worker.start()
+            with phase("start"):
+                env = worker.wait_ready() if worker.alive else worker.start()
             driver = RunDriver(
                 worker,
                 impl.load_message(),
@@ -349,34 +400,94 @@ class _Session:
                 plans.outputs,
                 self.loop_options(env, worker),
             )
-            label = f"{workload.name}: {impl.name}"
-            self.say(f"{label}: correctness and setup")
-            _guarded(driver, driver.prepare)
             drivers.append((impl, driver, env))
+            with phase("import"):  # pings, then the import is sent: it runs while the next workers start
+                _guarded(driver, driver.begin)
+        with phase("start"):
+            if self.reference_worker.alive:
+                self.reference_worker.wait_ready()
+        with phase("prepare"):
+            refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
+        with phase("warmup"):
+            for impl, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
+                self.say(f"{workload.name}: {impl.name}: warm-up")
+                _guarded(driver, driver.warm)
         self.say(f"{workload.name}: timed calls, interleaved")
-        before = self.clock_reading()
-        while any(driver.active for _, driver, _ in drivers):
-            for _, driver, _ in drivers:
-                if driver.active:
-                    _guarded(driver, driver.step)
-        after = self.clock_reading()
+        with phase("timed"):
+            before = self.clock_reading()
+            while any(driver.active for _, driver, _ in drivers):
+                for _, driver, _ in drivers:
+                    if driver.active:
+                        _guarded(driver, driver.step)
+            after = self.clock_reading()
         for _, driver, _ in drivers:
             driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
-        for _, driver, _ in drivers:
-            _guarded(driver, driver.finish)
+        with phase("finish"):
+            for _, driver, _ in drivers:
+                _guarded(driver, driver.finish_calls)
         audited = {
             audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
             for _, driver, _ in drivers
             for _, chosen, shift, _ in driver.evidence.audits
         }
         wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
-        refs.update(self.reference_outputs(context, plans, wanted))
-        summaries = []
-        for impl, driver, env in drivers:
-            summaries.append(self.record_run(impl, driver, env, context, refs))
-        speedups(summaries, self.implementations)
+        with phase("reference"):
+            refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
+        with phase("records"):
+            summaries = []
+            for impl, driver, env in drivers:
+                summaries.append(self.record_run(impl, driver, env, context, refs))
+            speedups(summaries, self.implementations)
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
+
+    def _prepare(
+        self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
+    ) -> dict[str, list[Any]]:
+        """The reference's outputs for the rounds (here) while every implementation's correctness rounds and
+        ``setup()`` run (a thread per driver): none of it is timed, and each thread talks to its own worker.
+
+        Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        for driver in drivers:
+            self.say(f"{workload.name}: {driver.worker.label}: correctness and setup")
+        with ThreadPoolExecutor(max_workers=max(1, len(drivers)), thread_name_prefix="kictl-prepare") as pool:
+            futures = [pool.submit(_guarded, driver, driver.prepare) for driver in drivers]
+            try:
+                refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+            finally:
+                errors = [future.exception() for future in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return refs
+
+    def _audit_references(
+        self,
+        context: WorkloadContext,
+        plans: _Plans,
+        wanted: list[tuple[str, wire.Plan, int]],
+        drivers: list[RunDriver],
+    ) -> dict[str, list[Any]]:
+        """The reference's outputs for the audited calls, while the implementations' workers are held idle.
+
+        The idle window of every driver opens at once and lasts ``IDLE_WINDOW_S``; the reference works
+        meanwhile in a thread of its own (its worker is another process: its CPU time is not theirs).
+        Raises ``_Skip`` when the reference fails.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        for driver in drivers:
+            driver.idle_begin()
+        opened = time.monotonic()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kictl-reference") as pool:
+            future = pool.submit(self.reference_outputs, context, plans, wanted)
+            time.sleep(max(0.0, IDLE_WINDOW_S - (time.monotonic() - opened)))
+            for driver in drivers:
+                _guarded(driver, driver.idle_end)
+            return future.result()
 
     def record_run(
         self,
@@ -501,8 +612,10 @@ def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
         for workload in workloads:
             session.workload(workload)
     finally:
-        session.close()
+        with session.clock.phase("stop"):
+            session.close()
     report = session.report
+    report.phases = session.clock.report()
     report.records = [
         session.definition,
         *(impl.record for impl in session.implementations),

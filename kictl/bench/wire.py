@@ -417,17 +417,17 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
 
 
 @functools.cache
-def _hints(cls: type[Any]) -> dict[str, Any]:
+def _hints(cls: Any) -> dict[str, Any]:
     """A message class's resolved field types, once (``typing.get_type_hints`` re-evaluates them per call)."""
     return typing.get_type_hints(cls)
 
 
 @functools.cache
-def _fields(cls: type[Any]) -> dict[str, dataclasses.Field[Any]]:
+def _fields(cls: Any) -> dict[str, dataclasses.Field[Any]]:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
-def _hint_of(cls: type[Any], name: str) -> Any:
+def _hint_of(cls: Any, name: str) -> Any:
     return _hints(cls)[name]
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -146,6 +148,14 @@ def bench(
             "--skip-existing", help="Skip jobs whose run is in the registry already, for this environment and protocol."
         ),
     ] = False,
+    timings: Annotated[
+        bool,
+        typer.Option(
+            "--timings",
+            help="Print where the wall time went on stderr, one 'timing PHASE SECONDS' line per phase "
+            "(also with KICTL_TIMINGS=1).",
+        ),
+    ] = False,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -161,6 +171,7 @@ def bench(
     """
     from kictl.bench.session import BenchOptions, run_bench, write_manifest
 
+    began = time.perf_counter()
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
@@ -216,6 +227,7 @@ def bench(
                 err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
         else:
             report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+    writing = time.perf_counter()
     if out_dir is not None:
         path = write_manifest(report, out_dir)
         err(f"wrote {len(report.records)} records to {path}")
@@ -228,6 +240,12 @@ def bench(
 
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
+    if timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0"):
+        from kictl.bench.phases import format_phases
+
+        phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
+        for line in format_phases(phases, total=round(time.perf_counter() - began, 3)):
+            err(line)
     if as_json:
         emit_json(
             [

@@ -60,6 +60,7 @@ class FakeWorker:
         self.staged: list[Any] = []
         self.rolled: list[bool] = []
         self.last: list[Any] = []
+        self.pending: wire.Message | None = None
 
     def spawn(self) -> None:
         self.alive = True
@@ -78,8 +79,28 @@ class FakeWorker:
     def stop(self) -> None:
         self.alive = False
 
+    def ask_to_stop(self) -> None:
+        return None
+
     def view(self) -> ProcessView:
         return ProcessView(cpu_ticks=0, threads=1, processes=(), cpu_ns=0)
+
+    def thread_count(self) -> int:
+        return 1
+
+    def cpu_ns(self) -> int:
+        return 0
+
+    def send(self, message: wire.Message) -> None:
+        """Hold the request: ``receive`` answers it (a misbehaviour shows there, as over a real wire)."""
+        if not self.alive:
+            self.start()
+        self.pending = message
+
+    def receive(self, timeout: float, expect: frozenset[str]) -> wire.Message:
+        message, self.pending = self.pending, None
+        assert message is not None, "receive without send"
+        return self.request(message, timeout, expect)
 
     def _misbehave(self) -> None:
         how = self.behaviour.how
