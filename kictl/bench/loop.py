@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +137,13 @@ class RunDriver:
         timed_plans: Sequence[wire.Plan],
         outputs: Sequence[wire.OutputSpec],
         options: LoopOptions,
+        *,
+        progress: Callable[[str], None] | None = None,
+        label: str = "",
     ) -> None:
+        #: what the driver is doing, for the session's progress (``kictl bench --timings`` prints it)
+        self.say = progress or (lambda _text: None)
+        self.label = label or worker.label
         self.worker = worker
         self.load = load
         self.round_plans = list(rounds)
@@ -200,6 +206,7 @@ class RunDriver:
     def fail(self, status: str, detail: str) -> None:
         if self.evidence.failure is None:
             self.evidence.failure = (status, wire.clean_text(detail, 4000))
+            self.say(f"{self.label}: {status}")
         self.active = False
         self.worker.stop()
 
@@ -219,6 +226,7 @@ class RunDriver:
             return
         if not self._ping():
             return
+        self.say(f"{self.label}: import (sent)")
         try:
             self.worker.send(self.load)
         except WorkerGone as exc:
@@ -247,6 +255,7 @@ class RunDriver:
             answer = self._ask(self.load, wire.Loaded) if self._ping() else None
         if answer is None:
             return False
+        self.say(f"{self.label}: imported")
         self.worker.loaded = True
         return True
 
@@ -267,6 +276,7 @@ class RunDriver:
             return
         evidence.pings_ns = list(self.worker.pings_ns)
         for label, plan in self.round_plans:
+            self.say(f"{self.label}: correctness, {label}")
             answer = self._ask(wire.Check(plan=plan, outputs=self.outputs), wire.Outputs)
             if answer is None:
                 return
@@ -281,6 +291,7 @@ class RunDriver:
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
         )
+        self.say(f"{self.label}: setup() and the timed input sets")
         if self._ask(arm, wire.Armed) is None:
             return
         self.armed = True
@@ -291,6 +302,7 @@ class RunDriver:
         if not self.armed or self.evidence.failure is not None:
             return
         evidence = self.evidence
+        self.say(f"{self.label}: {self.options.warmup} warm-up call(s)")
         for n in range(self.options.warmup):
             stage = wire.Stage(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
             if self._ask(stage, wire.Staged) is None or self._ask(wire.Call(), wire.Sample) is None:

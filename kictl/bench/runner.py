@@ -27,10 +27,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,8 @@ TIMEOUT = "timeout"
 CRASHED = "crashed"
 PROTOCOL = "protocol"
 TAIL_LINES = 25
+#: While the parent waits longer than this for an answer, it says so (when told to report progress).
+HEARTBEAT_S = 10.0
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -166,7 +170,11 @@ class WorkerProcess:
         cpus: tuple[int, ...] = (),
         threads: int = 1,
         startup_timeout: float = 300.0,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
+        #: told what the parent waits for, every ``HEARTBEAT_S`` of a long wait (``kictl bench --timings``)
+        self.progress = progress
+        self.asked = ""
         self.label = label
         self.device = device
         self.log_dir = log_dir
@@ -261,7 +269,10 @@ class WorkerProcess:
         if self.environment is not None and self.alive:
             return self.environment
         try:
-            ready = self._read(time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}))
+            self.asked = "Ready (the worker's start: sandbox, Python, torch, the device)"
+            ready = self._read(
+                time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}), self.startup_timeout
+            )
             assert isinstance(ready, wire.Ready)
             env = json.loads(ready.environment)
             if not isinstance(env, dict):
@@ -349,6 +360,7 @@ class WorkerProcess:
         if not self.alive or self.fd_to is None:
             self.start()
         assert self.fd_to is not None
+        self.asked = message.TYPE
         try:
             wire.write_frame(self.fd_to, message)
         except OSError as exc:
@@ -363,13 +375,30 @@ class WorkerProcess:
             raise WorkerGone(CRASHED, "the worker is not running")
         return self._read(time.monotonic() + timeout, expect | {wire.Failed.TYPE, wire.HarnessError.TYPE}, timeout)
 
+    def _await(self, deadline: float) -> None:
+        """Wait until the worker's answer starts to arrive or ``deadline`` passes, saying every
+        ``HEARTBEAT_S`` what is awaited (so that a stall shows where it is)."""
+        if self.progress is None or self.fd_from is None:
+            return
+        began = time.monotonic()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or select.select([self.fd_from], [], [], min(left, HEARTBEAT_S))[0]:
+                return
+            self.progress(
+                f"{self.label}: still waiting for the answer to {self.asked or 'a request'} "
+                f"({time.monotonic() - began:.0f} s; the limit is {deadline - began:.0f} s)"
+            )
+
     def _read(self, deadline: float, expect: frozenset[str], timeout: float | None = None) -> wire.Message:
         assert self.fd_from is not None
         try:
+            self._await(deadline)
             answer = wire.read_frame(self.fd_from, expect, deadline)
         except wire.WireTimeout:
             limit = f"{timeout:g} s" if timeout is not None else "the deadline"
-            raise self._gone(TIMEOUT, f"no answer within {limit}; the worker was stopped") from None
+            asked = f" to {self.asked}" if self.asked else ""
+            raise self._gone(TIMEOUT, f"no answer within {limit}{asked}; the worker was stopped") from None
         except wire.PeerClosed:
             raise self._gone(CRASHED, "") from None
         except wire.WireError as exc:

@@ -241,7 +241,16 @@ class _Session:
         logs = base / "logs"
         cpus = pinned_cpus(options.threads)
         make = worker_factory or (
-            lambda label: WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads)
+            lambda label: WorkerProcess(
+                label,
+                device,
+                logs,
+                isolation,
+                cpus=cpus,
+                threads=options.threads,
+                startup_timeout=options.timeout_s,
+                progress=say,
+            )
         )
         self.workers = {impl.record.digest: make(f"impl{n}") for n, impl in enumerate(implementations)}
         self.reference_worker = make("reference")
@@ -251,6 +260,8 @@ class _Session:
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
         self.nvml: Any = None
+        #: when each worker (by label) was last spawned, for the progress lines
+        self.started: dict[str, float] = {}
 
     @property
     def all_workers(self) -> list[Any]:
@@ -260,7 +271,27 @@ class _Session:
         """Start every worker that is not running, all at once (their imports overlap); ``wait_ready`` waits."""
         for worker in self.all_workers:
             if not worker.alive:
+                self.say(f"worker {self.worker_name(worker)}: starting")
                 worker.spawn()
+                self.started[worker.label] = time.monotonic()
+
+    def worker_name(self, worker: Any) -> str:
+        for impl in self.implementations:
+            if self.workers[impl.record.digest] is worker:
+                return f"{worker.label} ({impl.name})"
+        return f"{worker.label} (kictl's reference worker)"
+
+    def wait_ready(self, worker: Any) -> dict[str, Any]:
+        """The worker's environment once it is ready (started now if it is not running); says how long it took."""
+        if not worker.alive:
+            self.spawn()
+        known = worker.environment is not None
+        env: dict[str, Any] = worker.wait_ready()
+        if not known:
+            began = self.started.get(worker.label)
+            took = f" after {time.monotonic() - began:.1f} s" if began is not None else ""
+            self.say(f"worker {self.worker_name(worker)}: ready{took}")
+        return env
 
     def open_device(self) -> None:
         """The parent's side of the device while the workers start: torch (to read outputs), NVML (clocks)."""
@@ -390,7 +421,7 @@ class _Session:
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
             with phase("start"):
-                env = worker.wait_ready() if worker.alive else worker.start()
+                env = self.wait_ready(worker)
             driver = RunDriver(
                 worker,
                 impl.load_message(),
@@ -399,18 +430,19 @@ class _Session:
                 plans.timed,
                 plans.outputs,
                 self.loop_options(env, worker),
+                progress=self.say,
+                label=f"{workload.name}: {impl.name}",
             )
             drivers.append((impl, driver, env))
             with phase("import"):  # pings, then the import is sent: it runs while the next workers start
                 _guarded(driver, driver.begin)
         with phase("start"):
             if self.reference_worker.alive:
-                self.reference_worker.wait_ready()
+                self.wait_ready(self.reference_worker)
         with phase("prepare"):
             refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
         with phase("warmup"):
-            for impl, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
-                self.say(f"{workload.name}: {impl.name}: warm-up")
+            for _, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
                 _guarded(driver, driver.warm)
         self.say(f"{workload.name}: timed calls, interleaved")
         with phase("timed"):
@@ -433,11 +465,14 @@ class _Session:
         wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
+        self.say(f"{workload.name}: judging the runs, building the records")
         with phase("records"):
             summaries = []
             for impl, driver, env in drivers:
                 summaries.append(self.record_run(impl, driver, env, context, refs))
             speedups(summaries, self.implementations)
+        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
+        self.say(f"{workload.name}: done ({done})")
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
 
@@ -451,8 +486,6 @@ class _Session:
         """
         from concurrent.futures import ThreadPoolExecutor
 
-        for driver in drivers:
-            self.say(f"{workload.name}: {driver.worker.label}: correctness and setup")
         with ThreadPoolExecutor(max_workers=max(1, len(drivers)), thread_name_prefix="kictl-prepare") as pool:
             futures = [pool.submit(_guarded, driver, driver.prepare) for driver in drivers]
             try:
@@ -531,13 +564,15 @@ class _Session:
         outputs: dict[str, list[Any]] = {}
         try:
             if not worker.alive or not worker.loaded:
-                if not worker.alive:
-                    worker.spawn()
-                worker.wait_ready()
+                self.wait_ready(worker)
+                self.say(f"{name}: reference: import")
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
+            if wanted and all(shift for _, _, shift in wanted):
+                self.say(f"{name}: reference outputs for {len(wanted)} audited call(s)")
             for label, plan, shift in wanted:
-                self.say(f"{name}: reference, {label}")
+                if not shift:
+                    self.say(f"{name}: reference outputs, {label}")
                 answer = worker.request(
                     wire.Reference(plan=plan, outputs=plans.outputs, shift=shift),
                     self.options.timeout_s,

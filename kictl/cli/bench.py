@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +18,22 @@ from kictl.errors import CheckFailed, UsageError
 
 
 @contextlib.contextmanager
-def _progress() -> Iterator[object]:
-    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
+def _progress(lines: bool = False) -> Iterator[object]:
+    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise.
+
+    ``lines``: every step as a line ``t=SECONDS text`` on stderr instead, terminal or not (``--timings``),
+    so that a session that stalls shows where.
+    """
+    if lines:
+        began = time.perf_counter()
+        lock = threading.Lock()
+
+        def say(text: str) -> None:
+            with lock:
+                err(f"t={time.perf_counter() - began:.1f}s {text}")
+
+        yield say
+        return
     try:
         from rich.console import Console
     except ImportError:
@@ -152,8 +167,8 @@ def bench(
         bool,
         typer.Option(
             "--timings",
-            help="Print where the wall time went on stderr, one 'timing PHASE SECONDS' line per phase "
-            "(also with KICTL_TIMINGS=1).",
+            help="On stderr: each step as it happens ('t=SECONDS what'), then where the wall time went "
+            "('timing PHASE SECONDS' lines). Also with KICTL_TIMINGS=1.",
         ),
     ] = False,
     registry: RegistryOption = None,
@@ -203,7 +218,8 @@ def bench(
         input_sets=input_sets,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
-    with _progress() as say:
+    timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
+    with _progress(lines=timings) as say:
         if scaled or skip_existing:
             from kictl.executors import run_bench_jobs
 
@@ -240,7 +256,7 @@ def bench(
 
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
-    if timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0"):
+    if timings:
         from kictl.bench.phases import format_phases
 
         phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
