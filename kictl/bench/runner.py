@@ -46,6 +46,8 @@ PROTOCOL = "protocol"
 TAIL_LINES = 25
 #: While the parent waits longer than this for an answer, it says so (when told to report progress).
 HEARTBEAT_S = 10.0
+#: How long a worker that timed out gets to write its stacks to its log before it is killed.
+STACK_DUMP_WAIT_S = 0.5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -414,6 +416,8 @@ class WorkerProcess:
 
     def _gone(self, kind: str, detail: str) -> WorkerGone:
         code = None
+        if kind == TIMEOUT:
+            self._dump_stacks()
         if self.process is not None:
             if kind == CRASHED:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -424,6 +428,18 @@ class WorkerProcess:
             detail = "; ".join(part for part in (detail, _describe_exit(code)) if part)
         logged = log_tail(self.log_path)
         return WorkerGone(kind, f"{detail}\n{logged}".strip())
+
+    def _dump_stacks(self) -> None:
+        """Ask a silent worker where it is: its Python stacks go to its log (faulthandler on ``SIGUSR1``),
+        whose tail the timeout's detail shows.  Diagnostic text only; nothing is judged by it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        pid = self.worker_pid or self._find_worker_pid()
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR1)
+            time.sleep(STACK_DUMP_WAIT_S)
 
     def kill(self) -> None:
         """End the worker, its sandbox and what it started (its process group)."""

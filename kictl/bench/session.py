@@ -61,6 +61,9 @@ from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
 
 ProgressCallback = Callable[[str], None]
+#: Whether the correctness rounds and setup() of several implementations overlap on the CPU device too
+#: (they always do on a GPU); off, because every worker is pinned to the one CPU the timed calls use.
+OVERLAP_PREPARE_ON_CPU = False
 WorkerFactory = Callable[[str], Any]
 
 
@@ -136,11 +139,14 @@ def run_bench(
     workdir: Path | None = None,
     progress: ProgressCallback | None = None,
     worker_factory: WorkerFactory | None = None,
+    kept: KeptWorkers | None = None,
 ) -> BenchReport:
     """Benchmark each implementation on each selected workload of a definition.
 
     ``worker_factory`` (tests) makes the workers instead of sandboxed
-    processes.  Raises ``NotFoundError`` for an unknown definition, workload
+    processes.  ``kept``: workers that outlive the session (an executor's
+    jobs on one device reuse them, as one session does across workloads).
+    Raises ``NotFoundError`` for an unknown definition, workload
     or implementation digest, ``UsageError`` for bad options or paths,
     ``RecordError`` for invalid implementations or workloads, ``EnvError``
     when the device, the sandbox or a worker cannot start.
@@ -172,7 +178,7 @@ def run_bench(
                     loaded.append(found)
             loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
         session = _Session(
-            registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock
+            registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock, kept
         )
         with clock.phase("start"):
             session.spawn()
@@ -217,6 +223,7 @@ class _Session:
         isolation: sandbox.Isolation,
         worker_factory: WorkerFactory | None = None,
         clock: PhaseClock | None = None,
+        kept: KeptWorkers | None = None,
     ) -> None:
         self.clock = clock or PhaseClock()
         self.registry = registry
@@ -240,20 +247,19 @@ class _Session:
         self.set_labels = [f"input set {n}" for n in range(max(1, sets))]
         logs = base / "logs"
         cpus = pinned_cpus(options.threads)
-        make = worker_factory or (
-            lambda label: WorkerProcess(
-                label,
-                device,
-                logs,
-                isolation,
-                cpus=cpus,
-                threads=options.threads,
-                startup_timeout=options.timeout_s,
-                progress=say,
-            )
-        )
-        self.workers = {impl.record.digest: make(f"impl{n}") for n, impl in enumerate(implementations)}
-        self.reference_worker = make("reference")
+        self.kept = kept
+
+        def make(label: str, digest: str) -> Any:
+            if worker_factory is not None:
+                return worker_factory(label)
+            if kept is not None:  # an executor's long-lived workers: one per record, device and sandbox
+                return kept.worker(label, digest, device, isolation, cpus, options.threads, say)
+            return WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads, progress=say)
+
+        self.workers = {
+            impl.record.digest: make(f"impl{n}", impl.record.digest) for n, impl in enumerate(implementations)
+        }
+        self.reference_worker = make("reference", definition.digest)
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
@@ -305,8 +311,13 @@ class _Session:
             except EnvError as exc:
                 self.report.warnings.append(f"clocks not recorded: {exc}")
 
-    def close(self) -> None:
-        """End every worker: all are asked at once, then each is waited for (their teardowns overlap)."""
+    def close(self, keep: bool = False) -> None:
+        """End every worker: all are asked at once, then each is waited for (their teardowns overlap).
+
+        ``keep``: the session ended normally and its workers are kept (``KeptWorkers``) for the next one.
+        """
+        if keep and self.kept is not None:
+            return
         workers = self.all_workers
         for worker in workers:
             worker.ask_to_stop()
@@ -480,12 +491,20 @@ class _Session:
         self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
     ) -> dict[str, list[Any]]:
         """The reference's outputs for the rounds (here) while every implementation's correctness rounds and
-        ``setup()`` run (a thread per driver): none of it is timed, and each thread talks to its own worker.
+        ``setup()`` run (on a GPU, a thread per driver): none of it is timed, and each thread talks to its
+        own worker.
 
         Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
+            # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
+            # and each request would only wait longer for the shared core (--timeout counts per request)
+            refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+            for driver in drivers:
+                _guarded(driver, driver.prepare)
+            return refs
         with ThreadPoolExecutor(max_workers=max(1, len(drivers)), thread_name_prefix="kictl-prepare") as pool:
             futures = [pool.submit(_guarded, driver, driver.prepare) for driver in drivers]
             try:
@@ -610,6 +629,56 @@ class _Session:
         return self.protocols[key]
 
 
+class KeptWorkers:
+    """Sandboxed workers kept alive from one session to the next, e.g. by an executor's worker for its device.
+
+    One worker per (implementation or definition digest, device, isolation,
+    CPUs, threads): a job of the same implementation on the same device finds
+    its worker started and its sources imported (JIT caches warm), exactly
+    as the workloads of one session do.  A worker that failed was stopped by
+    its session and starts afresh.  ``close`` ends them all.
+    """
+
+    def __init__(self, base: Path | None = None) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="kictl-workers-") if base is None else None
+        self.base = Path(self._scratch.name) if self._scratch is not None else Path(str(base))
+        self._workers: dict[tuple[Any, ...], WorkerProcess] = {}
+
+    def worker(
+        self,
+        label: str,
+        digest: str,
+        device: str,
+        isolation: sandbox.Isolation,
+        cpus: tuple[int, ...],
+        threads: int,
+        progress: ProgressCallback,
+    ) -> WorkerProcess:
+        key = (label == "reference", digest, device, isolation, cpus, threads)
+        found = self._workers.get(key)
+        if found is None:
+            logs = self.base / f"w{len(self._workers)}" / "logs"
+            found = WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=threads, progress=progress)
+            self._workers[key] = found
+        found.progress = progress  # its label stays the first one: its log files are named after it
+        return found
+
+    def workers(self) -> list[WorkerProcess]:
+        """The kept workers, in the order they were first asked for."""
+        return list(self._workers.values())
+
+    def close(self) -> None:
+        """End every kept worker (asked all at once) and remove their logs."""
+        workers = list(self._workers.values())
+        self._workers.clear()
+        for worker in workers:
+            worker.ask_to_stop()
+        for worker in workers:
+            worker.stop()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+
+
 @dataclass(frozen=True)
 class _Plans:
     """One workload's inputs as the wire carries them."""
@@ -643,12 +712,14 @@ def _flush_bytes(device: str, env: dict[str, Any]) -> int:
 
 
 def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
+    finished = False
     try:
         for workload in workloads:
             session.workload(workload)
+        finished = True
     finally:
         with session.clock.phase("stop"):
-            session.close()
+            session.close(keep=finished)
     report = session.report
     report.phases = session.clock.report()
     report.records = [
@@ -665,6 +736,7 @@ def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
 __all__ = [
     "BenchOptions",
     "BenchReport",
+    "KeptWorkers",
     "RunSummary",
     "WorkloadContext",
     "check_options",

@@ -38,6 +38,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -578,6 +579,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
+    with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # and so does a timeout (runner._gone)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     with contextlib.suppress(OSError):
         os.setsid()  # its own session and process group (bubblewrap's --new-session does the same)
     fd_in, fd_out = args.fd_in, args.fd_out

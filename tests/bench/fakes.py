@@ -9,6 +9,7 @@ whole session runs in well under a second of work per run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ class Behaviour:
     how: str = "runtime_error"
     sample_ns: int = 1000
     requests: list[str] = field(default_factory=list)
+    #: seconds each request of a type takes (a slow import, a slow correctness call)
+    delays: dict[str, float] = field(default_factory=dict)
 
 
 class FakeWorker:
@@ -119,6 +122,8 @@ class FakeWorker:
         if not self.alive:
             self.start()
         self.behaviour.requests.append(message.TYPE)
+        if message.TYPE in self.behaviour.delays:
+            time.sleep(self.behaviour.delays[message.TYPE])
         if message.TYPE == self.behaviour.at:
             self._misbehave()
         compute = self.behaviour.compute
