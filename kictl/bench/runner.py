@@ -106,6 +106,15 @@ def _describe_exit(code: int | None) -> str:
     return f"the worker exited with status {code}"
 
 
+def _proc_text(path: str) -> str:
+    """A small ``/proc`` file's text (read on every timed call: no ``Path``, no buffered file). Raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536).decode("ascii", errors="replace")
+    finally:
+        os.close(fd)
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     try:
@@ -114,7 +123,7 @@ def _children(pid: int) -> list[int]:
         return found
     for task in tasks:
         try:
-            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+            text = _proc_text(f"/proc/{pid}/task/{task}/children")
         except OSError:
             continue
         found.extend(int(item) for item in text.split())
@@ -143,7 +152,7 @@ def cpu_ns_live(pid: int) -> int:
         return 0
     for task in tasks:
         try:
-            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            total += int(_proc_text(f"/proc/{pid}/task/{task}/schedstat").split()[0])
         except (OSError, ValueError, IndexError):
             continue
     return total
@@ -152,7 +161,7 @@ def cpu_ns_live(pid: int) -> int:
 def cpu_ticks(pid: int) -> int:
     """utime + stime of process ``pid`` (all its threads) in clock ticks; 0 when it is gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = _proc_text(f"/proc/{pid}/stat")
     except OSError:
         return 0
     fields = text[text.rindex(")") + 2 :].split()
