@@ -20,6 +20,14 @@ rounds), sandboxed.  On the lent H200, from the repository root::
     FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer \\
         python3 benchmarks/suite_speed.py --repeats 3 --out "$OUT"
 
+Before the runs, the Python packages the workers import (torch, flashinfer,
+tvm_ffi, cupti, triton, kictl) get their bytecode compiled where it is
+missing (``--no-precompile`` to skip): the sandboxed workers run with
+``PYTHONDONTWRITEBYTECODE`` on read-only folders, so a package installed with
+``pip --no-compile`` (as ``h200_setup.sh`` does) is compiled from source by
+every worker at every start, which is a cold cache of its own, like a cold
+JIT cache.  The time it took is printed.
+
 ``--smoke`` runs a small CPU suite instead (rmsnorm_h4096, the reference and
 the torch implementation, workloads b1 and b7, the GPU protocol's fixed
 counts), which is what the tests run.  ``--kictl-root`` runs another
@@ -75,6 +83,40 @@ def parse_timings(text: str) -> dict[str, float]:
             except ValueError:
                 continue
     return found
+
+
+PRECOMPILE = ("torch", "flashinfer", "tvm_ffi", "cupti", "triton", "kictl")
+
+
+def precompile(packages: tuple[str, ...] = PRECOMPILE) -> list[str]:
+    """Compile the bytecode of ``packages`` where it is missing (without importing them); one line each."""
+    import importlib.util
+
+    lines = []
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            lines.append(f"precompile {name}: not installed")
+            continue
+        writable = [folder for folder in folders if os.access(folder, os.W_OK)]
+        if not writable:
+            lines.append(f"precompile {name}: {folders[0]} is read-only, left as it is")
+            continue
+        began = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", *writable],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # a large package often holds a file or two that no longer compiles (old test data): not an error here
+        state = "done" if done.returncode == 0 else f"done, compileall exit {done.returncode}"
+        lines.append(f"precompile {name}: {time.perf_counter() - began:.1f} s, {state}")
+    return lines
 
 
 def bench_command(args: argparse.Namespace, out: Path) -> list[str]:
@@ -168,11 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", help="default cuda (cpu with --smoke)")
     parser.add_argument("--kictl-root", help="run the kictl of this checkout (default: this one)")
     parser.add_argument("--out", type=Path, help="write suite_speed.json and suite_speed.md here")
+    parser.add_argument(
+        "--no-precompile", action="store_true", help="leave the packages' bytecode as it is (a cold cache)"
+    )
     parser.add_argument("bench_args", nargs="*", help="after --: more kictl bench arguments")
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     results = []
+    prepared = [] if args.no_precompile else precompile()
+    for line in prepared:
+        print(line, file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="kictl-suite-speed-") as scratch:
         for number in range(1, args.repeats + 1):
             result = run_once(args, number, Path(scratch))
@@ -186,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             if result["exit"] not in (0, 1):
                 print("\n".join(result["stderrTail"]), file=sys.stderr)
     lines = [f"`{' '.join(results[0]['command'])}`", "", *table(results), "", *medians_table(results)]
+    if prepared:
+        lines += ["", *prepared]
     print("\n".join(lines))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)

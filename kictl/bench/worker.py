@@ -202,9 +202,17 @@ def normalize(value: Any, names: Sequence[str]) -> list[Any]:
 
 class Worker:
     def __init__(
-        self, fd_in: int, fd_out: int, device: str, baseline: integrity.Baseline, collector: Any = None
+        self,
+        fd_in: int,
+        fd_out: int,
+        device: str,
+        baseline: integrity.Baseline,
+        collector: Any = None,
+        cpus: Sequence[int] = (),
     ) -> None:
         self.collector = collector
+        #: the CPUs the timed calls run on (``_pin``); every thread is pinned there by ``Arm``
+        self.cpus = tuple(cpus)
         self.fd_in = fd_in
         self.fd_out = fd_out
         self.device = device
@@ -430,6 +438,7 @@ class Worker:
         """Timed tensors holding the setup plan's values, setup() on them, the timed input sets ready."""
         import torch
 
+        pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
@@ -557,16 +566,35 @@ class Worker:
 
 
 def _pin(cpus: Sequence[int], threads: int) -> tuple[tuple[int, ...], int]:
+    """The CPUs this worker's timed calls run on (those asked for that it may use) and torch's thread count.
+
+    The pin itself comes with ``Arm`` (``pin_all``): until then the worker's start (CUDA context, CUPTI),
+    the import, the correctness rounds and ``setup()`` may use any CPU the parent may, so that several
+    workers do not queue on the one CPU they take turns on for the timed calls.
+    """
     import torch
 
+    allowed: set[int] = set()
     with contextlib.suppress(OSError, AttributeError):
-        os.sched_setaffinity(0, set(cpus))
-    with contextlib.suppress(OSError, AttributeError):
-        cpus = sorted(os.sched_getaffinity(0))
+        allowed = set(os.sched_getaffinity(0))
+    target = sorted(set(cpus) & allowed) if allowed else list(cpus)
+    if not target:
+        target = sorted(allowed)
     torch.set_num_threads(max(1, threads))
     # the thread pool's threads start now, before the baseline the thread count is judged against
     torch.randn(256, 256).matmul(torch.randn(256, 256)).sum()
-    return tuple(cpus), torch.get_num_threads()
+    return tuple(target), torch.get_num_threads()
+
+
+def pin_all(cpus: Sequence[int]) -> None:
+    """Pin every thread of this process to ``cpus`` (before the warm-up and the timed calls)."""
+    if not cpus:
+        return
+    wanted = set(cpus)
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                os.sched_setaffinity(int(task), wanted)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -610,7 +638,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     timers = (timing.CuptiTimer.name,) if collector is not None else ()
     ready = wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads, timers=timers, cupti_error=cupti_error)
     wire.write_frame(fd_out, ready)
-    Worker(fd_in, fd_out, args.device, baseline, collector).serve()
+    Worker(fd_in, fd_out, args.device, baseline, collector, cpus).serve()
 
 
 def _attach_cupti() -> tuple[Any, str | None]:

@@ -40,3 +40,5 @@ def test_smoke_suite_prints_phases_and_medians(tmp_path: Path) -> None:
     assert "timed s" in table
     assert len([line for line in table.splitlines() if line.startswith("| reference_")]) == 2  # medians per workload
     assert (tmp_path / "suite_speed.md").read_text() == table
+    # the workers' packages got their bytecode first (here: the venv's torch, already compiled: nothing to do)
+    assert any(line.startswith("precompile torch: ") for line in table.splitlines())
