@@ -438,7 +438,6 @@ class Worker:
         """Timed tensors holding the setup plan's values, setup() on them, the timed input sets ready."""
         import torch
 
-        pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
@@ -446,6 +445,7 @@ class Worker:
         self.timed_args = self.inputs(request.setup_plan)
         self.sets = [self.inputs(plan) for plan in request.timed_plans]
         self.time_setup = request.time_setup
+        pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         notes: list[wire.Note] = []
         if self.setup is not None and not request.time_setup:
             self.call(self.setup, self.timed_args)
