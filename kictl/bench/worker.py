@@ -148,7 +148,10 @@ def unpack(packed: wire.TensorData) -> Any:
         raise wire.WireError(f"{len(packed.data)} bytes do not hold a {packed.dtype} tensor of {list(packed.shape)}")
     if not packed.data:
         return torch.empty(packed.shape, dtype=dtype)
-    return torch.frombuffer(bytearray(packed.data), dtype=torch.uint8).view(dtype).reshape(packed.shape)
+    # a large buffer arrives as a bytearray of its own (wire._read_into): the tensor is made over it, uncopied
+    given: object = packed.data
+    data = given if isinstance(given, bytearray) else bytearray(packed.data)
+    return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(packed.shape)
 
 
 def _same_bits(a: Any, b: Any) -> bool:
