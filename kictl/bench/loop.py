@@ -164,6 +164,7 @@ class RunDriver:
         self.load_sent = False
         self.armed = False
         self.finished = False
+        self.finish_sent = False
         self.idle_from: ProcessView | None = None
         #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
         self.cpu_device = options.timer == "perf_counter_ns"
@@ -423,13 +424,32 @@ class RunDriver:
 
     def finish_calls(self) -> None:
         """End the timed calls and take the worker's evidence (``idle_begin``/``idle_end`` watch it idle)."""
+        self.finish_send()
+        self.finish_take()
+
+    def finish_send(self) -> None:
+        """End the timed calls and ask for the worker's evidence (``finish_take`` takes it): the workers of a
+        workload put their evidence together at once."""
         evidence = self.evidence
         if evidence.failure is not None:
             return
         self.active = False
         evidence.loop_ticks = self.worker.view().cpu_ticks - self.loop_started_ticks
         evidence.loop_wall_ns = time.perf_counter_ns() - self.loop_started_ns
-        answer = self._ask(wire.Finish(), wire.Finished)
+        try:
+            self.worker.send(wire.Finish())
+        except WorkerGone as exc:
+            self.fail("runtime_error", exc.detail or "the worker died")
+            return
+        self.finish_sent = True
+
+    def finish_take(self) -> None:
+        """The worker's evidence after the timed calls (asked for by ``finish_send``)."""
+        evidence = self.evidence
+        if not self.finish_sent or evidence.failure is not None:
+            return
+        self.finish_sent = False
+        answer = self._take(wire.Finished)
         if answer is None:
             return
         assert isinstance(answer, wire.Finished)

@@ -466,8 +466,10 @@ class _Session:
         for _, driver, _ in drivers:
             driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
         with phase("finish"):
+            for _, driver, _ in drivers:  # asked all at once: each worker checks its inputs and collects meanwhile
+                _guarded(driver, driver.finish_send)
             for _, driver, _ in drivers:
-                _guarded(driver, driver.finish_calls)
+                _guarded(driver, driver.finish_take)
         audited = {
             audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
             for _, driver, _ in drivers

@@ -160,7 +160,12 @@ def test_a_large_output_arrives_whole_or_not_at_all() -> None:
     assert isinstance(back, wire.Outputs)
     assert torch.equal(unpack(back.tensors[0]), values)
     frame = wire.encode(message)
-    cut = threading.Thread(target=lambda: (os.write(write, frame[: len(frame) // 2]), os.close(write)))
+
+    def send_half() -> None:
+        os.write(write, frame[: len(frame) // 2])
+        os.close(write)
+
+    cut = threading.Thread(target=send_half)
     cut.start()
     with pytest.raises(wire.PeerClosed):
         wire.read_frame(read, None, deadline=time.monotonic() + 30)
