@@ -187,3 +187,28 @@ def test_preparation_overlaps_and_the_warm_up_does_not(
         requests = behaviours[label].requests
         assert requests[: requests.index("load")] == ["ping"] * 15  # the wire measured before the import
         assert requests.index("arm") < requests.index("stage")
+
+
+@pytest.mark.slow
+def test_overlapped_preparation_with_real_workers(shared_registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's way through a workload (correctness and setup() of every implementation at once), with real
+    sandboxed workers on the CPU: a crashing implementation is its own failure, restarted for the next workload."""
+    from tests.bench.conftest import UNSANDBOXED
+
+    monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", True)
+    impls = [*(str(path) for path in HONEST_IMPLS), str(HOSTILE_FILE), str(CHEATS / "rmsnorm_crashes.py")]
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        impls,
+        BenchOptions(
+            device="cpu", workloads=("b1", "b7"), warmup=2, iterations=10, rounds=2, no_sandbox=bool(UNSANDBOXED)
+        ),
+    )
+    found = {(run.implementation.rsplit("_", 1)[0], run.workload): run.status for run in report.runs}
+    for workload in ("b1", "b7"):
+        assert found[("reference", workload)] == "passed"
+        assert found[("torch_rmsnorm", workload)] == "passed"
+        assert found[("rmsnorm_wrong_values", workload)] == "incorrect_numerical"
+        assert found[("rmsnorm_crashes", workload)] == "runtime_error"
+    assert {"start", "prepare", "timed", "records"} <= set(report.phases)
