@@ -8,14 +8,20 @@ file bytes is pinned:
 
 * in the package (``PACKAGE_ANCHORS``: the bundled registry's root),
 * in the user's config (``kictl trust pin DIGEST``; ``config_file()``),
-* on this machine for this registry (``kictl trust init`` records the root it
-  wrote in ``.kictl/trust.json``, which git never carries).
+* on this machine for this registry (``kictl trust init`` and ``reanchor``
+  record the root they wrote in ``.kictl/trust.json``, git-ignored; a copy that
+  commits one anyway pins nothing: ``_local_anchors``).
 
-The chain is verified from the lowest pinned version upwards, so the anchor
-may be any version (a registry re-anchored at a later version by new
-maintainers keeps its older files).  A keyless root cannot be an anchor: its
-bytes are the same in every new registry.  ``.kictl/trust.json`` also keeps
-the highest version seen; a chain below it is a rollback.
+The chain is verified from the **highest** pinned version present upwards, so
+the anchor may be any version: maintainers who lost their keys re-anchor at
+the next version, signed by new keys only (``reanchor``), and the package or
+the user pins it.  An install that pins only older versions keeps verifying
+from those and refuses the re-anchored version (it lacks the old maintainers'
+signatures), so a re-anchor is never accepted without a new pin.  Versions
+below the anchor are kept (published files are never deleted) but not checked.
+A keyless root cannot be an anchor: its bytes are the same in every new
+registry.  ``.kictl/trust.json`` also keeps the highest version seen; a chain
+below it is a rollback.
 """
 
 from __future__ import annotations
@@ -24,16 +30,24 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kictl import canon
-from kictl.errors import CheckFailed, RegistryError, UsageError
-from kictl.layout import KICTL_DIR
+from kictl.errors import CheckFailed, KictlError, RegistryError, UsageError
+from kictl.layout import KICTL_DIR, ROOT_FILE
 from kictl.store import Registry, write_atomic
 
-#: sha256 of the bundled registry's ``registry/trust/2.root.json``, its first root with keys.
-PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:f11cffa35d4c3df24fc5107365835167e7779afa663588ae4ac342f1a7fbe192",)
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    from kictl.trust.root import TrustRoot
+
+#: sha256 of the bundled registry's ``registry/trust/4.root.json``: its re-anchor of 2026-12-01 (the maintainer key
+#: of versions 2-3 was lost; docs/trust.md "Re-anchoring").  Version 2 (sha256:f11cffa3…) was pinned before; it is
+#: no longer, or a copy that deletes version 4 would verify from 2.
+PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:23620e78bba5e3aae889e1d4d37100b90a2e507c99af50a5f0e4165b593a0482",)
 #: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
 CONFIG_ENV = "KICTL_CONFIG_HOME"
 STATE_FILE = f"{KICTL_DIR}/trust.json"
@@ -50,7 +64,7 @@ class Anchor:
     def describe(self) -> str:
         """One line: the version, its digest shortened, and who pinned it (fits 100 columns)."""
         where = {"package": "pinned in the package", "user config": "pinned by `kictl trust pin`"}.get(
-            self.source, "this machine's `kictl trust init`"
+            self.source, "pinned on this machine, in .kictl/"
         )
         return f"trust root version {self.version} {self.digest[:23]}… ({where})"
 
@@ -120,6 +134,37 @@ def _write_state(registry: Registry, state: dict[str, Any]) -> None:
     write_atomic(path, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
 
 
+def _state_is_tracked(registry: Registry) -> bool:
+    """Whether git's HEAD holds ``.kictl/trust.json``: then the copy brought it, not this machine.
+
+    Fails closed: a git error counts as tracked (the local pins are then ignored
+    and ``kictl verify`` says which version to pin).
+    """
+    if not registry.is_git_repository():
+        return False
+    try:
+        if registry.git.head() is None:
+            return False  # no commit yet: nothing can be tracked
+        return bool(registry.git.list_files("HEAD", STATE_FILE))
+    except KictlError:
+        return True
+
+
+def _local_anchors(registry: Registry) -> tuple[str, ...]:
+    """This machine's pins for this registry (``kictl trust init``, ``reanchor``); none when git tracks the file.
+
+    ``.kictl/`` is git-ignored, but a copy of a registry can commit a
+    ``.kictl/trust.json`` pinning a chain of its own; a clone would then carry a
+    "local" pin.  So the file counts only while it is not in the commit checked
+    out.  (A copy handed over as an archive with a ``.kictl/`` folder is not
+    caught: unpack registries without it.)
+    """
+    anchors = _digests(_state(registry).get("anchors"))
+    if anchors and _state_is_tracked(registry):
+        return ()
+    return anchors
+
+
 def record_local_anchor(registry: Registry, data: bytes) -> None:
     """Pin the root version ``data`` for this registry on this machine (``kictl trust init`` wrote it)."""
     state = _state(registry)
@@ -135,7 +180,14 @@ def record_local_anchor(registry: Registry, data: bytes) -> None:
 
 
 def find_anchor(registry: Registry, versions: Sequence[tuple[int, bytes, bool]]) -> Anchor | None:
-    """The lowest pinned version among ``(version, file bytes, has keys)``, oldest first; ``None`` when none is."""
+    """The highest pinned version among ``(version, file bytes, has keys)``, oldest first; ``None`` when none is.
+
+    The highest, not the lowest: a pin of a later version is a decision taken
+    after the earlier one (a new package release, ``kictl trust pin``, a
+    maintainer's ``reanchor``), and a chain re-anchored at version N+1 does not
+    link to version N by design.  What a later pin cannot do is make an
+    unpinned copy trusted: the pinned bytes must be present.
+    """
     sources: dict[str, str] = {}
     for digest in PACKAGE_ANCHORS:
         sources.setdefault(digest, "package")
@@ -144,13 +196,14 @@ def find_anchor(registry: Registry, versions: Sequence[tuple[int, bytes, bool]])
             sources.setdefault(digest, "user config")
     except RegistryError:
         pass  # an unreadable config pins nothing
-    for digest in _digests(_state(registry).get("anchors")):
+    for digest in _local_anchors(registry):
         sources.setdefault(digest, "this machine")
+    found: Anchor | None = None
     for version, data, keyed in versions:
         digest = canon.DIGEST_PREFIX + canon.sha256_hex(data)
         if keyed and digest in sources:
-            return Anchor(version=version, digest=digest, source=sources[digest])
-    return None
+            found = Anchor(version=version, digest=digest, source=sources[digest])
+    return found
 
 
 def check_rollback(registry: Registry, version: int) -> None:
@@ -172,3 +225,103 @@ def check_rollback(registry: Registry, version: int) -> None:
             _write_state(registry, state)
         except OSError:
             pass
+
+
+def reanchor(
+    registry: Registry,
+    *,
+    maintainers: Sequence[tuple[Ed25519PublicKey, str]],
+    keys: Sequence[Ed25519PrivateKey],
+    threshold: int = 1,
+    reason: str = "retired",
+    at: datetime | None = None,
+) -> TrustRoot:
+    """Write the next trust-root version signed by new maintainers only: a re-anchor (docs/trust.md).
+
+    For a registry whose maintainer keys are lost (``reason="retired"``) or
+    stolen (``"compromised"``), so that no ordinary rotation can be signed.  The
+    new version keeps every key of the current one, revokes each of its active
+    maintainer keys at ``at`` (default now, whole seconds) for ``reason``, and
+    adds ``maintainers`` (public key, owner) with ``threshold``; every signing
+    key in ``keys`` must be among them, and together they must reach it.  It
+    cannot carry the old maintainers' signatures, so it does not link to the
+    chain: only a pin of its digest makes it count (this machine's, written
+    here and replacing this registry's earlier local anchors; a user's
+    ``kictl trust pin``; the package's ``PACKAGE_ANCHORS``).  ``kictl review``
+    lints it ``trust-root-threshold``, as it should: a re-anchor is merged by a
+    maintainer, out of band.
+
+    Raises ``UsageError`` when the root has no keys yet, a new maintainer is
+    already listed, a signing key is not a new maintainer, the threshold or
+    reason is invalid; ``CheckFailed`` when the current chain does not verify
+    or the signatures miss the threshold; ``RegistryError`` when a file cannot
+    be written.
+    """
+    import copy
+
+    from kictl.records import format_timestamp
+    from kictl.store import Transaction
+    from kictl.trust._common import REVOCATION_REASONS, ROOT_PAYLOAD_TYPE
+    from kictl.trust.dsse import sign_envelope
+    from kictl.trust.keys import keyid_of
+    from kictl.trust.root import (
+        _floor_second,
+        _key_entry,
+        _now,
+        load_root,
+        root_chain,
+        root_version_path,
+        verify_anchor,
+    )
+
+    if reason not in REVOCATION_REASONS:
+        raise UsageError(f"--reason is one of {', '.join(REVOCATION_REASONS)}, not {reason!r}")
+    current = root_chain(registry).root
+    if current.empty:
+        raise UsageError("the trust root has no keys yet: there is nothing to re-anchor; use `kictl trust init`")
+    if not maintainers:
+        raise UsageError("a re-anchor names its new maintainers: give their public keys")
+    moment = at or _floor_second(_now())
+    signed: dict[str, Any] = copy.deepcopy(current.raw["signed"])
+    signed["version"] = current.version + 1
+    for keyid in current.maintainers():
+        signed["keys"][keyid]["revoked"] = {"at": format_timestamp(moment), "reason": reason}
+    new_ids: set[str] = set()
+    for public_key, owner in maintainers:
+        keyid = keyid_of(public_key)
+        if keyid in current.keys:
+            raise UsageError(
+                f"key {keyid[:12]} is already in trust root version {current.version} ({current.keys[keyid].owner}); "
+                "a key the registry already lists can sign an ordinary rotation (`kictl trust add-key`)"
+            )
+        signed["keys"][keyid] = _key_entry(
+            public_key, owner=owner, roles=["maintainer"], not_before=moment, not_after=None
+        )
+        new_ids.add(keyid)
+    for key in keys:
+        if keyid_of(key.public_key()) not in new_ids:
+            raise UsageError(
+                f"signing key {keyid_of(key.public_key())[:12]} is not among the new maintainers; "
+                "a re-anchor is signed by its new maintainers only"
+            )
+    if threshold < 1 or threshold > len(new_ids):
+        raise UsageError(f"--threshold {threshold} must be between 1 and the {len(new_ids)} new maintainer(s)")
+    signed["threshold"] = threshold
+    envelope = sign_envelope(ROOT_PAYLOAD_TYPE, canon.canonical_bytes(signed), keys)
+    unique = {entry["keyid"]: entry for entry in envelope["signatures"]}
+    data = canon.pretty_bytes({"signed": signed, "signatures": list(unique.values())})
+    new_root = load_root(data)
+    verify_anchor(new_root)
+    try:
+        with Transaction() as transaction:
+            transaction.write(root_version_path(registry, new_root.version), data)
+            write_atomic(registry.root / ROOT_FILE, data)
+    except OSError as exc:
+        raise RegistryError(f"{registry.trust_dir}: cannot write trust root version {new_root.version}: {exc}") from exc
+    state = _state(registry)
+    state["anchors"] = [canon.DIGEST_PREFIX + canon.sha256_hex(data)]
+    try:
+        _write_state(registry, state)
+    except OSError as exc:
+        raise RegistryError(f"{registry.root / STATE_FILE}: cannot write: {exc}") from exc
+    return new_root

@@ -34,7 +34,7 @@ def test_verify_says_which_anchor_it_used(setup: Setup, cli: RunCli) -> None:
     assert report.ok, report.failures
     assert report.anchor is not None
     assert report.anchor.startswith("trust root version 2 sha256:")
-    assert report.anchor.endswith("(this machine's `kictl trust init`)")
+    assert report.anchor.endswith("(pinned on this machine, in .kictl/)")
     result = cli("verify", setup.run.digest, "--registry", str(setup.registry.root))
     assert result.exit_code == 0, result.output
     assert "anchor     trust root version 2 sha256:" in result.stdout
@@ -129,3 +129,37 @@ def test_the_bundled_registry_is_anchored_by_the_package(tmp_path: Path) -> None
     assert chain.anchor.source == "package"
     assert chain.anchor.digest in PACKAGE_ANCHORS
     assert _digest(target / f"registry/trust/{chain.anchor.version}.root.json") == chain.anchor.digest
+
+
+def test_a_committed_local_state_pins_nothing(setup: Setup, tmp_path: Path, key_folder: Path) -> None:
+    """Attack: a copy with a chain of its own also commits the `.kictl/trust.json` that pins it; a clone carries it."""
+    import git
+
+    evil = tmp_path / "evil"
+    create_registry(evil)
+    mallory = key_files(key_folder, "stranger")
+    trust.init_root(
+        Registry(evil),
+        maintainers=[(trust.load_public_key(mallory.public), "mallory")],
+        keys=[mallory.load()],
+        not_before=EPOCH,
+    )
+    root = setup.registry.root
+    shutil.rmtree(root / "registry/trust")
+    shutil.copytree(evil / "registry/trust", root / "registry/trust")
+    shutil.copyfile(evil / STATE_FILE, root / STATE_FILE)
+    chain = trust.root_chain(setup.registry)
+    assert chain.anchor is not None  # untracked, it is this machine's pin: here it counts
+    assert chain.anchor.source == "this machine"
+    repo = git.Repo(root)
+    repo.git.add("--force", STATE_FILE)
+    repo.git.add("registry")
+    repo.index.commit("a chain of my own, pinned")
+    clone = tmp_path / "clone"
+    git.Repo.clone_from(root, clone)
+    assert (clone / STATE_FILE).read_bytes() == (evil / STATE_FILE).read_bytes()
+    copy = Registry(clone)
+    assert trust.root_chain(copy).anchor is None
+    [failure, *_] = trust.check_record(copy, setup.run.digest).failures
+    assert failure.startswith("trust root: no version of the trust-root chain is a pinned anchor")
+    assert trust.root_chain(setup.registry).anchor is None  # committed here too: no longer this machine's
