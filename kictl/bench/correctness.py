@@ -28,7 +28,10 @@ COMPARATOR = "allclose |x-y| <= atol + rtol*|y|; NaN matches NaN; inf must equal
 DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
 DEFAULT_MATCHED_RATIO = 1.0
-_CHUNK = 1 << 22
+#: Elements per chunk: float64 temporaries of 256 KiB stay in a core's cache, and torch does not split an
+#: operation this small over threads (a comparison of 12.6 M elements took 2.0 s in chunks of 4 M, 0.27 s in
+#: chunks of 32 K, on one thread of the development machine; with two threads on a loaded machine, 2-3 s).
+_CHUNK = 1 << 15
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,10 @@ def compare_output(
         return OutputComparison(name, "passed", None, 0.0, 0.0, 1.0)
     flat_x = got.detach().reshape(-1)
     flat_y = want.detach().reshape(-1)
+    if tolerance.required_matched_ratio <= 1.0 and got.dtype == want.dtype and torch.equal(flat_x, flat_y):
+        # equal values: every finite element is within any tolerance with no error, an infinity equals itself
+        # (torch.equal is False wherever a NaN is, so outputs with NaNs take the element-wise path below)
+        return OutputComparison(name, "passed", None, 0.0, 0.0, 1.0)
     matched = 0
     max_abs = 0.0
     max_rel = 0.0

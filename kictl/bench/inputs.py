@@ -232,6 +232,11 @@ def materialize_spec(spec: wire.InputSpec, device: str) -> Any:
     """One input, as the wire described it, on ``device`` (worker side)."""
     import torch
 
+    if spec.kind == "values" and spec.values is not None and spec.scalar is None:
+        # index tensors straight from the wire's int64 bytes (as materialize_one would make them, without a
+        # Python list of every index in between)
+        raw = torch.frombuffer(bytearray(spec.values), dtype=torch.int64) if spec.values else torch.empty(0)
+        return raw.to(torch.int64).to(torch_dtype(spec.dtype)).reshape(spec.shape).to(device)
     values = None
     if spec.values is not None:
         values = tuple(torch.frombuffer(bytearray(spec.values), dtype=torch.int64).tolist()) if spec.values else ()

@@ -205,6 +205,9 @@ def poison_in_place(tensor: Any) -> None:
         tensor.view(-1).view(torch.uint8).fill_(POISON_BYTE)
 
 
+_SIGNED_BY_SIZE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
 def poisoned_elements(output: Any, reference: Any) -> int:
     """Elements of a floating-point ``output`` whose bytes are all 0xFF where ``reference`` is no NaN."""
     import torch
@@ -212,8 +215,12 @@ def poisoned_elements(output: Any, reference: Any) -> int:
     if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.numel() == 0:
         return 0
     flat = output.detach().contiguous().reshape(-1)
-    as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
-    poisoned = (as_bytes == POISON_BYTE).all(dim=1)
+    as_int = _SIGNED_BY_SIZE.get(flat.element_size())
+    if as_int is not None:  # all bytes 0xFF <=> the element read as a signed integer of its size is -1
+        poisoned = flat.view(getattr(torch, as_int)) == -1
+    else:
+        as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
+        poisoned = (as_bytes == POISON_BYTE).all(dim=1)
     if isinstance(reference, torch.Tensor) and reference.shape == output.shape and reference.is_floating_point():
         poisoned &= ~torch.isnan(reference.reshape(-1))
     return int(poisoned.sum())

@@ -26,13 +26,13 @@ from __future__ import annotations
 import secrets
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kictl.bench import timing, wire
 from kictl.bench.integrity import Check
-from kictl.bench.runner import PROTOCOL, ImplementationFailed, WorkerGone, WorkerProcess
+from kictl.bench.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
 
 PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
@@ -137,7 +137,13 @@ class RunDriver:
         timed_plans: Sequence[wire.Plan],
         outputs: Sequence[wire.OutputSpec],
         options: LoopOptions,
+        *,
+        progress: Callable[[str], None] | None = None,
+        label: str = "",
     ) -> None:
+        #: what the driver is doing, for the session's progress (``kictl bench --timings`` prints it)
+        self.say = progress or (lambda _text: None)
+        self.label = label or worker.label
         self.worker = worker
         self.load = load
         self.round_plans = list(rounds)
@@ -154,6 +160,14 @@ class RunDriver:
         self.ahead = 0
         self.ahead_known = False
         self.threads_armed = 0
+        #: the import was sent by ``begin`` and its answer is still to be taken; setup() has run
+        self.load_sent = False
+        self.armed = False
+        self.finished = False
+        self.finish_sent = False
+        self.idle_from: ProcessView | None = None
+        #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
+        self.cpu_device = options.timer == "perf_counter_ns"
         self.total_fixed = (options.iterations * options.trials) if options.iterations is not None else None
 
     # ----------------------------------------------------------------- guarded requests
@@ -161,7 +175,16 @@ class RunDriver:
     def _ask(self, message: wire.Message, expect: type[wire.Message]) -> wire.Message | None:
         """One request; on any failure of the implementation the driver ends with it recorded."""
         try:
-            answer = self.worker.request(message, self.options.timeout_s, frozenset({expect.TYPE}))
+            self.worker.send(message)
+        except WorkerGone as exc:
+            self.fail("runtime_error", exc.detail or "the worker died")
+            return None
+        return self._take(expect)
+
+    def _take(self, expect: type[wire.Message]) -> wire.Message | None:
+        """The answer to the request sent last; on any failure of the implementation the driver ends."""
+        try:
+            answer = self.worker.receive(self.options.timeout_s, frozenset({expect.TYPE}))
         except ImplementationFailed as exc:
             self.fail(exc.status, exc.detail)
             return None
@@ -184,29 +207,77 @@ class RunDriver:
     def fail(self, status: str, detail: str) -> None:
         if self.evidence.failure is None:
             self.evidence.failure = (status, wire.clean_text(detail, 4000))
+            self.say(f"{self.label}: {status}")
         self.active = False
         self.worker.stop()
 
     # ----------------------------------------------------------------- phases
 
-    def prepare(self) -> None:
-        """Start and load the worker if needed, run the correctness rounds, arm, warm up."""
-        evidence = self.evidence
+    def begin(self) -> None:
+        """Start the worker if needed, measure the wire, and send the import without waiting for it.
+
+        The implementation then imports (FlashInfer, Triton: seconds) while the
+        parent gets the reference's outputs; ``prepare`` takes the answer.
+        """
+        if self.evidence.failure is not None:
+            return
         if not self.worker.alive:
+            self.worker.start()
+        if self.worker.loaded or self.load_sent:
+            return
+        if not self._ping():
+            return
+        self.say(f"{self.label}: import (sent)")
+        try:
+            self.worker.send(self.load)
+        except WorkerGone as exc:
+            self.fail("runtime_error", exc.detail or "the worker died")
+            return
+        self.load_sent = True
+
+    def _ping(self) -> bool:
+        """The wire's round trip, ``PINGS`` times, before anything of the implementation's is imported."""
+        self.worker.pings_ns = []
+        for _ in range(PINGS):
+            started = time.perf_counter_ns()
+            if self._ask(wire.Ping(), wire.Pong) is None:
+                return False
+            self.worker.pings_ns.append(time.perf_counter_ns() - started)
+        return True
+
+    def _loaded(self) -> bool:
+        """The implementation imported in the worker (its answer taken, or asked for and taken now)."""
+        if self.worker.loaded:
+            return True
+        if self.load_sent:
+            self.load_sent = False
+            answer = self._take(wire.Loaded)
+        else:
+            answer = self._ask(self.load, wire.Loaded) if self._ping() else None
+        if answer is None:
+            return False
+        self.say(f"{self.label}: imported")
+        self.worker.loaded = True
+        return True
+
+    def prepare(self) -> None:
+        """Start and load the worker if needed, run the correctness rounds, arm (``setup()``); not the warm-up.
+
+        Drivers of several implementations may prepare at once, each in a thread of its own:
+        nothing here is timed, and each driver talks to its own worker only.
+        """
+        evidence = self.evidence
+        if evidence.failure is not None:
+            return
+        if not self.worker.alive and not self.load_sent:  # a worker that died importing is read as such below
             self.worker.start()
         evidence.cpus = self.worker.pinned[0] if self.worker.pinned else ()
         evidence.threads_allowed = self.worker.pinned[1] if self.worker.pinned else 1
-        if not self.worker.loaded:
-            for _ in range(PINGS):
-                started = time.perf_counter_ns()
-                if self._ask(wire.Ping(), wire.Pong) is None:
-                    return
-                self.worker.pings_ns.append(time.perf_counter_ns() - started)
-            if self._ask(self.load, wire.Loaded) is None:
-                return
-            self.worker.loaded = True
+        if not self._loaded():
+            return
         evidence.pings_ns = list(self.worker.pings_ns)
         for label, plan in self.round_plans:
+            self.say(f"{self.label}: correctness, {label}")
             answer = self._ask(wire.Check(plan=plan, outputs=self.outputs), wire.Outputs)
             if answer is None:
                 return
@@ -221,8 +292,18 @@ class RunDriver:
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
         )
+        self.say(f"{self.label}: setup() and the timed input sets")
         if self._ask(arm, wire.Armed) is None:
             return
+        self.armed = True
+
+    def warm(self) -> None:
+        """The warm-up calls, then the start of the timed calls (one driver at a time: the host's enqueue
+        time measured here sets the device spin before each timed call)."""
+        if not self.armed or self.evidence.failure is not None:
+            return
+        evidence = self.evidence
+        self.say(f"{self.label}: {self.options.warmup} warm-up call(s)")
         for n in range(self.options.warmup):
             stage = wire.Stage(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
             if self._ask(stage, wire.Staged) is None or self._ask(wire.Call(), wire.Sample) is None:
@@ -268,19 +349,21 @@ class RunDriver:
         shift = secrets.randbelow(SHIFTS)
         if self._ask(wire.Stage(input_set=chosen, shift=shift), wire.Staged) is None:
             return
-        cpu_before = self.worker.view().cpu_ns
+        worker = self.worker
+        cpu_before = worker.cpu_ns() if self.cpu_device else 0
         started = time.perf_counter_ns()
         answer = self._ask(wire.Call(), wire.Sample)
         wall = time.perf_counter_ns() - started
         if answer is None:
             return
         assert isinstance(answer, wire.Sample)
-        view = self.worker.view()
-        evidence.call_cpu_ns += max(0, view.cpu_ns - cpu_before)
-        if view.threads > self.threads_armed:
+        if self.cpu_device:
+            evidence.call_cpu_ns += max(0, worker.cpu_ns() - cpu_before)
+        threads = worker.thread_count()
+        if threads > self.threads_armed:
             evidence.note(
                 Check.NO_THREADS_LEFT,
-                f"{view.threads - self.threads_armed} thread(s) more than before the timed calls were alive "
+                f"{threads - self.threads_armed} thread(s) more than before the timed calls were alive "
                 "when a timed call returned",
             )
         if answer.ns < 0:
@@ -334,21 +417,59 @@ class RunDriver:
 
     def finish(self) -> None:
         """End the timed calls: the worker's evidence, then what the OS shows of it while idle."""
+        self.finish_calls()
+        self.idle_begin()
+        time.sleep(IDLE_WINDOW_S)
+        self.idle_end()
+
+    def finish_calls(self) -> None:
+        """End the timed calls and take the worker's evidence (``idle_begin``/``idle_end`` watch it idle)."""
+        self.finish_send()
+        self.finish_take()
+
+    def finish_send(self) -> None:
+        """End the timed calls and ask for the worker's evidence (``finish_take`` takes it): the workers of a
+        workload put their evidence together at once."""
         evidence = self.evidence
         if evidence.failure is not None:
             return
         self.active = False
         evidence.loop_ticks = self.worker.view().cpu_ticks - self.loop_started_ticks
         evidence.loop_wall_ns = time.perf_counter_ns() - self.loop_started_ns
-        answer = self._ask(wire.Finish(), wire.Finished)
+        try:
+            self.worker.send(wire.Finish())
+        except WorkerGone as exc:
+            self.fail("runtime_error", exc.detail or "the worker died")
+            return
+        self.finish_sent = True
+
+    def finish_take(self) -> None:
+        """The worker's evidence after the timed calls (asked for by ``finish_send``)."""
+        evidence = self.evidence
+        if not self.finish_sent or evidence.failure is not None:
+            return
+        self.finish_sent = False
+        answer = self._take(wire.Finished)
         if answer is None:
             return
         assert isinstance(answer, wire.Finished)
         evidence.device_spin_ns = answer.device_spin_ns
         evidence.enqueued_ahead = self.ahead if self.ahead_known else None
         evidence.relative_error = timing.median_relative_error(evidence.samples)
-        before = self.worker.view()
-        time.sleep(IDLE_WINDOW_S)
+        self.finished = True
+
+    def idle_begin(self) -> None:
+        """Open the idle window: kictl holds the worker idle for ``IDLE_WINDOW_S`` (the windows of all
+        drivers of a workload are open at once, so the wait is paid once per workload)."""
+        self.idle_from = self.worker.view() if self.finished and self.evidence.failure is None else None
+
+    def idle_end(self) -> None:
+        """Close the idle window: CPU time, threads and processes the worker showed while held idle."""
+        before = self.idle_from
+        self.idle_from = None
+        if before is None or self.evidence.failure is not None:
+            return
+        evidence = self.evidence
         after = self.worker.view()
         evidence.idle_ticks = max(0, after.cpu_ticks - before.cpu_ticks)
         if after.threads > self.threads_armed:

@@ -109,6 +109,8 @@ class BenchReport:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     #: what the user must know about how the session measured (e.g. CUPTI missing: CUDA events instead)
     warnings: list[str] = field(default_factory=list)
+    #: seconds of the session's wall time per phase (``phases.PhaseClock``), for ``kictl bench --timings``
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def all_passed(self) -> bool:

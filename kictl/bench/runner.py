@@ -25,12 +25,15 @@ sandbox.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,10 @@ TIMEOUT = "timeout"
 CRASHED = "crashed"
 PROTOCOL = "protocol"
 TAIL_LINES = 25
+#: While the parent waits longer than this for an answer, it says so (when told to report progress).
+HEARTBEAT_S = 10.0
+#: How long a worker that timed out gets to write its stacks to its log before it is killed.
+STACK_DUMP_WAIT_S = 0.5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -100,6 +107,15 @@ def _describe_exit(code: int | None) -> str:
     return f"the worker exited with status {code}"
 
 
+def _proc_text(path: str) -> str:
+    """A small ``/proc`` file's text (read on every timed call: no ``Path``, no buffered file). Raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536).decode("ascii", errors="replace")
+    finally:
+        os.close(fd)
+
+
 def _children(pid: int) -> list[int]:
     found: list[int] = []
     try:
@@ -108,7 +124,7 @@ def _children(pid: int) -> list[int]:
         return found
     for task in tasks:
         try:
-            text = Path(f"/proc/{pid}/task/{task}/children").read_text()
+            text = _proc_text(f"/proc/{pid}/task/{task}/children")
         except OSError:
             continue
         found.extend(int(item) for item in text.split())
@@ -137,7 +153,7 @@ def cpu_ns_live(pid: int) -> int:
         return 0
     for task in tasks:
         try:
-            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
+            total += int(_proc_text(f"/proc/{pid}/task/{task}/schedstat").split()[0])
         except (OSError, ValueError, IndexError):
             continue
     return total
@@ -146,7 +162,7 @@ def cpu_ns_live(pid: int) -> int:
 def cpu_ticks(pid: int) -> int:
     """utime + stime of process ``pid`` (all its threads) in clock ticks; 0 when it is gone."""
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = _proc_text(f"/proc/{pid}/stat")
     except OSError:
         return 0
     fields = text[text.rindex(")") + 2 :].split()
@@ -166,7 +182,11 @@ class WorkerProcess:
         cpus: tuple[int, ...] = (),
         threads: int = 1,
         startup_timeout: float = 300.0,
+        progress: Callable[[str], None] | None = None,
     ) -> None:
+        #: told what the parent waits for, every ``HEARTBEAT_S`` of a long wait (``kictl bench --timings``)
+        self.progress = progress
+        self.asked = ""
         self.label = label
         self.device = device
         self.log_dir = log_dir
@@ -190,6 +210,7 @@ class WorkerProcess:
         self.pings_ns: list[int] = []
         #: whether the implementation is imported in the running worker
         self.loaded = False
+        self._stop_sent = False
 
     @property
     def log_path(self) -> Path:
@@ -217,6 +238,9 @@ class WorkerProcess:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         to_read, to_write = os.pipe()
         from_read, from_write = os.pipe()
+        for fd in (to_write, from_write):  # room for a large output in fewer wake-ups (Linux; best effort)
+            with contextlib.suppress(OSError, AttributeError):
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, wire.PIPE_BYTES)
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
         command, executable = sandbox.worker_command(
@@ -260,7 +284,10 @@ class WorkerProcess:
         if self.environment is not None and self.alive:
             return self.environment
         try:
-            ready = self._read(time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}))
+            self.asked = "Ready (the worker's start: sandbox, Python, torch, the device)"
+            ready = self._read(
+                time.monotonic() + self.startup_timeout, frozenset({wire.Ready.TYPE}), self.startup_timeout
+            )
             assert isinstance(ready, wire.Ready)
             env = json.loads(ready.environment)
             if not isinstance(env, dict):
@@ -308,6 +335,22 @@ class WorkerProcess:
         others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
         return ProcessView(ticks, threads, others, live_ns)
 
+    def thread_count(self) -> int:
+        """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""
+        if self.worker_pid is None:
+            return 0
+        try:
+            return len(os.listdir(f"/proc/{self.worker_pid}/task"))
+        except OSError:
+            return 0
+
+    def cpu_ns(self) -> int:
+        """Time on a CPU of every live thread in the worker's sandbox, in ns (``ProcessView.cpu_ns`` alone)."""
+        if self.process is None:
+            return 0
+        root = self.process.pid
+        return sum(cpu_ns_live(pid) for pid in (root, *descendants(root)))
+
     def _is_sandbox_init(self, pid: int) -> bool:
         """bubblewrap's own process inside the namespace (the worker's parent)."""
         if not self.isolation.sandboxed or self.worker_pid is None:
@@ -323,22 +366,54 @@ class WorkerProcess:
 
         Raises ``ImplementationFailed`` or ``WorkerGone`` (the worker is then stopped).
         """
+        self.send(message)
+        return self.receive(timeout, expect)
+
+    def send(self, message: wire.Message) -> None:
+        """Send ``message`` without waiting for its answer (``receive`` waits): the worker gets on with it
+        while the parent does something else.  Raises ``WorkerGone``."""
         if not self.alive or self.fd_to is None:
             self.start()
         assert self.fd_to is not None
+        self.asked = message.TYPE
         try:
             wire.write_frame(self.fd_to, message)
         except OSError as exc:
             raise self._gone(CRASHED, f"cannot send to the worker: {exc.strerror}") from None
+
+    def receive(self, timeout: float, expect: frozenset[str]) -> wire.Message:
+        """The answer to the request ``send`` sent, within ``timeout`` seconds from now.
+
+        Raises ``ImplementationFailed`` or ``WorkerGone`` (the worker is then stopped).
+        """
+        if self.fd_from is None:
+            raise WorkerGone(CRASHED, "the worker is not running")
         return self._read(time.monotonic() + timeout, expect | {wire.Failed.TYPE, wire.HarnessError.TYPE}, timeout)
+
+    def _await(self, deadline: float) -> None:
+        """Wait until the worker's answer starts to arrive or ``deadline`` passes, saying every
+        ``HEARTBEAT_S`` what is awaited (so that a stall shows where it is)."""
+        if self.progress is None or self.fd_from is None:
+            return
+        began = time.monotonic()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or select.select([self.fd_from], [], [], min(left, HEARTBEAT_S))[0]:
+                return
+            self.progress(
+                f"{self.label}: still waiting for the answer to {self.asked or 'a request'} "
+                f"({time.monotonic() - began:.0f} s; the limit is {deadline - began:.0f} s)"
+            )
 
     def _read(self, deadline: float, expect: frozenset[str], timeout: float | None = None) -> wire.Message:
         assert self.fd_from is not None
         try:
+            self._await(deadline)
             answer = wire.read_frame(self.fd_from, expect, deadline)
         except wire.WireTimeout:
             limit = f"{timeout:g} s" if timeout is not None else "the deadline"
-            raise self._gone(TIMEOUT, f"no answer within {limit}; the worker was stopped") from None
+            asked = f" to {self.asked}" if self.asked else ""
+            raise self._gone(TIMEOUT, f"no answer within {limit}{asked}; the worker was stopped") from None
         except wire.PeerClosed:
             raise self._gone(CRASHED, "") from None
         except wire.WireError as exc:
@@ -354,6 +429,8 @@ class WorkerProcess:
 
     def _gone(self, kind: str, detail: str) -> WorkerGone:
         code = None
+        if kind == TIMEOUT:
+            self._dump_stacks()
         if self.process is not None:
             if kind == CRASHED:
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -364,6 +441,18 @@ class WorkerProcess:
             detail = "; ".join(part for part in (detail, _describe_exit(code)) if part)
         logged = log_tail(self.log_path)
         return WorkerGone(kind, f"{detail}\n{logged}".strip())
+
+    def _dump_stacks(self) -> None:
+        """Ask a silent worker where it is: its Python stacks go to its log (faulthandler on ``SIGUSR1``),
+        whose tail the timeout's detail shows.  Diagnostic text only; nothing is judged by it."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        pid = self.worker_pid or self._find_worker_pid()
+        if pid is None:
+            return
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGUSR1)
+            time.sleep(STACK_DUMP_WAIT_S)
 
     def kill(self) -> None:
         """End the worker, its sandbox and what it started (its process group)."""
@@ -384,20 +473,35 @@ class WorkerProcess:
         self.fd_to = self.fd_from = None
         self.process = None
         self.worker_pid = None
+        self._stop_sent = False
 
     def stop(self) -> None:
         """Ask the worker to finish, then make sure it has (and drop its private cache copies)."""
+        self.ask_to_stop()
         self._stop()
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
 
+    def ask_to_stop(self) -> None:
+        """Send ``Stop`` without waiting for the worker to end (``stop`` waits): several workers end together.
+
+        A worker that never said ``Ready`` is still starting and would read nothing: it is killed now.
+        """
+        if self.process is None or self.process.poll() is not None:
+            return
+        if self.environment is None:
+            self.kill()
+            return
+        if self.fd_to is not None and not self._stop_sent:
+            with contextlib.suppress(OSError):
+                wire.write_frame(self.fd_to, wire.Stop())
+            self._stop_sent = True
+
     def _stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None and self.fd_to is not None:
-            with contextlib.suppress(OSError):
-                wire.write_frame(self.fd_to, wire.Stop())
+        if self.process.poll() is None and self._stop_sent:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(timeout=5)
         self.kill()

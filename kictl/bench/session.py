@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import secrets
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +39,9 @@ from kictl import canon, families, lookup
 from kictl.bench import correctness, sandbox, wire
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
-from kictl.bench.loop import LoopOptions, RunDriver
+from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
 from kictl.bench.options import BenchOptions, check_options, pinned_cpus, resolve_device
+from kictl.bench.phases import PhaseClock
 from kictl.bench.results import (
     BenchReport,
     RunSummary,
@@ -59,6 +61,9 @@ from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
 
 ProgressCallback = Callable[[str], None]
+#: Whether the correctness rounds and setup() of several implementations overlap on the CPU device too
+#: (they always do on a GPU); off, because every worker is pinned to the one CPU the timed calls use.
+OVERLAP_PREPARE_ON_CPU = False
 WorkerFactory = Callable[[str], Any]
 
 
@@ -134,41 +139,72 @@ def run_bench(
     workdir: Path | None = None,
     progress: ProgressCallback | None = None,
     worker_factory: WorkerFactory | None = None,
+    kept: KeptWorkers | None = None,
 ) -> BenchReport:
     """Benchmark each implementation on each selected workload of a definition.
 
     ``worker_factory`` (tests) makes the workers instead of sandboxed
-    processes.  Raises ``NotFoundError`` for an unknown definition, workload
+    processes.  ``kept``: workers that outlive the session (an executor's
+    jobs on one device reuse them, as one session does across workloads).
+    Raises ``NotFoundError`` for an unknown definition, workload
     or implementation digest, ``UsageError`` for bad options or paths,
     ``RecordError`` for invalid implementations or workloads, ``EnvError``
     when the device, the sandbox or a worker cannot start.
     """
     say = progress or (lambda _text: None)
+    clock = PhaseClock()
     if not implementation_refs:
         raise UsageError("give at least one --impl")
-    definition = registry.resolve(definition_ref, ["Definition"])
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
-    signature(spec, source=f"{definition.name} reference")
-    workloads = select_workloads(registry, definition, options.workloads)
-    device = resolve_device(options.device)
-    counts = check_options(options, device)
-    isolation = sandbox.Isolation(None) if worker_factory is not None else sandbox.resolve(options.no_sandbox)
+    with clock.phase("resolve"):
+        definition = registry.resolve(definition_ref, ["Definition"])
+        spec = definition.model.spec
+        assert isinstance(spec, DefinitionSpec)
+        signature(spec, source=f"{definition.name} reference")
+        workloads = select_workloads(registry, definition, options.workloads)
+        # an explicit GPU is named without importing torch, so that the workers start while the parent imports it
+        named = _named_device(options.device)
+        device = named or resolve_device(options.device)
+        counts = check_options(options, device)
+        isolation = sandbox.Isolation(None) if worker_factory is not None else sandbox.resolve(options.no_sandbox)
     scratch = tempfile.TemporaryDirectory(prefix="kictl-bench-") if workdir is None else None
     base = Path(scratch.name) if scratch is not None else workdir
     assert base is not None
     try:
-        loaded: list[LoadedImplementation] = []
-        for ref in implementation_refs:
-            found = load_implementation(ref, definition, registry)
-            if all(other.record.digest != found.record.digest for other in loaded):
-                loaded.append(found)
-        loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
-        session = _Session(registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory)
+        with clock.phase("resolve"):
+            loaded: list[LoadedImplementation] = []
+            for ref in implementation_refs:
+                found = load_implementation(ref, definition, registry)
+                if all(other.record.digest != found.record.digest for other in loaded):
+                    loaded.append(found)
+            loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
+        session = _Session(
+            registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock, kept
+        )
+        with clock.phase("start"):
+            session.spawn()
+        try:
+            with clock.phase("start"):
+                if named is not None:
+                    resolve_device(options.device)  # no GPU after all: EnvError, the workers are ended below
+                session.open_device()
+        except BaseException:
+            with clock.phase("stop"):
+                session.close()
+            raise
         return _session(session, workloads)
     finally:
         if scratch is not None:
             scratch.cleanup()
+
+
+def _named_device(requested: str) -> str | None:
+    """``cuda:N`` for an explicit ``cuda``/``cuda:N`` (checked against the machine later), else ``None``."""
+    text = requested.strip().lower()
+    if text == "cuda":
+        return "cuda:0"
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return f"cuda:{int(text[5:])}"
+    return None
 
 
 class _Session:
@@ -186,7 +222,10 @@ class _Session:
         say: ProgressCallback,
         isolation: sandbox.Isolation,
         worker_factory: WorkerFactory | None = None,
+        clock: PhaseClock | None = None,
+        kept: KeptWorkers | None = None,
     ) -> None:
+        self.clock = clock or PhaseClock()
         self.registry = registry
         self.definition = definition
         spec = definition.model.spec
@@ -208,28 +247,81 @@ class _Session:
         self.set_labels = [f"input set {n}" for n in range(max(1, sets))]
         logs = base / "logs"
         cpus = pinned_cpus(options.threads)
-        make = worker_factory or (
-            lambda label: WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads)
-        )
-        self.workers = {impl.record.digest: make(f"impl{n}") for n, impl in enumerate(implementations)}
-        self.reference_worker = make("reference")
+        self.kept = kept
+
+        def make(label: str, digest: str) -> Any:
+            if worker_factory is not None:
+                return worker_factory(label)
+            if kept is not None:  # an executor's long-lived workers: one per record, device and sandbox
+                return kept.worker(label, digest, device, isolation, cpus, options.threads, say)
+            return WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads, progress=say)
+
+        self.workers = {
+            impl.record.digest: make(f"impl{n}", impl.record.digest) for n, impl in enumerate(implementations)
+        }
+        self.reference_worker = make("reference", definition.digest)
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
         self.nvml: Any = None
-        if device.startswith("cuda"):
+        #: when each worker (by label) was last spawned, for the progress lines
+        self.started: dict[str, float] = {}
+
+    @property
+    def all_workers(self) -> list[Any]:
+        return [self.reference_worker, *self.workers.values()]
+
+    def spawn(self) -> None:
+        """Start every worker that is not running, all at once (their imports overlap); ``wait_ready`` waits."""
+        for worker in self.all_workers:
+            if not worker.alive:
+                self.say(f"worker {self.worker_name(worker)}: starting")
+                worker.spawn()
+                self.started[worker.label] = time.monotonic()
+
+    def worker_name(self, worker: Any) -> str:
+        for impl in self.implementations:
+            if self.workers[impl.record.digest] is worker:
+                return f"{worker.label} ({impl.name})"
+        return f"{worker.label} (kictl's reference worker)"
+
+    def wait_ready(self, worker: Any) -> dict[str, Any]:
+        """The worker's environment once it is ready (started now if it is not running); says how long it took."""
+        if not worker.alive:
+            self.spawn()
+        known = worker.environment is not None
+        env: dict[str, Any] = worker.wait_ready()
+        if not known:
+            began = self.started.get(worker.label)
+            took = f" after {time.monotonic() - began:.1f} s" if began is not None else ""
+            self.say(f"worker {self.worker_name(worker)}: ready{took}")
+        return env
+
+    def open_device(self) -> None:
+        """The parent's side of the device while the workers start: torch (to read outputs), NVML (clocks)."""
+        import torch  # noqa: F401  # imported here, while the workers start, rather than at the first output
+
+        if self.device.startswith("cuda"):
             from kictl.bench.gpu_state import Nvml
-            from kictl.errors import EnvError
 
             try:
-                self.nvml = Nvml(int(device.split(":")[1]) if ":" in device else 0)
+                self.nvml = Nvml(int(self.device.split(":")[1]) if ":" in self.device else 0)
             except EnvError as exc:
                 self.report.warnings.append(f"clocks not recorded: {exc}")
 
-    def close(self) -> None:
-        for worker in [*self.workers.values(), self.reference_worker]:
+    def close(self, keep: bool = False) -> None:
+        """End every worker: all are asked at once, then each is waited for (their teardowns overlap).
+
+        ``keep``: the session ended normally and its workers are kept (``KeptWorkers``) for the next one.
+        """
+        if keep and self.kept is not None:
+            return
+        workers = self.all_workers
+        for worker in workers:
+            worker.ask_to_stop()
+        for worker in workers:
             worker.stop()
 
     def context(self, workload: StoredRecord) -> tuple[WorkloadContext, _Plans]:
@@ -331,15 +423,16 @@ class _Session:
             self.report.skipped.append((workload.name, str(exc)))
 
     def _workload(self, workload: StoredRecord) -> None:
-        context, plans = self.context(workload)
-        for worker in [self.reference_worker, *self.workers.values()]:  # start together: imports overlap
-            if not worker.alive:
-                worker.spawn()
-        refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+        phase = self.clock.phase
+        with phase("inputs"):
+            context, plans = self.context(workload)
+        with phase("start"):
+            self.spawn()  # a worker ended by an earlier workload's failure starts again, with the others
         drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
-            env = worker.wait_ready() if worker.alive else worker.start()
+            with phase("start"):
+                env = self.wait_ready(worker)
             driver = RunDriver(
                 worker,
                 impl.load_message(),
@@ -348,35 +441,107 @@ class _Session:
                 plans.timed,
                 plans.outputs,
                 self.loop_options(env, worker),
+                progress=self.say,
+                label=f"{workload.name}: {impl.name}",
             )
-            label = f"{workload.name}: {impl.name}"
-            self.say(f"{label}: correctness and setup")
-            _guarded(driver, driver.prepare)
             drivers.append((impl, driver, env))
+            with phase("import"):  # pings, then the import is sent: it runs while the next workers start
+                _guarded(driver, driver.begin)
+        with phase("start"):
+            if self.reference_worker.alive:
+                self.wait_ready(self.reference_worker)
+        with phase("prepare"):
+            refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
+        with phase("warmup"):
+            for _, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
+                _guarded(driver, driver.warm)
         self.say(f"{workload.name}: timed calls, interleaved")
-        before = self.clock_reading()
-        while any(driver.active for _, driver, _ in drivers):
-            for _, driver, _ in drivers:
-                if driver.active:
-                    _guarded(driver, driver.step)
-        after = self.clock_reading()
+        with phase("timed"):
+            before = self.clock_reading()
+            while any(driver.active for _, driver, _ in drivers):
+                for _, driver, _ in drivers:
+                    if driver.active:
+                        _guarded(driver, driver.step)
+            after = self.clock_reading()
         for _, driver, _ in drivers:
             driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
-        for _, driver, _ in drivers:
-            _guarded(driver, driver.finish)
+        with phase("finish"):
+            for _, driver, _ in drivers:  # asked all at once: each worker checks its inputs and collects meanwhile
+                _guarded(driver, driver.finish_send)
+            for _, driver, _ in drivers:
+                _guarded(driver, driver.finish_take)
         audited = {
             audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
             for _, driver, _ in drivers
             for _, chosen, shift, _ in driver.evidence.audits
         }
         wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
-        refs.update(self.reference_outputs(context, plans, wanted))
-        summaries = []
-        for impl, driver, env in drivers:
-            summaries.append(self.record_run(impl, driver, env, context, refs))
-        speedups(summaries, self.implementations)
+        with phase("reference"):
+            refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
+        self.say(f"{workload.name}: judging the runs, building the records")
+        with phase("records"):
+            summaries = []
+            for impl, driver, env in drivers:
+                summaries.append(self.record_run(impl, driver, env, context, refs))
+            speedups(summaries, self.implementations)
+        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
+        self.say(f"{workload.name}: done ({done})")
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
+
+    def _prepare(
+        self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
+    ) -> dict[str, list[Any]]:
+        """The reference's outputs for the rounds (here) while every implementation's correctness rounds and
+        ``setup()`` run (on a GPU, a thread per driver): none of it is timed, and each thread talks to its
+        own worker.
+
+        Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
+            # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
+            # and each request would only wait longer for the shared core (--timeout counts per request)
+            refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+            for driver in drivers:
+                _guarded(driver, driver.prepare)
+            return refs
+        with ThreadPoolExecutor(max_workers=max(1, len(drivers)), thread_name_prefix="kictl-prepare") as pool:
+            futures = [pool.submit(_guarded, driver, driver.prepare) for driver in drivers]
+            try:
+                refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+            finally:
+                errors = [future.exception() for future in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        return refs
+
+    def _audit_references(
+        self,
+        context: WorkloadContext,
+        plans: _Plans,
+        wanted: list[tuple[str, wire.Plan, int]],
+        drivers: list[RunDriver],
+    ) -> dict[str, list[Any]]:
+        """The reference's outputs for the audited calls, while the implementations' workers are held idle.
+
+        The idle window of every driver opens at once and lasts ``IDLE_WINDOW_S``; the reference works
+        meanwhile in a thread of its own (its worker is another process: its CPU time is not theirs).
+        Raises ``_Skip`` when the reference fails.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        for driver in drivers:
+            driver.idle_begin()
+        opened = time.monotonic()
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="kictl-reference") as pool:
+            future = pool.submit(self.reference_outputs, context, plans, wanted)
+            time.sleep(max(0.0, IDLE_WINDOW_S - (time.monotonic() - opened)))
+            for driver in drivers:
+                _guarded(driver, driver.idle_end)
+            return future.result()
 
     def record_run(
         self,
@@ -420,13 +585,15 @@ class _Session:
         outputs: dict[str, list[Any]] = {}
         try:
             if not worker.alive or not worker.loaded:
-                if not worker.alive:
-                    worker.spawn()
-                worker.wait_ready()
+                self.wait_ready(worker)
+                self.say(f"{name}: reference: import")
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
+            if wanted and all(shift for _, _, shift in wanted):
+                self.say(f"{name}: reference outputs for {len(wanted)} audited call(s)")
             for label, plan, shift in wanted:
-                self.say(f"{name}: reference, {label}")
+                if not shift:
+                    self.say(f"{name}: reference outputs, {label}")
                 answer = worker.request(
                     wire.Reference(plan=plan, outputs=plans.outputs, shift=shift),
                     self.options.timeout_s,
@@ -464,6 +631,56 @@ class _Session:
         return self.protocols[key]
 
 
+class KeptWorkers:
+    """Sandboxed workers kept alive from one session to the next, e.g. by an executor's worker for its device.
+
+    One worker per (implementation or definition digest, device, isolation,
+    CPUs, threads): a job of the same implementation on the same device finds
+    its worker started and its sources imported (JIT caches warm), exactly
+    as the workloads of one session do.  A worker that failed was stopped by
+    its session and starts afresh.  ``close`` ends them all.
+    """
+
+    def __init__(self, base: Path | None = None) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="kictl-workers-") if base is None else None
+        self.base = Path(self._scratch.name) if self._scratch is not None else Path(str(base))
+        self._workers: dict[tuple[Any, ...], WorkerProcess] = {}
+
+    def worker(
+        self,
+        label: str,
+        digest: str,
+        device: str,
+        isolation: sandbox.Isolation,
+        cpus: tuple[int, ...],
+        threads: int,
+        progress: ProgressCallback,
+    ) -> WorkerProcess:
+        key = (label == "reference", digest, device, isolation, cpus, threads)
+        found = self._workers.get(key)
+        if found is None:
+            logs = self.base / f"w{len(self._workers)}" / "logs"
+            found = WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=threads, progress=progress)
+            self._workers[key] = found
+        found.progress = progress  # its label stays the first one: its log files are named after it
+        return found
+
+    def workers(self) -> list[WorkerProcess]:
+        """The kept workers, in the order they were first asked for."""
+        return list(self._workers.values())
+
+    def close(self) -> None:
+        """End every kept worker (asked all at once) and remove their logs."""
+        workers = list(self._workers.values())
+        self._workers.clear()
+        for worker in workers:
+            worker.ask_to_stop()
+        for worker in workers:
+            worker.stop()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+
+
 @dataclass(frozen=True)
 class _Plans:
     """One workload's inputs as the wire carries them."""
@@ -497,12 +714,16 @@ def _flush_bytes(device: str, env: dict[str, Any]) -> int:
 
 
 def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
+    finished = False
     try:
         for workload in workloads:
             session.workload(workload)
+        finished = True
     finally:
-        session.close()
+        with session.clock.phase("stop"):
+            session.close(keep=finished)
     report = session.report
+    report.phases = session.clock.report()
     report.records = [
         session.definition,
         *(impl.record for impl in session.implementations),
@@ -517,6 +738,7 @@ def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
 __all__ = [
     "BenchOptions",
     "BenchReport",
+    "KeptWorkers",
     "RunSummary",
     "WorkloadContext",
     "check_options",

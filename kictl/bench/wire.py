@@ -21,6 +21,7 @@ thread never come into it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -37,6 +38,10 @@ MAX_HEADER_BYTES = 4 << 20
 #: The most bytes one frame's buffers may hold (a GEMM 4096x4096 float32 output is 64 MiB).
 MAX_BUFFER_BYTES = 8 << 30
 MAX_BUFFERS = 4096
+#: A buffer larger than this is read into one preallocated bytearray rather than in chunks joined afterwards.
+_LARGE = 1 << 20
+#: The pipes' capacity kictl asks for (Linux ``F_SETPIPE_SZ``; 64 KiB by default): fewer wake-ups per output.
+PIPE_BYTES = 1 << 20
 MAX_STRING = 8000
 MAX_DEPTH = 16
 SAFE_INT = 2**53 - 1
@@ -373,8 +378,8 @@ def _encode_value(value: Any, buffers: list[bytes]) -> Any:
     return value
 
 
-def encode(message: Message) -> bytes:
-    """The frame of ``message``."""
+def _frame_parts(message: Message) -> list[bytes]:
+    """The frame of ``message`` in parts: magic, length and header, then each buffer as it is (no copy)."""
     buffers: list[bytes] = []
     body = _encode_value(message, buffers)
     header = json.dumps(
@@ -383,7 +388,12 @@ def encode(message: Message) -> bytes:
         allow_nan=False,
         separators=(",", ":"),
     ).encode("ascii")
-    return b"".join([MAGIC, struct.pack(">I", len(header)), header, *buffers])
+    return [MAGIC + struct.pack(">I", len(header)) + header, *buffers]
+
+
+def encode(message: Message) -> bytes:
+    """The frame of ``message``."""
+    return b"".join(_frame_parts(message))
 
 
 # --------------------------------------------------------------------------- decoding
@@ -415,9 +425,19 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
     return value
 
 
-def _hint_of(cls: type[Any], name: str) -> Any:
-    hints = typing.get_type_hints(cls)
-    return hints[name]
+@functools.cache
+def _hints(cls: Any) -> dict[str, Any]:
+    """A message class's resolved field types, once (``typing.get_type_hints`` re-evaluates them per call)."""
+    return typing.get_type_hints(cls)
+
+
+@functools.cache
+def _fields(cls: Any) -> dict[str, dataclasses.Field[Any]]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _hint_of(cls: Any, name: str) -> Any:
+    return _hints(cls)[name]
 
 
 def _decode_value(hint: Any, value: Any, buffers: list[bytes], used: set[int], where: str, depth: int) -> Any:
@@ -475,7 +495,7 @@ def _decode_value(hint: Any, value: Any, buffers: list[bytes], used: set[int], w
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if type(value) is not dict:
             raise WireError(f"{where}: an object is expected")
-        fields = {f.name: f for f in dataclasses.fields(hint)}
+        fields = _fields(hint)
         unknown = sorted(set(value) - set(fields))
         if unknown:
             raise WireError(f"{where}: unknown member {clean_text(unknown[0], 80)!r}")
@@ -511,6 +531,8 @@ def decode(header: dict[str, Any], buffers: list[bytes], allowed: frozenset[str]
 
 
 def _read_exact(fd: int, count: int, deadline: float | None) -> bytes:
+    if count > _LARGE:
+        return _read_into(fd, count, deadline)
     chunks = []
     remaining = count
     while remaining:
@@ -524,6 +546,26 @@ def _read_exact(fd: int, count: int, deadline: float | None) -> bytes:
         chunks.append(chunk)
         remaining -= len(chunk)
     return b"".join(chunks)
+
+
+def _read_into(fd: int, count: int, deadline: float | None) -> bytes:
+    """``count`` bytes read straight into one ``bytearray`` (a large buffer: no chunks joined, no copy).
+
+    The ``bytearray`` stands for ``bytes`` (``unpack`` makes a tensor over it without copying it again).
+    """
+    data = bytearray(count)
+    view = memoryview(data)
+    got = 0
+    while got < count:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise WireTimeout("no answer before the deadline")
+        read = os.readv(fd, [view[got:]])
+        if not read:
+            raise PeerClosed("the peer closed the wire")
+        got += read
+    return data  # type: ignore[return-value]
 
 
 def read_frame(fd: int, allowed: frozenset[str] | None = None, deadline: float | None = None) -> Message:
@@ -548,8 +590,9 @@ def read_frame(fd: int, allowed: frozenset[str] | None = None, deadline: float |
 
 
 def write_frame(fd: int, message: Message) -> None:
-    """Write ``message``'s frame to ``fd`` in full (blocking)."""
-    view = memoryview(encode(message))
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    """Write ``message``'s frame to ``fd`` in full (blocking); a large buffer goes from where it is."""
+    for part in _frame_parts(message):
+        view = memoryview(part)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]

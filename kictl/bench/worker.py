@@ -38,6 +38,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import signal
 import sys
 import tempfile
 import traceback
@@ -147,7 +148,10 @@ def unpack(packed: wire.TensorData) -> Any:
         raise wire.WireError(f"{len(packed.data)} bytes do not hold a {packed.dtype} tensor of {list(packed.shape)}")
     if not packed.data:
         return torch.empty(packed.shape, dtype=dtype)
-    return torch.frombuffer(bytearray(packed.data), dtype=torch.uint8).view(dtype).reshape(packed.shape)
+    # a large buffer arrives as a bytearray of its own (wire._read_into): the tensor is made over it, uncopied
+    given: object = packed.data
+    data = given if isinstance(given, bytearray) else bytearray(packed.data)
+    return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(packed.shape)
 
 
 def _same_bits(a: Any, b: Any) -> bool:
@@ -201,9 +205,17 @@ def normalize(value: Any, names: Sequence[str]) -> list[Any]:
 
 class Worker:
     def __init__(
-        self, fd_in: int, fd_out: int, device: str, baseline: integrity.Baseline, collector: Any = None
+        self,
+        fd_in: int,
+        fd_out: int,
+        device: str,
+        baseline: integrity.Baseline,
+        collector: Any = None,
+        cpus: Sequence[int] = (),
     ) -> None:
         self.collector = collector
+        #: the CPUs the timed calls run on (``_pin``); every thread is pinned there by ``Arm``
+        self.cpus = tuple(cpus)
         self.fd_in = fd_in
         self.fd_out = fd_out
         self.device = device
@@ -436,6 +448,7 @@ class Worker:
         self.timed_args = self.inputs(request.setup_plan)
         self.sets = [self.inputs(plan) for plan in request.timed_plans]
         self.time_setup = request.time_setup
+        pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         notes: list[wire.Note] = []
         if self.setup is not None and not request.time_setup:
             self.call(self.setup, self.timed_args)
@@ -556,16 +569,35 @@ class Worker:
 
 
 def _pin(cpus: Sequence[int], threads: int) -> tuple[tuple[int, ...], int]:
+    """The CPUs this worker's timed calls run on (those asked for that it may use) and torch's thread count.
+
+    The pin itself comes with ``Arm`` (``pin_all``): until then the worker's start (CUDA context, CUPTI),
+    the import, the correctness rounds and ``setup()`` may use any CPU the parent may, so that several
+    workers do not queue on the one CPU they take turns on for the timed calls.
+    """
     import torch
 
+    allowed: set[int] = set()
     with contextlib.suppress(OSError, AttributeError):
-        os.sched_setaffinity(0, set(cpus))
-    with contextlib.suppress(OSError, AttributeError):
-        cpus = sorted(os.sched_getaffinity(0))
+        allowed = set(os.sched_getaffinity(0))
+    target = sorted(set(cpus) & allowed) if allowed else list(cpus)
+    if not target:
+        target = sorted(allowed)
     torch.set_num_threads(max(1, threads))
     # the thread pool's threads start now, before the baseline the thread count is judged against
     torch.randn(256, 256).matmul(torch.randn(256, 256)).sum()
-    return tuple(cpus), torch.get_num_threads()
+    return tuple(target), torch.get_num_threads()
+
+
+def pin_all(cpus: Sequence[int]) -> None:
+    """Pin every thread of this process to ``cpus`` (before the warm-up and the timed calls)."""
+    if not cpus:
+        return
+    wanted = set(cpus)
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                os.sched_setaffinity(int(task), wanted)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -578,6 +610,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
+    with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # and so does a timeout (runner._gone)
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
     with contextlib.suppress(OSError):
         os.setsid()  # its own session and process group (bubblewrap's --new-session does the same)
     fd_in, fd_out = args.fd_in, args.fd_out
@@ -607,7 +641,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     timers = (timing.CuptiTimer.name,) if collector is not None else ()
     ready = wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads, timers=timers, cupti_error=cupti_error)
     wire.write_frame(fd_out, ready)
-    Worker(fd_in, fd_out, args.device, baseline, collector).serve()
+    Worker(fd_in, fd_out, args.device, baseline, collector, cpus).serve()
 
 
 def _attach_cupti() -> tuple[Any, str | None]:
@@ -628,3 +662,8 @@ if __name__ == "__main__":
     from kictl.bench import worker as _worker
 
     _worker.main()
+    # nothing is left to say: end now rather than tear down torch's interpreter state (a few hundred ms
+    # per worker at the end of every session); the log is flushed first
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -15,8 +18,22 @@ from kictl.errors import CheckFailed, UsageError
 
 
 @contextlib.contextmanager
-def _progress() -> Iterator[object]:
-    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
+def _progress(lines: bool = False) -> Iterator[object]:
+    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise.
+
+    ``lines``: every step as a line ``t=SECONDS text`` on stderr instead, terminal or not (``--timings``),
+    so that a session that stalls shows where.
+    """
+    if lines:
+        began = time.perf_counter()
+        lock = threading.Lock()
+
+        def say(text: str) -> None:
+            with lock:
+                err(f"t={time.perf_counter() - began:.1f}s {text}")
+
+        yield say
+        return
     try:
         from rich.console import Console
     except ImportError:
@@ -146,6 +163,14 @@ def bench(
             "--skip-existing", help="Skip jobs whose run is in the registry already, for this environment and protocol."
         ),
     ] = False,
+    timings: Annotated[
+        bool,
+        typer.Option(
+            "--timings",
+            help="On stderr: each step as it happens ('t=SECONDS what'), then where the wall time went "
+            "('timing PHASE SECONDS' lines). Also with KICTL_TIMINGS=1.",
+        ),
+    ] = False,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -161,6 +186,7 @@ def bench(
     """
     from kictl.bench.session import BenchOptions, run_bench, write_manifest
 
+    began = time.perf_counter()
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
@@ -192,7 +218,8 @@ def bench(
         input_sets=input_sets,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
-    with _progress() as say:
+    timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
+    with _progress(lines=timings) as say:
         if scaled or skip_existing:
             from kictl.executors import run_bench_jobs
 
@@ -216,6 +243,7 @@ def bench(
                 err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
         else:
             report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+    writing = time.perf_counter()
     if out_dir is not None:
         path = write_manifest(report, out_dir)
         err(f"wrote {len(report.records)} records to {path}")
@@ -228,6 +256,12 @@ def bench(
 
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
+    if timings:
+        from kictl.bench.phases import format_phases
+
+        phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
+        for line in format_phases(phases, total=round(time.perf_counter() - began, 3)):
+            err(line)
     if as_json:
         emit_json(
             [

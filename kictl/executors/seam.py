@@ -8,7 +8,10 @@ so that a change to the bench's worker protocol is met here and nowhere else:
   Today it writes the job's three records (and blobs) into a scratch registry
   and calls ``kictl.bench.session.run_bench`` for exactly that pair, so the
   worker, timer, sandbox and checks are those of a plain ``kictl bench``:
-  measurement integrity does not depend on the executor.  Re-point it at the
+  measurement integrity does not depend on the executor.  The sandboxed bench
+  workers (the implementation's and kictl's reference worker) are kept from
+  one job to the next in this process (``kept_workers``), as one session keeps
+  them from one workload to the next: nothing is imported twice.  Re-point it at the
   bench's own single-job entry point when there is one; its contract is
   "payload in, record dicts out, ``JobSkipped`` when the workload cannot be
   judged, ``EnvError`` when the device cannot be used".
@@ -24,6 +27,7 @@ so that a change to the bench's worker protocol is met here and nowhere else:
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -35,7 +39,7 @@ from kictl.records import DefinitionSpec, StoredRecord
 from kictl.store import Registry
 
 if TYPE_CHECKING:
-    from kictl.bench.session import BenchOptions
+    from kictl.bench.session import BenchOptions, KeptWorkers
     from kictl.executors.jobs import BenchSettings, JobPayload
 
 
@@ -198,19 +202,53 @@ def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
         for data in blobs.values():
             registry.add_blob(data)
         options = options_for(payload.settings, device, workloads=(workload.digest,))
-        report = run_bench(registry, definition.digest, [implementation.digest], options, workdir=base / "work")
+        report = run_bench(
+            registry,
+            definition.digest,
+            [implementation.digest],
+            options,
+            workdir=base / "work",
+            kept=kept_workers(),
+        )
     if report.skipped:
         raise JobSkipped("; ".join(f"{label}: {reason}" for label, reason in report.skipped))
     return [record.raw for record in report.records]
+
+
+_KEPT: list[Any] = []
+
+
+def kept_workers() -> KeptWorkers:
+    """This process's long-lived bench workers (``kictl.bench.session.KeptWorkers``), made at first use.
+
+    A job of an implementation on this worker's device reuses the sandboxed
+    worker an earlier job of it started (its import done, its JIT caches
+    warm); ``close_workers`` ends them (the executor's worker does at exit).
+    """
+    from kictl.bench.session import KeptWorkers
+
+    if not _KEPT:
+        _KEPT.append(KeptWorkers())
+        atexit.register(close_workers)
+    kept: KeptWorkers = _KEPT[0]
+    return kept
+
+
+def close_workers() -> None:
+    """End the bench workers ``kept_workers`` kept (nothing when there are none)."""
+    while _KEPT:
+        _KEPT.pop().close()
 
 
 __all__ = [
     "JobSkipped",
     "capture_environment",
     "check_settings",
+    "close_workers",
     "device_kind",
     "environment_digest",
     "expected_protocol_digest",
+    "kept_workers",
     "options_for",
     "protocol_context",
     "resolve",

@@ -81,14 +81,19 @@ def main(argv: list[str]) -> int:
     _send(channel, hello)
     if hello["type"] != "ready":
         return 3
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        answer = handle(line, device)
-        _send(channel, answer)
-        if answer["type"] == "device_error":
-            return 3
-    return 0
+    from kictl.executors import seam
+
+    try:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            answer = handle(line, device)
+            _send(channel, answer)
+            if answer["type"] == "device_error":
+                return 3
+        return 0
+    finally:
+        seam.close_workers()  # the bench workers its jobs kept (kictl.executors.seam.kept_workers)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ whole session runs in well under a second of work per run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,8 @@ class Behaviour:
     how: str = "runtime_error"
     sample_ns: int = 1000
     requests: list[str] = field(default_factory=list)
+    #: seconds each request of a type takes (a slow import, a slow correctness call)
+    delays: dict[str, float] = field(default_factory=dict)
 
 
 class FakeWorker:
@@ -60,6 +63,7 @@ class FakeWorker:
         self.staged: list[Any] = []
         self.rolled: list[bool] = []
         self.last: list[Any] = []
+        self.pending: wire.Message | None = None
 
     def spawn(self) -> None:
         self.alive = True
@@ -78,8 +82,28 @@ class FakeWorker:
     def stop(self) -> None:
         self.alive = False
 
+    def ask_to_stop(self) -> None:
+        return None
+
     def view(self) -> ProcessView:
         return ProcessView(cpu_ticks=0, threads=1, processes=(), cpu_ns=0)
+
+    def thread_count(self) -> int:
+        return 1
+
+    def cpu_ns(self) -> int:
+        return 0
+
+    def send(self, message: wire.Message) -> None:
+        """Hold the request: ``receive`` answers it (a misbehaviour shows there, as over a real wire)."""
+        if not self.alive:
+            self.start()
+        self.pending = message
+
+    def receive(self, timeout: float, expect: frozenset[str]) -> wire.Message:
+        message, self.pending = self.pending, None
+        assert message is not None, "receive without send"
+        return self.request(message, timeout, expect)
 
     def _misbehave(self) -> None:
         how = self.behaviour.how
@@ -98,6 +122,8 @@ class FakeWorker:
         if not self.alive:
             self.start()
         self.behaviour.requests.append(message.TYPE)
+        if message.TYPE in self.behaviour.delays:
+            time.sleep(self.behaviour.delays[message.TYPE])
         if message.TYPE == self.behaviour.at:
             self._misbehave()
         compute = self.behaviour.compute

@@ -66,7 +66,7 @@ FAILS_AS = {
     # broken implementations (issue 4)
     "rmsnorm_crashes": ("runtime_error", "SIGSEGV"),
     "rmsnorm_raises": ("runtime_error", "ValueError: this kernel does not support"),
-    "rmsnorm_hangs": ("timeout", "no answer within 10 s"),
+    "rmsnorm_hangs": ("timeout", "no answer within 10 s to check"),
     "rmsnorm_syntax_error": ("compile_error", "SyntaxError"),
     "rmsnorm_wrong_values": ("incorrect_numerical", "outside tolerance"),
     "rmsnorm_wrong_dtype": ("incorrect_dtype", "dtype float32, expected bfloat16"),
@@ -135,6 +135,13 @@ def test_cheat_is_caught_naming_the_check(session_result: Result, cheat: str, ch
     row = _by_implementation(session_result)[cheat]
     assert row["status"] == "reward_hack", row
     assert row["statusDetail"].startswith(check) or f"; {check}:" in row["statusDetail"], row["statusDetail"]
+
+
+def test_a_timeout_shows_where_the_worker_was(session_result: Result) -> None:
+    """Before a silent worker is killed it is asked for its Python stacks (faulthandler), which its detail shows."""
+    detail = _by_implementation(session_result)["rmsnorm_hangs"]["statusDetail"]
+    assert "(most recent call first)" in detail, detail
+    assert 'rmsnorm_hangs.py", line 8 in run' in detail, detail
 
 
 @pytest.mark.parametrize(("name", "expected"), sorted(FAILS_AS.items()))

@@ -101,3 +101,37 @@ def test_outputs_identical_is_bitwise() -> None:
     assert not outputs_identical([a], [torch.tensor([1.0, 2.0])])
     assert not outputs_identical([a], [a.to(torch.float64)])
     assert not outputs_identical([a], [a, a])
+
+
+def test_the_fast_paths_give_the_element_wise_answer() -> None:
+    """Equal outputs skip the element-wise pass, and large outputs go in chunks: the answer is the same."""
+    torch.manual_seed(7)
+    n = 3 * (1 << 15) + 123  # several chunks and a partial one
+    want = torch.randn(n).to(torch.bfloat16)
+    want[5], want[6], want[7] = float("inf"), float("-inf"), 0.0
+    near = want.float() + 2e-3 * torch.randn(n)
+    near[5], near[6] = float("inf"), float("-inf")
+    tolerance = correctness.Tolerance(atol=1e-2, rtol=1e-2)
+    got = near.to(torch.bfloat16)
+    equal = correctness.compare_output("o", want.clone(), want, shape=(n,), dtype="bfloat16", tolerance=tolerance)
+    assert (equal.status, equal.maximum_absolute_error, equal.maximum_relative_error, equal.matched_ratio) == (
+        "passed",
+        0.0,
+        0.0,
+        1.0,
+    )
+    chunked = correctness.compare_output("o", got, want, shape=(n,), dtype="bfloat16", tolerance=tolerance)
+    old_chunk = correctness._CHUNK
+    try:
+        correctness._CHUNK = 1 << 30  # one chunk: the element-wise rule over the whole output at once
+        whole = correctness.compare_output("o", got, want, shape=(n,), dtype="bfloat16", tolerance=tolerance)
+    finally:
+        correctness._CHUNK = old_chunk
+    assert chunked == whole
+    assert whole.maximum_absolute_error is not None
+    assert whole.maximum_absolute_error > 0
+    # one element off by more than the tolerance: counted the same in chunks and whole
+    got[n - 1] = 100.0
+    worse = correctness.compare_output("o", got, want, shape=(n,), dtype="bfloat16", tolerance=tolerance)
+    assert worse.status == "incorrect_numerical"
+    assert worse.matched_ratio == pytest.approx((n - 1) / n)

@@ -130,3 +130,22 @@ def test_blob_inputs_are_read_from_the_registry(empty_registry: Registry) -> Non
     assert torch.equal(x, values)
     with pytest.raises(RecordError, match="no registry is at hand"):
         plan_inputs(definition.model.spec, workload, ("x",), None)
+
+
+def test_a_worker_makes_from_the_wire_what_the_plan_makes(bundled_registry: Registry) -> None:
+    """Index tensors come straight from the wire's bytes in the worker: the same tensors as the plan's own."""
+    from kictl.bench.inputs import materialize_spec, to_wire
+
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "b8x_q128_p64")
+    plan = plan_inputs(spec, workload, signature(spec).inputs, None, offset=1)
+    direct = materialize(plan, "cpu")
+    wired = [materialize_spec(item, "cpu") for item in to_wire(plan, "round 1").inputs]
+    assert any(source.kind == "values" for source in plan.sources)
+    for source, a, b in zip(plan.sources, direct, wired, strict=True):
+        if isinstance(a, torch.Tensor):
+            assert a.dtype == b.dtype, source.name
+            assert a.shape == b.shape, source.name
+            assert torch.equal(a, b), source.name
+        else:
+            assert a == b, source.name

@@ -50,3 +50,15 @@ def test_new_threads_are_named_while_alive() -> None:
         release.set()
         thread.join()
     assert integrity.new_threads(before) == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn])
+def test_poison_is_counted_alike_for_every_element_size(dtype: torch.dtype) -> None:
+    """An element is poison when every byte of it is 0xFF, whatever its size (read as one integer of its size)."""
+    out = torch.zeros(8, dtype=dtype)
+    raw = out.view(torch.uint8).reshape(8, out.element_size())
+    raw[1] = 0xFF  # all bytes: poison
+    raw[3] = 0xFF
+    raw[5, 0] = 0xFF  # one byte only: a value, not poison
+    bytewise = int((out.view(torch.uint8).reshape(8, -1) == 0xFF).all(dim=1).sum())
+    assert integrity.poisoned_elements(out, None) == bytewise == (2 if out.element_size() > 1 else 3)

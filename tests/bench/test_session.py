@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 import torch
 
+from kictl.bench import session as session_module
 from kictl.bench.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.store import Registry
@@ -85,9 +87,18 @@ def _statuses(report: BenchReport) -> dict[str, tuple[str, str | None]]:
         (Behaviour(sample_ns=10**9), "reward_hack", "samplesConsistent"),
     ],
 )
+@pytest.mark.parametrize("overlap", [False, True], ids=["one-at-a-time", "overlapped"])
 def test_one_hostile_run_never_costs_the_others_their_records(
-    shared_registry: Registry, behaviour: Behaviour, status: str, words: str
+    shared_registry: Registry,
+    behaviour: Behaviour,
+    status: str,
+    words: str,
+    overlap: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # overlapped: the implementations' correctness rounds and setup() in threads, as on a GPU
+    monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", overlap)
+    behaviour.requests.clear()
     report, _ = _session(shared_registry, behaviour)
     found = _statuses(report)
     assert found["reference"] == ("passed", None)
@@ -149,3 +160,55 @@ def test_adaptive_repetition_stops_at_the_target(shared_registry: Registry) -> N
     measurement = protocol.raw["spec"]["measurement"]
     assert measurement["targetRelativeError"] == 0.05
     assert measurement["isolation"].startswith("none: --no-sandbox")
+
+
+def test_preparation_overlaps_and_the_warm_up_does_not(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Imports, correctness rounds and setup() of several implementations overlap with each other and with the
+    reference's outputs; the warm-up calls (which set each timer's device spin) run one implementation at a time."""
+    monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", True)
+    slow = {"load": 0.3, "check": 0.15, "reference": 0.15}
+    behaviours = {label: Behaviour(delays=dict(slow)) for label in ("reference", "impl0", "impl1")}
+    began = time.perf_counter()
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=2, warmup=1, iterations=2),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    wall = time.perf_counter() - began
+    assert [run.status for run in report.runs] == ["passed", "passed"]
+    # one after another: 3 imports (0.9 s) + 2 x 2 checks (0.6 s) + the reference's 2 rounds and audits (>= 0.6 s)
+    assert wall < 1.6, report.phases
+    assert report.phases["prepare"] < 0.9, report.phases
+    for label in ("impl0", "impl1"):
+        requests = behaviours[label].requests
+        assert requests[: requests.index("load")] == ["ping"] * 15  # the wire measured before the import
+        assert requests.index("arm") < requests.index("stage")
+
+
+@pytest.mark.slow
+def test_overlapped_preparation_with_real_workers(shared_registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU's way through a workload (correctness and setup() of every implementation at once), with real
+    sandboxed workers on the CPU: a crashing implementation is its own failure, restarted for the next workload."""
+    from tests.bench.conftest import UNSANDBOXED
+
+    monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", True)
+    impls = [*(str(path) for path in HONEST_IMPLS), str(HOSTILE_FILE), str(CHEATS / "rmsnorm_crashes.py")]
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        impls,
+        BenchOptions(
+            device="cpu", workloads=("b1", "b7"), warmup=2, iterations=10, rounds=2, no_sandbox=bool(UNSANDBOXED)
+        ),
+    )
+    found = {(run.implementation.rsplit("_", 1)[0], run.workload): run.status for run in report.runs}
+    for workload in ("b1", "b7"):
+        assert found[("reference", workload)] == "passed"
+        assert found[("torch_rmsnorm", workload)] == "passed"
+        assert found[("rmsnorm_wrong_values", workload)] == "incorrect_numerical"
+        assert found[("rmsnorm_crashes", workload)] == "runtime_error"
+    assert {"start", "prepare", "timed", "records"} <= set(report.phases)

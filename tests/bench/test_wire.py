@@ -143,3 +143,39 @@ def test_the_wire_knows_exactly_the_records_dtypes() -> None:
     from kictl.records import DType
 
     assert set(typing.get_args(DType)) == wire.DTYPES
+
+
+def test_a_large_output_arrives_whole_or_not_at_all() -> None:
+    """A buffer over 1 MiB is read into one bytearray as it arrives (no chunks joined); the tensor is made over it,
+    and a frame cut short, or a silent peer, is refused as for small frames."""
+    import threading
+
+    values = torch.randn(3 << 20).to(torch.bfloat16)  # 6 MiB
+    message = wire.Outputs(tensors=(pack(values),), error=None, notes=())
+    read, write = os.pipe()
+    sender = threading.Thread(target=wire.write_frame, args=(write, message))
+    sender.start()
+    back = wire.read_frame(read, None, deadline=time.monotonic() + 30)
+    sender.join()
+    assert isinstance(back, wire.Outputs)
+    assert torch.equal(unpack(back.tensors[0]), values)
+    frame = wire.encode(message)
+
+    def send_half() -> None:
+        os.write(write, frame[: len(frame) // 2])
+        os.close(write)
+
+    cut = threading.Thread(target=send_half)
+    cut.start()
+    with pytest.raises(wire.PeerClosed):
+        wire.read_frame(read, None, deadline=time.monotonic() + 30)
+    cut.join()
+    os.close(read)
+    read, write = os.pipe()
+    try:
+        os.write(write, frame[: 64 << 10])  # the header and the start of the buffer, then silence
+        with pytest.raises(wire.WireTimeout):
+            wire.read_frame(read, None, deadline=time.monotonic() + 0.5)
+    finally:
+        os.close(read)
+        os.close(write)

@@ -1,0 +1,248 @@
+"""How long a whole ``kictl bench`` suite takes on one device, and where the time goes (issue 16).
+
+Runs one definition's suite end to end as a user would, ``python -m kictl
+bench DEF --impl ... --device D --out TMP --json --timings``, ``--repeats``
+times, and prints one row per run: the process's wall time, the session's
+phases as ``kictl bench --timings`` reports them (worker start, imports,
+inputs, correctness and setup, warm-up, timed calls, the reference's audit
+outputs, records, stopping the workers, writing the manifest), what the
+process spent outside them (Python, typer, kictl's own imports), the runs'
+statuses, and each implementation's medians per workload (so that a faster
+suite can be seen to measure the same thing).
+
+The default is the issue's suite: every workload of
+``gqa_paged_prefill_causal_h24_kv4_d128_ps1`` with the definition's
+reference and the FlashInfer wrapper, ``--device cuda``, the GPU protocol's
+defaults (10 warm-up calls, 3 trials of 100 timed calls, 3 correctness
+rounds), sandboxed.  On the lent H200, from the repository root::
+
+    . benchmarks/h200_setup.sh
+    FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer \\
+        python3 benchmarks/suite_speed.py --repeats 3 --out "$OUT"
+
+Before the runs, the Python packages the workers import (torch, flashinfer,
+tvm_ffi, cupti, triton, kictl) get their bytecode compiled where it is
+missing (``--no-precompile`` to skip): the sandboxed workers run with
+``PYTHONDONTWRITEBYTECODE`` on read-only folders, so a package installed with
+``pip --no-compile`` (as ``h200_setup.sh`` does) is compiled from source by
+every worker at every start, which is a cold cache of its own, like a cold
+JIT cache.  The time it took is printed.
+
+``--smoke`` runs a small CPU suite instead (rmsnorm_h4096, the reference and
+the torch implementation, workloads b1 and b7, the GPU protocol's fixed
+counts), which is what the tests run.  ``--kictl-root`` runs another
+checkout's kictl (e.g. main, for a before/after table); extra arguments
+after ``--`` go to ``kictl bench`` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SUITE_DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
+SUITE_IMPLS = ("reference", "flashinfer_wrapper")
+SMOKE_DEFINITION = "rmsnorm_h4096"
+SMOKE_IMPLS = ("reference", "torch_rmsnorm")
+SMOKE_ARGS = ("--workload", "b1", "--workload", "b7", "--warmup", "10", "--iterations", "100", "--trials", "3")
+#: The phases in the order a session goes through them (kictl.bench.phases.PHASES, then the CLI's own).
+PHASE_ORDER = (
+    "resolve",
+    "start",
+    "import",
+    "inputs",
+    "prepare",
+    "reference",
+    "warmup",
+    "timed",
+    "finish",
+    "records",
+    "stop",
+    "write",
+)
+
+
+def parse_timings(text: str) -> dict[str, float]:
+    """``timing PHASE SECONDS`` lines of kictl bench's stderr as {phase: seconds} (other lines ignored)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == "timing":
+            try:
+                found[parts[1]] = float(parts[2])
+            except ValueError:
+                continue
+    return found
+
+
+PRECOMPILE = ("torch", "flashinfer", "tvm_ffi", "cupti", "triton", "kictl")
+
+
+def precompile(packages: tuple[str, ...] = PRECOMPILE) -> list[str]:
+    """Compile the bytecode of ``packages`` where it is missing (without importing them); one line each."""
+    import importlib.util
+
+    lines = []
+    for name in packages:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        folders = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not folders:
+            lines.append(f"precompile {name}: not installed")
+            continue
+        writable = [folder for folder in folders if os.access(folder, os.W_OK)]
+        if not writable:
+            lines.append(f"precompile {name}: {folders[0]} is read-only, left as it is")
+            continue
+        began = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j", "0", *writable],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        # a large package often holds a file or two that no longer compiles (old test data): not an error here
+        state = "done" if done.returncode == 0 else f"done, compileall exit {done.returncode}"
+        lines.append(f"precompile {name}: {time.perf_counter() - began:.1f} s, {state}")
+    return lines
+
+
+def bench_command(args: argparse.Namespace, out: Path) -> list[str]:
+    definition = args.definition or (SMOKE_DEFINITION if args.smoke else SUITE_DEFINITION)
+    impls = args.impl or list(SMOKE_IMPLS if args.smoke else SUITE_IMPLS)
+    device = args.device or ("cpu" if args.smoke else "cuda")
+    command = [sys.executable, "-m", "kictl", "bench", definition]
+    for impl in impls:
+        path = ROOT / "implementations" / definition / impl
+        command += ["--impl", str(path) if path.exists() else impl]
+    command += ["--device", device, "--out", str(out), "--json"]
+    if args.smoke:
+        command += list(SMOKE_ARGS)
+    return command + list(args.bench_args)
+
+
+def run_once(args: argparse.Namespace, number: int, scratch: Path) -> dict[str, Any]:
+    """One ``kictl bench`` process: its wall time, phases, statuses and medians."""
+    out = scratch / f"run{number}"
+    command = bench_command(args, out)
+    root = Path(args.kictl_root).resolve() if args.kictl_root else ROOT
+    env = dict(os.environ)
+    env["KICTL_TIMINGS"] = "1"  # the phases on stderr (a kictl from before --timings ignores it)
+    began = time.perf_counter()
+    done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=env, check=False)
+    wall = time.perf_counter() - began
+    try:
+        rows: list[dict[str, Any]] = json.loads(done.stdout) if done.stdout.strip() else []
+    except json.JSONDecodeError:
+        rows = []
+    phases = parse_timings(done.stderr)
+    return {
+        "run": number,
+        "exit": done.returncode,
+        "wallS": round(wall, 3),
+        "phases": phases,
+        "outsideS": round(wall - phases["total"], 3) if "total" in phases else None,
+        "statuses": sorted({row.get("status", "?") for row in rows}),
+        "runs": len(rows),
+        "medians": {f"{row['implementation']} {row['workload']}": row.get("latencyNs") for row in rows},
+        "stderrTail": done.stderr.strip().splitlines()[-8:],
+        "command": command[1:],
+    }
+
+
+def table(results: list[dict[str, Any]]) -> list[str]:
+    """The runs as a Markdown table: wall, outside the session, each phase, statuses."""
+    seen = {name for result in results for name in result["phases"] if name != "total"}
+    names = [name for name in PHASE_ORDER if name in seen] + sorted(seen - set(PHASE_ORDER))
+    header = ["run", "exit", "wall s", "outside s", *[f"{name} s" for name in names], "runs", "statuses"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for result in results:
+        cells = [
+            str(result["run"]),
+            str(result["exit"]),
+            f"{result['wallS']:.2f}",
+            "-" if result["outsideS"] is None else f"{result['outsideS']:.2f}",
+            *[f"{result['phases'][name]:.2f}" if name in result["phases"] else "-" for name in names],
+            str(result["runs"]),
+            ",".join(result["statuses"]) or "-",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    if len(results) > 1:
+        walls = [result["wallS"] for result in results]
+        lines.append(f"\nwall: median {statistics.median(walls):.2f} s, min {min(walls):.2f} s, max {max(walls):.2f} s")
+    return lines
+
+
+def medians_table(results: list[dict[str, Any]]) -> list[str]:
+    """Each (implementation, workload)'s primary statistic in every run, in µs."""
+    keys = sorted({key for result in results for key in result["medians"]})
+    if not keys:
+        return []
+    lines = ["| implementation workload | " + " | ".join(f"run {r['run']} µs" for r in results) + " |"]
+    lines.append("|" + "---|" * (len(results) + 1))
+    for key in keys:
+        cells = []
+        for result in results:
+            value = result["medians"].get(key)
+            cells.append("-" if value is None else f"{value / 1000:.2f}")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="kictl bench processes, one after another")
+    parser.add_argument("--smoke", action="store_true", help="a small CPU suite (rmsnorm b1, b7) instead")
+    parser.add_argument("--definition", help=f"default {SUITE_DEFINITION} ({SMOKE_DEFINITION} with --smoke)")
+    parser.add_argument("--impl", action="append", help="implementation folder name or path (repeatable)")
+    parser.add_argument("--device", help="default cuda (cpu with --smoke)")
+    parser.add_argument("--kictl-root", help="run the kictl of this checkout (default: this one)")
+    parser.add_argument("--out", type=Path, help="write suite_speed.json and suite_speed.md here")
+    parser.add_argument(
+        "--no-precompile", action="store_true", help="leave the packages' bytecode as it is (a cold cache)"
+    )
+    parser.add_argument("bench_args", nargs="*", help="after --: more kictl bench arguments")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    results = []
+    prepared = [] if args.no_precompile else precompile()
+    for line in prepared:
+        print(line, file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="kictl-suite-speed-") as scratch:
+        for number in range(1, args.repeats + 1):
+            result = run_once(args, number, Path(scratch))
+            results.append(result)
+            print(
+                f"run {number}: exit {result['exit']}, {result['wallS']:.2f} s, {result['runs']} runs "
+                f"({','.join(result['statuses']) or 'none'})",
+                file=sys.stderr,
+                flush=True,
+            )
+            if result["exit"] not in (0, 1):
+                print("\n".join(result["stderrTail"]), file=sys.stderr)
+    lines = [f"`{' '.join(results[0]['command'])}`", "", *table(results), "", *medians_table(results)]
+    if prepared:
+        lines += ["", *prepared]
+    print("\n".join(lines))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "suite_speed.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        (args.out / "suite_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return 0 if all(result["exit"] == 0 for result in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

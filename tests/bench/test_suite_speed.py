@@ -1,0 +1,44 @@
+"""benchmarks/suite_speed.py --smoke: a small CPU suite end to end, its table of wall time and phases."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.bench.conftest import UNSANDBOXED
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_smoke_suite_prints_phases_and_medians(tmp_path: Path) -> None:
+    script = REPO_ROOT / "benchmarks" / "suite_speed.py"
+    extra = ["--", *UNSANDBOXED] if UNSANDBOXED else []
+    done = subprocess.run(
+        [sys.executable, str(script), "--smoke", "--repeats", "1", "--out", str(tmp_path), *extra],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (result,) = json.loads((tmp_path / "suite_speed.json").read_text())
+    assert result["exit"] == 0
+    assert result["statuses"] == ["passed"]
+    assert result["runs"] == 4  # reference and torch_rmsnorm on b1 and b7
+    phases = result["phases"]
+    assert {"start", "prepare", "timed", "stop", "write", "total"} <= set(phases)
+    assert 0 < phases["total"] <= result["wallS"]
+    assert result["outsideS"] == pytest.approx(result["wallS"] - phases["total"], abs=0.002)
+    table = done.stdout
+    assert "| run | exit | wall s | outside s | resolve s | start s |" in table
+    assert "timed s" in table
+    assert len([line for line in table.splitlines() if line.startswith("| reference_")]) == 2  # medians per workload
+    assert (tmp_path / "suite_speed.md").read_text() == table
+    # the workers' packages got their bytecode first (here: the venv's torch, already compiled: nothing to do)
+    assert any(line.startswith("precompile torch: ") for line in table.splitlines())
