@@ -44,6 +44,7 @@ REQUIRED: dict[str, list[str]] = {
     "trust init": ["--key", "KEY"],
     "trust add-key": ["KEY.pub", "--role", "submitter", "--key", "KEY"],
     "trust revoke": ["0" * 64, "--reason", "retired", "--key", "KEY"],
+    "trust reanchor": ["--maintainer", "KEY.pub", "--key", "KEY"],
     "import flashinfer-bench": ["DIR"],
     "rerun": ["gemm_tiny", "--out", "OUT"],
     "attest rerun": ["DIR", "--key", "KEY"],

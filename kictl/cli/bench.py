@@ -190,6 +190,11 @@ def bench(
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
+    if device.strip().lower() == "auto":
+        from kictl.bench.options import resolve_device
+
+        if resolve_device(device) == "cpu":
+            err("note: no CUDA GPU is available: --device auto runs on the CPU (--device cpu says so quietly)")
     if sign is not None:
         from kictl import trust
 

@@ -404,6 +404,50 @@ def trust_sign_policy(keys: KeysOption, registry: RegistryOption = None) -> None
     _published(root, f"signed the policy {root.document.signed.policy_digest}")
 
 
+@app.command("reanchor")
+@guarded
+def trust_reanchor(
+    maintainers: Annotated[
+        list[Path],
+        typer.Option(
+            "--maintainer",
+            help="A new maintainer's public key (.pub); repeatable. The owner is its owner: line, else its name.",
+            metavar="PUB",
+            show_default=False,
+        ),
+    ],
+    keys: KeysOption,
+    threshold: Annotated[int, typer.Option("--threshold", help="Maintainer signatures a change needs.")] = 1,
+    reason: Annotated[
+        str,
+        typer.Option(
+            "--reason",
+            help="What happened to the old maintainer keys: retired (lost; their past signatures stay valid) "
+            "or compromised (none of their signatures count).",
+        ),
+    ] = "retired",
+    registry: RegistryOption = None,
+) -> None:
+    """Re-anchor: the next trust root version signed by new maintainers only (the old keys are lost or stolen).
+
+    Readers accept it only once they pin it (`kictl trust pin`, or a kictl release that pins it).
+    `kictl review` fails it: a maintainer merges it out of band (docs/trust.md, "Re-anchoring").
+    """
+    from kictl import canon
+    from kictl.trust.anchor import reanchor
+
+    target = open_registry(registry)
+    root = reanchor(
+        target,
+        maintainers=[(trust_core.load_public_key(path), _owner_of(path)) for path in maintainers],
+        keys=_private_keys(keys),
+        threshold=threshold,
+        reason=reason,
+    )
+    _published(root, "re-anchored")
+    err(f"readers pin it with: kictl trust pin {canon.DIGEST_PREFIX}{canon.sha256_hex(root.data)}")
+
+
 @app.command("verify")
 @guarded
 def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -> None:

@@ -330,3 +330,16 @@ def test_review_lints_a_reanchor(cli: RunCli, setup: Setup, key_folder: Path) ->
             "path": "registry/trust/6.root.json",
         }
     ]
+
+
+def test_the_reanchor_command(cli: RunCli, setup: Setup, key_folder: Path) -> None:
+    newcomer = key_files(key_folder, "maintainer2")
+    args = ("trust", "reanchor", "--maintainer", newcomer.public, "--key", newcomer.private)
+    result = cli(*args, "--registry", setup.registry.root)
+    assert result.exit_code == 0, result.output
+    digest = _digest(_trust_dir(setup.registry) / "6.root.json")
+    assert f"readers pin it with: kictl trust pin {digest}" in result.output
+    assert "retired" in result.stdout
+    result = cli(*args, "--registry", setup.registry.root)
+    assert result.exit_code == 2, result.output
+    assert "is already in trust root version 6" in result.output
