@@ -24,11 +24,12 @@ def _digests(document: object) -> set[str]:
 def test_leaderboards_and_history_leave_the_verifiers_reruns_out(cli: RunCli, bundled_results: Registry) -> None:
     reruns = trust.verifier_rerun_runs(bundled_results)
     assert len(reruns) >= 7  # one per workload at least
-    for args in (
+    commands: tuple[tuple[str, ...], ...] = (
         ("leaderboard", DEFINITION),
         ("leaderboard", DEFINITION, "--workload", "b16x_q32_kv1024"),
         ("history", DEFINITION),
-    ):
+    )
+    for args in commands:
         result = cli(*args, "--registry", bundled_results.root, "--json")
         assert result.exit_code == 0, result.output
         document = json.loads(result.stdout)
