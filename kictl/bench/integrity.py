@@ -79,6 +79,11 @@ _KICTL_MODULES = (
 )
 
 
+#: NVIDIA's CUPTI bindings, when loaded (the CUPTI timer): every callable they hold is watched, so an
+#: implementation that swaps the activity API's functions (flush, timestamps, callbacks) is named.
+_FOREIGN_TIMER_MODULES = ("cupti.cupti", "cupti")
+
+
 @dataclass(frozen=True)
 class Baseline:
     """What the worker looked like before the implementation was imported."""
@@ -113,6 +118,12 @@ def _watched() -> dict[str, Any]:
 
     for name, value in timing._ORIGINALS.items():
         found[f"kictl.bench.timing._ORIGINALS[{name}]"] = value
+    for module_name in _FOREIGN_TIMER_MODULES:
+        module = sys.modules.get(module_name)
+        if module is not None:
+            for name, value in vars(module).items():
+                if callable(value) and not name.startswith("__"):
+                    found[f"{module_name}.{name}"] = value
     for module_name in _KICTL_MODULES:
         module = sys.modules.get(module_name)
         if module is None:

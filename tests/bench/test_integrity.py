@@ -39,6 +39,29 @@ def test_patched_functions_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert integrity.patched(baseline) == ["time.perf_counter_ns", "torch.cuda.Event.elapsed_time"]
 
 
+def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """timerNotPatched holds for the CUPTI path: kictl's attribution and collector, and CUPTI's own bindings."""
+    import sys
+    import types
+
+    from kictl.bench import cupti_timer
+
+    bindings = types.ModuleType("cupti.cupti")  # the real one needs libcupti and a GPU; the watch is by name
+    bindings.activity_flush_all = lambda flag: None  # type: ignore[attr-defined]
+    bindings.get_timestamp = lambda: 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "cupti.cupti", bindings)
+    baseline = integrity.take_baseline()
+    assert integrity.patched(baseline) == []
+    monkeypatch.setattr(cupti_timer, "attribute", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cupti_timer.CuptiCollector, "drain", lambda self: [])
+    monkeypatch.setattr(bindings, "get_timestamp", lambda: 1)
+    assert integrity.patched(baseline) == [
+        "cupti.cupti.get_timestamp",
+        "kictl.bench.cupti_timer.CuptiCollector.drain",
+        "kictl.bench.cupti_timer.attribute",
+    ]
+
+
 def test_new_threads_are_named_while_alive() -> None:
     before = integrity.thread_idents()
     release = threading.Event()
