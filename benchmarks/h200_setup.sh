@@ -7,6 +7,9 @@
 # a warm machine keeps /tmp between calls: install once per set of wheels
 if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
+  # sandboxed workers never write bytecode (read-only folders): compile it once, or every worker compiles
+  # FlashInfer's and the other carried packages' sources at every start
+  python3 -m compileall -q -j 0 /tmp/site >/dev/null 2>&1
   ls .whl >/tmp/site/.wheels
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
