@@ -86,7 +86,7 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     (r": kictl trust show", "shows the walk-through's trust root, after its keys were added"),
     (
         r"5d56b8c9d161|run-v1-1204000|torch_rms_norm-b64-cpu|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
-        r"|0123456789abcdef|d083697c",
+        r"|0123456789abcdef|d083697c|2962841a8c0a",
         "names a record of the walk-through's registry, not of the bundled one",
     ),
     (r": kictl review\b", "reviews the walk-through's PR branches (tests/review reviews real PR branches)"),

@@ -190,11 +190,6 @@ def bench(
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
-    if device.strip().lower() == "auto":
-        from kictl.bench.options import resolve_device
-
-        if resolve_device(device) == "cpu":
-            err("note: no CUDA GPU is available: --device auto runs on the CPU (--device cpu says so quietly)")
     if sign is not None:
         from kictl import trust
 
@@ -248,6 +243,11 @@ def bench(
                 err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
         else:
             report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+    if device.strip().lower() == "auto":  # said once the run is done, so that an error stays the first line
+        from kictl.bench.options import resolve_device
+
+        if resolve_device(device) == "cpu":
+            err("note: no CUDA GPU is available: --device auto ran on the CPU (--device cpu says so quietly)")
     writing = time.perf_counter()
     if out_dir is not None:
         path = write_manifest(report, out_dir)

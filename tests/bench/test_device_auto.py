@@ -18,7 +18,7 @@ def test_device_auto_without_a_gpu_says_it_runs_on_the_cpu(cli: RunCli, tmp_path
     args = ["--workload", "b1", "--iterations", "3", "--trials", "1", "--warmup", "1", "--rounds", "1"]
     result = cli("bench", "rmsnorm_h4096", "--impl", impl, *args, "--out", tmp_path / "out", "--registry", REPO_ROOT)
     assert result.exit_code == 0, result.output
-    assert "note: no CUDA GPU is available: --device auto runs on the CPU" in result.stderr
+    assert "note: no CUDA GPU is available: --device auto ran on the CPU" in result.stderr
     quiet = cli("bench", "rmsnorm_h4096", "--impl", impl, *args, "--device", "cpu", "--out", tmp_path / "q",
                 "--registry", REPO_ROOT)  # fmt: skip
     assert quiet.exit_code == 0, quiet.output
