@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -249,6 +249,7 @@ def _ranked(
     evidence: Mapping[str, str],
     now: datetime,
     min_evidence: str,
+    reruns: Collection[str] = frozenset(),
 ) -> dict[GroupKey, RankedGroup]:
     wanted = set(keys)
     by_workload: dict[str, list[RunFacts]] = {}
@@ -258,7 +259,7 @@ def _ranked(
         by_workload[workload] = index.runs_of_workload(workload)
     out = {}
     for key in wanted:
-        runs = [run for run in by_workload[key.workload] if group_of(run) == key]
+        runs = [run for run in by_workload[key.workload] if group_of(run) == key and run.digest not in reruns]
         definition = index.definition(runs[0].definition) if runs and runs[0].definition else None
         out[key] = rank_group(
             key, runs, policy=policy, evidence=evidence, now=now, min_evidence=min_evidence, definition=definition
@@ -276,6 +277,7 @@ def diff_states(
     evidence: Mapping[str, str] | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
     evidence_of: EvidenceSource | None = None,
+    reruns_of: Callable[[], Collection[str]] | None = None,
 ) -> StateDiff:
     """What changed between two states of a registry (two snapshots of the index).
 
@@ -309,8 +311,19 @@ def diff_states(
     if evidence is None:
         source = evidence_of if evidence_of is not None else partial(obtain_evidence, after.registry)
         evidence = source(sorted(set(digests)))
-    old_groups = _ranked(before, keys, policy=policy, evidence=evidence, now=before_time, min_evidence=min_evidence)
-    new_groups = _ranked(after, keys, policy=policy, evidence=evidence, now=after_time, min_evidence=min_evidence)
+    # a verifier's own rerun is evidence about another run, never a contender (docs/rerun.md): the source that
+    # judged the attestations names them, else the working tree's valid verifier reruns do
+    if reruns_of is not None:
+        reruns: Collection[str] = reruns_of()
+    elif evidence_of is None:
+        from kictl import trust
+
+        reruns = trust.verifier_rerun_runs(after.registry)
+    else:
+        reruns = frozenset()
+    ranked = partial(_ranked, keys=keys, policy=policy, evidence=evidence, min_evidence=min_evidence, reruns=reruns)
+    old_groups = ranked(before, now=before_time)
+    new_groups = ranked(after, now=after_time)
     changes = []
     for key in sorted(keys):
         change = _group_change(key, old_groups[key], new_groups[key], after)
@@ -387,6 +400,7 @@ def diff_revisions(
     evidence: Mapping[str, str] | None = None,
     min_evidence: str = DEFAULT_EVIDENCE,
     evidence_of: EvidenceSource | None = None,
+    reruns_of: Callable[[], Collection[str]] | None = None,
 ) -> StateDiff:
     """``diff_states`` of the registry at two git revisions, staleness judged at each commit's time.
 
@@ -404,6 +418,7 @@ def diff_revisions(
             evidence=evidence,
             min_evidence=min_evidence,
             evidence_of=evidence_of,
+            reruns_of=reruns_of,
         )
     finally:
         before.close()

@@ -95,6 +95,8 @@ class HeadEvidence:
         self.policy = policy
         self.load = load
         self.levels: dict[str, str] = {}
+        #: runs that valid verifier ``rerun`` attestations judged so far name as their own (``runDigest``)
+        self.rerun_runs: set[str] = set()
         self._folders: dict[str, list[str]] | None = None
         self._times: dict[str, datetime] | None = None
         self._bound = datetime.now(UTC)
@@ -148,10 +150,14 @@ class HeadEvidence:
                 continue
             times = self._signing_times()
             envelopes = [(path, body, times.get(path, self._bound), path in times) for path, body in reruns]
-            _, standing = trust.judge_attestations(
+            results, standing = trust.judge_attestations(
                 subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
             )
             self.levels[digest] = standing.level
+            for result in results:  # a verifier's own rerun: evidence about this run, never a contender
+                own_run = getattr(getattr(result.attestation, "predicate", None), "run_digest", None)
+                if result.counts_for == "evidence" and isinstance(own_run, str):
+                    self.rerun_runs.add(own_run)
 
 
 def _standing(row: RankedRow) -> Standing:
@@ -214,6 +220,7 @@ def leaderboards_with_rank(
                 before_time=rank.commit_time(registry, base),
                 after_time=after_time,
                 evidence_of=evidence,
+                reruns_of=lambda: evidence.rerun_runs,
             )
             stale = []
             for group in rank.stale_groups(after, new_runs, policy=policy, now=after_time, evidence_of=evidence):

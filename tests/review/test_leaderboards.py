@@ -221,3 +221,22 @@ def test_stale_group_the_pr_could_refresh(
         )
         assert hint["group"] == _key(pr, "m512")
         assert reviewed.document["leaderboards"] == []
+
+
+def test_a_verifiers_own_rerun_filed_in_the_pr_is_not_a_contender(cli: RunCli, pr: Pr) -> None:
+    """A PR that files a verifier's rerun (attestation and the rerun's own run) shows no new #1.
+
+    The rerun read 38.0 µs against torch_matmul's 40.0 µs (ratio 0.95, agrees): ranked as a run of its own it
+    would be a new #1; it is evidence that makes the 40.0 µs record verified.
+    """
+    mine = pr.base.run_like(median_ns=38_000)
+    pr.add_record(mine)
+    predicate = {"runDigest": canon.record_digest(mine), "ratio": 0.95, "verdict": "agrees"}
+    pr.add_envelope(pr.base.run, envelope(pr.base.run, "rerun", VERIFIER_KEY, predicate))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 0, reviewed.json_result.output
+    assert reviewed.lint_codes == [], reviewed.json_result.output
+    assert "new-first" not in reviewed.hint_codes, reviewed.json_result.output
+    for group in reviewed.document["leaderboards"]:
+        assert all(move.get("afterNs") != 38_000 for move in group["moves"]), group
