@@ -49,40 +49,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from kictl.bench.phases import PHASES, parse_phases  # noqa: E402  (a light module: no torch, no pydantic)
 
 SUITE_DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
 SUITE_IMPLS = ("reference", "flashinfer_wrapper")
 SMOKE_DEFINITION = "rmsnorm_h4096"
 SMOKE_IMPLS = ("reference", "torch_rmsnorm")
 SMOKE_ARGS = ("--workload", "b1", "--workload", "b7", "--warmup", "10", "--iterations", "100", "--trials", "3")
-#: The phases in the order a session goes through them (kictl.bench.phases.PHASES, then the CLI's own).
-PHASE_ORDER = (
-    "resolve",
-    "start",
-    "import",
-    "inputs",
-    "prepare",
-    "reference",
-    "warmup",
-    "timed",
-    "finish",
-    "records",
-    "stop",
-    "write",
-)
-
-
-def parse_timings(text: str) -> dict[str, float]:
-    """``timing PHASE SECONDS`` lines of kictl bench's stderr as {phase: seconds} (other lines ignored)."""
-    found: dict[str, float] = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[0] == "timing":
-            try:
-                found[parts[1]] = float(parts[2])
-            except ValueError:
-                continue
-    return found
+#: The phases in the order a session goes through them, then the CLI's own.
+PHASE_ORDER = (*PHASES, "write")
 
 
 PRECOMPILE = ("torch", "flashinfer", "tvm_ffi", "cupti", "triton", "kictl")
@@ -147,7 +125,7 @@ def run_once(args: argparse.Namespace, number: int, scratch: Path) -> dict[str, 
         rows: list[dict[str, Any]] = json.loads(done.stdout) if done.stdout.strip() else []
     except json.JSONDecodeError:
         rows = []
-    phases = parse_timings(done.stderr)
+    phases = parse_phases(done.stderr)
     return {
         "run": number,
         "exit": done.returncode,
