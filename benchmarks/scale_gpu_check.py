@@ -50,7 +50,7 @@ DEFINITIONS = (
 SMOKE = {
     "gqa_paged_prefill_causal_h24_kv4_d128_ps1": ("q1_kv1", "torch_sdpa"),
     "gqa_paged_prefill_causal_h20_kv4_d128_ps64": ("q16_p1", "torch_sdpa"),
-    "gqa_paged_decode_h32_kv8_d128_ps1": ("b1_kv73", "torch_sdpa"),
+    "gqa_paged_decode_h32_kv8_d128_ps1": ("b1_kv73", "torch_batched"),
 }
 #: What a run names that must not depend on the executor (timings and observedAt may).
 KEYS = ("definitionDigest", "workloadDigest", "implementationDigest", "protocolDigest", "environmentDigest", "status")
@@ -61,12 +61,27 @@ def identity(records: list[StoredRecord]) -> dict[str, Any]:
     return {"runs": runs, "others": sorted((r.kind, r.digest) for r in records if r.kind != "BenchmarkRun")}
 
 
+def _plain(found: Any) -> Any:
+    """``identity``'s answer as JSON gives it back (lists, not tuples), to compare with a saved one."""
+    return json.loads(json.dumps(found))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--definition", action="append")
     parser.add_argument("--smoke", action="store_true", help="CPU, one small workload per definition")
+    parser.add_argument("--legs", default="plain,devices,ray", help="which legs to run (comma-separated)")
+    parser.add_argument(
+        "--expected",
+        type=Path,
+        help="a folder where an earlier call of this script ran the plain leg (its identity-DEF.json): compare "
+        "with that instead of running the plain leg again (a device call is 10 minutes at most)",
+    )
     args = parser.parse_args()
+    wanted = set(args.legs.split(","))
+    if not wanted <= {"plain", "devices", "ray"} or ("plain" not in wanted and args.expected is None):
+        parser.error("--legs takes plain, devices and ray; without plain, --expected is needed")
     args.out.mkdir(parents=True, exist_ok=True)
     registry = Registry(ROOT)
     rows: list[dict[str, Any]] = []
@@ -82,23 +97,33 @@ def main() -> int:
             impls = [str(folder / "flashinfer_wrapper"), str(folder / "reference")]
             options = BenchOptions(device="cuda")
         legs: dict[str, Any] = {}
-        begun = time.perf_counter()
-        plain = run_bench(registry, name, impls, options)
-        legs["plain"] = (time.perf_counter() - begun, plain.records, "")
-        begun = time.perf_counter()
-        pooled, outcome = run_bench_jobs(registry, name, impls, options, devices="1" if args.smoke else "all")
-        legs["devices"] = (time.perf_counter() - begun, pooled.records, f"start-up {outcome.startup_s:.1f} s")
-        try:
-            import ray  # noqa: F401
-
+        if "plain" in wanted:
             begun = time.perf_counter()
-            rayed, ray_outcome = run_bench_jobs(registry, name, impls, options, executor="ray")
-            legs["ray"] = (time.perf_counter() - begun, rayed.records, f"start-up {ray_outcome.startup_s:.1f} s")
-        except ImportError:
-            legs["ray"] = (None, None, "ray not installed")
-        expected = identity(plain.records)
+            plain = run_bench(registry, name, impls, options)
+            legs["plain"] = (time.perf_counter() - begun, plain.records, "")
+            expected = _plain(identity(plain.records))
+            (args.out / f"identity-{name}.json").write_text(json.dumps(expected) + "\n")
+        else:
+            expected = json.loads((args.expected / f"identity-{name}.json").read_text())
+        if "devices" in wanted:
+            begun = time.perf_counter()
+            pooled, outcome = run_bench_jobs(registry, name, impls, options, devices="1" if args.smoke else "all")
+            legs["devices"] = (time.perf_counter() - begun, pooled.records, f"start-up {outcome.startup_s:.1f} s")
+        if "ray" in wanted:
+            try:
+                import ray  # noqa: F401
+
+                begun = time.perf_counter()
+                rayed, ray_outcome = run_bench_jobs(registry, name, impls, options, executor="ray")
+                legs["ray"] = (
+                    time.perf_counter() - begun,
+                    rayed.records,
+                    f"start-up {ray_outcome.startup_s:.1f} s",
+                )
+            except ImportError:
+                legs["ray"] = (None, None, "ray not installed")
         for leg, (wall, records, note) in legs.items():
-            same = None if records is None else identity(records) == expected
+            same = None if records is None else _plain(identity(records)) == expected
             rows.append({"definition": name, "leg": leg, "wall_s": wall, "same_records": same, "note": note})
             print(f"{name} {leg}: wall {wall if wall is None else round(wall, 1)} s, same records: {same} {note}")
     lines = ["| definition | leg | wall (s) | same records as plain | note |", "| --- | --- | ---: | --- | --- |"]

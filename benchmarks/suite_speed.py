@@ -179,6 +179,18 @@ def medians_table(results: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def report(results: list[dict[str, Any]], prepared: list[str], out: Path | None) -> list[str]:
+    """The tables of the runs so far; written to ``out`` (suite_speed.json, suite_speed.md) when given."""
+    lines = [f"`{' '.join(results[0]['command'])}`", "", *table(results), "", *medians_table(results)]
+    if prepared:
+        lines += ["", *prepared]
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "suite_speed.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        (out / "suite_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="kictl bench processes, one after another")
@@ -211,14 +223,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             if result["exit"] not in (0, 1):
                 print("\n".join(result["stderrTail"]), file=sys.stderr)
-    lines = [f"`{' '.join(results[0]['command'])}`", "", *table(results), "", *medians_table(results)]
-    if prepared:
-        lines += ["", *prepared]
+            # written after every run, so that a time box that ends the script early keeps what finished
+            lines = report(results, prepared, args.out)
     print("\n".join(lines))
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "suite_speed.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-        (args.out / "suite_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0 if all(result["exit"] == 0 for result in results) else 1
 
 
