@@ -66,6 +66,26 @@ def _plain(found: Any) -> Any:
     return json.loads(json.dumps(found))
 
 
+def _skipped(report: Any) -> str:
+    """What a leg's report skipped (jobs that failed twice, workloads not judged), briefly."""
+    if not report.skipped:
+        return ""
+    first = report.skipped[0]
+    return f"; {len(report.skipped)} skipped, e.g. {first[0]}: {first[1][:160]}"
+
+
+def _difference(found: Any, expected: Any) -> str:
+    """Which members of the runs differ from the plain run's, and how many runs each leg has."""
+    columns = [
+        key
+        for index, key in enumerate(KEYS)
+        if {r[index] for r in found["runs"]} != {r[index] for r in expected["runs"]}
+    ]
+    others = found["others"] != expected["others"]
+    counts = f"{len(found['runs'])} runs against {len(expected['runs'])}"
+    return f"; {counts}, differing: {columns}, other records differ: {others}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -108,7 +128,11 @@ def main() -> int:
         if "devices" in wanted:
             begun = time.perf_counter()
             pooled, outcome = run_bench_jobs(registry, name, impls, options, devices="1" if args.smoke else "all")
-            legs["devices"] = (time.perf_counter() - begun, pooled.records, f"start-up {outcome.startup_s:.1f} s")
+            legs["devices"] = (
+                time.perf_counter() - begun,
+                pooled.records,
+                f"start-up {outcome.startup_s:.1f} s{_skipped(pooled)}",
+            )
         if "ray" in wanted:
             try:
                 import ray  # noqa: F401
@@ -118,12 +142,16 @@ def main() -> int:
                 legs["ray"] = (
                     time.perf_counter() - begun,
                     rayed.records,
-                    f"start-up {ray_outcome.startup_s:.1f} s",
+                    f"start-up {ray_outcome.startup_s:.1f} s{_skipped(rayed)}",
                 )
             except ImportError:
                 legs["ray"] = (None, None, "ray not installed")
         for leg, (wall, records, note) in legs.items():
             same = None if records is None else _plain(identity(records)) == expected
+            if records is not None:
+                (args.out / f"identity-{name}-{leg}.json").write_text(json.dumps(_plain(identity(records))) + "\n")
+            if same is False:
+                note += _difference(_plain(identity(records)), expected)
             rows.append({"definition": name, "leg": leg, "wall_s": wall, "same_records": same, "note": note})
             print(f"{name} {leg}: wall {wall if wall is None else round(wall, 1)} s, same records: {same} {note}")
     lines = ["| definition | leg | wall (s) | same records as plain | note |", "| --- | --- | ---: | --- | --- |"]

@@ -358,6 +358,7 @@ class _Session:
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
 
     def resolve_timer(self, worker: WorkerProcess) -> str:
+        # possible_timers (below) lists what this can answer: keep the two in step
         """The session's timer, once: CUPTI where the worker reports it attached, unless another was asked for.
 
         Raises ``EnvError`` for ``--timer cupti`` where CUPTI did not attach.
@@ -629,6 +630,25 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def possible_timers(options: BenchOptions, device: str) -> tuple[str, ...]:
+    """The timers a session of ``options`` on ``device`` may resolve (``_Session.resolve_timer``'s answers).
+
+    More than one only where CUPTI is the default on CUDA: a worker where it does not attach times with CUDA
+    events and says so.  Executors use this to recognise the protocol a job's run may name.
+    """
+    if device == "cpu":
+        return ("perf_counter_ns",)
+    if options.cuda_graph or options.timer == "graph":
+        return ("cuda_graph_replay",)
+    if options.time_setup:
+        return ("cuda_events_host_inclusive",)
+    if options.timer == "events":
+        return ("cuda_events",)
+    if options.timer == "cupti":
+        return ("cupti_device_time",)
+    return ("cupti_device_time", "cuda_events")
 
 
 class KeptWorkers:

@@ -340,14 +340,17 @@ def done_job_ids(
     for job in plan.jobs:
         workload = plan.records[job.workload_digest]
         if all(
-            (
-                job.definition_digest,
-                job.workload_digest,
-                job.implementation_digest,
-                seam.expected_protocol_digest(plan.settings, workload, env, context),
-                seam.environment_digest(env),
+            any(
+                (
+                    job.definition_digest,
+                    job.workload_digest,
+                    job.implementation_digest,
+                    protocol,
+                    seam.environment_digest(env),
+                )
+                in present
+                for protocol in seam.expected_protocol_digests(plan.settings, workload, env, context)
             )
-            in present
             for env in envs
         ):
             done.add(job.job_id)

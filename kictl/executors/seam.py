@@ -20,7 +20,7 @@ so that a change to the bench's worker protocol is met here and nowhere else:
   about its device and its machine at start (the context holds whatever the
   protocol record takes from the machine rather than from the settings:
   nothing today; the sandbox's isolation once the bench records it).
-* ``expected_protocol_digest`` / ``environment_digest``: what a run of a job
+* ``expected_protocol_digests`` / ``environment_digest``: what a run of a job
   in an environment would name, for ``--skip-existing`` and for the driver's
   check of what comes back.
 """
@@ -149,21 +149,23 @@ def environment_digest(environment: Mapping[str, Any]) -> str:
     return environment_record(dict(environment)).digest
 
 
-def expected_protocol_digest(
+def expected_protocol_digests(
     settings: BenchSettings,
     workload: StoredRecord,
     environment: Mapping[str, Any],
     context: Mapping[str, Any] | None = None,
-) -> str:
-    """The digest of the BenchmarkProtocol a run of ``settings`` on ``workload`` names.
+) -> frozenset[str]:
+    """The digests of the BenchmarkProtocol a run of ``settings`` on ``workload`` may name.
 
+    One per timer the session may resolve (``kictl.bench.session.possible_timers``): on CUDA with the
+    default timer, CUPTI's where it attaches and CUDA events' where it does not (the protocol says which).
     ``environment`` and ``context`` are what the worker reported at start
     (``capture_environment``, ``protocol_context``).
     """
     from kictl.bench import sandbox
     from kictl.bench.options import check_options
     from kictl.bench.results import protocol_record, protocol_spec
-    from kictl.bench.session import tolerance_for
+    from kictl.bench.session import possible_timers, tolerance_for
 
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
@@ -175,8 +177,13 @@ def expected_protocol_digest(
     isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
     iterations = counts[1]
     sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
-    spec = protocol_spec(device, counts, options, tolerance_for(workload, options), flush, str(isolation), max(1, sets))
-    return protocol_record(spec).digest
+    tolerance = tolerance_for(workload, options)
+    return frozenset(
+        protocol_record(
+            protocol_spec(device, counts, options, tolerance, flush, str(isolation), max(1, sets), timer)
+        ).digest
+        for timer in possible_timers(options, device)
+    )
 
 
 def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
@@ -247,7 +254,7 @@ __all__ = [
     "close_workers",
     "device_kind",
     "environment_digest",
-    "expected_protocol_digest",
+    "expected_protocol_digests",
     "kept_workers",
     "options_for",
     "protocol_context",

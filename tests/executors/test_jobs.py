@@ -192,3 +192,38 @@ def test_the_most_work_is_handed_out_first(shared_registry: Registry, tmp_path: 
     assert [label.split(": ")[0] for label in order[::2]] == ["b8192", "b1024", "b256", "b64", "b7", "b1"]
     assert [label.split(": ")[1].rsplit("_", 1)[0] for label in order[:2]] == ["reference", "torch_rmsnorm"]
     assert estimated_work(plan, plan.jobs[0]) > 0
+
+
+def test_a_gpu_run_may_name_the_cupti_or_the_events_protocol(shared_registry: Registry) -> None:
+    """On CUDA the default timer is CUPTI's, with CUDA events where it does not attach: both protocols are a job's.
+
+    On the H200 (2026-12-01) every `--devices all` result was refused as "not the protocol the job's settings
+    give" while the expected digest was computed as if no timer had been resolved.
+    """
+    from kictl.bench.options import check_options
+    from kictl.bench.results import protocol_record, protocol_spec
+    from kictl.bench.session import tolerance_for
+    from kictl.executors.seam import expected_protocol_digests
+
+    workload = next(iter(shared_registry.iter_records(["Workload"])))
+    environment = {"hardware": {"product": "H200", "l2CacheBytes": 50 * 2**20}, "software": {}}
+    context = {"sandbox": "bubblewrap 0.8.0"}
+
+    def digest(options: BenchOptions, timer: str) -> str:
+        counts = check_options(options, "cuda:0")
+        sets = min(options.input_sets, (counts[1] or options.input_sets) * counts[2])
+        spec = protocol_spec(
+            "cuda:0", counts, options, tolerance_for(workload, options), 100 * 2**20, "bubblewrap 0.8.0", sets, timer
+        )
+        return protocol_record(spec).digest
+
+    default = BenchOptions(device="cuda")
+    found = expected_protocol_digests(settings_from(default, "cuda"), workload, environment, context)
+    assert found == {digest(default, "cupti_device_time"), digest(default, "cuda_events")}
+    assert len(found) == 2
+    events = dataclasses.replace(default, timer="events")
+    assert expected_protocol_digests(settings_from(events, "cuda"), workload, environment, context) == {
+        digest(events, "cuda_events")
+    }
+    cpu = BenchOptions(device="cpu")
+    assert len(expected_protocol_digests(settings_from(cpu, "cpu"), workload, environment, context)) == 1
