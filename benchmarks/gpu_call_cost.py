@@ -1,0 +1,102 @@
+#!/usr/bin/env python
+"""What one timed call costs the harness on a GPU, step by step (issue 16: a suite's speed).
+
+Run on a CUDA machine from the repository root (after ``benchmarks/h200_setup.sh`` for CUPTI)::
+
+    python3 benchmarks/gpu_call_cost.py [--calls 300]
+
+Times, on the host, each step ``kictl.bench.timing.CuptiTimer.measure`` and
+``CudaEventTimer.measure`` take around one call of a one-kernel function
+(``torch.add`` of two 4 KiB tensors): the device synchronisation, CUPTI's
+buffer flush (``drain``), the persisting-L2 reset, the L2 flush, the spin,
+and the whole ``measure``.  Prints a table of medians and 90th percentiles in
+microseconds; nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def _cost(step: Callable[[], object], calls: int, sync: Callable[[], None]) -> tuple[float, float]:
+    samples = []
+    for _ in range(calls):
+        sync()
+        begun = time.perf_counter_ns()
+        step()
+        sync()
+        samples.append((time.perf_counter_ns() - begun) / 1000)
+    samples.sort()
+    return statistics.median(samples), samples[int(0.9 * (len(samples) - 1))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    import torch
+
+    from kictl.bench import timing
+    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.gpu_state import reset_persisting_l2
+
+    if not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 2
+    device = "cuda:0"
+    collector = CuptiCollector()
+    collector.start()
+    timing.bind_originals()
+    flush_bytes = 2 * int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
+    a = torch.ones(1024, device=device)
+    b = torch.ones(1024, device=device)
+
+    def call() -> torch.Tensor:
+        return torch.add(a, b)
+
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
+    def add_then_drain() -> None:
+        call()
+        sync()
+        collector.drain()
+
+    cupti = timing.CuptiTimer(device, flush_bytes, collector)
+    events = timing.CudaEventTimer(device, flush_bytes)
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
+    for timer in (cupti, events):
+        for _ in range(10):
+            timer.measure(call)
+    rows = [
+        ("torch.cuda.synchronize", lambda: None),
+        ("one torch.add", call),
+        ("collector.drain() (nothing pending)", collector.drain),
+        ("torch.add, then collector.drain()", add_then_drain),
+        ("reset_persisting_l2()", reset_persisting_l2),
+        (f"L2 flush ({flush_bytes >> 20} MiB zero_)", flush.zero_),
+        ("spin of 200 µs", lambda: cupti.sleep(int(200_000 * (cupti.cycles_per_ns or 1)))),
+        ("CuptiTimer.measure(torch.add)", lambda: cupti.measure(call)),
+        ("CudaEventTimer.measure(torch.add)", lambda: events.measure(call)),
+    ]
+    print(f"| step ({args.calls} calls each) | median µs | p90 µs |")
+    print("| --- | ---: | ---: |")
+    for label, step in rows:
+        median, p90 = _cost(step, args.calls, sync)
+        print(f"| {label} | {median:.1f} | {p90:.1f} |", flush=True)
+    print(f"spin after warm-up: CUPTI {cupti.spin_ns} ns, events {events.spin_ns} ns")
+    collector.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
