@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--definition", action="append")
     parser.add_argument("--smoke", action="store_true", help="CPU, one small workload per definition")
+    parser.add_argument("--workload", action="append", help="only these workloads (default: all)")
     parser.add_argument("--legs", default="plain,devices,ray", help="which legs to run (comma-separated)")
     parser.add_argument(
         "--expected",
@@ -115,7 +116,7 @@ def main() -> int:
             )
         else:
             impls = [str(folder / "flashinfer_wrapper"), str(folder / "reference")]
-            options = BenchOptions(device="cuda")
+            options = BenchOptions(device="cuda", workloads=tuple(args.workload or ()))
         legs: dict[str, Any] = {}
         if "plain" in wanted:
             begun = time.perf_counter()
@@ -150,6 +151,8 @@ def main() -> int:
             same = None if records is None else _plain(identity(records)) == expected
             if records is not None:
                 (args.out / f"identity-{name}-{leg}.json").write_text(json.dumps(_plain(identity(records))) + "\n")
+                protocols = [r.raw["spec"] for r in records if r.kind == "BenchmarkProtocol"]
+                (args.out / f"protocols-{name}-{leg}.json").write_text(json.dumps(protocols, indent=1) + "\n")
             if same is False:
                 note += _difference(_plain(identity(records)), expected)
             rows.append({"definition": name, "leg": leg, "wall_s": wall, "same_records": same, "note": note})
