@@ -23,6 +23,12 @@ sample per timed call:
   that ended after the marker started was not ordered before the calling
   stream's end (a consumer on that stream would read unfinished outputs): it
   is reported as *unordered*, the ``streamOrdered`` integrity check;
+* with the call's *dependencies* (CUDA event records, stream waits, host
+  synchronisations, stream creation flags: :class:`Dependencies`), an
+  activity on another stream must also be ordered by CUDA's happens-before
+  relation after the harness's spin and before the end marker
+  (:func:`unordered_by_dependencies`); one that is not is reported as
+  *unjoined*, whatever the timing was (docs/bench.md, "Stream ordering");
 * the harness's work between calls (restoring inputs, the L2 flush) runs in
   *harness windows* of its own and is left out;
 * an activity outside every window, or one that ended after its window
@@ -39,7 +45,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,10 +70,69 @@ class DeviceActivity:
     end_ns: int
     stream: int
     name: str = ""
+    #: CUPTI's correlation id: the host API call that enqueued it (one counter, in host call order)
+    correlation: int = 0
 
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+
+STREAM_WAIT_EVENT = "stream_wait_event"
+STREAM_SYNCHRONIZE = "stream_synchronize"
+EVENT_SYNCHRONIZE = "event_synchronize"
+CONTEXT_SYNCHRONIZE = "context_synchronize"
+SYNCHRONIZATION_KINDS = (STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE, EVENT_SYNCHRONIZE, CONTEXT_SYNCHRONIZE)
+
+BLOCKING = "blocking"
+NON_BLOCKING = "non_blocking"
+NULL_STREAM = "null"
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One ``cudaEventRecord``: ``event`` recorded on ``stream`` by the host call ``correlation``."""
+
+    correlation: int
+    stream: int
+    event: int
+    #: CUPTI's id of this record, which a wait or an event synchronisation that consumes it repeats (0: unknown)
+    sync_id: int = 0
+
+
+@dataclass(frozen=True)
+class Synchronization:
+    """A stream wait (``cudaStreamWaitEvent``) or a host synchronisation, at the host call ``correlation``.
+
+    ``kind`` is one of :data:`SYNCHRONIZATION_KINDS`; ``stream`` is the waiting
+    (or synchronised) stream, ``event`` and ``sync_id`` name the record a wait
+    or an event synchronisation consumes (0 where they do not apply).
+    """
+
+    correlation: int
+    kind: str
+    stream: int = 0
+    event: int = 0
+    sync_id: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SYNCHRONIZATION_KINDS:
+            raise ValueError(f"unknown synchronization kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """What orders work across streams: event records, waits and host synchronisations, stream flags.
+
+    ``stream_flags`` maps a stream id to :data:`BLOCKING` (created with the
+    default flag: implicitly ordered with the legacy NULL stream),
+    :data:`NON_BLOCKING` or :data:`NULL_STREAM`; a stream not in it counts as
+    non-blocking (torch creates its streams non-blocking).
+    """
+
+    records: tuple[EventRecord, ...] = ()
+    syncs: tuple[Synchronization, ...] = ()
+    stream_flags: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,6 +174,9 @@ class Attribution:
     #: activities of a call that ended after the harness's end marker started on the calling stream
     unordered: list[DeviceActivity] = field(default_factory=list)
     marker_missing: int = 0
+    #: activities on another stream not ordered (CUDA happens-before) after the spin and before the end
+    #: marker; only filled when ``attribute`` was given the dependencies
+    unjoined: list[DeviceActivity] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -142,12 +210,22 @@ def attribute(
     activities: Sequence[DeviceActivity],
     windows: Sequence[Window],
     harness_windows: Sequence[Window] = (),
+    dependencies: Dependencies | None = None,
+    legacy_calling_stream: bool | None = None,
 ) -> Attribution:
     """Assign each activity to the window in which it started; see the module's text for the rules.
 
     ``windows`` (the timed calls) and ``harness_windows`` (the harness's own
     work between them) must each be in time order, and no two windows may
     overlap (raises ``ValueError`` otherwise).
+
+    With ``dependencies`` (drained with the activities), each window whose end
+    marker was found also gets the happens-before check: its activities on
+    other streams that :func:`unordered_by_dependencies` finds not ordered
+    between the spin (when there was one) and the marker go to
+    ``Attribution.unjoined``.  ``legacy_calling_stream`` says whether the
+    calling stream is the legacy NULL stream (``None``: as its flag in
+    ``dependencies.stream_flags`` says).
     """
     _check_order(windows)
     _check_order(sorted(harness_windows, key=lambda w: w.begin_ns))
@@ -171,6 +249,7 @@ def attribute(
             result.overran.append(activity)
     for window, bucket in zip(windows, buckets, strict=True):
         harness_stream: int | None = None
+        spin: DeviceActivity | None = None
         if window.harness_spin_ns > 0:
             spin = next((a for a in bucket if a.kind == KERNEL and SPIN_KERNEL_NAME in a.name), None)
             if spin is None or spin is not bucket[0] or spin.duration_ns * 2 < window.harness_spin_ns:
@@ -185,6 +264,17 @@ def attribute(
             else:
                 bucket = [a for a in bucket if a is not marker]
                 result.unordered.extend(a for a in bucket if a.end_ns > marker.start_ns)
+                if dependencies is not None:
+                    result.unjoined.extend(
+                        unordered_by_dependencies(
+                            bucket,
+                            marker.stream,
+                            spin.correlation if spin is not None and spin.stream == marker.stream else None,
+                            marker.correlation,
+                            dependencies,
+                            legacy_calling_stream,
+                        )
+                    )
         if not bucket:
             result.spans.append(None)
             continue
@@ -208,6 +298,222 @@ def _end_marker(bucket: Sequence[DeviceActivity], stream: int | None) -> DeviceA
         a for a in bucket if a.kind == KERNEL and SPIN_KERNEL_NAME in a.name and (stream is None or a.stream == stream)
     ]
     return max(candidates, key=lambda a: a.start_ns) if candidates else None
+
+
+def unordered_by_dependencies(
+    activities: Sequence[DeviceActivity],
+    calling_stream: int,
+    begin_correlation: int | None,
+    end_correlation: int,
+    dependencies: Dependencies,
+    legacy_calling_stream: bool | None = None,
+) -> list[DeviceActivity]:
+    """The activities on other streams than ``calling_stream`` not ordered inside the call (CUDA happens-before).
+
+    An activity on another stream is ordered inside the call when it is both
+    (a) after the operation ``begin_correlation`` on the calling stream (the
+    harness's spin; ``None``: not checked) and (b) before the operation
+    ``end_correlation`` there (the end marker).  The edges are program order on
+    a stream, an event record to the stream wait that consumes it, host
+    synchronisations (a host call at correlation ``h`` comes after every host
+    call below ``h``), and the legacy NULL stream's implicit ordering with
+    blocking streams; see docs/bench.md, "Stream ordering".  Work whose order
+    cannot be shown (a wait whose record is not in ``dependencies``) is
+    reported: the check errs towards failing a call, never towards passing one.
+    """
+    graph = _Ordering(
+        activities, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream
+    )
+    before = graph.before_end()
+    after = graph.after_begin() if begin_correlation is not None else None
+    return [
+        a
+        for a in activities
+        if a.stream != calling_stream
+        and (a.correlation > before(a.stream) or (after is not None and a.correlation < after(a.stream)))
+    ]
+
+
+_NEVER = -(2**63)
+_ALWAYS = 2**63
+
+
+class _Ordering:
+    """Per stream, the bound up to which its operations reach the end marker, or from which the spin reaches them.
+
+    The set of operations of one stream that happen before a given operation is
+    a prefix of that stream (program order); the set that happen after one is a
+    suffix.  So the transitive closure is a bound per stream, raised (lowered)
+    edge by edge until nothing moves: a fixed point, as chains of waits and
+    host synchronisations need.
+    """
+
+    def __init__(
+        self,
+        activities: Sequence[DeviceActivity],
+        calling_stream: int,
+        begin: int | None,
+        end: int,
+        dependencies: Dependencies,
+        legacy_calling_stream: bool | None,
+    ) -> None:
+        self.calling = calling_stream
+        self.begin = begin
+        self.end = end
+        flags = dict(dependencies.stream_flags)
+        if legacy_calling_stream is None:
+            legacy_calling_stream = flags.get(calling_stream) == NULL_STREAM
+        self.null = {s for s, flag in flags.items() if flag == NULL_STREAM}
+        if legacy_calling_stream:
+            self.null.add(calling_stream)
+        else:
+            self.null.discard(calling_stream)
+        self.blocking = {s for s, flag in flags.items() if flag == BLOCKING} - self.null
+        records = dependencies.records
+        nodes: dict[int, list[int]] = {}
+        for stream, correlation in itertools.chain(
+            ((a.stream, a.correlation) for a in activities),
+            ((r.stream, r.correlation) for r in records),
+            ((w.stream, w.correlation) for w in dependencies.syncs if w.kind == STREAM_WAIT_EVENT),
+            [(calling_stream, end)],
+            [] if begin is None else [(calling_stream, begin)],
+        ):
+            nodes.setdefault(stream, []).append(correlation)
+        self.nodes = {stream: sorted(set(corrs)) for stream, corrs in nodes.items()}
+        self.streams = set(self.nodes) | self.null | self.blocking
+        by_sync: dict[int, list[EventRecord]] = {}
+        by_event: dict[int, list[EventRecord]] = {}
+        for record in sorted(records, key=lambda r: r.correlation):
+            if record.sync_id:
+                by_sync.setdefault(record.sync_id, []).append(record)
+            by_event.setdefault(record.event, []).append(record)
+        #: (wait correlation, waiting stream, the record it consumed)
+        self.waits: list[tuple[int, int, EventRecord]] = []
+        #: (host call correlation, synchronised stream or None for the context, or the record synchronised on)
+        self.stream_syncs: list[tuple[int, int | None]] = []
+        self.event_syncs: list[tuple[int, EventRecord]] = []
+        for sync in dependencies.syncs:
+            if sync.kind in (STREAM_WAIT_EVENT, EVENT_SYNCHRONIZE):
+                consumed = _consumed(sync, by_sync, by_event)
+                if consumed is None:
+                    continue  # a wait on a record not among the records: no edge
+                if sync.kind == STREAM_WAIT_EVENT:
+                    self.waits.append((sync.correlation, sync.stream, consumed))
+                else:
+                    self.event_syncs.append((sync.correlation, consumed))
+            elif sync.kind == STREAM_SYNCHRONIZE:
+                self.stream_syncs.append((sync.correlation, sync.stream))
+            else:
+                self.stream_syncs.append((sync.correlation, None))
+
+    def _last_at_or_below(self, stream: int, bound: int) -> int | None:
+        corrs = self.nodes.get(stream, [])
+        index = bisect.bisect_right(corrs, bound)
+        return corrs[index - 1] if index else None
+
+    def _first_at_or_above(self, stream: int, bound: int) -> int | None:
+        corrs = self.nodes.get(stream, [])
+        index = bisect.bisect_left(corrs, bound)
+        return corrs[index] if index < len(corrs) else None
+
+    def before_end(self) -> Callable[[int], int]:
+        """``bound(stream)``: operations on ``stream`` with correlation <= bound happen before the end marker."""
+        bound: dict[int, int] = {self.calling: self.end}
+        # A host call below the marker's launch precedes it on the host, so what it waited for precedes the marker.
+        floor = _NEVER
+        for host, stream in self.stream_syncs:
+            if host < self.end:
+                if stream is None:
+                    floor = max(floor, host - 1)
+                else:
+                    bound[stream] = max(bound.get(stream, _NEVER), host - 1)
+        for host, record in self.event_syncs:
+            if host < self.end:
+                bound[record.stream] = max(bound.get(record.stream, _NEVER), record.correlation)
+
+        def get(stream: int) -> int:
+            return max(bound.get(stream, _NEVER), floor)
+
+        def raise_to(stream: int, value: int) -> bool:
+            if value > get(stream):
+                bound[stream] = value
+                return True
+            return False
+
+        moved = True
+        while moved:
+            moved = False
+            for wait, stream, record in self.waits:
+                if wait <= get(stream):
+                    moved |= raise_to(record.stream, record.correlation)
+            for source, targets in ((self.null, self.blocking), (self.blocking, self.null)):
+                for stream in source:
+                    last = self._last_at_or_below(stream, get(stream))
+                    if last is not None:
+                        for target in targets:
+                            moved |= raise_to(target, last - 1)
+        return get
+
+    def after_begin(self) -> Callable[[int], int]:
+        """``bound(stream)``: operations on ``stream`` with correlation >= bound happen after the spin."""
+        assert self.begin is not None
+        bound: dict[int, int] = {self.calling: self.begin}
+        ceiling = _ALWAYS  # every operation enqueued after a host call that waited for post-spin work
+
+        def get(stream: int) -> int:
+            return min(bound.get(stream, _ALWAYS), ceiling)
+
+        def lower_to(stream: int, value: int) -> bool:
+            if value < get(stream):
+                bound[stream] = value
+                return True
+            return False
+
+        def waited_for_after(stream: int, host: int) -> bool:
+            first = self._first_at_or_above(stream, get(stream))
+            return first is not None and first < host
+
+        moved = True
+        while moved:
+            moved = False
+            for wait, stream, record in self.waits:
+                if record.correlation >= get(record.stream):
+                    moved |= lower_to(stream, wait)
+            for host, synced in self.stream_syncs:
+                streams: Iterable[int] = self.streams if synced is None else (synced,)
+                if host + 1 < ceiling and any(waited_for_after(s, host) for s in streams):
+                    ceiling, moved = host + 1, True
+            for host, record in self.event_syncs:
+                if host + 1 < ceiling and record.correlation >= get(record.stream):
+                    ceiling, moved = host + 1, True
+            for source, targets in ((self.null, self.blocking), (self.blocking, self.null)):
+                for stream in source:
+                    first = self._first_at_or_above(stream, get(stream))
+                    if first is not None:
+                        for target in targets:
+                            moved |= lower_to(target, first + 1)
+        return get
+
+
+def _consumed(
+    sync: Synchronization, by_sync: Mapping[int, list[EventRecord]], by_event: Mapping[int, list[EventRecord]]
+) -> EventRecord | None:
+    """The record a wait or an event synchronisation used: the one of its sync id, else the event's latest before it.
+
+    CUDA waits on an event's most recent record before the wait.  A record of
+    the same event whose own sync id differs from the wait's is a different
+    record, not the one consumed: no edge then.
+    """
+    if sync.sync_id and sync.sync_id in by_sync:
+        earlier = [r for r in by_sync[sync.sync_id] if r.correlation < sync.correlation]
+        return earlier[-1] if earlier else None
+    earlier = [r for r in by_event.get(sync.event, []) if r.correlation < sync.correlation]
+    if not earlier:
+        return None
+    record = earlier[-1]
+    if sync.sync_id and record.sync_id and record.sync_id != sync.sync_id:
+        return None
+    return record
 
 
 def _window_of(begins: Sequence[int], windows: Sequence[Window], start_ns: int) -> int | None:
