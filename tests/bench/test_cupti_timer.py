@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kictl.bench.cupti_timer import (
+    BLOCKING,
+    CONTEXT_SYNCHRONIZE,
+    EVENT_SYNCHRONIZE,
     KERNEL,
     MEMCPY,
     MEMSET,
+    NON_BLOCKING,
+    NULL_STREAM,
     SPIN_KERNEL_NAME,
+    STREAM_SYNCHRONIZE,
+    STREAM_WAIT_EVENT,
     CuptiCollector,
+    Dependencies,
     DeviceActivity,
+    EventRecord,
+    Synchronization,
     Window,
     attribute,
+    unordered_by_dependencies,
 )
 from kictl.errors import EnvError
 
@@ -151,3 +166,544 @@ def test_a_fake_marker_on_another_stream_is_not_the_marker() -> None:
     ]
     result = attribute(records, [window])
     assert [a.end_ns for a in result.unordered] == [1500, 1601]
+
+
+# --------------------------------------------------------------------------- stream ordering by dependencies
+
+CALLING, SIDE, OTHER = 7, 13, 14
+
+
+class Program:
+    """Host calls in order, each with the next correlation id, as CUPTI would report them for one timed call."""
+
+    def __init__(self, calling: int = CALLING, flags: dict[int, str] | None = None) -> None:
+        self.calling = calling
+        self.correlation = 100
+        self.activities: list[DeviceActivity] = []
+        self.records: list[EventRecord] = []
+        self.syncs: list[Synchronization] = []
+        self.flags = flags or {}
+        self.latest: dict[int, EventRecord] = {}
+        self.begin: int | None = None
+        self.end = 0
+
+    def _next(self) -> int:
+        self.correlation += 1
+        return self.correlation
+
+    def spin(self) -> None:
+        self.begin = self._next()
+
+    def launch(self, stream: int, name: str = "k") -> None:
+        self.activities.append(DeviceActivity(KERNEL, 0, 1, stream, name, self._next()))
+
+    def record(self, event: int, stream: int) -> None:
+        correlation = self._next()
+        record = EventRecord(correlation, stream, event, sync_id=correlation * 10)
+        self.records.append(record)
+        self.latest[event] = record
+
+    def wait(self, stream: int, event: int) -> None:
+        record = self.latest.get(event)
+        self.syncs.append(
+            Synchronization(self._next(), STREAM_WAIT_EVENT, stream, event, record.sync_id if record else 0)
+        )
+
+    def wait_stream(self, waiter: int, waited: int, event: int) -> None:
+        """torch's ``waiter.wait_stream(waited)``: an event recorded on ``waited``, waited for on ``waiter``."""
+        self.record(event, waited)
+        self.wait(waiter, event)
+
+    def stream_sync(self, stream: int) -> None:
+        self.syncs.append(Synchronization(self._next(), STREAM_SYNCHRONIZE, stream))
+
+    def context_sync(self) -> None:
+        self.syncs.append(Synchronization(self._next(), CONTEXT_SYNCHRONIZE))
+
+    def event_sync(self, event: int) -> None:
+        record = self.latest[event]
+        self.syncs.append(Synchronization(self._next(), EVENT_SYNCHRONIZE, 0, event, record.sync_id))
+
+    def marker(self) -> None:
+        self.end = self._next()
+
+    def dependencies(self) -> Dependencies:
+        return Dependencies(tuple(self.records), tuple(self.syncs), dict(self.flags))
+
+    def unjoined(self, legacy: bool | None = None) -> list[str]:
+        found = unordered_by_dependencies(
+            self.activities, self.calling, self.begin, self.end, self.dependencies(), legacy
+        )
+        return [a.name for a in found]
+
+
+def test_honest_fork_join_is_ordered() -> None:
+    p = Program()
+    p.spin()
+    p.launch(CALLING, "prologue")
+    p.wait_stream(SIDE, CALLING, event=1)  # side.wait_stream(current)
+    p.launch(SIDE, "a")
+    p.launch(SIDE, "b")
+    p.wait_stream(CALLING, SIDE, event=2)  # current.wait_stream(side)
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_side_stream_cheat_after_a_host_sync_is_not_joined() -> None:
+    # tests/assets/cheats/attention_side_stream.py: kv_indptr.tolist() (a copy and a host sync on the calling
+    # stream), then kernels on its own stream, never joined: they follow the spin but nothing orders them
+    # before the marker, however early they happen to finish.
+    p = Program()
+    p.spin()
+    p.activities.append(DeviceActivity(MEMCPY, 0, 1, CALLING, "tolist", p._next()))
+    p.stream_sync(CALLING)
+    p.launch(SIDE, "gather")
+    p.launch(SIDE, "einsum")
+    p.marker()
+    assert p.unjoined() == ["gather", "einsum"]
+
+
+def test_work_launched_without_waiting_for_the_inputs_is_not_after_the_begin() -> None:
+    p = Program()
+    p.spin()
+    p.launch(SIDE, "early")  # may read the inputs before the calling stream's earlier work wrote them
+    p.wait_stream(CALLING, SIDE, event=2)
+    p.marker()
+    assert p.unjoined() == ["early"]
+
+
+def test_a_fork_without_a_join_is_not_before_the_end() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "left_running")
+    p.marker()
+    assert p.unjoined() == ["left_running"]
+
+
+def test_work_after_the_joining_record_is_not_joined() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "joined")
+    p.wait_stream(CALLING, SIDE, event=2)
+    p.launch(SIDE, "after_the_join")
+    p.marker()
+    assert p.unjoined() == ["after_the_join"]
+
+
+def test_a_join_through_a_chain_of_two_streams_is_ordered() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.wait_stream(OTHER, SIDE, event=2)  # OTHER after SIDE after the spin
+    p.launch(OTHER, "deep")
+    p.launch(SIDE, "side")
+    p.wait_stream(SIDE, OTHER, event=3)  # SIDE waits for OTHER ...
+    p.wait_stream(CALLING, SIDE, event=4)  # ... and the calling stream for SIDE
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_a_host_stream_synchronize_before_returning_joins() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "k")
+    p.stream_sync(SIDE)  # side.synchronize() before run() returns
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_a_host_synchronize_of_another_stream_does_not_join() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "k")
+    p.stream_sync(OTHER)
+    p.marker()
+    assert p.unjoined() == ["k"]
+
+
+def test_context_synchronize_orders_both_ways() -> None:
+    p = Program()
+    p.spin()
+    p.context_sync()  # waits for the spin: what follows is after it
+    p.launch(SIDE, "k")
+    p.context_sync()  # torch.cuda.synchronize() before returning
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_event_synchronize_joins_the_work_before_the_record() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "before")
+    p.record(5, SIDE)
+    p.launch(SIDE, "after")
+    p.event_sync(5)
+    p.marker()
+    assert p.unjoined() == ["after"]
+
+
+def test_a_wait_uses_the_record_before_it_not_a_later_re_record() -> None:
+    # The event is recorded on SIDE before the work, the calling stream waits on that record, and the event is
+    # recorded again after the work: the wait consumed the first record, so the work is not joined.
+    for with_sync_ids in (True, False):
+        p = Program()
+        p.spin()
+        p.wait_stream(SIDE, CALLING, event=1)
+        p.record(2, SIDE)
+        p.wait(CALLING, 2)
+        p.launch(SIDE, "k")
+        p.record(2, SIDE)
+        p.marker()
+        if not with_sync_ids:
+            p.records = [EventRecord(r.correlation, r.stream, r.event) for r in p.records]
+            p.syncs = [Synchronization(s.correlation, s.kind, s.stream, s.event) for s in p.syncs]
+        assert p.unjoined() == ["k"], with_sync_ids
+
+
+def test_a_wait_on_a_record_from_outside_the_window_gives_no_edge() -> None:
+    p = Program()
+    p.record(1, CALLING)  # in setup(), before the call
+    p.spin()
+    p.wait(SIDE, 1)  # SIDE waits for the calling stream as it was before the spin
+    p.launch(SIDE, "k")
+    p.wait_stream(CALLING, SIDE, event=2)
+    p.marker()
+    assert p.unjoined() == ["k"]
+    p.records = p.records[1:]  # the record was drained with an earlier call: no record, no edge
+    assert p.unjoined() == ["k"]
+
+
+def test_a_wait_whose_sync_id_names_another_record_gives_no_edge() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "k")
+    p.record(2, SIDE)
+    p.syncs.append(Synchronization(p._next(), STREAM_WAIT_EVENT, CALLING, 2, sync_id=1))  # not that record's id
+    p.marker()
+    assert p.unjoined() == ["k"]
+
+
+def test_legacy_null_calling_stream_orders_blocking_streams_only() -> None:
+    for flag, expected in ((BLOCKING, []), (NON_BLOCKING, ["k"])):
+        p = Program(flags={SIDE: flag})
+        p.spin()
+        p.launch(SIDE, "k")  # no explicit wait nor join
+        p.marker()
+        assert p.unjoined(legacy=True) == expected, flag
+        assert p.unjoined(legacy=False) == ["k"], flag  # a non-NULL calling stream: no implicit order
+    p = Program(flags={CALLING: NULL_STREAM, SIDE: BLOCKING})
+    p.spin()
+    p.launch(SIDE, "k")
+    p.marker()
+    assert p.unjoined() == []  # the calling stream's own flag says it is the NULL stream
+    assert p.unjoined(legacy=False) == ["k"]  # the caller's word wins over the flag
+    p = Program()
+    p.spin()
+    p.launch(SIDE, "unknown_flag")
+    p.marker()
+    assert p.unjoined(legacy=True) == ["unknown_flag"]  # no flag known: non-blocking, as torch's streams are
+
+
+def test_a_null_stream_of_the_implementations_orders_blocking_streams_both_ways() -> None:
+    # The calling stream is a non-blocking stream; the implementation forks and joins through the NULL stream.
+    for side_flag, expected in ((BLOCKING, []), (NON_BLOCKING, ["k"])):
+        p = Program(flags={OTHER: NULL_STREAM, SIDE: side_flag})
+        p.spin()
+        p.wait_stream(SIDE, CALLING, event=1)
+        p.launch(OTHER, "k")  # NULL-stream work waits for SIDE's earlier wait ...
+        p.wait_stream(CALLING, SIDE, event=2)  # ... and SIDE's record waits for the NULL stream's earlier work
+        p.marker()
+        assert p.unjoined(legacy=False) == expected, side_flag
+        p = Program(flags={OTHER: NULL_STREAM, SIDE: side_flag})
+        p.spin()
+        p.wait_stream(OTHER, CALLING, event=1)
+        p.launch(SIDE, "k")
+        p.wait_stream(CALLING, OTHER, event=2)
+        p.marker()
+        assert p.unjoined(legacy=False) == expected, side_flag
+
+
+def test_an_implicit_order_at_the_bound_counts() -> None:
+    # SIDE's record directly follows NULL-stream work that followed the spin: the record is after the spin.
+    p = Program(flags={OTHER: NULL_STREAM, SIDE: BLOCKING})
+    p.spin()
+    p.wait_stream(OTHER, CALLING, event=1)
+    p.record(2, SIDE)
+    p.wait(15, 2)
+    p.launch(15, "k")
+    p.wait_stream(CALLING, 15, event=3)
+    p.marker()
+    assert p.unjoined(legacy=False) == []
+    # a wait directly followed by a host synchronisation of its stream is before the marker
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "k")
+    p.record(2, SIDE)
+    p.wait(OTHER, 2)
+    p.stream_sync(OTHER)
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_a_wait_uses_the_latest_of_several_records() -> None:
+    for with_sync_ids in (True, False):
+        p = Program()
+        p.spin()
+        p.wait_stream(SIDE, CALLING, event=1)
+        p.record(2, SIDE)
+        p.launch(SIDE, "k")
+        p.record(2, SIDE)  # recorded again after the work: the wait below uses this record
+        p.wait(CALLING, 2)
+        p.marker()
+        if not with_sync_ids:
+            p.records = [EventRecord(r.correlation, r.stream, r.event) for r in p.records]
+            p.syncs = [Synchronization(s.correlation, s.kind, s.stream, s.event) for s in p.syncs]
+        assert p.unjoined() == [], with_sync_ids
+
+
+def test_a_host_sync_orders_later_work_only_after_what_it_waited_for() -> None:
+    # Synchronising a stream that had no work since the spin does not put the next launches after the spin.
+    p = Program()
+    p.spin()
+    p.stream_sync(SIDE)
+    p.launch(OTHER, "k")
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "s")
+    p.context_sync()
+    p.marker()
+    assert p.unjoined() == ["k"]
+    # nor does synchronising on an event recorded before the spin
+    p = Program()
+    p.record(1, SIDE)
+    p.spin()
+    p.event_sync(1)
+    p.launch(OTHER, "k")
+    p.stream_sync(OTHER)
+    p.marker()
+    assert p.unjoined() == ["k"]
+
+
+def test_a_host_sync_after_the_marker_does_not_join() -> None:
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch(SIDE, "k")
+    p.record(3, SIDE)
+    p.marker()
+    p.event_sync(3)  # the harness's own synchronisation after the call is no join
+    p.stream_sync(SIDE)
+    p.context_sync()
+    assert p.unjoined() == ["k"]
+
+
+def test_a_single_stream_call_has_nothing_to_report() -> None:
+    p = Program()
+    p.spin()
+    p.launch(CALLING, "a")
+    p.stream_sync(CALLING)
+    p.launch(CALLING, "b")
+    p.marker()
+    assert p.unjoined() == []
+
+
+def test_attribute_reports_unjoined_work_beside_the_time_rule() -> None:
+    # The side-stream cheat that finished before the marker: the time rule sees nothing, the dependencies do.
+    window = Window(0, 1000, harness_spin_ns=400, end_marker=True)
+    records = [
+        DeviceActivity(KERNEL, 5, 450, CALLING, SPIN_KERNEL_NAME, 101),
+        DeviceActivity(KERNEL, 451, 460, SIDE, "einsum", 103),
+        DeviceActivity(KERNEL, 470, 471, CALLING, SPIN_KERNEL_NAME, 104),
+    ]
+    deps = Dependencies(syncs=(Synchronization(102, STREAM_SYNCHRONIZE, CALLING),))
+    found = attribute(records, [window], dependencies=deps)
+    assert found.unordered == []
+    assert [a.name for a in found.unjoined] == ["einsum"]
+    (span,) = found.spans
+    assert span is not None
+    assert span.duration_ns == 9  # still timed
+    assert attribute(records, [window]).unjoined == []  # no dependencies: the time rule alone, as before
+    joined = Dependencies(
+        records=(EventRecord(102, CALLING, 1, 9), EventRecord(104 - 1, SIDE, 2, 8)),
+        syncs=(Synchronization(102 + 1, STREAM_WAIT_EVENT, SIDE, 1, 9),),
+    )
+    # SIDE waited for the spin but the calling stream never waited for SIDE: fails (b) only
+    assert [a.name for a in attribute(records, [window], dependencies=joined).unjoined] == ["einsum"]
+
+
+def test_attribute_passes_an_honest_fork_join() -> None:
+    window = Window(0, 1000, harness_spin_ns=400, end_marker=True)
+    records = [
+        DeviceActivity(KERNEL, 5, 450, CALLING, SPIN_KERNEL_NAME, 101),
+        DeviceActivity(KERNEL, 451, 600, SIDE, "attention", 104),
+        DeviceActivity(KERNEL, 601, 602, CALLING, SPIN_KERNEL_NAME, 107),
+    ]
+    deps = Dependencies(
+        records=(EventRecord(102, CALLING, 1, 1), EventRecord(105, SIDE, 2, 2)),
+        syncs=(
+            Synchronization(103, STREAM_WAIT_EVENT, SIDE, 1, 1),
+            Synchronization(106, STREAM_WAIT_EVENT, CALLING, 2, 2),
+        ),
+    )
+    found = attribute(records, [window], dependencies=deps)
+    assert found.unjoined == []
+    assert found.unordered == []
+    assert found.clean
+    # without the spin the beginning is not checked, the end still is
+    no_spin = [records[1], records[2]]
+    unforked = Dependencies(records=deps.records[1:], syncs=deps.syncs[1:])
+    assert attribute(records, [window], dependencies=unforked).unjoined == [records[1]]
+    assert attribute(no_spin, [Window(0, 1000, end_marker=True)], dependencies=unforked).unjoined == []
+    unjoined = Dependencies(records=deps.records, syncs=deps.syncs[:1])
+    assert attribute(no_spin, [Window(0, 1000, end_marker=True)], dependencies=unjoined).unjoined == [records[1]]
+
+
+def test_unknown_synchronization_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown synchronization kind"):
+        Synchronization(1, "device_wait")
+
+
+# A tiny simulator that knows the truth: it builds CUDA's dependency graph operation by operation (each
+# operation's predecessors as the CUDA programming guide states them) and answers by reachability, then
+# checks the per-stream fixed point against it on random programs.
+
+_STREAMS = (CALLING, SIDE, OTHER)
+_OPS = st.one_of(
+    st.tuples(st.just("launch"), st.sampled_from(_STREAMS)),
+    st.tuples(st.just("record"), st.sampled_from(_STREAMS), st.integers(1, 2)),
+    st.tuples(st.just("wait"), st.sampled_from(_STREAMS), st.integers(1, 2)),
+    st.tuples(st.just("stream_sync"), st.sampled_from(_STREAMS)),
+    st.tuples(
+        st.just("context_sync"),
+    ),
+    st.tuples(st.just("event_sync"), st.integers(1, 2)),
+)
+_FLAGS = st.sampled_from([BLOCKING, NON_BLOCKING, None])
+_SIDE_STREAMS = _STREAMS[1:]
+
+
+def _simulate(
+    prelude: list[tuple[Any, ...]],
+    body: list[tuple[Any, ...]],
+    postlude: list[tuple[Any, ...]],
+    flags: dict[int, str],
+    legacy: bool,
+    sync_ids: bool,
+) -> tuple[Program, set[str]]:
+    program = Program(flags=flags)
+    null = {s for s, f in flags.items() if f == NULL_STREAM} | ({CALLING} if legacy else set())
+    blocking = {s for s, f in flags.items() if f == BLOCKING} - null
+    predecessors: list[set[int]] = []
+    last_on: dict[int, int] = {}
+    last_record: dict[int, int] = {}
+    last_host: int | None = None
+    names: dict[int, str] = {}
+
+    def node(stream: int | None, extra: set[int]) -> int:
+        index = len(predecessors)
+        before = set(extra)
+        if last_host is not None:
+            before.add(last_host)  # issued after the host returned from its last synchronisation
+        if stream is not None:
+            if stream in last_on:
+                before.add(last_on[stream])
+            implicit = blocking if stream in null else null if stream in blocking else set()
+            before |= {last_on[s] for s in implicit if s in last_on}
+            last_on[stream] = index
+        predecessors.append(before)
+        return index
+
+    spin = marker = -1
+    for ops in (prelude, [("spin",)], body, [("marker",)], postlude):
+        for op in ops:
+            kind = op[0]
+            if kind in ("spin", "marker"):
+                index = node(CALLING, set())
+                if kind == "spin":
+                    spin = index
+                    program.spin()
+                else:
+                    marker = index
+                    program.marker()
+            elif kind == "launch":
+                index = node(op[1], set())
+                names[index] = f"k{index}"
+                program.launch(op[1], f"k{index}")
+            elif kind == "record":
+                last_record[op[2]] = node(op[1], set())
+                program.record(op[2], op[1])
+            elif kind == "wait":
+                consumed = {last_record[op[2]]} if op[2] in last_record else set()
+                node(op[1], consumed)
+                program.wait(op[1], op[2])
+            else:
+                if kind == "stream_sync":
+                    waited = {last_on[op[1]]} if op[1] in last_on else set()
+                    program.stream_sync(op[1])
+                elif kind == "context_sync":
+                    waited = set(last_on.values())
+                    program.context_sync()
+                else:
+                    waited = {last_record[op[1]]} if op[1] in last_record else set()
+                    record = program.latest.get(op[1])
+                    sync_id = record.sync_id if record else 0
+                    program.syncs.append(Synchronization(program._next(), EVENT_SYNCHRONIZE, 0, op[1], sync_id))
+                last_host = node(None, waited)
+    if not sync_ids:
+        program.records = [EventRecord(r.correlation, r.stream, r.event) for r in program.records]
+        program.syncs = [Synchronization(s.correlation, s.kind, s.stream, s.event) for s in program.syncs]
+
+    def reach(start: int, edges: dict[int, set[int]]) -> set[int]:
+        seen, todo = {start}, [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), set()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    forward: dict[int, set[int]] = {}
+    for index, before in enumerate(predecessors):
+        for p in before:
+            forward.setdefault(p, set()).add(index)
+    backward = dict(enumerate(predecessors))
+    after_spin, before_marker = reach(spin, forward), reach(marker, backward)
+    streams = {a.name: a.stream for a in program.activities}
+    truth = {
+        name
+        for index, name in names.items()
+        if streams[name] != CALLING and not (index in after_spin and index in before_marker)
+    }
+    return program, truth
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    prelude=st.lists(_OPS, max_size=4),
+    body=st.lists(_OPS, max_size=14),
+    postlude=st.lists(_OPS, max_size=3),
+    side_flags=st.tuples(_FLAGS, _FLAGS),
+    legacy=st.booleans(),
+    null_other=st.booleans(),
+    sync_ids=st.booleans(),
+)
+def test_fixed_point_agrees_with_the_dependency_graph(
+    prelude: list[tuple[Any, ...]],
+    body: list[tuple[Any, ...]],
+    postlude: list[tuple[Any, ...]],
+    side_flags: tuple[str | None, ...],
+    legacy: bool,
+    null_other: bool,
+    sync_ids: bool,
+) -> None:
+    flags = {s: f for s, f in zip(_SIDE_STREAMS, side_flags, strict=True) if f is not None}
+    if null_other and not legacy:
+        flags[OTHER] = NULL_STREAM  # the implementation uses the NULL stream; the calling stream is one of its own
+    program, truth = _simulate(prelude, body, postlude, flags, legacy, sync_ids)
+    assert set(program.unjoined(legacy=legacy)) == truth
