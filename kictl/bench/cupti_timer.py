@@ -43,6 +43,7 @@ cannot attach, so that the caller can fall back to CUDA events and say so.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -523,26 +524,54 @@ def _window_of(begins: Sequence[int], windows: Sequence[Window], start_ns: int) 
     return index
 
 
+def _import_cupti() -> Any:
+    """``cupti.cupti`` of ``cupti-python`` (raises ``EnvError`` when it or its libcupti is missing)."""
+    try:
+        from cupti import cupti
+    except Exception as exc:  # ImportError, or a missing libcupti behind it
+        raise EnvError(f"CUPTI is not available: {type(exc).__name__}: {exc}") from exc
+    return cupti
+
+
+#: cupti.ActivitySynchronizationType member -> Synchronization.kind
+_SYNCHRONIZATION_TYPES = {
+    "STREAM_WAIT_EVENT": STREAM_WAIT_EVENT,
+    "STREAM_SYNCHRONIZE": STREAM_SYNCHRONIZE,
+    "EVENT_SYNCHRONIZE": EVENT_SYNCHRONIZE,
+    "CONTEXT_SYNCHRONIZE": CONTEXT_SYNCHRONIZE,
+}
+#: cupti.ActivityStreamFlag member -> Dependencies.stream_flags value
+_STREAM_FLAGS = {"FLAG_DEFAULT": BLOCKING, "FLAG_NON_BLOCKING": NON_BLOCKING, "FLAG_NULL": NULL_STREAM}
+_DEPENDENCY_KINDS = ("CUDA_EVENT", "SYNCHRONIZATION", "STREAM")
+
+
 class CuptiCollector:
-    """CUPTI activity collection for kernels, copies and memsets of this process.
+    """CUPTI activity collection for kernels, copies and memsets of this process, and what orders them.
 
     Create it before the implementation is imported (its callbacks are then
     kictl's); ``start()`` enables the activity kinds, ``now()`` reads CUPTI's
     clock, ``drain()`` flushes the buffers and returns what completed since
-    the last drain, ``stop()`` disables collection.
+    the last drain (``drain_all()``: with the dependency records drained with
+    it), ``stop()`` disables collection.
+
+    The dependency kinds (event records, synchronisations, stream creation) are
+    enabled together or not at all: ``dependencies_available`` says whether they
+    are collected and ``dependencies_error`` why not.
 
     Raises ``EnvError`` when ``cupti-python`` is not installed or CUPTI refuses
     to attach (another profiler holds it, or the driver is too old).
+    ``module`` replaces ``cupti.cupti`` (for tests of the record conversion).
     """
 
-    def __init__(self) -> None:
-        try:
-            from cupti import cupti
-        except Exception as exc:  # ImportError, or a missing libcupti behind it
-            raise EnvError(f"CUPTI is not available: {type(exc).__name__}: {exc}") from exc
+    def __init__(self, module: Any = None) -> None:
+        cupti: Any = module if module is not None else _import_cupti()
         self._cupti: Any = cupti
         self._lock = threading.Lock()
         self._pending: list[DeviceActivity] = []
+        self._records: list[EventRecord] = []
+        self._syncs: list[Synchronization] = []
+        #: stream id -> flag, over the whole session (a stream is created once)
+        self._stream_flags: dict[int, str] = {}
         self._kinds: list[Any] = [
             cupti.ActivityKind.CONCURRENT_KERNEL,
             cupti.ActivityKind.MEMCPY,
@@ -551,6 +580,21 @@ class CuptiCollector:
         self._get_timestamp = cupti.get_timestamp
         self._flush_all = cupti.activity_flush_all
         self.started = False
+        self.dependencies_available = False
+        self.dependencies_error: str | None = None
+        self._dependency_kinds: list[Any] = []
+        self._sync_types: dict[int, str] = {}
+        self._flag_names: dict[int, str] = {}
+        self._flag_mask = 0xFFFF
+        try:
+            self._dependency_kinds = [getattr(cupti.ActivityKind, name) for name in _DEPENDENCY_KINDS]
+            sync_type, flag = cupti.ActivitySynchronizationType, cupti.ActivityStreamFlag
+            self._sync_types = {int(getattr(sync_type, name)): kind for name, kind in _SYNCHRONIZATION_TYPES.items()}
+            self._flag_names = {int(getattr(flag, name)): value for name, value in _STREAM_FLAGS.items()}
+            self._flag_mask = int(getattr(flag, "MASK", 0xFFFF))
+        except AttributeError as exc:
+            self._dependency_kinds = []
+            self.dependencies_error = f"this cupti-python lacks {exc}"
 
     def _requested(self) -> tuple[int, int]:
         return BUFFER_BYTES, 0
@@ -558,25 +602,82 @@ class CuptiCollector:
     def _completed(self, activities: Sequence[Any]) -> None:
         cupti = self._cupti
         converted: list[DeviceActivity] = []
+        records: list[EventRecord] = []
+        syncs: list[Synchronization] = []
+        flags: dict[int, str] = {}
+        event_kind, sync_kind, stream_kind = self._dependency_kinds or (None, None, None)
         for record in activities:
             kind = record.kind
+            correlation = int(getattr(record, "correlation_id", 0))
             if kind == cupti.ActivityKind.CONCURRENT_KERNEL or kind == cupti.ActivityKind.KERNEL:
                 converted.append(
-                    DeviceActivity(KERNEL, int(record.start), int(record.end), int(record.stream_id), str(record.name))
+                    DeviceActivity(
+                        KERNEL,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        str(record.name),
+                        correlation,
+                    )
                 )
             elif kind == cupti.ActivityKind.MEMCPY:
-                converted.append(DeviceActivity(MEMCPY, int(record.start), int(record.end), int(record.stream_id)))
+                converted.append(
+                    DeviceActivity(MEMCPY, int(record.start), int(record.end), int(record.stream_id), "", correlation)
+                )
             elif kind == cupti.ActivityKind.MEMSET:
-                converted.append(DeviceActivity(MEMSET, int(record.start), int(record.end), int(record.stream_id)))
+                converted.append(
+                    DeviceActivity(MEMSET, int(record.start), int(record.end), int(record.stream_id), "", correlation)
+                )
+            elif event_kind is not None and kind == event_kind:
+                sync_id = int(getattr(record, "cuda_event_sync_id", 0))
+                records.append(EventRecord(correlation, int(record.stream_id), int(record.event_id), sync_id))
+            elif sync_kind is not None and kind == sync_kind:
+                name = self._sync_types.get(int(record.type))
+                if name is not None:  # UNKNOWN: nothing to order by
+                    syncs.append(
+                        Synchronization(
+                            correlation,
+                            name,
+                            int(record.stream_id),
+                            int(getattr(record, "cuda_event_id", 0)),
+                            int(getattr(record, "cuda_event_sync_id", 0)),
+                        )
+                    )
+            elif stream_kind is not None and kind == stream_kind:
+                flag = self._flag_names.get(int(record.flag) & self._flag_mask)
+                if flag is not None:
+                    flags[int(record.stream_id)] = flag
         with self._lock:
             self._pending.extend(converted)
+            self._records.extend(records)
+            self._syncs.extend(syncs)
+            self._stream_flags.update(flags)
 
     def start(self) -> None:
-        """Enable the activity kinds and register kictl's buffer callbacks (raises ``EnvError``)."""
+        """Enable the activity kinds and register kictl's buffer callbacks (raises ``EnvError``).
+
+        The dependency kinds are optional: if enabling any of them fails, none
+        of them is collected and ``dependencies_available`` stays false.
+        """
         cupti = self._cupti
         try:
             for kind in self._kinds:
                 cupti.activity_enable(kind)
+        except Exception as exc:
+            raise EnvError(f"CUPTI could not attach: {type(exc).__name__}: {exc}") from exc
+        enabled: list[Any] = []
+        try:
+            for kind in self._dependency_kinds:
+                cupti.activity_enable(kind)
+                enabled.append(kind)
+        except Exception as exc:
+            for kind in enabled:
+                with contextlib.suppress(Exception):  # that kind's collection is off or broken either way
+                    cupti.activity_disable(kind)
+            self._dependency_kinds = []
+            self.dependencies_error = f"CUPTI refused the dependency records: {type(exc).__name__}: {exc}"
+        self.dependencies_available = bool(self._dependency_kinds)
+        try:
             cupti.activity_register_callbacks(self._requested, self._completed)
         except Exception as exc:
             raise EnvError(f"CUPTI could not attach: {type(exc).__name__}: {exc}") from exc
@@ -588,10 +689,19 @@ class CuptiCollector:
 
     def drain(self) -> list[DeviceActivity]:
         """Every activity completed since the last drain (forces CUPTI to flush its buffers)."""
+        return self.drain_all()[0]
+
+    def drain_all(self) -> tuple[list[DeviceActivity], Dependencies | None]:
+        """Like ``drain()``, with the dependency records drained with the activities (``None``: not collected)."""
         self._flush_all(1)
         with self._lock:
             pending, self._pending = self._pending, []
-        return pending
+            records, self._records = self._records, []
+            syncs, self._syncs = self._syncs, []
+            flags = dict(self._stream_flags)
+        if not self.dependencies_available:
+            return pending, None
+        return pending, Dependencies(tuple(records), tuple(syncs), flags)
 
     def stop(self) -> None:
         """Disable collection (what is still buffered is dropped)."""
@@ -600,9 +710,11 @@ class CuptiCollector:
         cupti = self._cupti
         try:
             cupti.activity_flush_all(1)
-            for kind in self._kinds:
+            for kind in [*self._kinds, *self._dependency_kinds]:
                 cupti.activity_disable(kind)
         finally:
             self.started = False
             with self._lock:
                 self._pending = []
+                self._records = []
+                self._syncs = []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 
 from kictl.bench.cupti_timer import (
     BLOCKING,
+    BUFFER_BYTES,
     CONTEXT_SYNCHRONIZE,
     EVENT_SYNCHRONIZE,
     KERNEL,
@@ -707,3 +710,147 @@ def test_fixed_point_agrees_with_the_dependency_graph(
         flags[OTHER] = NULL_STREAM  # the implementation uses the NULL stream; the calling stream is one of its own
     program, truth = _simulate(prelude, body, postlude, flags, legacy, sync_ids)
     assert set(program.unjoined(legacy=legacy)) == truth
+
+
+# --------------------------------------------------------------------------- the collector's record conversion
+# No GPU here: a stand-in for ``cupti.cupti`` with the names and values of cupti-python 13.0's enums delivers
+# records the way CUPTI's buffer callback does.
+
+
+class _Kind(enum.IntEnum):
+    MEMCPY = 1
+    MEMSET = 2
+    KERNEL = 3
+    STREAM = 26
+    SYNCHRONIZATION = 38
+    CUDA_EVENT = 39
+    CONCURRENT_KERNEL = 10
+
+
+class _SyncType(enum.IntEnum):
+    UNKNOWN = 0
+    EVENT_SYNCHRONIZE = 1
+    STREAM_WAIT_EVENT = 2
+    STREAM_SYNCHRONIZE = 3
+    CONTEXT_SYNCHRONIZE = 4
+
+
+class _Flag(enum.IntEnum):
+    FLAG_UNKNOWN = 0
+    FLAG_DEFAULT = 1
+    FLAG_NON_BLOCKING = 2
+    FLAG_NULL = 3
+    MASK = 0xFFFF
+
+
+class _Cupti:
+    ActivityKind = _Kind
+    ActivitySynchronizationType = _SyncType
+    ActivityStreamFlag = _Flag
+
+    def __init__(self, refuse: tuple[_Kind, ...] = ()) -> None:
+        self.refuse = refuse
+        self.enabled: set[int] = set()
+        self.queued: list[SimpleNamespace] = []
+        self.completed: Any = None
+
+    def activity_enable(self, kind: _Kind) -> None:
+        if kind in self.refuse:
+            raise RuntimeError("CUPTI_ERROR_NOT_SUPPORTED")
+        self.enabled.add(kind)
+
+    def activity_disable(self, kind: _Kind) -> None:
+        self.enabled.discard(kind)
+
+    def activity_register_callbacks(self, requested: Any, completed: Any) -> None:
+        assert requested() == (BUFFER_BYTES, 0)
+        self.completed = completed
+
+    def activity_flush_all(self, flag: int) -> None:
+        queued = [r for r in self.queued if r.kind in self.enabled]
+        self.queued = []
+        self.completed(queued)
+
+    def get_timestamp(self) -> int:
+        return 123
+
+
+def _records() -> list[SimpleNamespace]:
+    return [
+        SimpleNamespace(kind=_Kind.STREAM, stream_id=13, flag=_Flag.FLAG_NON_BLOCKING, correlation_id=0),
+        SimpleNamespace(kind=_Kind.STREAM, stream_id=14, flag=_Flag.FLAG_DEFAULT, correlation_id=0),
+        SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=5, end=9, stream_id=7, name="k", correlation_id=101),
+        SimpleNamespace(kind=_Kind.MEMCPY, start=10, end=12, stream_id=13, correlation_id=102),
+        SimpleNamespace(kind=_Kind.MEMSET, start=13, end=14, stream_id=13, correlation_id=103),
+        SimpleNamespace(kind=_Kind.CUDA_EVENT, stream_id=7, event_id=4, cuda_event_sync_id=77, correlation_id=104),
+        SimpleNamespace(
+            kind=_Kind.SYNCHRONIZATION,
+            type=_SyncType.STREAM_WAIT_EVENT,
+            stream_id=13,
+            cuda_event_id=4,
+            cuda_event_sync_id=77,
+            correlation_id=105,
+            start=20,
+            end=21,
+        ),
+        SimpleNamespace(
+            kind=_Kind.SYNCHRONIZATION,
+            type=_SyncType.UNKNOWN,
+            stream_id=0,
+            cuda_event_id=0,
+            cuda_event_sync_id=0,
+            correlation_id=106,
+            start=22,
+            end=23,
+        ),
+    ]
+
+
+def test_collector_converts_dependency_records_and_keeps_stream_flags() -> None:
+    fake = _Cupti()
+    collector = CuptiCollector(fake)
+    collector.start()
+    assert collector.dependencies_available
+    assert collector.dependencies_error is None
+    fake.queued = _records()
+    activities, deps = collector.drain_all()
+    assert [(a.kind, a.stream, a.correlation) for a in activities] == [
+        (KERNEL, 7, 101),
+        (MEMCPY, 13, 102),
+        (MEMSET, 13, 103),
+    ]
+    assert deps is not None
+    assert deps.records == (EventRecord(104, 7, 4, 77),)
+    assert deps.syncs == (Synchronization(105, STREAM_WAIT_EVENT, 13, 4, 77),)  # the UNKNOWN one is dropped
+    assert dict(deps.stream_flags) == {13: NON_BLOCKING, 14: BLOCKING}
+    fake.queued = [
+        SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=1, end=2, stream_id=13, name="k", correlation_id=200)
+    ]
+    assert [a.correlation for a in collector.drain()] == [200]
+    _, later = collector.drain_all()
+    assert later is not None
+    assert (later.records, later.syncs) == ((), ())
+    assert dict(later.stream_flags) == {13: NON_BLOCKING, 14: BLOCKING}  # streams are created once
+    collector.stop()
+    assert fake.enabled == set()
+
+
+def test_collector_without_the_dependency_kinds_collects_none_of_them() -> None:
+    fake = _Cupti(refuse=(_Kind.SYNCHRONIZATION,))
+    collector = CuptiCollector(fake)
+    collector.start()
+    assert not collector.dependencies_available
+    assert "CUPTI_ERROR_NOT_SUPPORTED" in (collector.dependencies_error or "")
+    assert fake.enabled == {_Kind.CONCURRENT_KERNEL, _Kind.MEMCPY, _Kind.MEMSET}  # CUDA_EVENT turned off again
+    fake.queued = _records()
+    activities, deps = collector.drain_all()
+    assert deps is None
+    assert len(activities) == 3
+    collector.stop()
+    assert fake.enabled == set()
+
+
+def test_collector_refusing_kernels_is_an_environment_error() -> None:
+    collector = CuptiCollector(_Cupti(refuse=(_Kind.CONCURRENT_KERNEL,)))
+    with pytest.raises(EnvError, match="CUPTI could not attach"):
+        collector.start()
