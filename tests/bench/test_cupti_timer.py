@@ -713,7 +713,7 @@ def test_fixed_point_agrees_with_the_dependency_graph(
 
 
 # --------------------------------------------------------------------------- the collector's record conversion
-# No GPU here: a stand-in for ``cupti.cupti`` with the names and values of cupti-python 13.0's enums delivers
+# No GPU here: a stand-in for ``cupti.cupti`` with the enum names of cupti-python 13.0 (values made up) delivers
 # records the way CUPTI's buffer callback does.
 
 
