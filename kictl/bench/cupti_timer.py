@@ -73,6 +73,8 @@ class DeviceActivity:
     name: str = ""
     #: CUPTI's correlation id: the host API call that enqueued it (one counter, in host call order)
     correlation: int = 0
+    #: CUPTI's graph id when a CUDA graph launch ran it (0 otherwise)
+    graph: int = 0
 
     @property
     def duration_ns(self) -> int:
@@ -322,17 +324,44 @@ def unordered_by_dependencies(
     cannot be shown (a wait whose record is not in ``dependencies``) is
     reported: the check errs towards failing a call, never towards passing one.
     """
-    graph = _Ordering(
-        activities, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream
-    )
-    before = graph.before_end()
-    after = graph.after_begin() if begin_correlation is not None else None
+    placed = _launch_streams(activities, calling_stream, dependencies)
+    nodes = [(stream, a.correlation) for a, stream in zip(activities, placed, strict=True)]
+    ordering = _Ordering(nodes, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream)
+    before = ordering.before_end()
+    after = ordering.after_begin() if begin_correlation is not None else None
     return [
         a
-        for a in activities
-        if a.stream != calling_stream
-        and (a.correlation > before(a.stream) or (after is not None and a.correlation < after(a.stream)))
+        for a, stream in zip(activities, placed, strict=True)
+        if stream != calling_stream
+        and (a.correlation > before(stream) or (after is not None and a.correlation < after(stream)))
     ]
+
+
+def _launch_streams(activities: Sequence[DeviceActivity], calling_stream: int, dependencies: Dependencies) -> list[int]:
+    """Each activity's stream, a CUDA graph's work counted on the stream the graph was launched on.
+
+    A graph launch is one operation of the stream it was launched on; the
+    driver may run parallel branches of the graph on streams of its own, which
+    carry nothing else.  So when the activities of one launch (same graph id and
+    correlation) lie on exactly one stream that the program also used outside
+    graphs (for other work, an event record, a wait, a host synchronisation, or
+    the calling stream), that stream is the launch's and all of them count on
+    it; otherwise each keeps its own stream.
+    """
+    used = {calling_stream}
+    used.update(a.stream for a in activities if not a.graph)
+    used.update(r.stream for r in dependencies.records)
+    used.update(s.stream for s in dependencies.syncs if s.kind in (STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE))
+    launches: dict[tuple[int, int], set[int]] = {}
+    for a in activities:
+        if a.graph:
+            launches.setdefault((a.graph, a.correlation), set()).add(a.stream)
+    launched_on: dict[tuple[int, int], int] = {}
+    for launch, streams in launches.items():
+        candidates = streams & used
+        if len(candidates) == 1:
+            launched_on[launch] = candidates.pop()
+    return [launched_on.get((a.graph, a.correlation), a.stream) if a.graph else a.stream for a in activities]
 
 
 _NEVER = -(2**63)
@@ -351,7 +380,7 @@ class _Ordering:
 
     def __init__(
         self,
-        activities: Sequence[DeviceActivity],
+        activities: Sequence[tuple[int, int]],
         calling_stream: int,
         begin: int | None,
         end: int,
@@ -373,7 +402,7 @@ class _Ordering:
         records = dependencies.records
         nodes: dict[int, list[int]] = {}
         for stream, correlation in itertools.chain(
-            ((a.stream, a.correlation) for a in activities),
+            activities,
             ((r.stream, r.correlation) for r in records),
             ((w.stream, w.correlation) for w in dependencies.syncs if w.kind == STREAM_WAIT_EVENT),
             [(calling_stream, end)],
@@ -618,15 +647,32 @@ class CuptiCollector:
                         int(record.stream_id),
                         str(record.name),
                         correlation,
+                        int(getattr(record, "graph_id", 0)),
                     )
                 )
             elif kind == cupti.ActivityKind.MEMCPY:
                 converted.append(
-                    DeviceActivity(MEMCPY, int(record.start), int(record.end), int(record.stream_id), "", correlation)
+                    DeviceActivity(
+                        MEMCPY,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        "",
+                        correlation,
+                        int(getattr(record, "graph_id", 0)),
+                    )
                 )
             elif kind == cupti.ActivityKind.MEMSET:
                 converted.append(
-                    DeviceActivity(MEMSET, int(record.start), int(record.end), int(record.stream_id), "", correlation)
+                    DeviceActivity(
+                        MEMSET,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        "",
+                        correlation,
+                        int(getattr(record, "graph_id", 0)),
+                    )
                 )
             elif event_kind is not None and kind == event_kind:
                 sync_id = int(getattr(record, "cuda_event_sync_id", 0))

@@ -200,6 +200,13 @@ class Program:
     def launch(self, stream: int, name: str = "k") -> None:
         self.activities.append(DeviceActivity(KERNEL, 0, 1, stream, name, self._next()))
 
+    def launch_graph(self, graph: int, streams: list[int], name: str = "g") -> None:
+        """One ``cudaGraphLaunch``: its kernels share the launch's correlation, the driver picks their streams."""
+        correlation = self._next()
+        self.activities.extend(
+            DeviceActivity(KERNEL, 0, 1, stream, f"{name}{i}", correlation, graph) for i, stream in enumerate(streams)
+        )
+
     def record(self, event: int, stream: int) -> None:
         correlation = self._next()
         record = EventRecord(correlation, stream, event, sync_id=correlation * 10)
@@ -506,6 +513,40 @@ def test_a_host_sync_after_the_marker_does_not_join() -> None:
     assert p.unjoined() == ["k"]
 
 
+def test_a_graph_counts_on_the_stream_it_was_launched_on() -> None:
+    internal = 99  # a stream of the driver's, for a parallel branch of the graph
+    p = Program()
+    p.spin()
+    p.launch_graph(5, [CALLING, internal])  # replayed on the calling stream
+    p.marker()
+    assert p.unjoined() == []
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch_graph(5, [internal, SIDE])  # replayed on a side stream, forked and joined
+    p.wait_stream(CALLING, SIDE, event=2)
+    p.marker()
+    assert p.unjoined() == []
+    p = Program()
+    p.spin()
+    p.wait_stream(SIDE, CALLING, event=1)
+    p.launch_graph(5, [SIDE, internal])  # ... never joined
+    p.marker()
+    assert p.unjoined() == ["g0", "g1"]
+    p = Program()
+    p.spin()
+    p.launch_graph(5, [internal, 98])  # the launching stream is not known: each keeps its own
+    p.stream_sync(CALLING)
+    p.marker()
+    assert p.unjoined() == ["g0", "g1"]
+    p = Program()
+    p.spin()
+    p.launch(SIDE, "plain")
+    p.launch_graph(5, [CALLING, SIDE])  # two streams of the program's: no guess
+    p.marker()
+    assert p.unjoined() == ["plain", "g1"]
+
+
 def test_a_single_stream_call_has_nothing_to_report() -> None:
     p = Program()
     p.spin()
@@ -780,7 +821,7 @@ def _records() -> list[SimpleNamespace]:
         SimpleNamespace(kind=_Kind.STREAM, stream_id=13, flag=_Flag.FLAG_NON_BLOCKING, correlation_id=0),
         SimpleNamespace(kind=_Kind.STREAM, stream_id=14, flag=_Flag.FLAG_DEFAULT, correlation_id=0),
         SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=5, end=9, stream_id=7, name="k", correlation_id=101),
-        SimpleNamespace(kind=_Kind.MEMCPY, start=10, end=12, stream_id=13, correlation_id=102),
+        SimpleNamespace(kind=_Kind.MEMCPY, start=10, end=12, stream_id=13, correlation_id=102, graph_id=3),
         SimpleNamespace(kind=_Kind.MEMSET, start=13, end=14, stream_id=13, correlation_id=103),
         SimpleNamespace(kind=_Kind.CUDA_EVENT, stream_id=7, event_id=4, cuda_event_sync_id=77, correlation_id=104),
         SimpleNamespace(
@@ -814,10 +855,10 @@ def test_collector_converts_dependency_records_and_keeps_stream_flags() -> None:
     assert collector.dependencies_error is None
     fake.queued = _records()
     activities, deps = collector.drain_all()
-    assert [(a.kind, a.stream, a.correlation) for a in activities] == [
-        (KERNEL, 7, 101),
-        (MEMCPY, 13, 102),
-        (MEMSET, 13, 103),
+    assert [(a.kind, a.stream, a.correlation, a.graph) for a in activities] == [
+        (KERNEL, 7, 101, 0),
+        (MEMCPY, 13, 102, 3),
+        (MEMSET, 13, 103, 0),
     ]
     assert deps is not None
     assert deps.records == (EventRecord(104, 7, 4, 77),)
