@@ -198,9 +198,10 @@ def main() -> int:
             begin = collector.now()
             torch.cuda._sleep(int(SPIN_NS * cycles))
             call()
+            marker_host = collector.now()
             torch.cuda._sleep(1)
             torch.cuda.synchronize()
-            window = Window(begin, collector.now(), SPIN_NS, end_marker=True)
+            window = Window(begin, collector.now(), SPIN_NS, end_marker=True, marker_host_ns=marker_host)
             activities, deps = collector.drain_all()
             found = attribute(activities, [window], dependencies=deps, legacy_calling_stream=legacy)
             if first is None and deps is not None:

@@ -117,6 +117,9 @@ class Synchronization:
     stream: int = 0
     event: int = 0
     sync_id: int = 0
+    #: host timestamps of the call (CUPTI's timebase); ``end_ns``: when it returned (0: unknown)
+    start_ns: int = 0
+    end_ns: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in SYNCHRONIZATION_KINDS:
@@ -147,6 +150,9 @@ class Window:
     harness_spin_ns: int = 0
     #: the harness enqueued its end marker (a spin kernel of ~0 cycles) on the calling stream after the call
     end_marker: bool = False
+    #: CUPTI's host timestamp taken just before the end marker was enqueued (0: not taken); with it, a host
+    #: synchronisation orders work before the marker only if it returned before then (another thread's does not)
+    marker_host_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -276,6 +282,7 @@ def attribute(
                             marker.correlation,
                             dependencies,
                             legacy_calling_stream,
+                            window.marker_host_ns or None,
                         )
                     )
         if not bucket:
@@ -310,6 +317,7 @@ def unordered_by_dependencies(
     end_correlation: int,
     dependencies: Dependencies,
     legacy_calling_stream: bool | None = None,
+    end_host_ns: int | None = None,
 ) -> list[DeviceActivity]:
     """The activities on other streams than ``calling_stream`` not ordered inside the call (CUDA happens-before).
 
@@ -323,10 +331,19 @@ def unordered_by_dependencies(
     blocking streams; see docs/bench.md, "Stream ordering".  Work whose order
     cannot be shown (a wait whose record is not in ``dependencies``) is
     reported: the check errs towards failing a call, never towards passing one.
+
+    ``end_host_ns`` (CUPTI's host clock just before the end marker was
+    enqueued): a host synchronisation then counts for (b) only if it returned
+    by that time.  Correlation order alone is host order only within one
+    thread: a synchronisation that another thread began before the marker's
+    launch but that returned after it does not order anything before the
+    marker.
     """
     placed = _launch_streams(activities, calling_stream, dependencies)
     nodes = [(stream, a.correlation) for a, stream in zip(activities, placed, strict=True)]
-    ordering = _Ordering(nodes, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream)
+    ordering = _Ordering(
+        nodes, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream, end_host_ns
+    )
     before = ordering.before_end()
     after = ordering.after_begin() if begin_correlation is not None else None
     return [
@@ -386,8 +403,10 @@ class _Ordering:
         end: int,
         dependencies: Dependencies,
         legacy_calling_stream: bool | None,
+        end_host_ns: int | None = None,
     ) -> None:
         self.calling = calling_stream
+        self.end_host_ns = end_host_ns
         self.begin = begin
         self.end = end
         flags = dict(dependencies.stream_flags)
@@ -419,9 +438,10 @@ class _Ordering:
             by_event.setdefault(record.event, []).append(record)
         #: (wait correlation, waiting stream, the record it consumed)
         self.waits: list[tuple[int, int, EventRecord]] = []
-        #: (host call correlation, synchronised stream or None for the context, or the record synchronised on)
-        self.stream_syncs: list[tuple[int, int | None]] = []
-        self.event_syncs: list[tuple[int, EventRecord]] = []
+        #: (host call correlation, synchronised stream or None for the context, or the record synchronised on,
+        #: when the host call returned)
+        self.stream_syncs: list[tuple[int, int | None, int]] = []
+        self.event_syncs: list[tuple[int, EventRecord, int]] = []
         for sync in dependencies.syncs:
             if sync.kind in (STREAM_WAIT_EVENT, EVENT_SYNCHRONIZE):
                 consumed = _consumed(sync, by_sync, by_event)
@@ -430,11 +450,11 @@ class _Ordering:
                 if sync.kind == STREAM_WAIT_EVENT:
                     self.waits.append((sync.correlation, sync.stream, consumed))
                 else:
-                    self.event_syncs.append((sync.correlation, consumed))
+                    self.event_syncs.append((sync.correlation, consumed, sync.end_ns))
             elif sync.kind == STREAM_SYNCHRONIZE:
-                self.stream_syncs.append((sync.correlation, sync.stream))
+                self.stream_syncs.append((sync.correlation, sync.stream, sync.end_ns))
             else:
-                self.stream_syncs.append((sync.correlation, None))
+                self.stream_syncs.append((sync.correlation, None, sync.end_ns))
 
     def _last_at_or_below(self, stream: int, bound: int) -> int | None:
         corrs = self.nodes.get(stream, [])
@@ -446,19 +466,24 @@ class _Ordering:
         index = bisect.bisect_left(corrs, bound)
         return corrs[index] if index < len(corrs) else None
 
+    def _returned_before_end(self, host: int, returned_ns: int) -> bool:
+        if host >= self.end:
+            return False
+        return self.end_host_ns is None or 0 < returned_ns <= self.end_host_ns
+
     def before_end(self) -> Callable[[int], int]:
         """``bound(stream)``: operations on ``stream`` with correlation <= bound happen before the end marker."""
         bound: dict[int, int] = {self.calling: self.end}
-        # A host call below the marker's launch precedes it on the host, so what it waited for precedes the marker.
+        # A host call that returned before the marker's launch: what it waited for precedes the marker.
         floor = _NEVER
-        for host, stream in self.stream_syncs:
-            if host < self.end:
+        for host, stream, returned in self.stream_syncs:
+            if self._returned_before_end(host, returned):
                 if stream is None:
                     floor = max(floor, host - 1)
                 else:
                     bound[stream] = max(bound.get(stream, _NEVER), host - 1)
-        for host, record in self.event_syncs:
-            if host < self.end:
+        for host, record, returned in self.event_syncs:
+            if self._returned_before_end(host, returned):
                 bound[record.stream] = max(bound.get(record.stream, _NEVER), record.correlation)
 
         def get(stream: int) -> int:
@@ -509,11 +534,11 @@ class _Ordering:
             for wait, stream, record in self.waits:
                 if record.correlation >= get(record.stream):
                     moved |= lower_to(stream, wait)
-            for host, synced in self.stream_syncs:
+            for host, synced, _ in self.stream_syncs:
                 streams: Iterable[int] = self.streams if synced is None else (synced,)
                 if host + 1 < ceiling and any(waited_for_after(s, host) for s in streams):
                     ceiling, moved = host + 1, True
-            for host, record in self.event_syncs:
+            for host, record, _ in self.event_syncs:
                 if host + 1 < ceiling and record.correlation >= get(record.stream):
                     ceiling, moved = host + 1, True
             for source, targets in ((self.null, self.blocking), (self.blocking, self.null)):
@@ -687,6 +712,8 @@ class CuptiCollector:
                             int(record.stream_id),
                             int(getattr(record, "cuda_event_id", 0)),
                             int(getattr(record, "cuda_event_sync_id", 0)),
+                            int(getattr(record, "start", 0)),
+                            int(getattr(record, "end", 0)),
                         )
                     )
             elif stream_kind is not None and kind == stream_kind:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from types import SimpleNamespace
 from typing import Any
@@ -547,6 +548,35 @@ def test_a_graph_counts_on_the_stream_it_was_launched_on() -> None:
     assert p.unjoined() == ["plain", "g1"]
 
 
+def test_a_host_sync_counts_only_if_it_returned_before_the_marker_was_enqueued() -> None:
+    # run() forks SIDE, launches k there, starts a thread that calls torch.cuda.synchronize() and returns at
+    # once: the sync's correlation (106) is below the marker's (107), but when it returned (9 µs) after the
+    # harness enqueued the marker (8 µs), it ordered nothing before the marker.
+    fork = (EventRecord(102, CALLING, 1, 1),), (Synchronization(103, STREAM_WAIT_EVENT, SIDE, 1, 1),)
+    activities = [DeviceActivity(KERNEL, 0, 1, SIDE, "k", 105)]
+
+    def verdicts(sync_correlation: int) -> list[list[str]]:
+        sync = Synchronization(sync_correlation, CONTEXT_SYNCHRONIZE, start_ns=5_000, end_ns=9_000)
+        deps = Dependencies(fork[0], (*fork[1], sync))
+        return [
+            [a.name for a in unordered_by_dependencies(activities, CALLING, 101, 107, deps, end_host_ns=host)]
+            for host in (None, 8_000, 9_000)
+        ]
+
+    assert verdicts(106) == [[], ["k"], []]
+    assert verdicts(104) == [["k"], ["k"], ["k"]]  # a sync before k's launch never joins k
+    window = Window(0, 20_000, harness_spin_ns=400, end_marker=True, marker_host_ns=8_000)
+    records = [
+        DeviceActivity(KERNEL, 5, 450, CALLING, SPIN_KERNEL_NAME, 101),
+        DeviceActivity(KERNEL, 451, 460, SIDE, "k", 105),
+        DeviceActivity(KERNEL, 470, 471, CALLING, SPIN_KERNEL_NAME, 107),
+    ]
+    late = Dependencies(fork[0], (*fork[1], Synchronization(106, CONTEXT_SYNCHRONIZE, 0, 0, 0, 5_000, 9_000)))
+    assert [a.name for a in attribute(records, [window], dependencies=late).unjoined] == ["k"]
+    in_time = dataclasses.replace(window, marker_host_ns=9_500)
+    assert attribute(records, [in_time], dependencies=late).unjoined == []
+
+
 def test_a_single_stream_call_has_nothing_to_report() -> None:
     p = Program()
     p.spin()
@@ -862,7 +892,7 @@ def test_collector_converts_dependency_records_and_keeps_stream_flags() -> None:
     ]
     assert deps is not None
     assert deps.records == (EventRecord(104, 7, 4, 77),)
-    assert deps.syncs == (Synchronization(105, STREAM_WAIT_EVENT, 13, 4, 77),)  # the UNKNOWN one is dropped
+    assert deps.syncs == (Synchronization(105, STREAM_WAIT_EVENT, 13, 4, 77, 20, 21),)  # the UNKNOWN one is dropped
     assert dict(deps.stream_flags) == {13: NON_BLOCKING, 14: BLOCKING}
     fake.queued = [
         SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=1, end=2, stream_id=13, name="k", correlation_id=200)
