@@ -23,6 +23,12 @@ sample per timed call:
   that ended after the marker started was not ordered before the calling
   stream's end (a consumer on that stream would read unfinished outputs): it
   is reported as *unordered*, the ``streamOrdered`` integrity check;
+* with the call's *dependencies* (CUDA event records, stream waits, host
+  synchronisations, stream creation flags: :class:`Dependencies`), an
+  activity on another stream must also be ordered by CUDA's happens-before
+  relation after the harness's spin and before the end marker
+  (:func:`unordered_by_dependencies`); one that is not is reported as
+  *unjoined*, whatever the timing was (docs/bench.md, "Stream ordering");
 * the harness's work between calls (restoring inputs, the L2 flush) runs in
   *harness windows* of its own and is left out;
 * an activity outside every window, or one that ended after its window
@@ -37,9 +43,10 @@ cannot attach, so that the caller can fall back to CUDA events and say so.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,10 +71,74 @@ class DeviceActivity:
     end_ns: int
     stream: int
     name: str = ""
+    #: CUPTI's correlation id: the host API call that enqueued it (one counter, in host call order)
+    correlation: int = 0
+    #: CUPTI's graph id when a CUDA graph launch ran it (0 otherwise)
+    graph: int = 0
 
     @property
     def duration_ns(self) -> int:
         return self.end_ns - self.start_ns
+
+
+STREAM_WAIT_EVENT = "stream_wait_event"
+STREAM_SYNCHRONIZE = "stream_synchronize"
+EVENT_SYNCHRONIZE = "event_synchronize"
+CONTEXT_SYNCHRONIZE = "context_synchronize"
+SYNCHRONIZATION_KINDS = (STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE, EVENT_SYNCHRONIZE, CONTEXT_SYNCHRONIZE)
+
+BLOCKING = "blocking"
+NON_BLOCKING = "non_blocking"
+NULL_STREAM = "null"
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """One ``cudaEventRecord``: ``event`` recorded on ``stream`` by the host call ``correlation``."""
+
+    correlation: int
+    stream: int
+    event: int
+    #: CUPTI's id of this record, which a wait or an event synchronisation that consumes it repeats (0: unknown)
+    sync_id: int = 0
+
+
+@dataclass(frozen=True)
+class Synchronization:
+    """A stream wait (``cudaStreamWaitEvent``) or a host synchronisation, at the host call ``correlation``.
+
+    ``kind`` is one of :data:`SYNCHRONIZATION_KINDS`; ``stream`` is the waiting
+    (or synchronised) stream, ``event`` and ``sync_id`` name the record a wait
+    or an event synchronisation consumes (0 where they do not apply).
+    """
+
+    correlation: int
+    kind: str
+    stream: int = 0
+    event: int = 0
+    sync_id: int = 0
+    #: host timestamps of the call (CUPTI's timebase); ``end_ns``: when it returned (0: unknown)
+    start_ns: int = 0
+    end_ns: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in SYNCHRONIZATION_KINDS:
+            raise ValueError(f"unknown synchronization kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Dependencies:
+    """What orders work across streams: event records, waits and host synchronisations, stream flags.
+
+    ``stream_flags`` maps a stream id to :data:`BLOCKING` (created with the
+    default flag: implicitly ordered with the legacy NULL stream),
+    :data:`NON_BLOCKING` or :data:`NULL_STREAM`; a stream not in it counts as
+    non-blocking (torch creates its streams non-blocking).
+    """
+
+    records: tuple[EventRecord, ...] = ()
+    syncs: tuple[Synchronization, ...] = ()
+    stream_flags: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,6 +150,9 @@ class Window:
     harness_spin_ns: int = 0
     #: the harness enqueued its end marker (a spin kernel of ~0 cycles) on the calling stream after the call
     end_marker: bool = False
+    #: CUPTI's host timestamp taken just before the end marker was enqueued (0: not taken); with it, a host
+    #: synchronisation orders work before the marker only if it returned before then (another thread's does not)
+    marker_host_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +183,9 @@ class Attribution:
     #: activities of a call that ended after the harness's end marker started on the calling stream
     unordered: list[DeviceActivity] = field(default_factory=list)
     marker_missing: int = 0
+    #: activities on another stream not ordered (CUDA happens-before) after the spin and before the end
+    #: marker; only filled when ``attribute`` was given the dependencies
+    unjoined: list[DeviceActivity] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -142,12 +219,22 @@ def attribute(
     activities: Sequence[DeviceActivity],
     windows: Sequence[Window],
     harness_windows: Sequence[Window] = (),
+    dependencies: Dependencies | None = None,
+    legacy_calling_stream: bool | None = None,
 ) -> Attribution:
     """Assign each activity to the window in which it started; see the module's text for the rules.
 
     ``windows`` (the timed calls) and ``harness_windows`` (the harness's own
     work between them) must each be in time order, and no two windows may
     overlap (raises ``ValueError`` otherwise).
+
+    With ``dependencies`` (drained with the activities), each window whose end
+    marker was found also gets the happens-before check: its activities on
+    other streams that :func:`unordered_by_dependencies` finds not ordered
+    between the spin (when there was one) and the marker go to
+    ``Attribution.unjoined``.  ``legacy_calling_stream`` says whether the
+    calling stream is the legacy NULL stream (``None``: as its flag in
+    ``dependencies.stream_flags`` says).
     """
     _check_order(windows)
     _check_order(sorted(harness_windows, key=lambda w: w.begin_ns))
@@ -171,6 +258,7 @@ def attribute(
             result.overran.append(activity)
     for window, bucket in zip(windows, buckets, strict=True):
         harness_stream: int | None = None
+        spin: DeviceActivity | None = None
         if window.harness_spin_ns > 0:
             spin = next((a for a in bucket if a.kind == KERNEL and SPIN_KERNEL_NAME in a.name), None)
             if spin is None or spin is not bucket[0] or spin.duration_ns * 2 < window.harness_spin_ns:
@@ -185,6 +273,18 @@ def attribute(
             else:
                 bucket = [a for a in bucket if a is not marker]
                 result.unordered.extend(a for a in bucket if a.end_ns > marker.start_ns)
+                if dependencies is not None:
+                    result.unjoined.extend(
+                        unordered_by_dependencies(
+                            bucket,
+                            marker.stream,
+                            spin.correlation if spin is not None and spin.stream == marker.stream else None,
+                            marker.correlation,
+                            dependencies,
+                            legacy_calling_stream,
+                            window.marker_host_ns or None,
+                        )
+                    )
         if not bucket:
             result.spans.append(None)
             continue
@@ -210,6 +310,267 @@ def _end_marker(bucket: Sequence[DeviceActivity], stream: int | None) -> DeviceA
     return max(candidates, key=lambda a: a.start_ns) if candidates else None
 
 
+def unordered_by_dependencies(
+    activities: Sequence[DeviceActivity],
+    calling_stream: int,
+    begin_correlation: int | None,
+    end_correlation: int,
+    dependencies: Dependencies,
+    legacy_calling_stream: bool | None = None,
+    end_host_ns: int | None = None,
+) -> list[DeviceActivity]:
+    """The activities on other streams than ``calling_stream`` not ordered inside the call (CUDA happens-before).
+
+    An activity on another stream is ordered inside the call when it is both
+    (a) after the operation ``begin_correlation`` on the calling stream (the
+    harness's spin; ``None``: not checked) and (b) before the operation
+    ``end_correlation`` there (the end marker).  The edges are program order on
+    a stream, an event record to the stream wait that consumes it, host
+    synchronisations (a host call at correlation ``h`` comes after every host
+    call below ``h``), and the legacy NULL stream's implicit ordering with
+    blocking streams; see docs/bench.md, "Stream ordering".  Work whose order
+    cannot be shown (a wait whose record is not in ``dependencies``) is
+    reported: the check errs towards failing a call, never towards passing one.
+
+    ``end_host_ns`` (CUPTI's host clock just before the end marker was
+    enqueued): a host synchronisation then counts for (b) only if it returned
+    by that time.  Correlation order alone is host order only within one
+    thread: a synchronisation that another thread began before the marker's
+    launch but that returned after it does not order anything before the
+    marker.
+    """
+    placed = _launch_streams(activities, calling_stream, dependencies)
+    nodes = [(stream, a.correlation) for a, stream in zip(activities, placed, strict=True)]
+    ordering = _Ordering(
+        nodes, calling_stream, begin_correlation, end_correlation, dependencies, legacy_calling_stream, end_host_ns
+    )
+    before = ordering.before_end()
+    after = ordering.after_begin() if begin_correlation is not None else None
+    return [
+        a
+        for a, stream in zip(activities, placed, strict=True)
+        if stream != calling_stream
+        and (a.correlation > before(stream) or (after is not None and a.correlation < after(stream)))
+    ]
+
+
+def _launch_streams(activities: Sequence[DeviceActivity], calling_stream: int, dependencies: Dependencies) -> list[int]:
+    """Each activity's stream, a CUDA graph's work counted on the stream the graph was launched on.
+
+    A graph launch is one operation of the stream it was launched on; the
+    driver may run parallel branches of the graph on streams of its own, which
+    carry nothing else.  So when the activities of one launch (same graph id and
+    correlation) lie on exactly one stream that the program also used outside
+    graphs (for other work, an event record, a wait, a host synchronisation, or
+    the calling stream), that stream is the launch's and all of them count on
+    it; otherwise each keeps its own stream.
+    """
+    used = {calling_stream}
+    used.update(a.stream for a in activities if not a.graph)
+    used.update(r.stream for r in dependencies.records)
+    used.update(s.stream for s in dependencies.syncs if s.kind in (STREAM_WAIT_EVENT, STREAM_SYNCHRONIZE))
+    launches: dict[tuple[int, int], set[int]] = {}
+    for a in activities:
+        if a.graph:
+            launches.setdefault((a.graph, a.correlation), set()).add(a.stream)
+    launched_on: dict[tuple[int, int], int] = {}
+    for launch, streams in launches.items():
+        candidates = streams & used
+        if len(candidates) == 1:
+            launched_on[launch] = candidates.pop()
+    return [launched_on.get((a.graph, a.correlation), a.stream) if a.graph else a.stream for a in activities]
+
+
+_NEVER = -(2**63)
+_ALWAYS = 2**63
+
+
+class _Ordering:
+    """Per stream, the bound up to which its operations reach the end marker, or from which the spin reaches them.
+
+    The set of operations of one stream that happen before a given operation is
+    a prefix of that stream (program order); the set that happen after one is a
+    suffix.  So the transitive closure is a bound per stream, raised (lowered)
+    edge by edge until nothing moves: a fixed point, as chains of waits and
+    host synchronisations need.
+    """
+
+    def __init__(
+        self,
+        activities: Sequence[tuple[int, int]],
+        calling_stream: int,
+        begin: int | None,
+        end: int,
+        dependencies: Dependencies,
+        legacy_calling_stream: bool | None,
+        end_host_ns: int | None = None,
+    ) -> None:
+        self.calling = calling_stream
+        self.end_host_ns = end_host_ns
+        self.begin = begin
+        self.end = end
+        flags = dict(dependencies.stream_flags)
+        if legacy_calling_stream is None:
+            legacy_calling_stream = flags.get(calling_stream) == NULL_STREAM
+        self.null = {s for s, flag in flags.items() if flag == NULL_STREAM}
+        if legacy_calling_stream:
+            self.null.add(calling_stream)
+        else:
+            self.null.discard(calling_stream)
+        self.blocking = {s for s, flag in flags.items() if flag == BLOCKING} - self.null
+        records = dependencies.records
+        nodes: dict[int, list[int]] = {}
+        for stream, correlation in itertools.chain(
+            activities,
+            ((r.stream, r.correlation) for r in records),
+            ((w.stream, w.correlation) for w in dependencies.syncs if w.kind == STREAM_WAIT_EVENT),
+            [(calling_stream, end)],
+            [] if begin is None else [(calling_stream, begin)],
+        ):
+            nodes.setdefault(stream, []).append(correlation)
+        self.nodes = {stream: sorted(set(corrs)) for stream, corrs in nodes.items()}
+        self.streams = set(self.nodes) | self.null | self.blocking
+        by_sync: dict[int, list[EventRecord]] = {}
+        by_event: dict[int, list[EventRecord]] = {}
+        for record in sorted(records, key=lambda r: r.correlation):
+            if record.sync_id:
+                by_sync.setdefault(record.sync_id, []).append(record)
+            by_event.setdefault(record.event, []).append(record)
+        #: (wait correlation, waiting stream, the record it consumed)
+        self.waits: list[tuple[int, int, EventRecord]] = []
+        #: (host call correlation, synchronised stream or None for the context, or the record synchronised on,
+        #: when the host call returned)
+        self.stream_syncs: list[tuple[int, int | None, int]] = []
+        self.event_syncs: list[tuple[int, EventRecord, int]] = []
+        for sync in dependencies.syncs:
+            if sync.kind in (STREAM_WAIT_EVENT, EVENT_SYNCHRONIZE):
+                consumed = _consumed(sync, by_sync, by_event)
+                if consumed is None:
+                    continue  # a wait on a record not among the records: no edge
+                if sync.kind == STREAM_WAIT_EVENT:
+                    self.waits.append((sync.correlation, sync.stream, consumed))
+                else:
+                    self.event_syncs.append((sync.correlation, consumed, sync.end_ns))
+            elif sync.kind == STREAM_SYNCHRONIZE:
+                self.stream_syncs.append((sync.correlation, sync.stream, sync.end_ns))
+            else:
+                self.stream_syncs.append((sync.correlation, None, sync.end_ns))
+
+    def _last_at_or_below(self, stream: int, bound: int) -> int | None:
+        corrs = self.nodes.get(stream, [])
+        index = bisect.bisect_right(corrs, bound)
+        return corrs[index - 1] if index else None
+
+    def _first_at_or_above(self, stream: int, bound: int) -> int | None:
+        corrs = self.nodes.get(stream, [])
+        index = bisect.bisect_left(corrs, bound)
+        return corrs[index] if index < len(corrs) else None
+
+    def _returned_before_end(self, host: int, returned_ns: int) -> bool:
+        if host >= self.end:
+            return False
+        return self.end_host_ns is None or 0 < returned_ns <= self.end_host_ns
+
+    def before_end(self) -> Callable[[int], int]:
+        """``bound(stream)``: operations on ``stream`` with correlation <= bound happen before the end marker."""
+        bound: dict[int, int] = {self.calling: self.end}
+        # A host call that returned before the marker's launch: what it waited for precedes the marker.
+        floor = _NEVER
+        for host, stream, returned in self.stream_syncs:
+            if self._returned_before_end(host, returned):
+                if stream is None:
+                    floor = max(floor, host - 1)
+                else:
+                    bound[stream] = max(bound.get(stream, _NEVER), host - 1)
+        for host, record, returned in self.event_syncs:
+            if self._returned_before_end(host, returned):
+                bound[record.stream] = max(bound.get(record.stream, _NEVER), record.correlation)
+
+        def get(stream: int) -> int:
+            return max(bound.get(stream, _NEVER), floor)
+
+        def raise_to(stream: int, value: int) -> bool:
+            if value > get(stream):
+                bound[stream] = value
+                return True
+            return False
+
+        moved = True
+        while moved:
+            moved = False
+            for wait, stream, record in self.waits:
+                if wait <= get(stream):
+                    moved |= raise_to(record.stream, record.correlation)
+            for source, targets in ((self.null, self.blocking), (self.blocking, self.null)):
+                for stream in source:
+                    last = self._last_at_or_below(stream, get(stream))
+                    if last is not None:
+                        for target in targets:
+                            moved |= raise_to(target, last - 1)
+        return get
+
+    def after_begin(self) -> Callable[[int], int]:
+        """``bound(stream)``: operations on ``stream`` with correlation >= bound happen after the spin."""
+        assert self.begin is not None
+        bound: dict[int, int] = {self.calling: self.begin}
+        ceiling = _ALWAYS  # every operation enqueued after a host call that waited for post-spin work
+
+        def get(stream: int) -> int:
+            return min(bound.get(stream, _ALWAYS), ceiling)
+
+        def lower_to(stream: int, value: int) -> bool:
+            if value < get(stream):
+                bound[stream] = value
+                return True
+            return False
+
+        def waited_for_after(stream: int, host: int) -> bool:
+            first = self._first_at_or_above(stream, get(stream))
+            return first is not None and first < host
+
+        moved = True
+        while moved:
+            moved = False
+            for wait, stream, record in self.waits:
+                if record.correlation >= get(record.stream):
+                    moved |= lower_to(stream, wait)
+            for host, synced, _ in self.stream_syncs:
+                streams: Iterable[int] = self.streams if synced is None else (synced,)
+                if host + 1 < ceiling and any(waited_for_after(s, host) for s in streams):
+                    ceiling, moved = host + 1, True
+            for host, record, _ in self.event_syncs:
+                if host + 1 < ceiling and record.correlation >= get(record.stream):
+                    ceiling, moved = host + 1, True
+            for source, targets in ((self.null, self.blocking), (self.blocking, self.null)):
+                for stream in source:
+                    first = self._first_at_or_above(stream, get(stream))
+                    if first is not None:
+                        for target in targets:
+                            moved |= lower_to(target, first + 1)
+        return get
+
+
+def _consumed(
+    sync: Synchronization, by_sync: Mapping[int, list[EventRecord]], by_event: Mapping[int, list[EventRecord]]
+) -> EventRecord | None:
+    """The record a wait or an event synchronisation used: the one of its sync id, else the event's latest before it.
+
+    CUDA waits on an event's most recent record before the wait.  A record of
+    the same event whose own sync id differs from the wait's is a different
+    record, not the one consumed: no edge then.
+    """
+    if sync.sync_id and sync.sync_id in by_sync:
+        earlier = [r for r in by_sync[sync.sync_id] if r.correlation < sync.correlation]
+        return earlier[-1] if earlier else None
+    earlier = [r for r in by_event.get(sync.event, []) if r.correlation < sync.correlation]
+    if not earlier:
+        return None
+    record = earlier[-1]
+    if sync.sync_id and record.sync_id and record.sync_id != sync.sync_id:
+        return None
+    return record
+
+
 def _window_of(begins: Sequence[int], windows: Sequence[Window], start_ns: int) -> int | None:
     index = bisect.bisect_right(begins, start_ns) - 1
     if index < 0 or start_ns > windows[index].end_ns:
@@ -217,26 +578,54 @@ def _window_of(begins: Sequence[int], windows: Sequence[Window], start_ns: int) 
     return index
 
 
+def _import_cupti() -> Any:
+    """``cupti.cupti`` of ``cupti-python`` (raises ``EnvError`` when it or its libcupti is missing)."""
+    try:
+        from cupti import cupti
+    except Exception as exc:  # ImportError, or a missing libcupti behind it
+        raise EnvError(f"CUPTI is not available: {type(exc).__name__}: {exc}") from exc
+    return cupti
+
+
+#: cupti.ActivitySynchronizationType member -> Synchronization.kind
+_SYNCHRONIZATION_TYPES = {
+    "STREAM_WAIT_EVENT": STREAM_WAIT_EVENT,
+    "STREAM_SYNCHRONIZE": STREAM_SYNCHRONIZE,
+    "EVENT_SYNCHRONIZE": EVENT_SYNCHRONIZE,
+    "CONTEXT_SYNCHRONIZE": CONTEXT_SYNCHRONIZE,
+}
+#: cupti.ActivityStreamFlag member -> Dependencies.stream_flags value
+_STREAM_FLAGS = {"FLAG_DEFAULT": BLOCKING, "FLAG_NON_BLOCKING": NON_BLOCKING, "FLAG_NULL": NULL_STREAM}
+_DEPENDENCY_KINDS = ("CUDA_EVENT", "SYNCHRONIZATION", "STREAM")
+
+
 class CuptiCollector:
-    """CUPTI activity collection for kernels, copies and memsets of this process.
+    """CUPTI activity collection for kernels, copies and memsets of this process, and what orders them.
 
     Create it before the implementation is imported (its callbacks are then
     kictl's); ``start()`` enables the activity kinds, ``now()`` reads CUPTI's
     clock, ``drain()`` flushes the buffers and returns what completed since
-    the last drain, ``stop()`` disables collection.
+    the last drain (``drain_all()``: with the dependency records drained with
+    it), ``stop()`` disables collection.
+
+    The dependency kinds (event records, synchronisations, stream creation) are
+    enabled together or not at all: ``dependencies_available`` says whether they
+    are collected and ``dependencies_error`` why not.
 
     Raises ``EnvError`` when ``cupti-python`` is not installed or CUPTI refuses
     to attach (another profiler holds it, or the driver is too old).
+    ``module`` replaces ``cupti.cupti`` (for tests of the record conversion).
     """
 
-    def __init__(self) -> None:
-        try:
-            from cupti import cupti
-        except Exception as exc:  # ImportError, or a missing libcupti behind it
-            raise EnvError(f"CUPTI is not available: {type(exc).__name__}: {exc}") from exc
+    def __init__(self, module: Any = None) -> None:
+        cupti: Any = module if module is not None else _import_cupti()
         self._cupti: Any = cupti
         self._lock = threading.Lock()
         self._pending: list[DeviceActivity] = []
+        self._records: list[EventRecord] = []
+        self._syncs: list[Synchronization] = []
+        #: stream id -> flag, over the whole session (a stream is created once)
+        self._stream_flags: dict[int, str] = {}
         self._kinds: list[Any] = [
             cupti.ActivityKind.CONCURRENT_KERNEL,
             cupti.ActivityKind.MEMCPY,
@@ -245,6 +634,21 @@ class CuptiCollector:
         self._get_timestamp = cupti.get_timestamp
         self._flush_all = cupti.activity_flush_all
         self.started = False
+        self.dependencies_available = False
+        self.dependencies_error: str | None = None
+        self._dependency_kinds: list[Any] = []
+        self._sync_types: dict[int, str] = {}
+        self._flag_names: dict[int, str] = {}
+        self._flag_mask = 0xFFFF
+        try:
+            self._dependency_kinds = [getattr(cupti.ActivityKind, name) for name in _DEPENDENCY_KINDS]
+            sync_type, flag = cupti.ActivitySynchronizationType, cupti.ActivityStreamFlag
+            self._sync_types = {int(getattr(sync_type, name)): kind for name, kind in _SYNCHRONIZATION_TYPES.items()}
+            self._flag_names = {int(getattr(flag, name)): value for name, value in _STREAM_FLAGS.items()}
+            self._flag_mask = int(getattr(flag, "MASK", 0xFFFF))
+        except AttributeError as exc:
+            self._dependency_kinds = []
+            self.dependencies_error = f"this cupti-python lacks {exc}"
 
     def _requested(self) -> tuple[int, int]:
         return BUFFER_BYTES, 0
@@ -252,25 +656,101 @@ class CuptiCollector:
     def _completed(self, activities: Sequence[Any]) -> None:
         cupti = self._cupti
         converted: list[DeviceActivity] = []
+        records: list[EventRecord] = []
+        syncs: list[Synchronization] = []
+        flags: dict[int, str] = {}
+        event_kind, sync_kind, stream_kind = self._dependency_kinds or (None, None, None)
         for record in activities:
             kind = record.kind
+            correlation = int(getattr(record, "correlation_id", 0))
             if kind == cupti.ActivityKind.CONCURRENT_KERNEL or kind == cupti.ActivityKind.KERNEL:
                 converted.append(
-                    DeviceActivity(KERNEL, int(record.start), int(record.end), int(record.stream_id), str(record.name))
+                    DeviceActivity(
+                        KERNEL,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        str(record.name),
+                        correlation,
+                        int(getattr(record, "graph_id", 0)),
+                    )
                 )
             elif kind == cupti.ActivityKind.MEMCPY:
-                converted.append(DeviceActivity(MEMCPY, int(record.start), int(record.end), int(record.stream_id)))
+                converted.append(
+                    DeviceActivity(
+                        MEMCPY,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        "",
+                        correlation,
+                        int(getattr(record, "graph_id", 0)),
+                    )
+                )
             elif kind == cupti.ActivityKind.MEMSET:
-                converted.append(DeviceActivity(MEMSET, int(record.start), int(record.end), int(record.stream_id)))
+                converted.append(
+                    DeviceActivity(
+                        MEMSET,
+                        int(record.start),
+                        int(record.end),
+                        int(record.stream_id),
+                        "",
+                        correlation,
+                        int(getattr(record, "graph_id", 0)),
+                    )
+                )
+            elif event_kind is not None and kind == event_kind:
+                sync_id = int(getattr(record, "cuda_event_sync_id", 0))
+                records.append(EventRecord(correlation, int(record.stream_id), int(record.event_id), sync_id))
+            elif sync_kind is not None and kind == sync_kind:
+                name = self._sync_types.get(int(record.type))
+                if name is not None:  # UNKNOWN: nothing to order by
+                    syncs.append(
+                        Synchronization(
+                            correlation,
+                            name,
+                            int(record.stream_id),
+                            int(getattr(record, "cuda_event_id", 0)),
+                            int(getattr(record, "cuda_event_sync_id", 0)),
+                            int(getattr(record, "start", 0)),
+                            int(getattr(record, "end", 0)),
+                        )
+                    )
+            elif stream_kind is not None and kind == stream_kind:
+                flag = self._flag_names.get(int(record.flag) & self._flag_mask)
+                if flag is not None:
+                    flags[int(record.stream_id)] = flag
         with self._lock:
             self._pending.extend(converted)
+            self._records.extend(records)
+            self._syncs.extend(syncs)
+            self._stream_flags.update(flags)
 
     def start(self) -> None:
-        """Enable the activity kinds and register kictl's buffer callbacks (raises ``EnvError``)."""
+        """Enable the activity kinds and register kictl's buffer callbacks (raises ``EnvError``).
+
+        The dependency kinds are optional: if enabling any of them fails, none
+        of them is collected and ``dependencies_available`` stays false.
+        """
         cupti = self._cupti
         try:
             for kind in self._kinds:
                 cupti.activity_enable(kind)
+        except Exception as exc:
+            raise EnvError(f"CUPTI could not attach: {type(exc).__name__}: {exc}") from exc
+        enabled: list[Any] = []
+        try:
+            for kind in self._dependency_kinds:
+                cupti.activity_enable(kind)
+                enabled.append(kind)
+        except Exception as exc:
+            for kind in enabled:
+                with contextlib.suppress(Exception):  # that kind's collection is off or broken either way
+                    cupti.activity_disable(kind)
+            self._dependency_kinds = []
+            self.dependencies_error = f"CUPTI refused the dependency records: {type(exc).__name__}: {exc}"
+        self.dependencies_available = bool(self._dependency_kinds)
+        try:
             cupti.activity_register_callbacks(self._requested, self._completed)
         except Exception as exc:
             raise EnvError(f"CUPTI could not attach: {type(exc).__name__}: {exc}") from exc
@@ -282,10 +762,19 @@ class CuptiCollector:
 
     def drain(self) -> list[DeviceActivity]:
         """Every activity completed since the last drain (forces CUPTI to flush its buffers)."""
+        return self.drain_all()[0]
+
+    def drain_all(self) -> tuple[list[DeviceActivity], Dependencies | None]:
+        """Like ``drain()``, with the dependency records drained with the activities (``None``: not collected)."""
         self._flush_all(1)
         with self._lock:
             pending, self._pending = self._pending, []
-        return pending
+            records, self._records = self._records, []
+            syncs, self._syncs = self._syncs, []
+            flags = dict(self._stream_flags)
+        if not self.dependencies_available:
+            return pending, None
+        return pending, Dependencies(tuple(records), tuple(syncs), flags)
 
     def stop(self) -> None:
         """Disable collection (what is still buffered is dropped)."""
@@ -294,9 +783,11 @@ class CuptiCollector:
         cupti = self._cupti
         try:
             cupti.activity_flush_all(1)
-            for kind in self._kinds:
+            for kind in [*self._kinds, *self._dependency_kinds]:
                 cupti.activity_disable(kind)
         finally:
             self.started = False
             with self._lock:
                 self._pending = []
+                self._records = []
+                self._syncs = []
