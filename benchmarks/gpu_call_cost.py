@@ -42,6 +42,7 @@ def _cost(step: Callable[[], object], calls: int, sync: Callable[[], None]) -> t
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--buffer-bytes", type=int, help="the size of CUPTI's activity buffers (default: kictl's)")
     args = parser.parse_args()
     import torch
 
@@ -53,7 +54,8 @@ def main() -> int:
         print("no CUDA device", file=sys.stderr)
         return 2
     device = "cuda:0"
-    collector = CuptiCollector()
+    collector = CuptiCollector() if args.buffer_bytes is None else CuptiCollector(buffer_bytes=args.buffer_bytes)
+    print(f"CUPTI buffers of {collector.buffer_bytes} bytes")
     collector.start()
     timing.bind_originals()
     flush_bytes = 2 * int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))

@@ -9,7 +9,8 @@ set -u
 . benchmarks/h200_setup.sh || exit 1
 export FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer
 W=/tmp/w/n; mkdir -p $W
-echo "== call cost"; timeout 60 python3 benchmarks/gpu_call_cost.py --calls 200 2>&1 | tee $W/call_cost.md | tail -n 14
+echo "== call cost"; timeout 45 python3 benchmarks/gpu_call_cost.py --calls 200 2>&1 | tee $W/call_cost.md | tail -n 13
+timeout 45 python3 benchmarks/gpu_call_cost.py --calls 200 --buffer-bytes 262144 2>&1 | tee $W/call_cost_256k.md | tail -n 13
 echo "== stream order"; timeout 60 python3 benchmarks/stream_order_check.py --out $W 2>&1 | tail -n 16
 D=gqa_paged_decode_h32_kv8_d128_ps1 I=implementations C=tests/assets/cheats
 timeout 170 python3 -m kictl bench $D --impl $I/$D/flashinfer_wrapper --impl $I/$D/reference \

@@ -617,9 +617,11 @@ class CuptiCollector:
     ``module`` replaces ``cupti.cupti`` (for tests of the record conversion).
     """
 
-    def __init__(self, module: Any = None) -> None:
+    def __init__(self, module: Any = None, buffer_bytes: int = BUFFER_BYTES) -> None:
         cupti: Any = module if module is not None else _import_cupti()
         self._cupti: Any = cupti
+        #: the size of each buffer CUPTI asks for (benchmarks/gpu_call_cost.py compares sizes)
+        self.buffer_bytes = buffer_bytes
         self._lock = threading.Lock()
         self._pending: list[DeviceActivity] = []
         self._records: list[EventRecord] = []
@@ -651,7 +653,7 @@ class CuptiCollector:
             self.dependencies_error = f"this cupti-python lacks {exc}"
 
     def _requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0
+        return self.buffer_bytes, 0
 
     def _completed(self, activities: Sequence[Any]) -> None:
         cupti = self._cupti

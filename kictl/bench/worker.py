@@ -513,8 +513,9 @@ class Worker:
             _note(
                 notes,
                 Check.STREAM_ORDERED,
-                f"{sample.unordered} kernel(s), copies or memsets of a timed call ended after the calling stream "
-                "had reached the end of the call (work left running on another stream)",
+                f"{sample.unordered} kernel(s), copies or memsets of a timed call were not ordered on the calling "
+                "stream (work on another stream that the calling stream did not wait for, or that started before "
+                "the call's inputs were ready on it, or that ended after the call's end)",
             )
         if sample.outside:
             _note(
