@@ -55,7 +55,7 @@ from kictl.errors import EnvError
 #: The kernel torch launches for ``torch.cuda._sleep`` (ATen's ``spin_kernel``).
 SPIN_KERNEL_NAME = "spin_kernel"
 #: CUPTI buffers: 8 MiB each holds some 40,000 kernel records.
-BUFFER_BYTES = 8 * 1024 * 1024
+BUFFER_BYTES = 256 * 1024
 
 KERNEL = "kernel"
 MEMCPY = "memcpy"

@@ -99,6 +99,8 @@ class RunEvidence:
     #: CUPTI timer: the events figure and the activity count of each timed call
     events_ns: list[int] = field(default_factory=list)
     kernels: list[int] = field(default_factory=list)
+    #: CUPTI timer: how streamOrdered was judged (``None``: no CUPTI timer, the check is judged as before)
+    stream_rule: str | None = None
     #: GPU: NVML readings (gpu_state.GpuReading.to_json) around the timed calls
     clocks: list[dict[str, Any]] = field(default_factory=list)
     #: (timed call index, input set, shift, outputs or why none)

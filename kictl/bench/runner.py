@@ -203,6 +203,7 @@ class WorkerProcess:
         #: kictl's folder for this worker's private copies of the JIT caches (sandbox.cache_binds)
         self.scratch: Path | None = None
         self.cupti_error: str | None = None
+        self.dependencies_error: str | None = None
         self.worker_pid: int | None = None
         self.baseline_threads = 0
         self.starts = 0
@@ -303,6 +304,7 @@ class WorkerProcess:
         self.pinned = (ready.cpus, ready.threads)
         self.timers = ready.timers
         self.cupti_error = ready.cupti_error
+        self.dependencies_error = ready.dependencies_error
         self.worker_pid = self._find_worker_pid()
         self.baseline_threads = self.view().threads
         return env

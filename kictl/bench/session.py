@@ -445,6 +445,7 @@ class _Session:
                 progress=self.say,
                 label=f"{workload.name}: {impl.name}",
             )
+            driver.evidence.stream_rule = stream_rule(self.timer_name, worker.dependencies_error)
             drivers.append((impl, driver, env))
             with phase("import"):  # pings, then the import is sent: it runs while the next workers start
                 _guarded(driver, driver.begin)
@@ -630,6 +631,18 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def stream_rule(timer_name: str | None, dependencies_error: str | None) -> str | None:
+    """How ``streamOrdered`` is judged for a timer (said in the check's detail); ``None`` off the CUPTI timer."""
+    if timer_name != "cupti_device_time":
+        return None
+    if dependencies_error is None:
+        return (
+            "judged by CUDA's ordering from CUPTI's records (event records, stream waits, host synchronisations): "
+            "work on other streams started after the call's inputs were ready and was waited for before its end"
+        )
+    return f"judged by time alone (CUPTI's dependency records could not be collected: {dependencies_error})"
 
 
 def possible_timers(options: BenchOptions, device: str) -> tuple[str, ...]:

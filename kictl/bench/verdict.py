@@ -126,6 +126,8 @@ def integrity_checks(
             checks[check.value] = integrity.result(integrity.FAILED, "; ".join(lines)[:1000])
         elif check is Check.STREAM_ORDERED and not context.device.startswith("cuda"):
             checks[check.value] = integrity.result(integrity.SKIPPED, "no CUDA streams on the CPU")
+        elif check is Check.STREAM_ORDERED and evidence.stream_rule:
+            checks[check.value] = integrity.result(integrity.PASSED, evidence.stream_rule)
         else:
             checks[check.value] = integrity.result(integrity.PASSED)
     calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]

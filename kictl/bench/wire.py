@@ -255,6 +255,9 @@ class Ready(Message):
     timers: tuple[str, ...] = ()
     #: why CUPTI could not attach, when it could not (shown to the user; the session falls back to events)
     cupti_error: str | None = None
+    #: CUPTI attached but its dependency records (event records, waits, synchronisations) could not be
+    #: collected: why. streamOrdered then judges by time alone (docs/bench.md, "Stream ordering")
+    dependencies_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -640,7 +640,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         wire.write_frame(fd_out, wire.HarnessError(detail=_traceback_tail()))
         return
     timers = (timing.CuptiTimer.name,) if collector is not None else ()
-    ready = wire.Ready(environment=json.dumps(env), cpus=cpus, threads=threads, timers=timers, cupti_error=cupti_error)
+    dependencies_error = None
+    if collector is not None and not collector.dependencies_available:
+        dependencies_error = wire.clean_text(str(collector.dependencies_error or "unknown reason"), 300)
+    ready = wire.Ready(
+        environment=json.dumps(env),
+        cpus=cpus,
+        threads=threads,
+        timers=timers,
+        cupti_error=cupti_error,
+        dependencies_error=dependencies_error,
+    )
     wire.write_frame(fd_out, ready)
     Worker(fd_in, fd_out, args.device, baseline, collector, cpus).serve()
 

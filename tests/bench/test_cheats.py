@@ -171,10 +171,12 @@ def test_runtime_error_detail_is_relative_to_the_implementation(session_result: 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
-def test_side_stream_cheat_gains_nothing_on_gpu(bench_module: Callable[..., Result]) -> None:
-    """Under the CUPTI timer, work on a side stream is timed (or fails streamOrdered when it outlives the call).
+def test_side_stream_cheats_fail_stream_ordered_on_gpu(bench_module: Callable[..., Result]) -> None:
+    """Work on a stream the calling stream never waits for is streamOrdered's, on a small workload too.
 
-    On the H200 (2026-12-01) this cheat, which read 2.2 µs under CUDA events, read its true 7.0 ms.
+    The rule is CUDA's ordering read from CUPTI's records, not whether the work happened to end in time: on the
+    H200 (2026-12-01, device call N) the plain side-stream cheat got reward_hack/streamOrdered on b1_kv73,
+    where the earlier time-only rule had let it pass, and on b16x_kv1024.
     """
     definition = "gqa_paged_decode_h32_kv8_d128_ps1"
     result = bench_module(
@@ -184,7 +186,7 @@ def test_side_stream_cheat_gains_nothing_on_gpu(bench_module: Callable[..., Resu
         "--impl",
         CHEATS / "attention_side_stream.py",
         "--workload",
-        "b16x_kv1024",
+        "b1_kv73",
         "--device",
         "cuda",
         "--rounds",
@@ -193,5 +195,5 @@ def test_side_stream_cheat_gains_nothing_on_gpu(bench_module: Callable[..., Resu
     found = _by_implementation(result)
     assert found["reference"]["status"] == "passed", found["reference"]
     cheat = found["attention_side_stream"]
-    # FlashInfer does this workload in 33 µs on an H200: a side-stream figure near that would be hidden work
-    assert cheat["status"] in ("reward_hack", "incorrect_numerical") or cheat["latencyNs"] > 1_000_000, found
+    assert cheat["status"] == "reward_hack", cheat
+    assert cheat["statusDetail"].startswith("streamOrdered:"), cheat

@@ -170,3 +170,31 @@ def test_failures_map_to_statuses(failure: tuple[str, str], status: str) -> None
     members = _judge(RunEvidence(failure=failure))
     assert members["status"] == status
     assert members["statusDetail"] == failure[1]
+
+
+def test_stream_ordered_says_which_rule_judged_it_on_cuda() -> None:
+    """Under CUPTI the check names its rule: CUDA's ordering from CUPTI's records, or time alone (and why)."""
+    import dataclasses
+
+    from kictl.bench.session import stream_rule
+
+    cuda = dataclasses.replace(_context(), device="cuda:0")
+    by_order = stream_rule("cupti_device_time", None)
+    assert by_order is not None
+    assert "CUDA's ordering" in by_order
+    members = _judge(_evidence(stream_rule=by_order), cuda)
+    assert members["integrity"]["streamOrdered"] == {"result": "passed", "detail": by_order}
+    by_time = stream_rule("cupti_device_time", "this cupti-python lacks SYNCHRONIZATION")
+    assert by_time is not None
+    assert "time alone" in by_time
+    assert "lacks SYNCHRONIZATION" in by_time
+    assert _judge(_evidence(stream_rule=by_time), cuda)["integrity"]["streamOrdered"]["detail"] == by_time
+    # CUDA events see one stream only: no rule to name, the check passes as before
+    assert stream_rule("cuda_events", None) is None
+    assert _judge(_evidence(), cuda)["integrity"]["streamOrdered"] == {"result": "passed"}
+    # a note from the worker fails it whatever the rule
+    evidence = _evidence(stream_rule=by_order)
+    evidence.note(Check.STREAM_ORDERED, "26 kernel(s) ... were not ordered on the calling stream")
+    failed = _judge(evidence, cuda)
+    assert failed["status"] == "reward_hack"
+    assert failed["integrity"]["streamOrdered"]["result"] == "failed"
