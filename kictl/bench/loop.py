@@ -44,6 +44,11 @@ SHIFTS = 2**31
 #: probability zero, so that about ``AUDIT_WEIGHT * ln(n)`` of ``n`` calls are audited and a cheat that
 #: turns bad after any number of calls is still met by an audit it cannot foresee.
 AUDIT_WEIGHT = 3
+#: Timed call ``i`` (from 1) is a *probe* with probability ``min(1, PROBE_WEIGHT / i)``: the previous call's
+#: input set and shift again with a few values of each random input swapped (``worker._perturbed``), and
+#: always audited.  A cache keyed on the inputs' identity, pointer, version or a sample of their values
+#: answers it with the previous call's outputs; the audit finds them wrong (timedOutputsCorrect).
+PROBE_WEIGHT = 1
 #: A sample may exceed the parent's wall time around its request by this much (clock granularity).
 SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.
@@ -105,6 +110,8 @@ class RunEvidence:
     clocks: list[dict[str, Any]] = field(default_factory=list)
     #: (timed call index, input set, shift, outputs or why none)
     audits: list[tuple[int, int, int, list[Any] | str]] = field(default_factory=list)
+    #: timed call index -> the seed of its perturbation, for the calls that were probes (all audited)
+    probes: dict[int, int] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)
     pings_ns: list[int] = field(default_factory=list)
     loop_ticks: int = 0
@@ -157,6 +164,7 @@ class RunDriver:
         self.active = False
         self.calls = 0
         self.busy_ns = 0
+        self.last_shift = 0  # the shift of the last timed call (a probe repeats it)
         self.loop_started_ticks = 0
         self.loop_started_ns = 0
         self.ahead = 0
@@ -347,9 +355,16 @@ class RunDriver:
             return
         evidence = self.evidence
         index = len(evidence.samples)
-        chosen = secrets.randbelow(len(self.timed_plans))
-        shift = secrets.randbelow(SHIFTS)
-        if self._ask(wire.Stage(input_set=chosen, shift=shift), wire.Staged) is None:
+        perturb = 0
+        if index > 0 and secrets.randbelow(index) < PROBE_WEIGHT:  # a probe: the last call's values, nearly
+            chosen, shift = evidence.sets[-1], self.last_shift
+            perturb = 1 + secrets.randbelow(SHIFTS - 1)
+            evidence.probes[index] = perturb
+        else:
+            chosen = secrets.randbelow(len(self.timed_plans))
+            shift = secrets.randbelow(SHIFTS)
+        self.last_shift = shift
+        if self._ask(wire.Stage(input_set=chosen, shift=shift, perturb=perturb), wire.Staged) is None:
             return
         worker = self.worker
         cpu_before = worker.cpu_ns() if self.cpu_device else 0
@@ -381,7 +396,7 @@ class RunDriver:
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
-        if secrets.randbelow(index + 1) < AUDIT_WEIGHT:
+        if perturb or secrets.randbelow(index + 1) < AUDIT_WEIGHT:
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
                 return

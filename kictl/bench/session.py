@@ -473,11 +473,15 @@ class _Session:
             for _, driver, _ in drivers:
                 _guarded(driver, driver.finish_take)
         audited = {
-            audit_label(context.set_labels[chosen], shift): (plans.timed[chosen], shift)
+            audit_label(context.set_labels[chosen], shift, driver.evidence.probes.get(index, 0)): (
+                plans.timed[chosen],
+                shift,
+                driver.evidence.probes.get(index, 0),
+            )
             for _, driver, _ in drivers
-            for _, chosen, shift, _ in driver.evidence.audits
+            for index, chosen, shift, _ in driver.evidence.audits
         }
-        wanted = [(label, plan, shift) for label, (plan, shift) in sorted(audited.items())]
+        wanted = [(label, plan, shift, perturb) for label, (plan, shift, perturb) in sorted(audited.items())]
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
         self.say(f"{workload.name}: judging the runs, building the records")
@@ -505,14 +509,14 @@ class _Session:
         if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
             # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
             # and each request would only wait longer for the shared core (--timeout counts per request)
-            refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+            refs = self.reference_outputs(context, plans, [(label, plan, 0, 0) for label, plan in plans.rounds])
             for driver in drivers:
                 _guarded(driver, driver.prepare)
             return refs
         with ThreadPoolExecutor(max_workers=max(1, len(drivers)), thread_name_prefix="kictl-prepare") as pool:
             futures = [pool.submit(_guarded, driver, driver.prepare) for driver in drivers]
             try:
-                refs = self.reference_outputs(context, plans, [(label, plan, 0) for label, plan in plans.rounds])
+                refs = self.reference_outputs(context, plans, [(label, plan, 0, 0) for label, plan in plans.rounds])
             finally:
                 errors = [future.exception() for future in futures]
         for error in errors:
@@ -524,7 +528,7 @@ class _Session:
         self,
         context: WorkloadContext,
         plans: _Plans,
-        wanted: list[tuple[str, wire.Plan, int]],
+        wanted: list[tuple[str, wire.Plan, int, int]],
         drivers: list[RunDriver],
     ) -> dict[str, list[Any]]:
         """The reference's outputs for the audited calls, while the implementations' workers are held idle.
@@ -574,9 +578,10 @@ class _Session:
             )
 
     def reference_outputs(
-        self, context: WorkloadContext, plans: _Plans, wanted: Sequence[tuple[str, wire.Plan, int]]
+        self, context: WorkloadContext, plans: _Plans, wanted: Sequence[tuple[str, wire.Plan, int, int]]
     ) -> dict[str, list[Any]]:
-        """The definition's reference on the ``wanted`` inputs (label, plan, shift), from kictl's own worker.
+        """The definition's reference on the ``wanted`` inputs (label, plan, shift, perturbation seed), from
+        kictl's own worker.
 
         Raises ``_Skip`` when the reference fails.
         """
@@ -591,13 +596,13 @@ class _Session:
                 self.say(f"{name}: reference: import")
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
-            if wanted and all(shift for _, _, shift in wanted):
+            if wanted and all(shift for _, _, shift, _ in wanted):
                 self.say(f"{name}: reference outputs for {len(wanted)} audited call(s)")
-            for label, plan, shift in wanted:
+            for label, plan, shift, perturb in wanted:
                 if not shift:
                     self.say(f"{name}: reference outputs, {label}")
                 answer = worker.request(
-                    wire.Reference(plan=plan, outputs=plans.outputs, shift=shift),
+                    wire.Reference(plan=plan, outputs=plans.outputs, shift=shift, perturb=perturb),
                     self.options.timeout_s,
                     frozenset({wire.Outputs.TYPE}),
                 )

@@ -66,9 +66,10 @@ def _reading_fields(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def audit_label(set_label: str, shift: int) -> str:
-    """The name of an audited call's inputs: an input set, its random values rolled by ``shift``."""
-    return f"{set_label}, rolled {shift}"
+def audit_label(set_label: str, shift: int, perturb: int = 0) -> str:
+    """The name of an audited call's inputs: an input set, its random values rolled by ``shift`` (and for a
+    probe, a few of them swapped by ``perturb``)."""
+    return f"{set_label}, rolled {shift}" + (f", swapped {perturb}" if perturb else "")
 
 
 def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
@@ -132,7 +133,7 @@ def integrity_checks(
             checks[check.value] = integrity.result(integrity.PASSED)
     calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]
     audits = [
-        (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift))
+        (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift, evidence.probes.get(index, 0)))
         for index, chosen, shift, out in evidence.audits
         if isinstance(out, list)
     ]

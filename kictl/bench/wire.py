@@ -177,6 +177,8 @@ class Reference(Message):
     plan: Plan
     outputs: tuple[OutputSpec, ...]
     shift: int
+    #: a probe's seed: a few values of each random input swapped after the roll (0: none)
+    perturb: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,12 +208,15 @@ class Stage(Message):
     """Copy input set ``input_set`` into the timed tensors, in place, for the next ``Call`` (untimed).
 
     Random inputs are copied rolled by ``shift`` elements (flattened), so that every timed call's values are
-    new even though the sets repeat.
+    new even though the sets repeat.  A probe (``perturb`` > 0) repeats the previous call's set and shift
+    with a few values of each random input swapped: a cache keyed on anything less than every value answers
+    it with the previous call's outputs, and the probe's audit finds them wrong.
     """
 
     TYPE: ClassVar[str] = "stage"
     input_set: int
     shift: int
+    perturb: int = 0
 
 
 @dataclass(frozen=True, slots=True)

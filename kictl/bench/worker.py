@@ -171,6 +171,39 @@ def _rolled(tensor: Any, shift: int) -> Any:
     return tensor.reshape(-1).roll(shift % tensor.numel()).reshape(tensor.shape)
 
 
+#: A probe (``loop.step``) swaps this many pairs of values in each random input of the previous call's values.
+PROBE_PAIRS = 8
+_RAW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _perturbed(tensor: Any, seed: int) -> Any:
+    """``tensor`` with ``PROBE_PAIRS`` pairs of its values swapped at positions drawn from ``seed`` (fresh).
+
+    The values are moved bit for bit (any dtype), so every value and the multiset of values stay what the
+    workload's generator made; only a few positions change.  ``seed`` 0, or a tensor of fewer than two
+    elements, gives ``tensor`` itself.  The positions depend on ``seed`` and the size alone, so kictl's
+    reference worker and the implementation's worker perturb the same inputs identically.
+    """
+    import torch
+
+    count = tensor.numel()
+    raw = _RAW.get(tensor.element_size())
+    if not seed or count < 2 or raw is None:
+        return tensor
+    drawn = torch.randint(0, count, (8 * PROBE_PAIRS,), generator=torch.Generator().manual_seed(seed)).tolist()
+    positions = list(dict.fromkeys(drawn))[: 2 * PROBE_PAIRS]
+    pairs = len(positions) // 2
+    if pairs == 0:
+        return tensor
+    flat = tensor.contiguous().reshape(-1).view(getattr(torch, raw)).clone()
+    first = torch.tensor(positions[:pairs], device=tensor.device)
+    second = torch.tensor(positions[pairs : 2 * pairs], device=tensor.device)
+    values = flat[first].clone()
+    flat[first] = flat[second]
+    flat[second] = values
+    return flat.view(tensor.dtype).reshape(tensor.shape)
+
+
 def normalize(value: Any, names: Sequence[str]) -> list[Any]:
     """The outputs in ``names`` order: one tensor, a tuple/list in order, or a dict by name.
 
@@ -233,6 +266,7 @@ class Worker:
         self.timer: Any = None
         self.rolled: list[bool] = []
         self.current_shift = 0
+        self.current_perturb = 0
         self.reference_inputs: dict[str, list[Any]] = {}
         self.time_setup = False
         self.last: list[Any] | str | None = None
@@ -358,7 +392,10 @@ class Worker:
             self.reference_inputs = {request.plan.label: self.inputs(request.plan)}
         made = self.reference_inputs[request.plan.label]
         rolled = [spec.kind == "random" for spec in request.plan.inputs]
-        args = [_rolled(value, request.shift) if roll else value for value, roll in zip(made, rolled, strict=True)]
+        args = [
+            _perturbed(_rolled(value, request.shift), request.perturb) if roll else value
+            for value, roll in zip(made, rolled, strict=True)
+        ]
         value = self.call(self.run, args)
         try:
             outputs = normalize(value, names)
@@ -462,23 +499,27 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         return wire.Armed(notes=tuple(notes))
 
-    def set_values(self, index: int, shift: int) -> list[Any]:
+    def set_values(self, index: int, shift: int, perturb: int = 0) -> list[Any]:
         return [
-            _rolled(value, shift) if roll else value for value, roll in zip(self.sets[index], self.rolled, strict=True)
+            _perturbed(_rolled(value, shift), perturb) if roll else value
+            for value, roll in zip(self.sets[index], self.rolled, strict=True)
         ]
 
-    def copy_set(self, index: int, shift: int) -> None:
-        """Input set ``index`` (random inputs rolled by ``shift``) into the timed tensors, in place, untimed."""
+    def copy_set(self, index: int, shift: int, perturb: int = 0) -> None:
+        """Input set ``index`` (random inputs rolled by ``shift``, a few values swapped by ``perturb``) into the
+        timed tensors, in place, untimed."""
         import torch
 
         # only the random inputs differ between sets: index tensors are left alone (their version counter too),
         # so that a plan() made on them in setup() stays valid
-        for target, value, roll in zip(self.timed_args, self.set_values(index, shift), self.rolled, strict=True):
+        for target, value, roll in zip(
+            self.timed_args, self.set_values(index, shift, perturb), self.rolled, strict=True
+        ):
             if roll and type(target) is torch.Tensor:
                 target.copy_(value)
         if self.cuda:
             timing.original("synchronize")(self.device)
-        self.current_set, self.current_shift = index, shift
+        self.current_set, self.current_shift, self.current_perturb = index, shift, perturb
 
     def timed_call(self) -> Any:
         assert self.run is not None
@@ -490,7 +531,7 @@ class Worker:
         if not 0 <= request.input_set < len(self.sets) or self.timer is None:
             raise Failure("runtime_error", f"kictl asked for input set {request.input_set} before arming")
         self.last = None
-        self.copy_set(request.input_set, request.shift)
+        self.copy_set(request.input_set, request.shift, request.perturb)
         return wire.Staged()
 
     def call_timed(self) -> wire.Message:
@@ -550,7 +591,7 @@ class Worker:
                 for spec, now, then in zip(
                     self.input_names,
                     self.timed_args,
-                    self.set_values(self.current_set, self.current_shift),
+                    self.set_values(self.current_set, self.current_shift, self.current_perturb),
                     strict=True,
                 )
                 if isinstance(now, torch.Tensor) and not _same_bits(now, then)

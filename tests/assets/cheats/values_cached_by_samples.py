@@ -1,9 +1,9 @@
 """Cheat (class 3): caches its answer keyed on a cheap fingerprint of the inputs, a few sampled values and
 the sum of one row, hoping that kictl's timed input sets repeat (or are the same values moved around).
 
-Every timed call's values are new (drawn from a secret for that call), so the fingerprint misses and the
-cheat computes every answer: it gains nothing. Where a fingerprint does collide, the stale answer is wrong
-and the audit fails (timedOutputsCorrect).
+Every timed call's values are new, but kictl's probes repeat the last call's values with a few of them
+swapped: the fingerprint matches, the cheat answers with the last call's outputs, and the probe's audit
+finds them wrong (timedOutputsCorrect).
 """
 
 import torch

@@ -1,0 +1,68 @@
+"""Probes: the last timed call's values again with a few swapped (loop.PROBE_WEIGHT, worker._perturbed).
+
+The end-to-end attack, a cache keyed on a sample of the values, is in test_cheats.py
+(``values_cached_by_samples``, caught by timedOutputsCorrect); here, the perturbation itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kictl.bench.worker import PROBE_PAIRS, _perturbed
+
+
+def _values(dtype: torch.dtype, shape: tuple[int, ...] = (64, 4096)) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(7)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=generator) > 0.5
+    if not dtype.is_floating_point:
+        return torch.randint(0, 1000, shape, generator=generator, dtype=dtype)
+    return torch.randn(shape, generator=generator).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn, torch.int64])
+def test_a_probe_swaps_a_few_values_and_keeps_every_value(dtype: torch.dtype) -> None:
+    original = _values(dtype)
+    before = original.clone()
+    probed = _perturbed(original, 12345)
+    assert torch.equal(original.view(torch.uint8), before.view(torch.uint8)), "the input was modified"
+    assert probed.shape == original.shape
+    assert probed.dtype == original.dtype
+    changed = (probed.reshape(-1).view(torch.uint8) != original.reshape(-1).view(torch.uint8)).sum().item()
+    assert 0 < changed <= 2 * PROBE_PAIRS * original.element_size()
+    # the same values, moved: the multiset of bit patterns is unchanged
+    raw = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[original.element_size()]
+    assert torch.equal(
+        torch.sort(probed.reshape(-1).view(raw)).values, torch.sort(original.reshape(-1).view(raw)).values
+    )
+
+
+def test_the_same_seed_and_size_give_the_same_probe_and_other_seeds_differ() -> None:
+    """kictl's reference worker and the implementation's worker must perturb alike: seed and size decide."""
+    a = _values(torch.bfloat16)
+    b = _values(torch.bfloat16) * 3  # other values, same size: the same positions move
+    first, again = _perturbed(a, 99), _perturbed(a.clone(), 99)
+    assert torch.equal(first.view(torch.int16), again.view(torch.int16))
+    moved_a = first.view(torch.int16) != a.view(torch.int16)
+    moved_b = _perturbed(b, 99).view(torch.int16) != b.view(torch.int16)
+    assert torch.equal(moved_a, moved_b)
+    assert not torch.equal(_perturbed(a, 100).view(torch.int16), first.view(torch.int16))
+
+
+def test_no_seed_or_no_room_leaves_the_tensor_as_it_is() -> None:
+    values = _values(torch.float32)
+    assert _perturbed(values, 0) is values
+    single = torch.ones(1)
+    assert _perturbed(single, 5) is single
+    assert torch.equal(_perturbed(torch.zeros(0), 5), torch.zeros(0))
+
+
+def test_a_probe_of_a_rolled_noncontiguous_view_is_a_fresh_contiguous_tensor() -> None:
+    base = _values(torch.float32, (128, 64))
+    view = base.t()  # not contiguous
+    probed = _perturbed(view, 3)
+    assert probed.shape == view.shape
+    assert probed.is_contiguous()
+    assert (probed != view).sum().item() > 0
+    assert torch.equal(base, _values(torch.float32, (128, 64)))
