@@ -516,7 +516,9 @@ class Worker:
             self.timed_args, self.set_values(index, shift, perturb), self.rolled, strict=True
         ):
             if roll and type(target) is torch.Tensor:
-                target.copy_(value)
+                # a probe writes through .data, which leaves the tensor's _version as the last call left it:
+                # the probe then looks, to a cache keyed on (pointer, _version), like the last call again
+                (target.data if perturb else target).copy_(value)
         if self.cuda:
             timing.original("synchronize")(self.device)
         self.current_set, self.current_shift, self.current_perturb = index, shift, perturb

@@ -57,6 +57,9 @@ class FakeWorker:
         self.pings_ns: list[int] = []
         self.pinned: tuple[tuple[int, ...], int] | None = ((0,), 1)
         self.baseline_threads = 1
+        self.timers: tuple[str, ...] = ()
+        self.cupti_error: str | None = None
+        self.dependencies_error: str | None = None
         self.environment: dict[str, Any] | None = None
         self.starts = 0
         self.sets: list[list[Any]] = []

@@ -25,9 +25,9 @@ pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get i
 
 RMSNORM = "rmsnorm_h4096"
 HONEST = ("honest_slow_loop", "honest_noncontiguous_output", "honest_reused_buffer")
-#: A would-be cheat whose cache never hits, because every timed call's values are new and written in place
-#: (bumping ``_version``): it computes every answer, so it passes at its true cost.
-GAIN_NOTHING = ("values_cached_by_version",)
+#: Would-be cheats that gain nothing: none left (the caches keyed on identity, pointer, version or sampled
+#: values are all caught; the probes write through ``.data``, so a (pointer, ``_version``) key sees no change).
+GAIN_NOTHING: tuple[str, ...] = ()
 CAUGHT_BY = {
     # issue 4's cheats
     "rmsnorm_mutates_inputs": "inputsUnchanged",
@@ -47,6 +47,7 @@ CAUGHT_BY = {
     "values_cached_by_identity": "timedOutputsCorrect",
     "values_precomputed_in_setup": "timedOutputsCorrect",
     "values_cached_by_data_ptr": "outputsFresh",
+    "values_cached_by_version": "timedOutputsCorrect",
     # a cache keyed on a sample of the values: the probes (the last call's values with a few swapped) hit it
     "values_cached_by_samples": "timedOutputsCorrect",
     # class 4: work that escapes the measurement

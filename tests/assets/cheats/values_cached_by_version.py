@@ -1,8 +1,10 @@
-"""Would-be cheat (class 3): caches its answer per (storage address, ``_version``), the counter torch bumps on
-every in-place write, so that it answers from the cache only while the inputs are untouched.
+"""Cheat (class 3): caches its answer per (storage address, ``_version``), the counter torch bumps on every
+in-place write, so that it answers from the cache only while the inputs look untouched.
 
-kictl writes every timed call's fresh values into the input tensors in place, which bumps ``_version``: the
-cache never hits, the implementation computes every answer and gains nothing (it passes, at its true cost).
+kictl writes every timed call's fresh values into the input tensors in place, which bumps ``_version``; but
+its probes write the last call's values with a few swapped through ``.data``, which leaves ``_version`` alone:
+the cache answers the probe with the last call's outputs and the probe's audit finds them wrong
+(timedOutputsCorrect).
 """
 
 import torch
