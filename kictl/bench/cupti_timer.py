@@ -622,6 +622,13 @@ class CuptiCollector:
         self._cupti: Any = cupti
         #: the size of each buffer CUPTI asks for (benchmarks/gpu_call_cost.py compares sizes)
         self.buffer_bytes = buffer_bytes
+        kinds = cupti.ActivityKind
+        self._work_kinds: dict[Any, str] = {
+            kinds.CONCURRENT_KERNEL: KERNEL,
+            kinds.KERNEL: KERNEL,
+            kinds.MEMCPY: MEMCPY,
+            kinds.MEMSET: MEMSET,
+        }
         self._lock = threading.Lock()
         self._pending: list[DeviceActivity] = []
         self._records: list[EventRecord] = []
@@ -656,7 +663,6 @@ class CuptiCollector:
         return self.buffer_bytes, 0
 
     def _completed(self, activities: Sequence[Any]) -> None:
-        cupti = self._cupti
         converted: list[DeviceActivity] = []
         records: list[EventRecord] = []
         syncs: list[Synchronization] = []
@@ -665,38 +671,15 @@ class CuptiCollector:
         for record in activities:
             kind = record.kind
             correlation = int(getattr(record, "correlation_id", 0))
-            if kind == cupti.ActivityKind.CONCURRENT_KERNEL or kind == cupti.ActivityKind.KERNEL:
+            work = self._work_kinds.get(kind)
+            if work is not None:
                 converted.append(
                     DeviceActivity(
-                        KERNEL,
+                        work,
                         int(record.start),
                         int(record.end),
                         int(record.stream_id),
-                        str(record.name),
-                        correlation,
-                        int(getattr(record, "graph_id", 0)),
-                    )
-                )
-            elif kind == cupti.ActivityKind.MEMCPY:
-                converted.append(
-                    DeviceActivity(
-                        MEMCPY,
-                        int(record.start),
-                        int(record.end),
-                        int(record.stream_id),
-                        "",
-                        correlation,
-                        int(getattr(record, "graph_id", 0)),
-                    )
-                )
-            elif kind == cupti.ActivityKind.MEMSET:
-                converted.append(
-                    DeviceActivity(
-                        MEMSET,
-                        int(record.start),
-                        int(record.end),
-                        int(record.stream_id),
-                        "",
+                        str(record.name) if work == KERNEL else "",
                         correlation,
                         int(getattr(record, "graph_id", 0)),
                     )
