@@ -44,6 +44,8 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--buffer-bytes", type=int, help="the size of CUPTI's activity buffers (default: kictl's)")
     args = parser.parse_args()
+    if args.buffer_bytes is not None and args.buffer_bytes < 4096:
+        parser.error("--buffer-bytes must be at least 4096")
     import torch
 
     from kictl.bench import timing

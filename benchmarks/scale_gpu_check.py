@@ -103,6 +103,10 @@ def main() -> int:
     wanted = set(args.legs.split(","))
     if not wanted <= {"plain", "devices", "ray"} or ("plain" not in wanted and args.expected is None):
         parser.error("--legs takes plain, devices and ray; without plain, --expected is needed")
+    if "plain" not in wanted:
+        missing = [n for n in args.definition or DEFINITIONS if not (args.expected / f"identity-{n}.json").is_file()]
+        if missing:
+            parser.error(f"--expected {args.expected}: no identity-{missing[0]}.json (run the plain leg there first)")
     args.out.mkdir(parents=True, exist_ok=True)
     registry = Registry(ROOT)
     rows: list[dict[str, Any]] = []

@@ -358,9 +358,9 @@ class _Session:
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
 
     def resolve_timer(self, worker: WorkerProcess) -> str:
-        # possible_timers (below) lists what this can answer: keep the two in step
         """The session's timer, once: CUPTI where the worker reports it attached, unless another was asked for.
 
+        ``possible_timers`` lists what this can answer: keep the two in step.
         Raises ``EnvError`` for ``--timer cupti`` where CUPTI did not attach.
         """
         if self.timer_name is not None:
@@ -472,15 +472,11 @@ class _Session:
                 _guarded(driver, driver.finish_send)
             for _, driver, _ in drivers:
                 _guarded(driver, driver.finish_take)
-        audited = {
-            audit_label(context.set_labels[chosen], shift, driver.evidence.probes.get(index, 0)): (
-                plans.timed[chosen],
-                shift,
-                driver.evidence.probes.get(index, 0),
-            )
-            for _, driver, _ in drivers
-            for index, chosen, shift, _ in driver.evidence.audits
-        }
+        audited: dict[str, tuple[wire.Plan, int, int]] = {}
+        for _, driver, _ in drivers:
+            for index, chosen, shift, _ in driver.evidence.audits:
+                perturb = driver.evidence.probes.get(index, 0)
+                audited[audit_label(context.set_labels[chosen], shift, perturb)] = (plans.timed[chosen], shift, perturb)
         wanted = [(label, plan, shift, perturb) for label, (plan, shift, perturb) in sorted(audited.items())]
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
