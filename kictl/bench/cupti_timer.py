@@ -186,6 +186,8 @@ class Attribution:
     #: activities on another stream not ordered (CUDA happens-before) after the spin and before the end
     #: marker; only filled when ``attribute`` was given the dependencies
     unjoined: list[DeviceActivity] = field(default_factory=list)
+    #: per window, the harness's own spin and end marker as CUPTI delivered them (``None``: not found)
+    harness: list[tuple[DeviceActivity | None, DeviceActivity | None]] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -266,6 +268,7 @@ def attribute(
             if spin is not None:
                 harness_stream = spin.stream
                 bucket = [a for a in bucket if a is not spin]
+        marker: DeviceActivity | None = None
         if window.end_marker:
             marker = _end_marker(bucket, harness_stream)
             if marker is None:
@@ -285,6 +288,7 @@ def attribute(
                             window.marker_host_ns or None,
                         )
                     )
+        result.harness.append((spin, marker))
         if not bucket:
             result.spans.append(None)
             continue
@@ -300,6 +304,89 @@ def attribute(
             )
         )
     return result
+
+
+#: The events figure may read this much less than the CUPTI span it brackets (``cudaEventElapsedTime``
+#: resolves about 0.5 µs; on the H200 honest calls read 1.2–3.5 µs *more* by events than by CUPTI) ...
+EVENTS_BELOW_SPAN_NS = 2_000
+#: ... or this fraction of the span, whichever is larger.
+EVENTS_BELOW_SPAN_FRACTION = 0.01
+
+
+def timer_tampering(
+    found: Attribution,
+    dependencies: Dependencies | None,
+    events_ns: int | None,
+    index: int = 0,
+) -> list[str]:
+    """Why the harness's timer was tampered with during timed call ``index`` (empty: it was not).
+
+    The call ran between the harness's spin and its end marker, with the
+    harness's CUDA start event recorded after the spin and its stop event
+    before the marker, all on the calling stream.  From inside ``run()`` an
+    implementation can reach those events (and CUPTI itself); what it can do
+    with them shows here (``timerNotPatched``, docs/bench.md "Timers"):
+
+    * the spin or the end marker missing: CUPTI's collection was switched off
+      or its records sent elsewhere during the call;
+    * the call caused no kernel, copy or memset at all: a call's outputs are
+      written on the device, so its work was hidden from CUPTI;
+    * with the dependency records: the start or stop record missing (their
+      collection was switched off), or the harness's start or stop event
+      recorded again between the two (re-recorded or moved to another stream
+      from inside the call);
+    * the events figure below the CUPTI span of the work it brackets (less
+      :data:`EVENTS_BELOW_SPAN_NS` or :data:`EVENTS_BELOW_SPAN_FRACTION`): the
+      start event replaced or moved by a means the records do not show.  The
+      caller passes ``events_ns=None`` when the call left work unordered: the
+      events do not bracket that work, and ``streamOrdered`` names it.
+    """
+    reasons: list[str] = []
+    spin, marker = found.harness[index] if index < len(found.harness) else (None, None)
+    if found.spin_missing or found.marker_missing:
+        reasons.append(
+            "CUPTI delivered no record of the harness's own spin or end marker around the call: its activity "
+            "collection was switched off or redirected during the call"
+        )
+    span = found.spans[index] if index < len(found.spans) else None
+    if span is None:
+        reasons.append(
+            "CUPTI recorded no kernel, copy or memset for the call: outputs written on the device are one of those, "
+            "so the call's work was hidden from CUPTI"
+        )
+    if dependencies is not None and marker is not None:
+        after = spin.correlation if spin is not None and spin.stream == marker.stream else -1
+        inside = sorted(
+            (r for r in dependencies.records if after < r.correlation < marker.correlation),
+            key=lambda r: r.correlation,
+        )
+        own = [r for r in inside if r.stream == marker.stream]
+        if len(own) < 2:
+            reasons.append(
+                "CUPTI delivered no record of the harness's own start or stop event: the collection of event "
+                "records was switched off during the call"
+            )
+        else:
+            start, stop = own[0], own[-1]
+            again = [
+                r
+                for r in inside
+                if start.correlation < r.correlation < stop.correlation and r.event in (start.event, stop.event)
+            ]
+            if again:
+                streams = sorted({r.stream for r in again})
+                reasons.append(
+                    f"the harness's CUDA start or stop event was recorded again {len(again)} time(s) inside the "
+                    f"call (on stream(s) {', '.join(map(str, streams))}): re-recorded or moved from inside run()"
+                )
+    if span is not None and events_ns is not None:
+        allowed = max(EVENTS_BELOW_SPAN_NS, round(span.duration_ns * EVENTS_BELOW_SPAN_FRACTION))
+        if events_ns < span.duration_ns - allowed:
+            reasons.append(
+                f"the harness's CUDA events read {events_ns} ns for {span.duration_ns} ns of device work that they "
+                "bracket: the start or stop event was replaced or moved from inside run()"
+            )
+    return reasons
 
 
 def _end_marker(bucket: Sequence[DeviceActivity], stream: int | None) -> DeviceActivity | None:

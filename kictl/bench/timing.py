@@ -137,6 +137,8 @@ class Measured:
     kernels: int | None = None
     outside: int = 0
     unordered: int = 0
+    #: why the timer was tampered with during the call (``timerNotPatched``); empty: it was not
+    tampered: tuple[str, ...] = ()
 
 
 class CpuTimer:
@@ -251,8 +253,12 @@ class CudaEventTimer:
 
     def measure(self, call: Call) -> Measured:
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
+        anchor, lead = self.event(enable_timing=True), self.event(enable_timing=True)
+        spin = self.spin_ns
         self.synchronize(self.device)
-        self.busy(self.spin_ns)
+        self.record(anchor)
+        self.busy(spin)
+        self.record(lead)
         host_start = self.clock()
         self.record(start)
         outputs = self._timed(call)
@@ -263,7 +269,46 @@ class CudaEventTimer:
         self.host_ns.append(host)
         if self.spin_ns is not None and len(self.host_ns) <= 8:
             self.spin_ns = _spin_for(self.host_ns)
-        return Measured(round(self.elapsed(start, stop) * 1e6), outputs, ahead)
+        tampered = events_tampering(
+            round(self.elapsed(anchor, lead) * 1e6),
+            round(self.elapsed(lead, start) * 1e6),
+            spin if self.cycles_per_ns is not None and self.sleep is not None else None,
+            ahead,
+        )
+        return Measured(round(self.elapsed(start, stop) * 1e6), outputs, ahead, tampered=tampered)
+
+
+#: Two event records back to back on a stream the device had not reached yet are this close (CUDA's events
+#: resolve about 0.5 µs).
+LEAD_GAP_NS = 2_000
+
+
+def events_tampering(spun_ns: int, lead_gap_ns: int, spin_ns: int | None, ahead: bool | None) -> tuple[str, ...]:
+    """Why the events timer's start event was moved during the call (empty: it was not); ``timerNotPatched``.
+
+    The harness records an *anchor* event before its spin and L2 flush, a
+    *lead* event right after them and then the start event, before calling
+    ``run()``.  An implementation that reaches the start event from inside the
+    call and records it again after its own work (or records every event it
+    finds) leaves a trace: the lead-to-start gap is no longer two records back
+    to back (judged when the call was enqueued ahead of the device, so that no
+    host delay sits between them), or the anchor-to-lead time is shorter than
+    half the spin the device ran there.  An implementation written against
+    these internals can re-enact the whole sequence; the CUPTI timer, whose
+    figure does not come from these events, is the default for that reason.
+    """
+    reasons: list[str] = []
+    if ahead and lead_gap_ns > LEAD_GAP_NS:
+        reasons.append(
+            f"the harness's CUDA start event ran {lead_gap_ns} ns after the event recorded just before it: "
+            "re-recorded or moved from inside run()"
+        )
+    if spin_ns and spun_ns * 2 < spin_ns:
+        reasons.append(
+            f"the harness's CUDA events around its {spin_ns} ns device spin read {spun_ns} ns: "
+            "re-recorded or moved from inside run()"
+        )
+    return tuple(reasons)
 
 
 class HostInclusiveCudaTimer(CudaEventTimer):
@@ -327,7 +372,7 @@ class CuptiTimer(CudaEventTimer):
         self.last_end: int | None = None
 
     def measure(self, call: Call) -> Measured:
-        from kictl.bench.cupti_timer import Window, attribute
+        from kictl.bench.cupti_timer import Window, attribute, timer_tampering
 
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
@@ -377,8 +422,13 @@ class CuptiTimer(CudaEventTimer):
         # streamOrdered: work that ended after the end marker began, or that CUDA's ordering (event records,
         # waits, host synchronisations) does not put after the call's start and before its end
         unordered = len(found.unordered) + len(found.unjoined)
-        if span is None:  # no device work at all: the events figure (the GPU idle between the events) stands
-            return Measured(events_ns, outputs, ahead, events_ns=events_ns, kernels=0, outside=outside)
+        # timerNotPatched: the events and CUPTI's own records of the harness's work tell whether the call reached
+        # into the timer (events bracket ordered work only, so they are not compared when some was unordered)
+        tampered = tuple(timer_tampering(found, dependencies, None if unordered else events_ns))
+        if span is None:  # no device work recorded: the events figure stands, and the call is flagged above
+            return Measured(
+                events_ns, outputs, ahead, events_ns=events_ns, kernels=0, outside=outside, tampered=tampered
+            )
         count = span.kernels + span.copies + span.memsets
         return Measured(
             span.duration_ns,
@@ -388,6 +438,7 @@ class CuptiTimer(CudaEventTimer):
             kernels=count,
             outside=outside,
             unordered=unordered,
+            tampered=tampered,
         )
 
 

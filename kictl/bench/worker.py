@@ -560,6 +560,8 @@ class Worker:
                 "stream (work on another stream that the calling stream did not wait for, or that started before "
                 "the call's inputs were ready on it, or that ended after the call's end)",
             )
+        for reason in sample.tampered:
+            _note(notes, Check.TIMER_NOT_PATCHED, f"a timed call: {reason}")
         if sample.outside:
             _note(
                 notes,

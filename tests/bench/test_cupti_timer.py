@@ -31,6 +31,7 @@ from kictl.bench.cupti_timer import (
     Synchronization,
     Window,
     attribute,
+    timer_tampering,
     unordered_by_dependencies,
 )
 from kictl.errors import EnvError
@@ -636,6 +637,75 @@ def test_attribute_passes_an_honest_fork_join() -> None:
     assert attribute(no_spin, [Window(0, 1000, end_marker=True)], dependencies=unforked).unjoined == []
     unjoined = Dependencies(records=deps.records, syncs=deps.syncs[:1])
     assert attribute(no_spin, [Window(0, 1000, end_marker=True)], dependencies=unjoined).unjoined == [records[1]]
+
+
+# ---------------------------------------------------------------- the timer's own events (timerNotPatched)
+
+START_EVENT, STOP_EVENT = 31, 32
+
+
+def _timed_call(
+    *extra: EventRecord, work: tuple[int, int] = (451, 600), start: int = 102, stop: int = 105
+) -> tuple[list[DeviceActivity], list[EventRecord]]:
+    """The harness's sequence as CuptiTimer enqueues it: spin, start record, the call's kernel, stop, marker."""
+    activities = [
+        DeviceActivity(KERNEL, 5, 450, CALLING, SPIN_KERNEL_NAME, 101),
+        DeviceActivity(KERNEL, work[0], work[1], CALLING, "attention", 103),
+        DeviceActivity(KERNEL, 601, 602, CALLING, SPIN_KERNEL_NAME, 107),
+    ]
+    records = [EventRecord(start, CALLING, START_EVENT, 1), EventRecord(stop, CALLING, STOP_EVENT, 2), *extra]
+    return activities, records
+
+
+def _tampering(activities: list[DeviceActivity], records: list[EventRecord] | None, events_ns: int | None) -> list[str]:
+    window = Window(0, 1000, harness_spin_ns=400, end_marker=True)
+    deps = None if records is None else Dependencies(records=tuple(records))
+    return timer_tampering(attribute(activities, [window], dependencies=deps), deps, events_ns)
+
+
+def test_an_untouched_timer_has_nothing_to_report() -> None:
+    activities, records = _timed_call()
+    assert _tampering(activities, records, 151) == []
+    assert _tampering(activities, records, 149) == []  # within the events' resolution of the 149 ns span
+    assert _tampering(activities, None, 151) == []  # no dependency records: the events figure still judged
+    # the implementation's own events (fork-join) are not the harness's
+    own = (EventRecord(104, CALLING, 77, 3), EventRecord(104, SIDE, 78, 4))
+    activities, records = _timed_call(*own)
+    assert _tampering(activities, records, 151) == []
+
+
+def test_the_start_event_recorded_again_inside_the_call_is_named() -> None:
+    activities, records = _timed_call(EventRecord(104, CALLING, START_EVENT, 5))
+    (reason,) = _tampering(activities, records, 151)
+    assert "recorded again 1 time(s)" in reason and "re-recorded or moved" in reason
+    # moved to another stream: the same event, recorded on the side
+    activities, records = _timed_call(EventRecord(104, SIDE, START_EVENT, 5))
+    assert any("recorded again" in r for r in _tampering(activities, records, 151))
+    # the stop event recorded early inside the call, before the harness records it
+    activities, records = _timed_call(EventRecord(104, CALLING, STOP_EVENT, 5), stop=106)
+    assert any("recorded again" in r for r in _tampering(activities, records, 151))
+
+
+def test_events_reading_less_than_the_work_they_bracket_are_named() -> None:
+    # a start event swapped for one recorded after the work: no second record of the harness's, but the events
+    # read less than the CUPTI span
+    activities, records = _timed_call(work=(451, 50_451))
+    (reason,) = _tampering(activities, records, 1_000)
+    assert "read 1000 ns for 50000 ns" in reason
+    assert _tampering(activities, records, 49_600) == []  # 1% below: the events' resolution
+    assert _tampering(activities, records, None) == []  # unordered work: not compared
+
+
+def test_cupti_switched_off_during_the_call_is_named() -> None:
+    activities, records = _timed_call()
+    # no end marker delivered (kernel collection switched off, or the callbacks replaced)
+    reasons = _tampering(activities[:2], records, 151)
+    assert any("spin or end marker" in r for r in reasons)
+    # the call's own kernels hidden, the harness's delivered
+    reasons = _tampering([activities[0], activities[2]], records, 151)
+    assert any("no kernel, copy or memset" in r for r in reasons)
+    # event records switched off: neither of the harness's records arrives
+    assert any("start or stop event" in r for r in _tampering(activities, [], 151))
 
 
 def test_unknown_synchronization_kind_is_refused() -> None:

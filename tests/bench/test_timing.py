@@ -97,3 +97,17 @@ def test_cuda_timers_hide_launch_latency(name: str) -> None:
     measured = [timer.measure(lambda: a @ a) for _ in range(60)]
     assert sum(bool(m.enqueued_ahead) for m in measured[10:]) >= 45
     assert torch.allclose(measured[-1].outputs, a @ a)
+
+
+def test_events_timer_names_a_start_event_moved_from_inside_the_call() -> None:
+    # honest: the lead and start events back to back, the anchor-to-lead time the spin and flush
+    assert timing.events_tampering(spun_ns=260_000, lead_gap_ns=600, spin_ns=200_000, ahead=True) == ()
+    # the start event recorded again after the call's work: a gap after the lead event
+    (reason,) = timing.events_tampering(spun_ns=260_000, lead_gap_ns=40_000, spin_ns=200_000, ahead=True)
+    assert "ran 40000 ns after" in reason
+    # every reachable event recorded again after the work: the anchor-to-lead time collapses
+    (reason,) = timing.events_tampering(spun_ns=700, lead_gap_ns=600, spin_ns=200_000, ahead=True)
+    assert "around its 200000 ns device spin read 700 ns" in reason
+    # a host that fell behind the device (not ahead) may leave a gap between the two records; no spin: not judged
+    assert timing.events_tampering(spun_ns=260_000, lead_gap_ns=40_000, spin_ns=200_000, ahead=False) == ()
+    assert timing.events_tampering(spun_ns=0, lead_gap_ns=600, spin_ns=None, ahead=None) == ()
