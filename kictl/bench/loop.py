@@ -37,6 +37,9 @@ from kictl.bench.runner import PROTOCOL, ImplementationFailed, ProcessView, Work
 PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
 MIN_CALLS_IN_BUDGET = 3
+#: A fixed count capped by a time budget (the GPU's default, ``options.fixed_count_budget``) stops early
+#: only after this many calls: a median of fewer would not be one to rank by.
+MIN_CALLS_UNDER_BUDGET = 30
 #: Shifts are drawn below this; the worker takes them modulo each input's size.
 SHIFTS = 2**31
 #: Timed call ``i`` (from 0) is audited with probability ``min(1, AUDIT_WEIGHT / (i + 1))``, drawn by the
@@ -411,6 +414,13 @@ class RunDriver:
         if self.total_fixed is not None:
             if count >= self.total_fixed:
                 self.evidence.stop_reason = f"fixed count of {self.total_fixed} timed calls"
+                return True
+            budget = options.time_budget_s
+            if budget is not None and count >= MIN_CALLS_UNDER_BUDGET and self.busy_ns >= budget * 1e9:
+                self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
+                self.evidence.stop_reason = (
+                    f"time budget of {budget:g} s spent after {count} of {self.total_fixed} timed calls"
+                )
                 return True
             return False
         if count >= options.max_calls:

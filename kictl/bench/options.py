@@ -43,13 +43,35 @@ class BenchOptions:
     no_sandbox: bool = False
     threads: int = 1
     target_error: float = DEFAULT_TARGET_ERROR
-    time_budget_s: float = DEFAULT_TIME_BUDGET_S
+    #: seconds of timed calls per run at most; ``None``: the device's default (``timed_call_budget``)
+    time_budget_s: float | None = None
     input_sets: int = DEFAULT_INPUT_SETS
     #: GPU timer: auto (CUPTI where it attaches, else events, said on stderr), cupti, events or graph
     timer: str = "auto"
 
 
 TIMERS = ("auto", "cupti", "events", "graph")
+
+
+def adaptive_budget(options: BenchOptions) -> float:
+    """Seconds of timed calls an adaptive count (no ``--iterations``: the CPU's default) may spend at most."""
+    return options.time_budget_s if options.time_budget_s is not None else DEFAULT_TIME_BUDGET_S
+
+
+def fixed_count_budget(options: BenchOptions, device: str) -> float | None:
+    """Seconds of timed calls after which a *fixed* count stops early (``None``: the count is exact).
+
+    ``--time-budget`` given caps any count. Without it, the GPU's default count (100 × 3) is capped by
+    :data:`DEFAULT_TIME_BUDGET_S`, as a profiler's timed repetition is by time: an implementation slower
+    than a few milliseconds a call (a host-bound reference) stops once the budget is spent, after at least
+    ``loop.MIN_CALLS_UNDER_BUDGET`` calls; a fast one makes its 300 calls. An ``--iterations`` given
+    without ``--time-budget`` is exact.
+    """
+    if options.time_budget_s is not None:
+        return options.time_budget_s
+    if device == "cpu" or options.iterations is not None:
+        return None
+    return DEFAULT_TIME_BUDGET_S
 
 
 def resolve_device(requested: str) -> str:
@@ -108,7 +130,7 @@ def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, 
         raise UsageError("--threads must be >= 1")
     if not 0 < options.target_error < 1:
         raise UsageError("--target-error must be between 0 and 1 (e.g. 0.02 for 2%)")
-    if options.time_budget_s <= 0:
+    if options.time_budget_s is not None and options.time_budget_s <= 0:
         raise UsageError("--time-budget must be positive")
     if not 1 <= options.input_sets <= 64:
         raise UsageError("--input-sets must be between 1 and 64")

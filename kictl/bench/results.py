@@ -24,7 +24,7 @@ import kictl
 from kictl import canon
 from kictl.bench import correctness
 from kictl.bench.implementation import LoadedImplementation
-from kictl.bench.options import BenchOptions
+from kictl.bench.options import BenchOptions, adaptive_budget, fixed_count_budget
 from kictl.errors import RegistryError
 from kictl.records import (
     BenchmarkProtocolSpec,
@@ -218,9 +218,12 @@ def protocol_spec(
     }
     if iterations is not None:
         measurement["iterations"] = iterations
+        budget = fixed_count_budget(options, device)
+        if budget is not None:
+            measurement["timeBudgetS"] = budget
     else:
         measurement["targetRelativeError"] = options.target_error
-        measurement["timeBudgetS"] = options.time_budget_s
+        measurement["timeBudgetS"] = adaptive_budget(options)
     if on_gpu and flush_bytes > 0:
         measurement["l2FlushBytes"] = flush_bytes
     return {
@@ -247,11 +250,12 @@ def protocol_record(spec: dict[str, Any]) -> StoredRecord:
         measurement["primaryStatistic"],
         "setup-timed" if measurement["setupInTimedRegion"] else "",
     )
-    count = (
-        f"{measurement['iterations']}x{measurement['trials']}"
-        if "iterations" in measurement
-        else f"calls until ±{measurement['targetRelativeError']:g} or {measurement['timeBudgetS']:g} s"
-    )
+    if "iterations" not in measurement:
+        count = f"calls until ±{measurement['targetRelativeError']:g} or {measurement['timeBudgetS']:g} s"
+    elif "timeBudgetS" in measurement:
+        count = f"{measurement['iterations']}x{measurement['trials']} (or {measurement['timeBudgetS']:g} s)"
+    else:
+        count = f"{measurement['iterations']}x{measurement['trials']}"
     title = (
         f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of {count} "
         f"after {measurement['warmup']} warm-up"

@@ -40,7 +40,14 @@ from kictl.bench import correctness, sandbox, wire
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
 from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
-from kictl.bench.options import BenchOptions, check_options, pinned_cpus, resolve_device
+from kictl.bench.options import (
+    BenchOptions,
+    adaptive_budget,
+    check_options,
+    fixed_count_budget,
+    pinned_cpus,
+    resolve_device,
+)
 from kictl.bench.phases import PhaseClock
 from kictl.bench.results import (
     BenchReport,
@@ -397,7 +404,9 @@ class _Session:
             iterations=iterations,
             trials=trials,
             target_relative_error=self.options.target_error if iterations is None else None,
-            time_budget_s=self.options.time_budget_s if iterations is None else None,
+            time_budget_s=(
+                adaptive_budget(self.options) if iterations is None else fixed_count_budget(self.options, self.device)
+            ),
             timer=timer,
             time_setup=self.options.time_setup,
             flush_bytes=_flush_bytes(self.device, env),

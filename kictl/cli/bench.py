@@ -99,8 +99,12 @@ def bench(
         typer.Option(help="Without --iterations: time calls until the median's relative error is below this."),
     ] = 0.02,
     time_budget: Annotated[
-        float, typer.Option(help="Without --iterations: seconds of timed calls allowed per run at most.")
-    ] = 2.0,
+        float | None,
+        typer.Option(
+            help="Seconds of timed calls per run at most (default 2: the CPU's adaptive count, and the GPU's "
+            "default 100x3, stop there, a GPU run after at least 30 calls); with --iterations it caps that count."
+        ),
+    ] = None,
     threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,
     input_sets: Annotated[
         int, typer.Option(help="Input sets (same structure, fresh values) the timed calls rotate over.")
