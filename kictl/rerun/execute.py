@@ -113,6 +113,8 @@ def _options(settings: ProtocolSettings, device: str, timeout_s: float, workload
         atol=settings.atol,
         rtol=settings.rtol,
         matched_ratio=settings.matched_ratio,
+        # the original's budget: a capped count is capped again, an exact one (no budget recorded) stays exact
+        time_budget_s=settings.time_budget_s,
         workloads=tuple(workloads),
     )
 

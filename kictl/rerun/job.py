@@ -57,6 +57,8 @@ class ProtocolSettings:
     atol: float | None
     rtol: float | None
     matched_ratio: float | None
+    #: seconds of timed calls the original's count stopped at (a GPU's default count is capped; adaptive counts)
+    time_budget_s: float | None = None
 
     @classmethod
     def from_protocol(cls, protocol: StoredRecord) -> ProtocolSettings:
@@ -83,6 +85,7 @@ class ProtocolSettings:
             atol=spec.correctness.atol,
             rtol=spec.correctness.rtol,
             matched_ratio=spec.correctness.required_matched_ratio,
+            time_budget_s=measurement.time_budget_s,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -101,6 +104,7 @@ class ProtocolSettings:
             "atol": self.atol,
             "rtol": self.rtol,
             "requiredMatchedRatio": self.matched_ratio,
+            "timeBudgetS": self.time_budget_s,
         }
 
 

@@ -151,6 +151,27 @@ def test_settings_of_a_protocol_from_another_harness(bundled_results: Registry) 
     assert settings.rounds is None
 
 
+def test_a_rerun_repeats_the_originals_time_budget_and_only_that() -> None:
+    """A GPU run whose default count was capped by the time budget is rerun capped; an exact count stays exact."""
+    from kictl.bench import correctness
+    from kictl.bench.options import BenchOptions
+    from kictl.bench.results import protocol_record, protocol_spec
+    from kictl.rerun.execute import _options
+
+    def settings_of(options: BenchOptions) -> ProtocolSettings:
+        spec = protocol_spec("cuda:0", (10, 100, 3), options, correctness.Tolerance(), 1, timer_name="cuda_events")
+        return ProtocolSettings.from_protocol(protocol_record(spec))
+
+    capped = settings_of(BenchOptions())
+    assert (capped.iterations, capped.time_budget_s) == (100, 2.0)
+    rerun = _options(capped, "cuda:0", 60.0, ["w"])
+    assert (rerun.iterations, rerun.time_budget_s) == (100, 2.0)
+    assert settings_of(rerun).to_json() == capped.to_json()  # the rerun's protocol settles as the original's
+    exact = settings_of(BenchOptions(iterations=100))
+    assert exact.time_budget_s is None
+    assert _options(exact, "cuda:0", 60.0, ["w"]).time_budget_s is None
+
+
 def test_cli_exit_codes_without_running_anything(cli: RunCli, bundled_results: Registry, tmp_path: Path) -> None:
     root = bundled_results.root
     assert cli("rerun", "--registry", root).exit_code == 2
