@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, cuda_available, rows
+from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, rows
 
 pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 
@@ -170,33 +170,3 @@ def test_runtime_error_detail_is_relative_to_the_implementation(session_result: 
     assert 'File "rmsnorm_raises.py", line 5, in run' in detail, detail
     assert "kictl" not in detail, detail
     assert "/tmp" not in detail, detail
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
-def test_side_stream_cheats_fail_stream_ordered_on_gpu(bench_module: Callable[..., Result]) -> None:
-    """Work on a stream the calling stream never waits for is streamOrdered's, on a small workload too.
-
-    The rule is CUDA's ordering read from CUPTI's records, not whether the work happened to end in time: on the
-    H200 (2026-12-01, device call N) the plain side-stream cheat got reward_hack/streamOrdered on b1_kv73,
-    where the earlier time-only rule had let it pass, and on b16x_kv1024.
-    """
-    definition = "gqa_paged_decode_h32_kv8_d128_ps1"
-    result = bench_module(
-        definition,
-        "--impl",
-        IMPLEMENTATIONS / definition / "reference",
-        "--impl",
-        CHEATS / "attention_side_stream.py",
-        "--workload",
-        "b1_kv73",
-        "--device",
-        "cuda",
-        "--rounds",
-        "2",
-    )
-    found = _by_implementation(result)
-    assert found["reference"]["status"] == "passed", found["reference"]
-    cheat = found["attention_side_stream"]
-    assert cheat["status"] == "reward_hack", cheat
-    assert cheat["statusDetail"].startswith("streamOrdered:"), cheat

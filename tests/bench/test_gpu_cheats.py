@@ -8,6 +8,7 @@ every run's record also has to survive the others.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,14 +47,13 @@ def _failed_checks(row: dict[str, Any]) -> set[str]:
     return {part.split(":", 1)[0].strip() for part in row["statusDetail"].split("; ")}
 
 
-@pytest.fixture(scope="module")
-def rmsnorm_session(bench_module: Callable[..., Result]) -> Result:
-    names = [*CAUGHT_ON_GPU, *GAIN_NOTHING_ON_GPU]
+def _rmsnorm(bench_module: Callable[..., Result], *args: str | Path) -> Result:
+    """torch_rmsnorm and the named cheats on rmsnorm's b64, on the GPU: 2 rounds, 60 timed calls."""
     return bench_module(
         RMSNORM,
         "--impl",
         IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm",
-        *[arg for name in names for arg in ("--impl", CHEATS / f"{name}.py")],
+        *args,
         "--workload",
         "b64",
         "--device",
@@ -65,6 +65,12 @@ def rmsnorm_session(bench_module: Callable[..., Result]) -> Result:
         "--trials",
         "1",
     )
+
+
+@pytest.fixture(scope="module")
+def rmsnorm_session(bench_module: Callable[..., Result]) -> Result:
+    names = [*CAUGHT_ON_GPU, *GAIN_NOTHING_ON_GPU]
+    return _rmsnorm(bench_module, *[arg for name in names for arg in ("--impl", CHEATS / f"{name}.py")])
 
 
 def test_the_honest_rmsnorm_passes_on_the_gpu_beside_the_cheats(rmsnorm_session: Result) -> None:
@@ -87,25 +93,7 @@ def test_each_cheat_is_caught_on_the_gpu_naming_its_check(
 def test_events_moved_from_inside_the_call_are_named_under_the_events_timer(
     bench_module: Callable[..., Result],
 ) -> None:
-    result = bench_module(
-        RMSNORM,
-        "--impl",
-        IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm",
-        "--impl",
-        CHEATS / "timer_events_moved.py",
-        "--workload",
-        "b64",
-        "--device",
-        "cuda",
-        "--timer",
-        "events",
-        "--rounds",
-        "2",
-        "--iterations",
-        "60",
-        "--trials",
-        "1",
-    )
+    result = _rmsnorm(bench_module, "--impl", CHEATS / "timer_events_moved.py", "--timer", "events")
     found = _by_implementation(result)
     assert found["torch_rmsnorm"]["status"] == "passed", found["torch_rmsnorm"]
     cheat = found["timer_events_moved"]
@@ -114,7 +102,11 @@ def test_events_moved_from_inside_the_call_are_named_under_the_events_timer(
 
 
 def test_attention_cheats_fail_on_small_and_large_workloads(bench_module: Callable[..., Result]) -> None:
-    """Side streams (with and without a copy behind, outliving the call) and an identity cache, on decode."""
+    """Side streams (with and without a copy behind, outliving the call) and an identity cache, on decode.
+
+    The rule is CUDA's ordering read from CUPTI's records, not whether the work happened to end in time: on the
+    H200 (device call J) the plain side-stream cheat got `passed` on b1_kv73 under the earlier time-only rule.
+    """
     result = bench_module(
         DECODE,
         "--impl",
