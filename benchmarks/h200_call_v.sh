@@ -5,4 +5,4 @@
 set -u
 . benchmarks/h200_setup.sh || exit 1
 export FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer
-timeout 220 python3 -m pytest -m gpu -p no:cacheprovider -q -rA tests/ 2>&1 | grep -v '^$' | cut -c1-300 | tail -n 24
+timeout 190 python3 -m pytest -m gpu -p no:cacheprovider -q -rA tests/bench 2>&1 | grep -v '^$' | cut -c1-300 | tail -n 24
