@@ -151,6 +151,69 @@ def patched(baseline: Baseline) -> list[str]:
     return sorted(name for name, value in baseline.objects.items() if now.get(name) is not value)
 
 
+#: Attributes of kictl's timer and CUPTI collector that change as they work; every other attribute must stay
+#: the object it was (and a container's contents the objects they were) from before the implementation ran.
+_INSTANCE_STATE = frozenset(
+    {"spin_ns", "host_ns", "last_end", "_pending", "_records", "_syncs", "_stream_flags", "started"}
+)
+
+
+@dataclass(frozen=True)
+class InstanceWatch:
+    """What one of kictl's objects held (``watch_instance``): attribute -> (object, a container's elements)."""
+
+    label: str
+    obj: Any
+    members: dict[str, tuple[Any, tuple[Any, ...] | None]]
+
+
+def _elements(value: Any) -> tuple[Any, ...] | None:
+    if isinstance(value, dict):
+        return tuple(item for pair in value.items() for item in pair)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return None
+
+
+def watch_instance(label: str, obj: Any, earlier: InstanceWatch | None = None) -> InstanceWatch:
+    """The attributes of ``obj`` now; with ``earlier`` (of the same object), its members keep their first objects.
+
+    The module watch (``patched``) sees functions replaced in modules; an implementation that finds kictl's
+    timer in its callers' frames can instead replace what the *instance* holds (its clock, its events'
+    ``elapsed_time``, its flush buffer, its CUPTI flush). ``instance_changes`` names those.
+    """
+    members: dict[str, tuple[Any, tuple[Any, ...] | None]] = {"__class__": (type(obj), None)}
+    for name, value in vars(obj).items():
+        if name not in _INSTANCE_STATE:
+            members[name] = (value, _elements(value))
+    if earlier is not None and earlier.obj is obj:
+        members.update(earlier.members)
+    return InstanceWatch(label, obj, members)
+
+
+def instance_changes(watch: InstanceWatch, current: Any) -> list[str]:
+    """The attributes of ``current`` that are not what ``watch`` saw (``label.name``); empty: none changed."""
+    if current is not watch.obj:
+        return [f"{watch.label} (another object)"]
+    now = vars(current)
+    changed = []
+    for name, (value, elements) in watch.members.items():
+        if name == "__class__":
+            if type(current) is not value:
+                changed.append(f"{watch.label}.__class__")
+        elif name not in now or now[name] is not value:
+            changed.append(f"{watch.label}.{name}")
+        elif elements is not None:
+            after = _elements(now[name])
+            same = after is not None and len(after) == len(elements)
+            if not same or any(a is not b for a, b in zip(after or (), elements, strict=True)):
+                changed.append(f"{watch.label}.{name}")
+    changed.extend(
+        f"{watch.label}.{name} (added)" for name in now if name not in watch.members and name not in _INSTANCE_STATE
+    )
+    return changed
+
+
 def new_threads(before: Iterable[int]) -> list[str]:
     """Names of live threads that were not in ``before``."""
     known = set(before)

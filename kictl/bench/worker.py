@@ -247,6 +247,10 @@ class Worker:
         cpus: Sequence[int] = (),
     ) -> None:
         self.collector = collector
+        #: kictl's timer (from Arm) and CUPTI collector as they were before the implementation ran
+        self.watches: dict[str, integrity.InstanceWatch] = {}
+        if collector is not None:
+            self.watches["collector"] = integrity.watch_instance("collector", collector)
         #: the CPUs the timed calls run on (``_pin``); every thread is pinned there by ``Arm``
         self.cpus = tuple(cpus)
         self.fd_in = fd_in
@@ -492,12 +496,20 @@ class Worker:
         if self.cuda:
             torch.cuda.synchronize()
         self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes, self.collector)
+        before = integrity.watch_instance("timer", self.timer)
         self.copy_set(0, 0)
         try:
             self.timer.prepare(self.timed_call)
         except BaseException:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
+        # what prepare() made (a graph) is watched as it is now; what was there before, as it was before
+        self.watches["timer"] = integrity.watch_instance("timer", self.timer, before)
         return wire.Armed(notes=tuple(notes))
+
+    def instance_changes(self) -> list[str]:
+        """What an implementation replaced on kictl's timer or CUPTI collector (``timerNotPatched``)."""
+        current = {"timer": self.timer, "collector": self.collector}
+        return [name for key, watch in self.watches.items() for name in integrity.instance_changes(watch, current[key])]
 
     def set_values(self, index: int, shift: int, perturb: int = 0) -> list[Any]:
         return [
@@ -562,6 +574,9 @@ class Worker:
             )
         for reason in sample.tampered:
             _note(notes, Check.TIMER_NOT_PATCHED, f"a timed call: {reason}")
+        replaced = self.instance_changes()
+        if replaced:  # the same words as finish() says them, so that the run's detail names them once
+            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(replaced)}")
         if sample.outside:
             _note(
                 notes,
@@ -603,6 +618,9 @@ class Worker:
             if changed:
                 _note(notes, Check.INPUTS_UNCHANGED, f"timed calls changed {', '.join(changed)}")
         touched = integrity.patched(self.baseline)
+        if touched:
+            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(touched)}")
+        touched = self.instance_changes()
         if touched:
             _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(touched)}")
         spin = self.timer.spin_ns if self.timer is not None else None

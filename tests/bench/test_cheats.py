@@ -43,6 +43,8 @@ CAUGHT_BY = {
     "timer_clock_swapped_in_setup": "samplesConsistent",
     "timer_forged_samples": "samplesConsistent",
     "timer_reads_harness_frames": "timedOutputsCorrect",
+    # the timer object's own clock replaced (found in the caller's frames): nothing at module level changes
+    "timer_instance_patched": "timerNotPatched",
     # class 3: answers that do not depend on the timed call's values
     "values_cached_by_identity": "timedOutputsCorrect",
     "values_precomputed_in_setup": "timedOutputsCorrect",

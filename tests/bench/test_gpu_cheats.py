@@ -33,6 +33,7 @@ CAUGHT_ON_GPU: dict[str, tuple[str, ...]] = {
     "rmsnorm_patches_timer": ("timerNotPatched",),
     "timer_reads_harness_frames": ("timedOutputsCorrect",),
     "timer_events_moved": ("timerNotPatched",),
+    "timer_instance_patched": ("timerNotPatched",),
     "timer_cupti_switched_off": ("timerNotPatched",),
 }
 #: would-be cheats that gain nothing under CUPTI: they pass with their true time

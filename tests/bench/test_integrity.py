@@ -8,7 +8,7 @@ import time
 import pytest
 import torch
 
-from kictl.bench import integrity
+from kictl.bench import integrity, timing
 
 
 def test_aliasing_finds_views_and_ignores_copies() -> None:
@@ -85,3 +85,38 @@ def test_poison_is_counted_alike_for_every_element_size(dtype: torch.dtype) -> N
     raw[5, 0] = 0xFF  # one byte only: a value, not poison
     bytewise = int((out.view(torch.uint8).reshape(8, -1) == 0xFF).all(dim=1).sum())
     assert integrity.poisoned_elements(out, None) == bytewise == (2 if out.element_size() > 1 else 3)
+
+
+def test_what_kictls_timer_instance_holds_is_watched() -> None:
+    """A clock, an events function, a flush buffer or a CUPTI table replaced on the instance is named."""
+    timing.bind_originals()
+    timer = timing.make_timer("perf_counter_ns", "cpu", 0)
+    watch = integrity.watch_instance("timer", timer)
+    assert integrity.instance_changes(watch, timer) == []
+    timer.spin_ns = 5  # the timer's own state changes as it works
+    assert integrity.instance_changes(watch, timer) == []
+    real = timer.clock
+    timer.clock = lambda: real() // 10
+    assert integrity.instance_changes(watch, timer) == ["timer.clock"]
+    timer.clock = real
+    timer.measure = lambda call: None  # shadowing a method
+    assert integrity.instance_changes(watch, timer) == ["timer.measure (added)"]
+    del timer.measure
+    assert integrity.instance_changes(watch, timing.make_timer("perf_counter_ns", "cpu", 0)) == [
+        "timer (another object)"
+    ]
+
+    class Holder:
+        def __init__(self) -> None:
+            self.kinds = {"kernel": 1, "memcpy": 2}
+            self.graph: object = object()
+
+    holder = Holder()
+    before = integrity.watch_instance("collector", holder)
+    holder.graph = object()  # made later by the harness (a CUDA graph in prepare()): watched as it is then
+    watch = integrity.watch_instance("collector", holder, before)
+    assert integrity.instance_changes(watch, holder) == ["collector.graph"]  # the earlier object is kept
+    holder = Holder()
+    watch = integrity.watch_instance("collector", holder)
+    holder.kinds.pop("kernel")  # a container emptied in place: the kernels would no longer be collected
+    assert integrity.instance_changes(watch, holder) == ["collector.kinds"]
