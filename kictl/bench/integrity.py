@@ -18,9 +18,10 @@ under its name; a failed check makes the run's status ``reward_hack``.
 ``noProcessesLeft``       no process the implementation started is alive after its calls
                           (counted by the OS in the worker's sandbox)
 ``timerNotPatched``       the timer's functions and kictl's own are the objects they were
-                          before the implementation was imported, and no timed call reached
-                          into the timer (its CUDA events re-recorded or moved, CUPTI's
-                          collection switched off: ``cupti_timer.timer_tampering``)
+                          before the implementation was imported, so is what kictl's timer
+                          and CUPTI collector instances hold (``watch_instance``), and no
+                          timed call reached into the timer (its CUDA events re-recorded or
+                          moved, CUPTI's collection switched off: ``cupti_timer.timer_tampering``)
 ``samplesConsistent``     every sample the worker sent fits what kictl's parent saw: no sample
                           longer than the parent's wall time around the call, and the samples'
                           median not far below the parent's once the wire's own cost is taken off
