@@ -709,6 +709,26 @@ def test_cupti_switched_off_during_the_call_is_named() -> None:
     assert any("start or stop event" in r for r in _tampering(activities, [], 151))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    own=st.lists(st.tuples(st.integers(0, 1), st.integers(100, 120)), max_size=6),
+    again=st.lists(st.tuples(st.integers(0, 1), st.sampled_from([START_EVENT, STOP_EVENT])), max_size=3),
+)
+def test_any_record_of_the_harness_events_inside_the_call_is_named_and_no_other(
+    own: list[tuple[int, int]], again: list[tuple[int, int]]
+) -> None:
+    """The implementation's own event records (fork-join, any stream, any ids but the harness's) are never named;
+    any second record of the harness's start or stop event, on any stream, always is."""
+    streams = (CALLING, SIDE)
+    extra = [EventRecord(104, streams[s], event, 10 + i) for i, (s, event) in enumerate(own)]
+    extra += [EventRecord(104, streams[s], event, 50 + i) for i, (s, event) in enumerate(again)]
+    activities, records = _timed_call(*extra)
+    reasons = _tampering(activities, records, 151)
+    assert bool(reasons) == bool(again), reasons
+    if again:
+        assert f"recorded again {len(again)} time(s)" in reasons[0]
+
+
 def test_unknown_synchronization_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown synchronization kind"):
         Synchronization(1, "device_wait")
