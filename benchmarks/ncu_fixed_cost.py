@@ -32,21 +32,32 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+#: (label, a fragment of the kernel's name) of each trivial kernel, in launch order
+KERNELS = (
+    ("spin, 0 cycles (1 thread)", "spin_kernel"),
+    ("fill, 1 element", "FillFunctor"),
+    ("fill, 4096 elements", "FillFunctor"),
+    ("fill, 64 MiB", "FillFunctor"),
+    ("add, 4096x4096 fp32", "CUDAFunctor_add"),
+)
+
+
 def kernels() -> list[tuple[str, str, Callable[[], Any]]]:
-    """(label, a fragment of the kernel's name, the launch) for each trivial kernel."""
+    """(label, name fragment, the launch) for each of :data:`KERNELS`."""
     import torch
 
     one = torch.empty(1, device="cuda")
     small = torch.empty(4096, device="cuda")
     large = torch.empty(16 * 1024 * 1024, device="cuda")  # 64 MiB: a few µs at HBM3e rates
     a, b = torch.randn(4096, 4096, device="cuda"), torch.randn(4096, 4096, device="cuda")
-    return [
-        ("spin, 0 cycles (1 thread)", "spin_kernel", lambda: torch.cuda._sleep(0)),
-        ("fill, 1 element", "FillFunctor", lambda: one.fill_(1.0)),
-        ("fill, 4096 elements", "FillFunctor", lambda: small.fill_(2.0)),
-        ("fill, 64 MiB", "FillFunctor", lambda: large.fill_(3.0)),
-        ("add, 4096x4096 fp32", "CUDAFunctor_add", lambda: torch.add(a, b)),
+    launches = [
+        lambda: torch.cuda._sleep(0),
+        lambda: one.fill_(1.0),
+        lambda: small.fill_(2.0),
+        lambda: large.fill_(3.0),
+        lambda: torch.add(a, b),
     ]
+    return [(label, fragment, launch) for (label, fragment), launch in zip(KERNELS, launches, strict=True)]
 
 
 def launch_all(calls: int, each: Callable[[str, int], None] | None = None) -> None:
@@ -68,7 +79,7 @@ def cupti_durations(calls: int) -> dict[str, list[int]]:
 
     collector = CuptiCollector()
     collector.start()
-    names = {label: fragment for label, fragment, _ in kernels()}
+    names = dict(KERNELS)
     found: dict[str, list[int]] = {label: [] for label in names}
     collector.drain()
 
@@ -96,42 +107,23 @@ def parse_ncu(text: str) -> dict[str, list[float]]:
 
 
 def compare(folder: Path, calls: int) -> str:
+    """The table: per kernel, the medians of ncu's and CUPTI's durations (ncu's rows taken in launch order)."""
     cupti = json.loads((folder / "cupti_fixed.json").read_text())
     profiled = parse_ncu((folder / "ncu_fixed.csv").read_text())
-    # ncu lists kernels in launch order: take each label's launches in turn from the kernels of its name
-    taken: dict[str, int] = {}
-    rows = [
-        "| kernel | ncu `gpu__time_duration` | CUPTI | ncu − CUPTI |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for label, fragment in [(label, fragment) for label, fragment, _ in _labels()]:
-        names = [name for name in profiled if fragment in name]
+    taken: dict[str, int] = {}  # launches of each kernel name already given to an earlier label
+    rows = ["| kernel | ncu `gpu__time_duration` | CUPTI | ncu − CUPTI |", "| --- | ---: | ---: | ---: |"]
+    for label, fragment in KERNELS:
+        name = next((name for name in profiled if fragment in name), None)
         values: list[float] = []
-        for name in names:
-            start = taken.get(name, 0)
-            values = profiled[name][start : start + calls]
-            taken[name] = start + calls
-            break
-        ncu = statistics.median(values) if values else None
-        mine = statistics.median(cupti[label]) if cupti.get(label) else None
-        diff = f"{(ncu - mine) / 1e3:+.2f} µs" if ncu is not None and mine is not None else "—"
-        rows.append(
-            f"| {label} | {ncu / 1e3:.2f} µs | {mine / 1e3:.2f} µs | {diff} |"
-            if ncu is not None and mine is not None
-            else f"| {label} | — | — | — |"
-        )
+        if name is not None:
+            first = taken.get(name, 0)
+            values, taken[name] = profiled[name][first : first + calls], first + calls
+        if not values or not cupti.get(label):
+            rows.append(f"| {label} | — | — | — |")
+            continue
+        ncu, mine = statistics.median(values), statistics.median(cupti[label])
+        rows.append(f"| {label} | {ncu / 1e3:.2f} µs | {mine / 1e3:.2f} µs | {(ncu - mine) / 1e3:+.2f} µs |")
     return "\n".join(rows)
-
-
-def _labels() -> list[tuple[str, str, None]]:
-    """The labels and name fragments of :func:`kernels`, without a GPU (for ``--compare``)."""
-    return [
-        ("spin, 0 cycles (1 thread)", "spin_kernel", None),
-        ("fill, 1 element", "FillFunctor", None),
-        ("fill, 4096 elements", "FillFunctor", None),
-        ("fill, 64 MiB", "FillFunctor", None),
-        ("add, 4096x4096 fp32", "CUDAFunctor_add", None),
-    ]
 
 
 def main() -> int:
@@ -144,6 +136,10 @@ def main() -> int:
     if args.calls < 1:
         parser.error("--calls must be at least 1")
     if args.compare is not None:
+        missing = [f for f in ("cupti_fixed.json", "ncu_fixed.csv") if not (args.compare / f).is_file()]
+        if missing:
+            print(f"error: {args.compare} has no {' or '.join(missing)} (run --cupti and ncu first)", file=sys.stderr)
+            return 2
         print(compare(args.compare, args.calls))
         return 0
     if args.cupti:

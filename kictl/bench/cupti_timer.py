@@ -317,9 +317,8 @@ def timer_tampering(
     found: Attribution,
     dependencies: Dependencies | None,
     events_ns: int | None,
-    index: int = 0,
 ) -> list[str]:
-    """Why the harness's timer was tampered with during timed call ``index`` (empty: it was not).
+    """Why the harness's timer was tampered with during the timed call of ``found`` (its one window).
 
     The call ran between the harness's spin and its end marker, with the
     harness's CUDA start event recorded after the spin and its stop event
@@ -342,13 +341,13 @@ def timer_tampering(
       events do not bracket that work, and ``streamOrdered`` names it.
     """
     reasons: list[str] = []
-    spin, marker = found.harness[index] if index < len(found.harness) else (None, None)
+    spin, marker = found.harness[0] if found.harness else (None, None)
     if found.spin_missing or found.marker_missing:
         reasons.append(
             "CUPTI delivered no record of the harness's own spin or end marker around the call: its activity "
             "collection was switched off or redirected during the call"
         )
-    span = found.spans[index] if index < len(found.spans) else None
+    span = found.spans[0] if found.spans else None
     if span is None:
         reasons.append(
             "CUPTI recorded no kernel, copy or memset for the call: outputs written on the device are one of those, "

@@ -43,7 +43,8 @@ class BenchOptions:
     no_sandbox: bool = False
     threads: int = 1
     target_error: float = DEFAULT_TARGET_ERROR
-    #: seconds of timed calls per run at most; ``None``: the device's default (``timed_call_budget``)
+    #: seconds of timed calls per run at most; ``None``: the device's default (``adaptive_budget``,
+    #: ``fixed_count_budget``)
     time_budget_s: float | None = None
     input_sets: int = DEFAULT_INPUT_SETS
     #: GPU timer: auto (CUPTI where it attaches, else events, said on stderr), cupti, events or graph
