@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -126,6 +127,11 @@ def run_once(args: argparse.Namespace, number: int, scratch: Path) -> dict[str, 
     except json.JSONDecodeError:
         rows = []
     phases = parse_phases(done.stderr)
+    if args.out is not None:  # every step's time (the t= lines) and the records, to see where a run's time went
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"run{number}.stderr.txt").write_text(done.stderr, encoding="utf-8")
+        if out.is_dir():
+            shutil.copytree(out, args.out / f"run{number}", dirs_exist_ok=True)
     return {
         "run": number,
         "exit": done.returncode,

@@ -298,9 +298,11 @@ def poisoned_elements(output: Any, reference: Any) -> int:
     else:
         as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
         poisoned = (as_bytes == POISON_BYTE).all(dim=1)
-    if isinstance(reference, torch.Tensor) and reference.shape == output.shape and reference.is_floating_point():
-        poisoned &= ~torch.isnan(reference.reshape(-1))
-    return int(poisoned.sum())
+    count = int(poisoned.sum())
+    if count and isinstance(reference, torch.Tensor) and reference.shape == output.shape:
+        if reference.is_floating_point():  # looked at only when there is something to forgive: NaN is slow
+            count = int((poisoned & ~torch.isnan(reference.reshape(-1))).sum())
+    return count
 
 
 def result(outcome: str, detail: str | None = None) -> dict[str, str]:

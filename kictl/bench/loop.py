@@ -38,8 +38,9 @@ PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
 MIN_CALLS_IN_BUDGET = 3
 #: A fixed count capped by a time budget (the GPU's default, ``options.fixed_count_budget``) stops early
-#: only after this many calls: a median of fewer would not be one to rank by.
-MIN_CALLS_UNDER_BUDGET = 30
+#: only after this many calls: a median of fewer would not be one to rank by (the run records the median's
+#: relative error beside it: with 20 calls, half the width between the 6th and the 15th of them).
+MIN_CALLS_UNDER_BUDGET = 20
 #: Shifts are drawn below this; the worker takes them modulo each input's size.
 SHIFTS = 2**31
 #: Timed call ``i`` (from 0) is audited with probability ``min(1, AUDIT_WEIGHT / (i + 1))``, drawn by the

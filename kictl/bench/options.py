@@ -20,6 +20,11 @@ DEFAULT_ROUNDS = 3
 DEFAULT_TIMEOUT_S = 600.0
 DEFAULT_TARGET_ERROR = 0.02
 DEFAULT_TIME_BUDGET_S = 2.0
+#: What caps the GPU's default fixed count (``fixed_count_budget``): 1 s of timed calls.  A kernel's 300 calls
+#: take 0.6-0.9 s of the parent's time with the harness (2-3 ms a call on the H200, call X of RESULTS.md), so
+#: kernels up to about a millisecond make them all; a host-bound reference (6-70 ms a call) stops after
+#: ``loop.MIN_CALLS_UNDER_BUDGET``.
+GPU_COUNT_BUDGET_S = 1.0
 DEFAULT_INPUT_SETS = 4
 
 
@@ -63,7 +68,7 @@ def fixed_count_budget(options: BenchOptions, device: str) -> float | None:
     """Seconds of timed calls after which a *fixed* count stops early (``None``: the count is exact).
 
     ``--time-budget`` given caps any count. Without it, the GPU's default count (100 × 3) is capped by
-    :data:`DEFAULT_TIME_BUDGET_S`, as a profiler's timed repetition is by time: an implementation slower
+    :data:`GPU_COUNT_BUDGET_S`, as a profiler's timed repetition is by time: an implementation slower
     than a few milliseconds a call (a host-bound reference) stops once the budget is spent, after at least
     ``loop.MIN_CALLS_UNDER_BUDGET`` calls; a fast one makes its 300 calls. An ``--iterations`` given
     without ``--time-budget`` is exact.
@@ -72,7 +77,7 @@ def fixed_count_budget(options: BenchOptions, device: str) -> float | None:
         return options.time_budget_s
     if device == "cpu" or options.iterations is not None:
         return None
-    return DEFAULT_TIME_BUDGET_S
+    return GPU_COUNT_BUDGET_S
 
 
 def resolve_device(requested: str) -> str:

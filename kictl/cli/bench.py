@@ -101,8 +101,8 @@ def bench(
     time_budget: Annotated[
         float | None,
         typer.Option(
-            help="Seconds of timed calls per run at most (default 2: the CPU's adaptive count, and the GPU's "
-            "default 100x3, stop there, a GPU run after at least 30 calls); with --iterations it caps that count."
+            help="Seconds of timed calls per run at most (default: the CPU's adaptive count stops at 2, the "
+            "GPU's default 100x3 at 1, after at least 20 calls); with --iterations it caps that count."
         ),
     ] = None,
     threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,

@@ -135,3 +135,33 @@ def test_the_fast_paths_give_the_element_wise_answer() -> None:
     worse = correctness.compare_output("o", got, want, shape=(n,), dtype="bfloat16", tolerance=tolerance)
     assert worse.status == "incorrect_numerical"
     assert worse.matched_ratio == pytest.approx((n - 1) / n)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("atol", [1e-2, 0.0])
+def test_the_finite_fast_path_agrees_with_the_whole_rule(dtype: torch.dtype, atol: float) -> None:
+    """Chunks with and without NaNs and infinities, on either side, at chunk edges: the same counts and errors
+    as the element-wise rule applied to the whole output at once, to the last bit."""
+    generator = torch.Generator().manual_seed(11)
+    n = 5 * (1 << 16) + 77
+    want = (torch.randn(n, generator=generator, dtype=torch.float64) * 3).to(dtype)
+    got = (want.to(torch.float64) + 0.02 * torch.randn(n, generator=generator, dtype=torch.float64)).to(dtype)
+    chunk = 1 << 16
+    specials = [math.nan, math.inf, -math.inf]
+    for k, where in enumerate([3, chunk - 1, chunk, 2 * chunk + 5, 4 * chunk + 70]):
+        if k % 2:
+            want[where] = specials[k % 3]
+        else:
+            got[where] = specials[k % 3]
+    got[2 * chunk + 9] = want[2 * chunk + 9] = math.inf  # an infinity the output matches
+    if dtype == torch.float64:
+        got[3 * chunk + 1], want[3 * chunk + 1] = 1e308, -1e308  # finite values whose difference overflows
+    tolerance = Tolerance(atol=atol, rtol=1e-2, required_matched_ratio=0.5)
+    found = compare_output("o", got, want, shape=(n,), dtype=str(dtype).removeprefix("torch."), tolerance=tolerance)
+    floor = atol if atol > 0 else 1e-12
+    matched, max_abs, max_rel = correctness._general_chunk(
+        got.to(torch.float64), want.to(torch.float64), tolerance, floor
+    )
+    assert found.matched_ratio == matched / n
+    assert (found.maximum_absolute_error, found.maximum_relative_error) == (max_abs, max_rel)
+    assert 0.5 < found.matched_ratio < 1.0  # some elements outside the tolerance, and the specials

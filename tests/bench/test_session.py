@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kictl.bench import session as session_module
-from kictl.bench.options import DEFAULT_TIME_BUDGET_S, fixed_count_budget
+from kictl.bench.options import GPU_COUNT_BUDGET_S, fixed_count_budget
 from kictl.bench.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.store import Registry
@@ -164,7 +164,7 @@ def test_adaptive_repetition_stops_at_the_target(shared_registry: Registry) -> N
 
 
 def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Registry) -> None:
-    """A count capped by --time-budget (the GPU's default 100x3 is, at 2 s) stops early, after 30 calls at least."""
+    """A count capped by --time-budget (the GPU's default 100x3 is, at 1 s) stops early, after 20 calls at least."""
     slow = {label: Behaviour(delays={"call": 0.004}) for label in ("reference", "impl0", "impl1")}
     report = run_bench(
         shared_registry,
@@ -175,8 +175,8 @@ def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Regi
     )
     for run in report.runs:
         timing = run.run.raw["spec"]["timing"] if run.run else {}
-        assert timing["stopReason"] == "time budget of 0.05 s spent after 30 of 100 timed calls", timing
-        assert len(timing["samples"]) == 30
+        assert timing["stopReason"] == "time budget of 0.05 s spent after 20 of 100 timed calls", timing
+        assert len(timing["samples"]) == 20
     (protocol,) = [r for r in report.records if r.kind == "BenchmarkProtocol"]
     measurement = protocol.raw["spec"]["measurement"]
     assert (measurement["iterations"], measurement["timeBudgetS"]) == (100, 0.05)
@@ -184,7 +184,7 @@ def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Regi
 
 
 def test_the_gpus_default_count_is_capped_and_an_explicit_one_is_exact() -> None:
-    assert fixed_count_budget(BenchOptions(), "cuda:0") == DEFAULT_TIME_BUDGET_S
+    assert fixed_count_budget(BenchOptions(), "cuda:0") == GPU_COUNT_BUDGET_S == 1.0
     assert fixed_count_budget(BenchOptions(iterations=100), "cuda:0") is None
     assert fixed_count_budget(BenchOptions(iterations=100, time_budget_s=5.0), "cuda:0") == 5.0
     assert fixed_count_budget(BenchOptions(), "cpu") is None  # the CPU's default count is adaptive
