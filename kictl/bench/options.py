@@ -143,6 +143,14 @@ def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, 
     return warmup, iterations, trials
 
 
+def usable_cpus() -> int:
+    """How many CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - Linux has it
+        return os.cpu_count() or 1
+
+
 def pinned_cpus(threads: int) -> tuple[int, ...]:
     """The CPUs a worker is pinned to: the last ``threads`` of those kictl may use (CPU 0 takes interrupts)."""
     try:

@@ -47,6 +47,7 @@ from kictl.bench.options import (
     fixed_count_budget,
     pinned_cpus,
     resolve_device,
+    usable_cpus,
 )
 from kictl.bench.phases import PhaseClock
 from kictl.bench.results import (
@@ -71,6 +72,13 @@ ProgressCallback = Callable[[str], None]
 #: Whether the correctness rounds and setup() of several implementations overlap on the CPU device too
 #: (they always do on a GPU); off, because every worker is pinned to the one CPU the timed calls use.
 OVERLAP_PREPARE_ON_CPU = False
+#: kictl's reference workers on a GPU, all running the definition's reference, the audited calls' inputs shared
+#: out among them: a reference is often host-bound (a Python loop over a batch: 6-70 ms a call on the H200 for
+#: the bundled attention references) or dominated by copying its outputs back, and its outputs are wanted while
+#: the implementations' workers are held idle.  At most one per 4 CPUs; one on the CPU device, where every
+#: worker shares the timed calls' CPU.
+REFERENCE_WORKERS_ON_GPU = 4
+REFERENCE_WORKERS_ON_CPU = 1
 WorkerFactory = Callable[[str], Any]
 
 
@@ -267,6 +275,10 @@ class _Session:
             impl.record.digest: make(f"impl{n}", impl.record.digest) for n, impl in enumerate(implementations)
         }
         self.reference_worker = make("reference", definition.digest)
+        #: every reference worker, the first one first (``reference_pool_size``)
+        self.reference_workers = [self.reference_worker] + [
+            make(f"reference{n}", definition.digest) for n in range(2, reference_pool_size(device) + 1)
+        ]
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
@@ -278,7 +290,7 @@ class _Session:
 
     @property
     def all_workers(self) -> list[Any]:
-        return [self.reference_worker, *self.workers.values()]
+        return [*self.reference_workers, *self.workers.values()]
 
     def spawn(self) -> None:
         """Start every worker that is not running, all at once (their imports overlap); ``wait_ready`` waits."""
@@ -586,14 +598,42 @@ class _Session:
         self, context: WorkloadContext, plans: _Plans, wanted: Sequence[tuple[str, wire.Plan, int, int]]
     ) -> dict[str, list[Any]]:
         """The definition's reference on the ``wanted`` inputs (label, plan, shift, perturbation seed), from
-        kictl's own worker.
+        kictl's own workers: ``wanted`` in consecutive shares, one per reference worker, each in a thread of its
+        own (consecutive labels share an input set, which a worker then makes once).
 
-        Raises ``_Skip`` when the reference fails.
+        Raises ``_Skip`` when the reference fails (after every share is done).
         """
+        from concurrent.futures import ThreadPoolExecutor
+
+        count = min(len(self.reference_workers), len(wanted))
+        if count <= 1:
+            return self._reference_share(self.reference_worker, context, plans, wanted)
+        shares = [list(wanted[n * len(wanted) // count : (n + 1) * len(wanted) // count]) for n in range(count)]
+        with ThreadPoolExecutor(max_workers=count, thread_name_prefix="kictl-reference") as pool:
+            futures = [
+                pool.submit(self._reference_share, worker, context, plans, share)
+                for worker, share in zip(self.reference_workers, shares, strict=False)
+            ]
+            errors = [future.exception() for future in futures]
+        for error in errors:
+            if error is not None:
+                raise error
+        outputs: dict[str, list[Any]] = {}
+        for future in futures:
+            outputs.update(future.result())
+        return outputs
+
+    def _reference_share(
+        self,
+        worker: Any,
+        context: WorkloadContext,
+        plans: _Plans,
+        wanted: Sequence[tuple[str, wire.Plan, int, int]],
+    ) -> dict[str, list[Any]]:
+        """One reference worker's share of ``reference_outputs``; raises ``_Skip`` when the reference fails."""
         from kictl.bench.worker import unpack
 
         name = context.record.name
-        worker = self.reference_worker
         outputs: dict[str, list[Any]] = {}
         try:
             if not worker.alive or not worker.loaded:
@@ -602,7 +642,7 @@ class _Session:
                 worker.request(reference_load(self.spec), self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
                 worker.loaded = True
             if wanted and all(shift for _, _, shift, _ in wanted):
-                self.say(f"{name}: reference outputs for {len(wanted)} audited call(s)")
+                self.say(f"{name}: reference outputs for {len(wanted)} audited call(s) ({worker.label})")
             for label, plan, shift, perturb in wanted:
                 if not shift:
                     self.say(f"{name}: reference outputs, {label}")
@@ -641,6 +681,13 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def reference_pool_size(device: str) -> int:
+    """How many reference workers a session on ``device`` runs (``REFERENCE_WORKERS_ON_GPU``)."""
+    if device == "cpu":
+        return max(1, REFERENCE_WORKERS_ON_CPU)
+    return max(1, min(REFERENCE_WORKERS_ON_GPU, usable_cpus() // 4))
 
 
 def stream_rule(timer_name: str | None, dependencies_error: str | None) -> str | None:
@@ -699,7 +746,8 @@ class KeptWorkers:
         threads: int,
         progress: ProgressCallback,
     ) -> WorkerProcess:
-        key = (label == "reference", digest, device, isolation, cpus, threads)
+        # an implementation's worker by its digest alone; kictl's reference workers by label too (there may be several)
+        key = (label if label.startswith("reference") else "", digest, device, isolation, cpus, threads)
         found = self._workers.get(key)
         if found is None:
             logs = self.base / f"w{len(self._workers)}" / "logs"

@@ -130,6 +130,42 @@ def test_reference_outputs_come_from_kictls_reference_worker_only(shared_registr
     assert _statuses(report)["torch_rmsnorm"][0] == "passed"
 
 
+def test_the_reference_outputs_are_shared_out_among_the_reference_workers(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several reference workers (the GPU's way): each imports the reference once and makes a share of the
+    outputs, the runs are judged as with one; one of them failing skips the workload, as one reference would."""
+    monkeypatch.setattr(session_module, "REFERENCE_WORKERS_ON_CPU", 3)
+    pool = ("reference", "reference2", "reference3")
+    behaviours = {label: Behaviour() for label in (*pool, "impl0", "impl1")}
+    options = BenchOptions(device="cpu", workloads=("b1", "b7"), rounds=3, warmup=0, iterations=12)
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        options,
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    assert [run.status for run in report.runs] == ["passed"] * 4
+    audited = sum(run.run.raw["spec"]["timing"]["audited"] for run in report.runs if run.run)
+    made = [behaviours[label].requests.count("reference") for label in pool]
+    assert all(count > 0 for count in made), made
+    assert sum(made) >= 2 * 3 + audited // 2  # the rounds of both workloads, and the audits (some shared)
+    assert all(behaviours[label].requests.count("load") == 1 for label in pool)
+    behaviours["reference3"] = Behaviour(at="reference", how="runtime_error")
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        options,
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    assert report.runs == []
+    assert [why for _, why in report.skipped] == [
+        "the definition's reference failed (runtime_error): fake runtime_error at reference"
+    ] * 2
+
+
 def test_a_failing_reference_skips_the_workload_and_nothing_else(shared_registry: Registry) -> None:
     report, _ = _session(shared_registry, None, reference=Behaviour(at="reference", how="runtime_error"))
     assert report.runs == []
@@ -220,12 +256,15 @@ def test_preparation_overlaps_and_the_warm_up_does_not(
 
 @pytest.mark.slow
 def test_overlapped_preparation_with_real_workers(shared_registry: Registry, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The GPU's way through a workload (correctness and setup() of every implementation at once), with real
-    sandboxed workers on the CPU: a crashing implementation is its own failure, restarted for the next workload."""
+    """The GPU's way through a workload (correctness and setup() of every implementation at once, the reference's
+    outputs shared out among two reference workers), with real sandboxed workers on the CPU: a crashing
+    implementation is its own failure, restarted for the next workload."""
     from tests.bench.conftest import UNSANDBOXED
 
     monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", True)
+    monkeypatch.setattr(session_module, "REFERENCE_WORKERS_ON_CPU", 2)
     impls = [*(str(path) for path in HONEST_IMPLS), str(HOSTILE_FILE), str(CHEATS / "rmsnorm_crashes.py")]
+    said: list[str] = []
     report = run_bench(
         shared_registry,
         RMSNORM,
@@ -233,7 +272,11 @@ def test_overlapped_preparation_with_real_workers(shared_registry: Registry, mon
         BenchOptions(
             device="cpu", workloads=("b1", "b7"), warmup=2, iterations=10, rounds=2, no_sandbox=bool(UNSANDBOXED)
         ),
+        progress=said.append,
     )
+    for workload in ("b1", "b7"):  # both reference workers made audited calls' outputs
+        shares = [line for line in said if line.startswith(f"{workload}: reference outputs for ")]
+        assert {line.rsplit("(", 1)[1] for line in shares} == {"reference)", "reference2)"}, shares
     found = {(run.implementation.rsplit("_", 1)[0], run.workload): run.status for run in report.runs}
     for workload in ("b1", "b7"):
         assert found[("reference", workload)] == "passed"
