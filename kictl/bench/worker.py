@@ -271,7 +271,10 @@ class Worker:
         self.rolled: list[bool] = []
         self.current_shift = 0
         self.current_perturb = 0
-        self.reference_inputs: dict[str, list[Any]] = {}
+        #: the plan the reference's inputs were last made for, and those inputs (a label alone names no plan:
+        #: every workload has an "input set 0")
+        self.reference_plan: wire.Plan | None = None
+        self.reference_inputs: list[Any] = []
         self.time_setup = False
         self.last: list[Any] | str | None = None
 
@@ -392,9 +395,11 @@ class Worker:
     def reference(self, request: wire.Reference) -> wire.Message:
         assert self.run is not None
         names = [spec.name for spec in request.outputs]
-        if request.plan.label not in self.reference_inputs:
-            self.reference_inputs = {request.plan.label: self.inputs(request.plan)}
-        made = self.reference_inputs[request.plan.label]
+        if request.plan != self.reference_plan:  # the whole plan: its seeds, index values and blobs
+            self.reference_plan, self.reference_inputs = None, []
+            self.reference_inputs = self.inputs(request.plan)
+            self.reference_plan = request.plan
+        made = self.reference_inputs
         rolled = [spec.kind == "random" for spec in request.plan.inputs]
         args = [
             _perturbed(_rolled(value, request.shift), request.perturb) if roll else value

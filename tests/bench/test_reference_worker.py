@@ -1,0 +1,56 @@
+"""kictl's reference worker, a real process: what it answers is always for the plan it was given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from kictl.bench import sandbox, wire
+from kictl.bench.implementation import reference_load
+from kictl.bench.inputs import materialize_spec, plan_inputs, to_wire, with_secret_values
+from kictl.bench.runner import WorkerProcess
+from kictl.bench.session import select_workloads
+from kictl.bench.worker import _rolled, unpack
+from kictl.definitions import signature
+from kictl.records import DefinitionSpec
+from kictl.store import Registry
+from tests.bench.fakes import rmsnorm
+
+
+def test_inputs_are_made_again_for_another_plan_under_the_same_label(shared_registry: Registry, tmp_path: Path) -> None:
+    """Every workload has an "input set 0": a worker that kept its inputs by label answered one workload's
+    audit with another's inputs (seen on the H200 with several reference workers, as outputs of the wrong
+    shape).  Two workloads and two secrets under one label, one after another, each answered for its own."""
+    definition = shared_registry.resolve("rmsnorm_h4096", ["Definition"])
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    order = signature(spec, source="rmsnorm").inputs
+    workloads = select_workloads(shared_registry, definition, ["b1", "b7"])
+    label = "input set 0"
+    plans = [
+        to_wire(with_secret_values(plan_inputs(spec, w, order, shared_registry.read_blob), secret, label), label)
+        for w in workloads
+        for secret in ("one secret", "another secret")
+    ]
+    outputs = (wire.OutputSpec(name="output", shape=(0,), dtype="bfloat16"),)
+    worker = WorkerProcess("reference", "cpu", tmp_path, sandbox.Isolation(None))
+    try:
+        worker.start()
+        worker.request(reference_load(spec), 60, frozenset({wire.Loaded.TYPE}))
+        for plan in [*plans, plans[0]]:
+            answer = worker.request(
+                wire.Reference(plan=plan, outputs=outputs, shift=5, perturb=0), 60, frozenset({wire.Outputs.TYPE})
+            )
+            assert isinstance(answer, wire.Outputs)
+            got = unpack(answer.tensors[0])
+            args = [materialize_spec(item, "cpu") for item in plan.inputs]
+            args = [
+                _rolled(value, 5) if item.kind == "random" else value
+                for value, item in zip(args, plan.inputs, strict=True)
+            ]
+            want = rmsnorm(*args)
+            assert got.shape == want.shape
+            assert torch.allclose(got.float(), want.float(), atol=2e-2, rtol=2e-2)
+    finally:
+        worker.stop()
