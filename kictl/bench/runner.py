@@ -183,6 +183,7 @@ class WorkerProcess:
         threads: int = 1,
         startup_timeout: float = 300.0,
         progress: Callable[[str], None] | None = None,
+        cupti: bool = True,
     ) -> None:
         #: told what the parent waits for, every ``HEARTBEAT_S`` of a long wait (``kictl bench --timings``)
         self.progress = progress
@@ -193,6 +194,8 @@ class WorkerProcess:
         self.isolation = isolation
         self.cpus = cpus
         self.threads = threads
+        #: whether the worker attaches CUPTI on a GPU (kictl's reference workers time nothing: they do not)
+        self.cupti = cupti
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.fd_to: int | None = None
@@ -258,6 +261,7 @@ class WorkerProcess:
             ",".join(map(str, self.cpus)),
             "--threads",
             str(self.threads),
+            *([] if self.cupti else ["--no-cupti"]),
         ]
         with open(self.log_path, "ab") as log:
             try:

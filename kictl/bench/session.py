@@ -269,7 +269,16 @@ class _Session:
                 return worker_factory(label)
             if kept is not None:  # an executor's long-lived workers: one per record, device and sandbox
                 return kept.worker(label, digest, device, isolation, cpus, options.threads, say)
-            return WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=options.threads, progress=say)
+            return WorkerProcess(
+                label,
+                device,
+                logs,
+                isolation,
+                cpus=cpus,
+                threads=options.threads,
+                progress=say,
+                cupti=not label.startswith("reference"),  # kictl's reference workers time nothing
+            )
 
         self.workers = {
             impl.record.digest: make(f"impl{n}", impl.record.digest) for n, impl in enumerate(implementations)
@@ -408,9 +417,11 @@ class _Session:
         self.timer_name = name
         return name
 
-    def loop_options(self, env: dict[str, Any], worker: WorkerProcess | None = None) -> LoopOptions:
+    def loop_options(self, env: dict[str, Any], worker: WorkerProcess) -> LoopOptions:
+        """How ``worker``'s timed calls go (its timer resolved from what it reported: the reference workers,
+        which time nothing, never decide it)."""
         warmup, iterations, trials = self.counts
-        timer = self.resolve_timer(worker or self.reference_worker)
+        timer = self.resolve_timer(worker)
         return LoopOptions(
             warmup=warmup,
             iterations=iterations,
@@ -751,7 +762,16 @@ class KeptWorkers:
         found = self._workers.get(key)
         if found is None:
             logs = self.base / f"w{len(self._workers)}" / "logs"
-            found = WorkerProcess(label, device, logs, isolation, cpus=cpus, threads=threads, progress=progress)
+            found = WorkerProcess(
+                label,
+                device,
+                logs,
+                isolation,
+                cpus=cpus,
+                threads=threads,
+                progress=progress,
+                cupti=not label.startswith("reference"),
+            )
             self._workers[key] = found
         found.progress = progress  # its label stays the first one: its log files are named after it
         return found

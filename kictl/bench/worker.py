@@ -675,6 +675,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--device", required=True)
     parser.add_argument("--cpus", default="")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no-cupti", action="store_true", help="time nothing: kictl's reference worker")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # and so does a timeout (runner._gone)
@@ -694,7 +695,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             torch.cuda.set_device(torch.device(args.device))
             torch.cuda.init()  # type: ignore[no-untyped-call]
             # CUPTI attaches before anything of the implementation's is imported: its callbacks are kictl's
-            collector, cupti_error = _attach_cupti()
+            if args.no_cupti:
+                cupti_error = "not attached: this worker times nothing"
+            else:
+                collector, cupti_error = _attach_cupti()
             # the context, its threads and cuBLAS's handle exist before the thread count kictl judges against
             probe = torch.randn(64, 64, device=args.device)
             (probe @ probe).sum().item()

@@ -54,3 +54,27 @@ def test_inputs_are_made_again_for_another_plan_under_the_same_label(shared_regi
             assert torch.allclose(got.float(), want.float(), atol=2e-2, rtol=2e-2)
     finally:
         worker.stop()
+
+
+def test_the_reference_workers_do_not_attach_cupti(shared_registry: Registry, tmp_path: Path) -> None:
+    """kictl's reference workers time nothing: they start without CUPTI (on a GPU, its activity records
+    would cost the reference's many small kernels and their start); the implementations' workers attach it."""
+    from kictl.bench.session import BenchOptions, KeptWorkers, run_bench
+    from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED
+
+    kept = KeptWorkers(tmp_path / "kept")
+    try:
+        report = run_bench(
+            shared_registry,
+            "rmsnorm_h4096",
+            [str(IMPLEMENTATIONS / "rmsnorm_h4096" / "torch_rmsnorm")],
+            BenchOptions(
+                device="cpu", workloads=("b1",), rounds=1, warmup=0, iterations=3, no_sandbox=bool(UNSANDBOXED)
+            ),
+            kept=kept,
+        )
+        assert [run.status for run in report.runs] == ["passed"]
+        flags = {worker.label: worker.cupti for worker in kept.workers()}
+        assert flags == {"impl0": True, "reference": False}, flags
+    finally:
+        kept.close()
