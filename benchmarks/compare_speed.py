@@ -9,10 +9,8 @@ Times ``kictl.bench.correctness.compare_output`` on outputs of the sizes the
 bundled attention workloads give (bfloat16 ``output`` and float32 ``lse``),
 near but not equal to the reference (an audit of an honest run), and with one
 NaN in every chunk (every chunk takes the general rule: the slow path's cost).
-Last, eight audits of the largest output compared at once, as the records
-phase does (``verdict._each``: up to ``COMPARE_THREADS`` threads, one per
-CPU).  Prints a table of the median of ``--repeats`` in milliseconds and
-elements per second; nothing is written.
+Prints a table of the median of ``--repeats`` in milliseconds and elements per
+second; nothing is written.
 """
 
 from __future__ import annotations
@@ -63,26 +61,6 @@ def main() -> int:
                 took.append(time.perf_counter() - began)
             median = statistics.median(took)
             print(f"| {what} | {count} | {path} | {median * 1e3:.1f} | {count / median / 1e6:.0f} |")
-    from kictl.bench import verdict
-
-    what, count, dtype_name = CASES[0]
-    dtype = getattr(torch, dtype_name)
-    generator = torch.Generator().manual_seed(count)
-    want = torch.randn(count, generator=generator).to(dtype)
-    audits = [(want.float() + 1e-3 * torch.randn(count, generator=generator)).to(dtype) for _ in range(8)]
-    took = []
-    for _ in range(args.repeats):
-        began = time.perf_counter()
-        verdict._each(
-            lambda got: correctness.compare_output(
-                "o", got, want, shape=(count,), dtype=dtype_name, tolerance=tolerance
-            ),
-            audits,
-        )
-        took.append(time.perf_counter() - began)
-    median = statistics.median(took)
-    path = f"8 audits at once ({verdict.COMPARE_THREADS} threads at most)"
-    print(f"| {what} | {8 * count} | {path} | {median * 1e3:.1f} | {8 * count / median / 1e6:.0f} |")
     return 0
 
 

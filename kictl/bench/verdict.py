@@ -14,34 +14,16 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from kictl.bench import correctness, integrity
 from kictl.bench.integrity import Check
 from kictl.bench.loop import RunEvidence, consistency_notes
-from kictl.bench.options import usable_cpus
 from kictl.bench.timing import summarize
 from kictl.records import StoredRecord
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-#: Threads that compare audited outputs with the reference's at once (torch's CPU operations let go of the
-#: GIL); the records phase runs while every worker waits, so they take CPUs from nothing that is timed.
-COMPARE_THREADS = 8
-_T = TypeVar("_T")
-_R = TypeVar("_R")
-
-
-def _each(function: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
-    """``function`` of every item, in order; in up to ``COMPARE_THREADS`` threads (as many as there are CPUs)."""
-    threads = min(COMPARE_THREADS, usable_cpus(), len(items))
-    if threads <= 1:
-        return [function(item) for item in items]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kictl-compare") as pool:
-        return list(pool.map(function, items))
 
 
 #: Checks judged from the notes the worker and the parent made.
@@ -93,17 +75,13 @@ def audit_label(set_label: str, shift: int, perturb: int = 0) -> str:
 
 
 def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
-    items = [
-        (label, name, tensor, want)
-        for label, outputs in labelled
-        for name, tensor, want in zip(context.names, outputs, refs.get(label, [None] * len(outputs)), strict=False)
-    ]
-    counts = _each(lambda item: integrity.poisoned_elements(item[2], item[3]), items)
-    return [
-        f"{count} elements of {name} ({label}) were never written"
-        for (label, name, _, _), count in zip(items, counts, strict=True)
-        if count
-    ]
+    found = []
+    for label, outputs in labelled:
+        for name, tensor, want in zip(context.names, outputs, refs.get(label, [None] * len(outputs)), strict=False):
+            count = integrity.poisoned_elements(tensor, want)
+            if count:
+                found.append(f"{count} elements of {name} ({label}) were never written")
+    return found
 
 
 def _fingerprint(outputs: list[Any]) -> tuple[Any, ...]:
@@ -184,24 +162,21 @@ def integrity_checks(
     # timed calls, chosen at random after they returned, gave correct outputs for the values they got
     rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
     errors = [out for _, _, _, out in evidence.audits if isinstance(out, str)]
-    judged = [(label, out, key) for label, out, key in audits if key in refs]
-    comparisons = _each(
-        lambda item: correctness.compare_round(
+    wrong = []
+    for label, out, key in audits:
+        if key not in refs:
+            continue
+        compared = correctness.compare_round(
             0,
             context.names,
-            item[1],
-            refs[item[2]],
+            out,
+            refs[key],
             shapes=context.shapes,
             dtypes=context.dtypes,
             tolerance=context.tolerance,
-        ),
-        judged,
-    )
-    wrong = [
-        f"{label}: {compared.detail}"
-        for (label, _, _), compared in zip(judged, comparisons, strict=True)
-        if compared.status != "passed"
-    ]
+        )
+        if compared.status != "passed":
+            wrong.append(f"{label}: {compared.detail}")
     key = Check.TIMED_OUTPUTS_CORRECT.value
     if errors:
         checks[key] = integrity.result(integrity.FAILED, f"a timed call {errors[0]}")
