@@ -24,8 +24,6 @@ from kictl.bench.timing import summarize
 from kictl.records import StoredRecord
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
 #: Checks judged from the notes the worker and the parent made.
 NOTED = (
     Check.INPUTS_UNCHANGED,
