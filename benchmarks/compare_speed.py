@@ -36,13 +36,17 @@ CASES = [
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads (the parent's default)")
+    parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads")
+    parser.add_argument("--chunk", type=int, help="elements per chunk and torch thread (correctness._CHUNK)")
     args = parser.parse_args()
     import torch
 
     from kictl.bench import correctness
 
     torch.set_num_threads(args.threads)
+    if args.chunk:
+        correctness._CHUNK = args.chunk
+    print(f"torch threads {torch.get_num_threads()}, chunks of {correctness.chunk_elements()} elements")
     tolerance = correctness.Tolerance()
     print("| output | elements | path | median ms | M elements/s |")
     print("| --- | ---: | --- | ---: | ---: |")
@@ -52,7 +56,7 @@ def main() -> int:
         want = torch.randn(count, generator=generator).to(dtype)
         near = (want.float() + 1e-3 * torch.randn(count, generator=generator)).to(dtype)
         spoiled = near.clone()
-        spoiled[:: correctness._CHUNK] = float("nan")
+        spoiled[:: correctness.chunk_elements()] = float("nan")
         for path, got in (("finite (an honest audit)", near), ("a NaN in every chunk", spoiled)):
             took = []
             for _ in range(args.repeats):

@@ -29,10 +29,11 @@ COMPARATOR = "allclose |x-y| <= atol + rtol*|y|; NaN matches NaN; inf must equal
 DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
 DEFAULT_MATCHED_RATIO = 1.0
-#: Elements per chunk: four float64 buffers of 512 KiB, reused, stay near a core, and torch does not split an
-#: operation this small over threads.  A comparison of 12.6 M bfloat16 elements on one thread of the
-#: development machine: 2.0 s in chunks of 4 M and 0.29 s in chunks of 32 K with a fresh temporary per
-#: operation; 0.04 s with the finite fast path in reused buffers of 64 K (benchmarks/compare_speed.py).
+#: Elements per chunk and per torch thread (``chunk_elements``): four float64 buffers of 512 KiB a thread,
+#: reused, stay near its core.  A comparison of 12.6 M bfloat16 elements (benchmarks/compare_speed.py): on one
+#: thread of the development machine 2.0 s in chunks of 4 M and 0.29 s in chunks of 32 K with a fresh
+#: temporary per operation, 0.04 s with the finite fast path in reused buffers of 64 K; on the H200 machine's
+#: host, 119 ms on one thread, 65 ms on 16 threads in chunks of 64 K, 19 ms on 16 threads in chunks of 1 M.
 _CHUNK = 1 << 16
 
 
@@ -134,14 +135,15 @@ def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) 
     import torch
 
     total = flat_x.numel()
-    size = min(_CHUNK, total)
+    chunk = chunk_elements()
+    size = min(chunk, total)
     buffers = [torch.empty(size, dtype=torch.float64) for _ in range(4)]
     close_buffer = torch.empty(size, dtype=torch.bool)
     matched = 0
     max_abs = 0.0
     max_rel = 0.0
-    for start in range(0, total, _CHUNK):
-        count = min(_CHUNK, total - start)
+    for start in range(0, total, chunk):
+        count = min(chunk, total - start)
         x, y, diff, bound = (buffer[:count] for buffer in buffers)
         x.copy_(flat_x[start : start + count])
         y.copy_(flat_y[start : start + count])
@@ -159,6 +161,14 @@ def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) 
         torch.abs(y, out=bound).clamp_(min=floor)
         max_rel = max(max_rel, float(diff.div_(bound).max()))
     return matched, max_abs, max_rel
+
+
+def chunk_elements() -> int:
+    """Elements per chunk of a comparison: ``_CHUNK`` for each of torch's threads (which split an operation
+    only when each gets tens of thousands of elements)."""
+    import torch
+
+    return _CHUNK * max(1, torch.get_num_threads())
 
 
 def _general_chunk(x: Any, y: Any, tolerance: Tolerance, floor: float) -> tuple[int, float, float]:

@@ -106,7 +106,7 @@ def test_outputs_identical_is_bitwise() -> None:
 def test_the_fast_paths_give_the_element_wise_answer() -> None:
     """Equal outputs skip the element-wise pass, and large outputs go in chunks: the answer is the same."""
     torch.manual_seed(7)
-    n = 3 * (1 << 15) + 123  # several chunks and a partial one
+    n = 3 * correctness.chunk_elements() + 123  # several chunks and a partial one
     want = torch.randn(n).to(torch.bfloat16)
     want[5], want[6], want[7] = float("inf"), float("-inf"), 0.0
     near = want.float() + 2e-3 * torch.randn(n)
@@ -143,10 +143,10 @@ def test_the_finite_fast_path_agrees_with_the_whole_rule(dtype: torch.dtype, ato
     """Chunks with and without NaNs and infinities, on either side, at chunk edges: the same counts and errors
     as the element-wise rule applied to the whole output at once, to the last bit."""
     generator = torch.Generator().manual_seed(11)
-    n = 5 * (1 << 16) + 77
+    chunk = correctness.chunk_elements()
+    n = 5 * chunk + 77
     want = (torch.randn(n, generator=generator, dtype=torch.float64) * 3).to(dtype)
     got = (want.to(torch.float64) + 0.02 * torch.randn(n, generator=generator, dtype=torch.float64)).to(dtype)
-    chunk = 1 << 16
     specials = [math.nan, math.inf, -math.inf]
     for k, where in enumerate([3, chunk - 1, chunk, 2 * chunk + 5, 4 * chunk + 70]):
         if k % 2:
