@@ -139,13 +139,17 @@ def test_the_reference_outputs_are_shared_out_among_the_reference_workers(
     pool = ("reference", "reference2", "reference3")
     behaviours = {label: Behaviour() for label in (*pool, "impl0", "impl1")}
     options = BenchOptions(device="cpu", workloads=("b1", "b7"), rounds=3, warmup=0, iterations=12)
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        options,
-        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
-    )
+
+    def session() -> BenchReport:
+        return run_bench(
+            shared_registry,
+            RMSNORM,
+            [str(path) for path in HONEST_IMPLS],
+            options,
+            worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+        )
+
+    report = session()
     assert [run.status for run in report.runs] == ["passed"] * 4
     audited = sum(run.run.raw["spec"]["timing"]["audited"] for run in report.runs if run.run)
     made = [behaviours[label].requests.count("reference") for label in pool]
@@ -153,13 +157,7 @@ def test_the_reference_outputs_are_shared_out_among_the_reference_workers(
     assert sum(made) >= 2 * 3 + audited // 2  # the rounds of both workloads, and the audits (some shared)
     assert all(behaviours[label].requests.count("load") == 1 for label in pool)
     behaviours["reference3"] = Behaviour(at="reference", how="runtime_error")
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        options,
-        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
-    )
+    report = session()
     assert report.runs == []
     assert [why for _, why in report.skipped] == [
         "the definition's reference failed (runtime_error): fake runtime_error at reference"
