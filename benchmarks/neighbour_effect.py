@@ -77,7 +77,7 @@ def main() -> int:
     collector = CuptiCollector()
     collector.start()
     timing.bind_originals()
-    registry = Registry(ROOT / "registry")
+    registry = Registry(ROOT)
     definition = registry.resolve(DEFINITION, ["Definition"])
     spec = definition.model.spec
     assert isinstance(spec, DefinitionSpec)
