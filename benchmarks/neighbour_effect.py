@@ -13,7 +13,9 @@ reset, L2 flush, device spin, CUPTI span), the modes taking turns call by call:
 - ``after reference, 1 ms spin``: the same, with a device spin of 1 ms before the call instead of the calibrated
   one (if the GPU's clocks dropped during the neighbour's host-bound call, a longer busy spin restores them);
 - ``after idle``: the host sleeps as long as a reference call took, the device idle (the GPU's clocks alone);
-- ``after traffic``: a device-wide read of 1 GiB before the call (address translation and memory state alone).
+- ``after traffic``: a device-wide read of 1 GiB before the call (address translation and memory state alone);
+- with ``--touch``: ``after touch``, one byte of every 64 KiB of an 8 GiB buffer read before the call (address
+  translation alone: 128 K bytes read), and ``after reference, then touch``.
 
 Run on a CUDA machine with flashinfer and cupti-python (``. benchmarks/h200_setup.sh``), from the repository
 root::
@@ -41,6 +43,11 @@ if str(ROOT) not in sys.path:
 DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
 WORKLOADS = ("q1_kv1", "q154_kv154", "b4x_q64_kv256")
 MODES = ("alone", "after reference", "after reference, 1 ms spin", "after idle", "after traffic")
+#: ``--touch``: whether touching every 64 KiB of an 8 GiB buffer (address translation only, next to no bytes)
+#: moves the figure as the neighbour does, and whether it makes the two alike
+TOUCH_MODES = ("alone", "after reference", "after traffic", "after touch", "after reference, then touch")
+TOUCH_BYTES = 8 << 30
+TOUCH_STRIDE = 64 << 10
 
 
 def _load_flashinfer() -> Any:
@@ -57,7 +64,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200, help="timed calls per workload and mode")
     parser.add_argument("--workload", action="append", help=f"h24 ps1 workload label (default {WORKLOADS})")
+    parser.add_argument("--touch", action="store_true", help=f"the modes {TOUCH_MODES} instead")
     args = parser.parse_args()
+    modes = TOUCH_MODES if args.touch else MODES
     import torch
 
     from kictl.bench import timing
@@ -87,6 +96,7 @@ def main() -> int:
     flashinfer = _load_flashinfer()
     flush_bytes = 2 * int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
     traffic = torch.empty(1 << 30, dtype=torch.uint8, device=device)
+    touched = torch.zeros(TOUCH_BYTES, dtype=torch.uint8, device=device)[::TOUCH_STRIDE] if args.touch else None
     try:
         nvml: Any = Nvml(0)
     except EnvError:  # NVML is optional here: the clock column then says so
@@ -109,10 +119,10 @@ def main() -> int:
         reference["run"](*inputs)
         torch.cuda.synchronize(device)
         reference_s = time.perf_counter() - began
-        samples: dict[str, list[float]] = {mode: [] for mode in MODES}
+        samples: dict[str, list[float]] = {mode: [] for mode in modes}
         clocks: dict[str, int | None] = {}
         for _ in range(args.calls):
-            for mode in MODES:
+            for mode in modes:
                 if mode.startswith("after reference"):
                     reference["run"](*inputs)
                     torch.cuda.synchronize(device)
@@ -122,11 +132,14 @@ def main() -> int:
                 elif mode == "after traffic":
                     traffic.sum(dtype=torch.int64)
                     torch.cuda.synchronize(device)
+                if mode.endswith("touch") and touched is not None:
+                    touched.sum(dtype=torch.int64)
+                    torch.cuda.synchronize(device)
                 timer.spin_ns = 1_000_000 if mode.endswith("1 ms spin") else calibrated
                 samples[mode].append(timer.measure(call).ns / 1000)
                 if nvml is not None:
                     clocks[mode] = nvml.read().sm_clock_mhz
-        for mode in MODES:
+        for mode in modes:
             values = sorted(samples[mode])
             p10, p90 = values[len(values) // 10], values[(9 * len(values)) // 10]
             clock = clocks.get(mode)
