@@ -695,7 +695,19 @@ class _Session:
 
 
 def reference_pool_size(device: str) -> int:
-    """How many reference workers a session on ``device`` runs (``REFERENCE_WORKERS_ON_GPU``)."""
+    """How many reference workers a session on ``device`` runs: ``$KICTL_REFERENCE_WORKERS`` where set (a
+    resource, like a thread count: it changes no figure and no record), else ``REFERENCE_WORKERS_ON_GPU`` on a
+    GPU (at most one per 4 CPUs) and ``REFERENCE_WORKERS_ON_CPU`` on the CPU.
+
+    Raises ``UsageError`` for a value that is not a whole number from 1 to 64.
+    """
+    import os
+
+    given = os.environ.get("KICTL_REFERENCE_WORKERS", "").strip()
+    if given:
+        if not given.isdigit() or not 1 <= int(given) <= 64:
+            raise UsageError(f"KICTL_REFERENCE_WORKERS={given!r}: expected a whole number from 1 to 64")
+        return int(given)
     if device == "cpu":
         return max(1, REFERENCE_WORKERS_ON_CPU)
     return max(1, min(REFERENCE_WORKERS_ON_GPU, usable_cpus() // 4))

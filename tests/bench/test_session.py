@@ -164,6 +164,36 @@ def test_the_reference_outputs_are_shared_out_among_the_reference_workers(
     ] * 2
 
 
+def test_the_reference_workers_can_be_set_and_a_bad_count_is_a_usage_error(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kictl.bench.session import reference_pool_size
+
+    assert reference_pool_size("cpu") == 1
+    monkeypatch.setenv("KICTL_REFERENCE_WORKERS", "2")
+    assert reference_pool_size("cpu") == reference_pool_size("cuda:0") == 2
+    behaviours = {label: Behaviour() for label in ("reference", "reference2", "impl0")}
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(HONEST_IMPLS[1])],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=2, warmup=0, iterations=4),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    assert [run.status for run in report.runs] == ["passed"]
+    assert behaviours["reference2"].requests.count("reference") >= 1
+    for bad in ("0", "many", "-1", "65"):
+        monkeypatch.setenv("KICTL_REFERENCE_WORKERS", bad)
+        with pytest.raises(UsageError, match="KICTL_REFERENCE_WORKERS"):
+            run_bench(
+                shared_registry,
+                RMSNORM,
+                [str(HONEST_IMPLS[1])],
+                BenchOptions(device="cpu", workloads=("b1",)),
+                worker_factory=lambda label: FakeWorker(label, Behaviour()),
+            )
+
+
 def test_a_failing_reference_skips_the_workload_and_nothing_else(shared_registry: Registry) -> None:
     report, _ = _session(shared_registry, None, reference=Behaviour(at="reference", how="runtime_error"))
     assert report.runs == []
