@@ -371,9 +371,9 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
 
     def inputs(self, plan: wire.Plan) -> list[Any]:
-        from kictl.bench.inputs import materialize_spec
+        from kictl.bench.inputs import materialize_plans
 
-        return [materialize_spec(spec, self.device) for spec in plan.inputs]
+        return materialize_plans([plan], self.device)[0]
 
     def output_notes(self, outputs: Sequence[Any], notes: list[wire.Note], where: str) -> None:
         """Shape, dtype and device of every output against the definition's."""
@@ -491,8 +491,9 @@ class Worker:
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
-        self.timed_args = self.inputs(request.setup_plan)
-        self.sets = [self.inputs(plan) for plan in request.timed_plans]
+        from kictl.bench.inputs import materialize_plans
+
+        self.timed_args, *self.sets = materialize_plans([request.setup_plan, *request.timed_plans], self.device)
         self.time_setup = request.time_setup
         pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         notes: list[wire.Note] = []

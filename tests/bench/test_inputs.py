@@ -81,6 +81,36 @@ def test_materialize_is_deterministic_and_matches_a_plain_torch_draw(bundled_reg
     assert isinstance(first["sm_scale"], float)
 
 
+@pytest.mark.parametrize("threshold", [1, 1 << 40], ids=["every-input-in-threads", "one-after-another"])
+def test_inputs_drawn_in_threads_are_the_inputs_drawn_one_after_another(
+    bundled_registry: Registry, monkeypatch: pytest.MonkeyPatch, threshold: int
+) -> None:
+    """A worker draws large inputs of all its input sets in threads: the same values, bit for bit, and every
+    input a tensor of its own (a timed tensor sharing storage with an input set would be overwritten)."""
+    from kictl.bench import inputs as inputs_module
+    from kictl.bench.inputs import materialize_plans, materialize_spec, to_wire, with_secret_values
+
+    monkeypatch.setattr(inputs_module, "PARALLEL_ELEMENTS", threshold)
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "q16_p1")
+    base = plan_inputs(spec, workload, signature(spec).inputs, bundled_registry.read_blob)
+    plans = [to_wire(with_secret_values(base, "secret", f"set {n}"), f"set {n}") for n in range(5)]
+    plans.append(plans[0])  # the same plan twice: still tensors of their own
+    made = materialize_plans(plans, "cpu")
+    tensors = []
+    for plan, values in zip(plans, made, strict=True):
+        assert len(values) == len(plan.inputs)
+        for item, value in zip(plan.inputs, values, strict=True):
+            expected = materialize_spec(item, "cpu")
+            if isinstance(expected, torch.Tensor):
+                assert value.dtype == expected.dtype, item.name
+                assert torch.equal(value, expected), item.name
+                tensors.append(value)
+            else:
+                assert value == expected
+    assert len({t.untyped_storage().data_ptr() for t in tensors if t.numel()}) == len([t for t in tensors if t.numel()])
+
+
 def test_each_round_gets_fresh_values_and_fresh_structure(bundled_registry: Registry) -> None:
     definition, spec = _definition(bundled_registry, PREFILL)
     workload = _workload(bundled_registry, definition, "b8x_q128_p64")
