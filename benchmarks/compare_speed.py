@@ -39,12 +39,14 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch's intra-op threads")
     parser.add_argument("--chunk", type=int, help="elements per chunk and torch thread (correctness._CHUNK)")
     args = parser.parse_args()
+    if args.repeats < 1 or args.threads < 1 or (args.chunk is not None and args.chunk < 1):
+        parser.error("--repeats, --threads and --chunk must be at least 1")
     import torch
 
     from kictl.bench import correctness
 
     torch.set_num_threads(args.threads)
-    if args.chunk:
+    if args.chunk is not None:
         correctness._CHUNK = args.chunk
     print(f"torch threads {torch.get_num_threads()}, chunks of {correctness.chunk_elements()} elements")
     tolerance = correctness.Tolerance()

@@ -66,6 +66,8 @@ def main() -> int:
     parser.add_argument("--workload", action="append", help=f"h24 ps1 workload label (default {WORKLOADS})")
     parser.add_argument("--touch", action="store_true", help=f"the modes {TOUCH_MODES} instead")
     args = parser.parse_args()
+    if args.calls < 1:
+        parser.error("--calls must be at least 1")
     modes = TOUCH_MODES if args.touch else MODES
     import torch
 

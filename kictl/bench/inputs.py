@@ -266,7 +266,8 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
     """Every input of every plan, on ``device``, as ``materialize_spec`` makes each; large inputs in threads.
 
     The result is the same as making each input in turn (each is drawn from its own seed, and each is a tensor
-    of its own); only the time differs: the bundled attention workloads' input sets hold up to 29 M random values.
+    of its own); only the time differs: the bundled attention workloads' input sets hold up to 29 M random values
+    (``benchmarks/input_speed.py``).
     """
     from kictl.bench.options import usable_cpus
 
