@@ -9,7 +9,10 @@ Times, on the host, each step ``kictl.bench.timing.CuptiTimer.measure`` and
 ``CudaEventTimer.measure`` take around one call of a one-kernel function
 (``torch.add`` of two 4 KiB tensors): the device synchronisation, CUPTI's
 buffer flush (``drain``), the persisting-L2 reset, the L2 flush, the spin,
-and the whole ``measure``.  Prints a table of medians and 90th percentiles in
+the read of the touch buffer (``--touch-bytes``, kictl's default 8 GiB), and
+the whole ``measure``, settled call by call and in batches of
+``timing.SETTLE_EVERY`` (one CUPTI flush per batch: the mean then carries the
+flush's share).  Prints a table of medians, means and 90th percentiles in
 microseconds; nothing is written.
 """
 
@@ -27,7 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
-def _cost(step: Callable[[], object], calls: int, sync: Callable[[], None]) -> tuple[float, float]:
+def _cost(step: Callable[[], object], calls: int, sync: Callable[[], None]) -> tuple[float, float, float]:
     samples = []
     for _ in range(calls):
         sync()
@@ -36,16 +39,21 @@ def _cost(step: Callable[[], object], calls: int, sync: Callable[[], None]) -> t
         sync()
         samples.append((time.perf_counter_ns() - begun) / 1000)
     samples.sort()
-    return statistics.median(samples), samples[int(0.9 * (len(samples) - 1))]
+    return statistics.median(samples), statistics.fmean(samples), samples[int(0.9 * (len(samples) - 1))]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--buffer-bytes", type=int, help="the size of CUPTI's activity buffers (default: kictl's)")
+    parser.add_argument("--touch-bytes", type=int, default=8 << 30, help="the touch buffer (default 8 GiB)")
     args = parser.parse_args()
+    if args.calls < 1:
+        parser.error("--calls must be at least 1")
     if args.buffer_bytes is not None and args.buffer_bytes < 4096:
         parser.error("--buffer-bytes must be at least 4096")
+    if args.touch_bytes < 0:
+        parser.error("--touch-bytes must be 0 or more")
     import torch
 
     from kictl.bench import timing
@@ -76,9 +84,10 @@ def main() -> int:
         collector.drain()
 
     cupti = timing.CuptiTimer(device, flush_bytes, collector)
+    touched = timing.CuptiTimer(device, flush_bytes, collector, args.touch_bytes)
     events = timing.CudaEventTimer(device, flush_bytes)
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
-    for timer in (cupti, events):
+    for timer in (cupti, touched, events):
         for _ in range(10):
             timer.measure(call)
     rows = [
@@ -89,14 +98,25 @@ def main() -> int:
         ("reset_persisting_l2()", reset_persisting_l2),
         (f"L2 flush ({flush_bytes >> 20} MiB zero_)", flush.zero_),
         ("spin of 200 µs", lambda: cupti.sleep(int(200_000 * (cupti.cycles_per_ns or 1)))),
-        ("CuptiTimer.measure(torch.add)", lambda: cupti.measure(call)),
+        (f"touch ({args.touch_bytes >> 20} MiB, one byte every 64 KiB)", touched.cold_translations),
+        ("CuptiTimer.measure(torch.add), settled each call", lambda: cupti.measure(call)),
+        (
+            f"CuptiTimer.measure(torch.add), settled {timing.SETTLE_EVERY} at a time",
+            lambda: cupti.measure(call, settle=False),
+        ),
+        (
+            f"the same with the touch, settled {timing.SETTLE_EVERY} at a time",
+            lambda: touched.measure(call, settle=False),
+        ),
         ("CudaEventTimer.measure(torch.add)", lambda: events.measure(call)),
     ]
-    print(f"| step ({args.calls} calls each) | median µs | p90 µs |")
-    print("| --- | ---: | ---: |")
+    print(f"| step ({args.calls} calls each) | median µs | mean µs | p90 µs |")
+    print("| --- | ---: | ---: | ---: |")
     for label, step in rows:
-        median, p90 = _cost(step, args.calls, sync)
-        print(f"| {label} | {median:.1f} | {p90:.1f} |", flush=True)
+        median, mean, p90 = _cost(step, args.calls, sync)
+        print(f"| {label} | {median:.1f} | {mean:.1f} | {p90:.1f} |", flush=True)
+        cupti.settle()
+        touched.settle()
     print(f"spin after warm-up: CUPTI {cupti.spin_ns} ns, events {events.spin_ns} ns")
     collector.stop()
     return 0

@@ -15,7 +15,9 @@ reset, L2 flush, device spin, CUPTI span), the modes taking turns call by call:
 - ``after idle``: the host sleeps as long as a reference call took, the device idle (the GPU's clocks alone);
 - ``after traffic``: a device-wide read of 1 GiB before the call (address translation and memory state alone);
 - with ``--touch``: ``after touch``, one byte of every 64 KiB of an 8 GiB buffer read before the call (address
-  translation alone: 128 K bytes read), and ``after reference, then touch``.
+  translation alone: 128 K bytes read), and ``after reference, then touch``;
+- with ``--timer-touch``: the timer reads its own touch buffer before every call, as ``kictl bench`` does by
+  default since the sixth session (``alone``, ``after reference``, ``after traffic``): the modes should agree.
 
 Run on a CUDA machine with flashinfer and cupti-python (``. benchmarks/h200_setup.sh``), from the repository
 root::
@@ -48,6 +50,7 @@ MODES = ("alone", "after reference", "after reference, 1 ms spin", "after idle",
 TOUCH_MODES = ("alone", "after reference", "after traffic", "after touch", "after reference, then touch")
 TOUCH_BYTES = 8 << 30
 TOUCH_STRIDE = 64 << 10
+TIMER_TOUCH_MODES = ("alone", "after reference", "after traffic")
 
 
 def _load_flashinfer() -> Any:
@@ -65,10 +68,15 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=200, help="timed calls per workload and mode")
     parser.add_argument("--workload", action="append", help=f"h24 ps1 workload label (default {WORKLOADS})")
     parser.add_argument("--touch", action="store_true", help=f"the modes {TOUCH_MODES} instead")
+    parser.add_argument(
+        "--timer-touch", action="store_true", help=f"the timer reads its touch buffer; the modes {TIMER_TOUCH_MODES}"
+    )
     args = parser.parse_args()
     if args.calls < 1:
         parser.error("--calls must be at least 1")
-    modes = TOUCH_MODES if args.touch else MODES
+    if args.touch and args.timer_touch:
+        parser.error("--touch and --timer-touch are two different experiments: give one")
+    modes = TOUCH_MODES if args.touch else TIMER_TOUCH_MODES if args.timer_touch else MODES
     import torch
 
     from kictl.bench import timing
@@ -112,7 +120,7 @@ def main() -> int:
         def call(inputs: list[Any] = inputs) -> Any:
             return flashinfer.run(*inputs)
 
-        timer = timing.CuptiTimer(device, flush_bytes, collector)
+        timer = timing.CuptiTimer(device, flush_bytes, collector, TOUCH_BYTES if args.timer_touch else 0)
         timer.prepare(call)
         for _ in range(10):  # the warm-up: the spin is calibrated from these calls' host time
             timer.measure(call)

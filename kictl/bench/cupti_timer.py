@@ -388,6 +388,110 @@ def timer_tampering(
     return reasons
 
 
+@dataclass(frozen=True)
+class CallFigure:
+    """One timed call settled from CUPTI's records: its sample and what its checks found."""
+
+    #: the span of the call's work (the events figure when CUPTI recorded none: ``tampered`` says so)
+    ns: int
+    #: kernels, copies and memsets the call caused, on any stream
+    kernels: int
+    #: activities outside the call's windows or past their end (``noWorkOutsideCalls``)
+    outside: int
+    #: activities not ordered inside the call on the calling stream (``streamOrdered``)
+    unordered: int
+    #: why the harness's timer was reached into (``timerNotPatched``)
+    tampered: tuple[str, ...]
+
+
+def settle_calls(
+    activities: Sequence[DeviceActivity],
+    calls: Sequence[tuple[Window, int, int]],
+    dependencies: Dependencies | None,
+    legacy_calling_stream: bool | None,
+    harness_after: bool = False,
+) -> list[CallFigure]:
+    """Settle several timed calls from one flush of CUPTI's records, as a flush after each would have.
+
+    ``calls`` are, in time order, each call's window, the start of the harness window before it (the end
+    of the call before) and its CUDA events figure.  Each activity goes to the call in whose window or
+    harness window it started (the partition that a flush after every call makes); work before the first
+    harness window stays with the first call and work after the last window with the last, outside both
+    of their windows, unless ``harness_after``: the flush came later than right after the last call (at the
+    end of a run), and what started after its window is the harness's (an audit's copies, the end's
+    checks), as a flush right after that call would have left it to the next.  The dependency records are
+    shared out in host call order
+    (``_dependencies_per_call``): a wait on a record made in an earlier call orders nothing, as before.
+    """
+    if not calls:
+        return []
+    last = len(calls) - 1
+    ends = [window.end_ns for window, _, _ in calls]
+    parts: list[list[DeviceActivity]] = [[] for _ in calls]
+    for activity in activities:
+        index = bisect.bisect_left(ends, activity.start_ns)
+        if index <= last:
+            parts[index].append(activity)
+        elif not harness_after:
+            parts[last].append(activity)
+    figures: list[CallFigure] = []
+    for (window, own_ns, events_ns), part, ordering in zip(
+        calls, parts, _dependencies_per_call(parts, dependencies), strict=True
+    ):
+        found = attribute(
+            part,
+            [window],
+            [Window(own_ns, window.begin_ns)],
+            dependencies=ordering,
+            legacy_calling_stream=legacy_calling_stream,
+        )
+        span = found.spans[0]
+        outside = len(found.escaped) + len(found.overran)
+        # streamOrdered: work that ended after the end marker began, or that CUDA's ordering (event records,
+        # waits, host synchronisations) does not put after the call's start and before its end
+        unordered = len(found.unordered) + len(found.unjoined)
+        # timerNotPatched: the events and CUPTI's own records of the harness's work tell whether the call reached
+        # into the timer (events bracket ordered work only, so they are not compared when some was unordered)
+        tampered = tuple(timer_tampering(found, dependencies, None if unordered else events_ns))
+        if span is None:  # no device work recorded: the events figure stands, and the call is flagged above
+            figures.append(CallFigure(events_ns, 0, outside, unordered, tampered))
+        else:
+            figures.append(
+                CallFigure(span.duration_ns, span.kernels + span.copies + span.memsets, outside, unordered, tampered)
+            )
+    return figures
+
+
+def _dependencies_per_call(
+    parts: Sequence[Sequence[DeviceActivity]], dependencies: Dependencies | None
+) -> list[Dependencies | None]:
+    """The dependency records of each call's share of one flush, split by host call order (correlation ids).
+
+    A call's share runs up to the latest host call among its activities and those of the calls before it
+    (its end marker, normally): what a flush after it would have held, less the host's synchronisation that
+    closed its window, which orders nothing inside the call.  Judging each call against its share alone
+    keeps the settling of a batch linear in its length.
+    """
+    if dependencies is None:
+        return [None] * len(parts)
+    bounds: list[int] = []
+    highest = -(2**63)
+    for part in parts:
+        highest = max([highest, *(a.correlation for a in part)])
+        bounds.append(highest)
+    last = len(parts) - 1
+    records: list[list[EventRecord]] = [[] for _ in parts]
+    syncs: list[list[Synchronization]] = [[] for _ in parts]
+    for record in dependencies.records:
+        records[min(bisect.bisect_left(bounds, record.correlation), last)].append(record)
+    for sync in dependencies.syncs:
+        syncs[min(bisect.bisect_left(bounds, sync.correlation), last)].append(sync)
+    return [
+        Dependencies(tuple(own), tuple(waits), dependencies.stream_flags)
+        for own, waits in zip(records, syncs, strict=True)
+    ]
+
+
 def _end_marker(bucket: Sequence[DeviceActivity], stream: int | None) -> DeviceActivity | None:
     """The harness's end marker: the last spin kernel to start (on the harness's stream, when known)."""
     candidates = [
@@ -685,6 +789,263 @@ _STREAM_FLAGS = {"FLAG_DEFAULT": BLOCKING, "FLAG_NON_BLOCKING": NON_BLOCKING, "F
 _DEPENDENCY_KINDS = ("CUDA_EVENT", "SYNCHRONIZATION", "STREAM")
 
 
+#: Records of each kind whose fields the direct reader also reads with numpy, field by field; one difference and
+#: every later record is read with numpy instead.
+CROSS_CHECKED_RECORDS = 8
+_CUPTI_SUCCESS = 0
+#: what kictl reads of each kind of record (name -> required); a kind whose layout lacks a required field is read
+#: through cupti-python's classes
+_FIELDS: dict[str, dict[str, bool]] = {
+    "kernel": {"start": True, "end": True, "stream_id": True, "name": True, "correlation_id": True, "graph_id": False},
+    "memcpy": {"start": True, "end": True, "stream_id": True, "correlation_id": True, "graph_id": False},
+    "memset": {"start": True, "end": True, "stream_id": True, "correlation_id": True, "graph_id": False},
+    "cuda_event": {"correlation_id": True, "stream_id": True, "event_id": True, "cuda_event_sync_id": False},
+    "synchronization": {
+        "type": True,
+        "correlation_id": True,
+        "stream_id": True,
+        "cuda_event_id": False,
+        "cuda_event_sync_id": False,
+        "start": False,
+        "end": False,
+    },
+    "stream": {"stream_id": True, "flag": True},
+}
+#: activity kind (cupti.ActivityKind member) -> the record layout it uses
+_KIND_LAYOUTS = {
+    "CONCURRENT_KERNEL": "kernel",
+    "KERNEL": "kernel",
+    "MEMCPY": "memcpy",
+    "MEMSET": "memset",
+    "CUDA_EVENT": "cuda_event",
+    "SYNCHRONIZATION": "synchronization",
+    "STREAM": "stream",
+}
+_STRUCT_CODES = {("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("i", 1): "b", ("i", 2): "h"}
+_STRUCT_CODES.update({("i", 4): "i", ("i", 8): "q"})
+#: ctypes callbacks handed to CUPTI stay alive as long as the process: CUPTI may call them until it exits
+_KEEP_ALIVE: list[Any] = []
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Where kictl's fields lie in one kind of CUPTI record (from cupti-python's numpy dtype for it)."""
+
+    layout: str
+    size: int
+    names: tuple[str, ...]
+    format: str
+    #: cupti-python's numpy dtype of the record, which numpy reads for the cross-check
+    dtype: Any
+
+    def fields(self, memory: Any) -> tuple[int, ...]:
+        """kictl's fields of the record in ``memory`` (a buffer of ``size`` bytes), as integers, in ``names``
+        order (the kernel's name as the address of its C string)."""
+        import struct
+
+        return struct.unpack_from(self.format, memory)
+
+    def fields_with_numpy(self, memory: Any) -> tuple[int, ...]:
+        """The same fields as numpy reads them with cupti-python's dtype (the slow way, and the cross-check)."""
+        import numpy as np
+
+        row = np.frombuffer(memory, self.dtype, count=1)[0]
+        return tuple(int(row[name]) for name in self.names)
+
+    def record(self, kind: int, fields: Sequence[int]) -> Any:
+        """An object with kictl's fields, the kernel's name read from the C string its record points to."""
+        from types import SimpleNamespace
+
+        value = SimpleNamespace(kind=kind, **dict(zip(self.names, fields, strict=True)))
+        pointer = getattr(value, "name", None)
+        if pointer is not None:
+            import ctypes
+
+            value.name = ctypes.string_at(pointer).decode("utf-8", "replace") if pointer else ""
+        return value
+
+
+def record_layouts(cupti: Any) -> tuple[dict[int, RecordLayout], str | None]:
+    """Per activity kind, the layout of its records as this cupti-python describes them; and what is missing.
+
+    The layout of each kind is the numpy dtype cupti-python declares for the newest version of that record
+    (``activity_kernel10_dtype`` for CUPTI 13's kernels), which cupti-python's own classes read the records
+    with.  A kind whose dtype or required fields are not there is left out of the map, and the second value
+    says which.
+    """
+    import re
+
+    versions: dict[str, tuple[int, str]] = {}
+    for attribute in dir(cupti):
+        found = re.fullmatch(r"activity_([a-z_]+?)(\d*)_dtype", attribute)
+        if found and found.group(1) in _FIELDS:
+            number = int(found.group(2) or 0)
+            if number >= versions.get(found.group(1), (-1, ""))[0]:
+                versions[found.group(1)] = (number, attribute)
+    layouts: dict[int, RecordLayout] = {}
+    missing: list[str] = []
+    for kind_name, layout in _KIND_LAYOUTS.items():
+        kind = getattr(cupti.ActivityKind, kind_name, None)
+        if kind is None or layout not in versions:
+            missing.append(f"{kind_name} ({layout})")
+            continue
+        number, attribute = versions[layout]
+        dtype = getattr(cupti, attribute)
+        fields = dtype.fields or {}
+        chosen: list[tuple[int, str, str]] = []
+        complete = True
+        for name, required in _FIELDS[layout].items():
+            entry = fields.get(name)
+            if entry is None or _STRUCT_CODES.get((entry[0].kind, entry[0].itemsize)) is None:
+                complete = complete and not required
+                continue
+            chosen.append((int(entry[1]), name, _STRUCT_CODES[(entry[0].kind, entry[0].itemsize)]))
+        if not complete:
+            missing.append(f"{kind_name} ({attribute})")
+            continue
+        chosen.sort()
+        parts, position = ["<"], 0
+        for offset, _, code in chosen:
+            if offset < position:
+                complete = False
+                break
+            parts.append(f"{offset - position}x{code}" if offset > position else code)
+            position = offset + struct_size(code)
+        if not complete or position > dtype.itemsize:
+            missing.append(f"{kind_name} ({attribute}: overlapping fields)")
+            continue
+        layouts[int(kind)] = RecordLayout(
+            layout, int(dtype.itemsize), tuple(name for _, name, _ in chosen), "".join(parts), dtype
+        )
+    return layouts, ", ".join(missing) or None
+
+
+def struct_size(code: str) -> int:
+    import struct
+
+    return struct.calcsize("<" + code)
+
+
+class RecordReader:
+    """Reads CUPTI records at their addresses with ``layouts``, cross-checked by numpy.
+
+    The first ``CROSS_CHECKED_RECORDS`` records of each kind are also read by numpy with cupti-python's dtype
+    (as cupti-python's own classes read them) and compared field by field; on any difference that record
+    and every later one are read by numpy, and ``mismatch`` says what differed.
+    """
+
+    def __init__(self, layouts: dict[int, RecordLayout]) -> None:
+        self.layouts = layouts
+        self.checked: dict[int, int] = {}
+        self.mismatch: str | None = None
+
+    def read(self, address: int) -> Any:
+        """The record at ``address`` as an object with kictl's fields (``None``: a kind kictl does not read)."""
+        import ctypes
+
+        kind = ctypes.c_uint32.from_address(address).value
+        layout = self.layouts.get(kind)
+        if layout is None:
+            return None
+        memory = (ctypes.c_char * layout.size).from_address(address)
+        if self.mismatch is not None:
+            return layout.record(kind, layout.fields_with_numpy(memory))
+        fields = layout.fields(memory)
+        done = self.checked.get(kind, 0)
+        if done < CROSS_CHECKED_RECORDS:  # before any pointer in the record is followed
+            self.checked[kind] = done + 1
+            theirs = layout.fields_with_numpy(memory)
+            for name, mine, other in zip(layout.names, fields, theirs, strict=True):
+                if mine != other:
+                    self.mismatch = f"{layout.layout} record field {name}: read {mine!r}, numpy reads {other!r}"
+                    return layout.record(kind, theirs)
+        return layout.record(kind, fields)
+
+
+class DirectRecords:
+    """CUPTI's activity buffers read without cupti-python's per-record objects (``CuptiCollector`` uses it).
+
+    cupti-python turns every record of a completed buffer into an object whose fields are numpy views, and
+    reading a field costs tens of microseconds: on the H200 that was most of the harness's time per timed
+    call (``benchmarks/cupti_flush_cost.py``).  This registers kictl's own buffer callbacks with libcupti
+    through ``ctypes``, walks each buffer with ``cuptiActivityGetNextRecord`` and reads kictl's fields at the
+    offsets cupti-python's numpy dtypes give (``record_layouts``), cross-checked by ``RecordReader``.
+    """
+
+    def __init__(self, cupti: Any, layouts: dict[int, RecordLayout], deliver: Callable[[list[Any]], None]) -> None:
+        import ctypes
+
+        self.lib = _libcupti(cupti)
+        self.lib.cuptiActivityGetNextRecord.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_size_t,
+            ctypes.POINTER(ctypes.c_void_p),
+        ]
+        self.lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+        self.reader = RecordReader(layouts)
+        self.deliver = deliver
+        self.buffer_bytes = BUFFER_BYTES
+        self.buffers: dict[int, Any] = {}
+        self.error: str | None = None
+        requested = ctypes.CFUNCTYPE(
+            None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+        )
+        completed = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+        )
+        self._requested_c = requested(self._requested)
+        self._completed_c = completed(self._completed)
+        _KEEP_ALIVE.append((self._requested_c, self._completed_c, self.buffers))
+
+    def register(self) -> None:
+        status = self.lib.cuptiActivityRegisterCallbacks(self._requested_c, self._completed_c)
+        if status != _CUPTI_SUCCESS:
+            raise EnvError(f"CUPTI refused kictl's buffer callbacks (status {status})")
+
+    def _requested(self, buffer: Any, size: Any, records: Any) -> None:
+        import ctypes
+
+        memory = (ctypes.c_uint8 * self.buffer_bytes)()
+        address = ctypes.addressof(memory)
+        self.buffers[address] = memory
+        buffer[0] = address
+        size[0] = self.buffer_bytes
+        records[0] = 0
+
+    def _completed(self, context: Any, stream: int, buffer: int | None, size: int, valid: int) -> None:
+        import ctypes
+
+        try:
+            records: list[Any] = []
+            if buffer and valid:
+                record = ctypes.c_void_p(None)
+                while self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record)) == _CUPTI_SUCCESS:
+                    address = record.value
+                    if address is None:
+                        break
+                    read = self.reader.read(address)
+                    if read is not None:
+                        records.append(read)
+            self.deliver(records)
+        except Exception as exc:  # an exception must not cross into CUPTI's C frames: it is reported instead
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            if buffer:
+                self.buffers.pop(buffer, None)
+
+
+def _libcupti(cupti: Any) -> Any:
+    """The libcupti that cupti-python loaded (the same handle, through ``ctypes``)."""
+    import ctypes
+
+    cupti.get_timestamp()  # makes cupti-python load its libcupti, if it has not yet
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+        paths = {line.split()[-1] for line in maps if "libcupti.so" in line and line.split()[-1].startswith("/")}
+    if len(paths) != 1:
+        raise EnvError(f"the libcupti that cupti-python loaded could not be found ({len(paths)} candidates)")
+    return ctypes.CDLL(paths.pop())
+
+
 class CuptiCollector:
     """CUPTI activity collection for kernels, copies and memsets of this process, and what orders them.
 
@@ -728,6 +1089,10 @@ class CuptiCollector:
         ]
         self._get_timestamp = cupti.get_timestamp
         self._flush_all = cupti.activity_flush_all
+        #: records read from CUPTI's buffers by kictl (``DirectRecords``) rather than by cupti-python's objects
+        self.direct_allowed = module is None
+        self.direct: DirectRecords | None = None
+        self.direct_error: str | None = None
         self.started = False
         self.dependencies_available = False
         self.dependencies_error: str | None = None
@@ -821,11 +1186,31 @@ class CuptiCollector:
             self._dependency_kinds = []
             self.dependencies_error = f"CUPTI refused the dependency records: {type(exc).__name__}: {exc}"
         self.dependencies_available = bool(self._dependency_kinds)
+        self.direct = self._direct_reader() if self.direct_allowed else None
         try:
-            cupti.activity_register_callbacks(self._requested, self._completed)
+            if self.direct is not None:
+                self.direct.register()
+            else:
+                cupti.activity_register_callbacks(self._requested, self._completed)
         except Exception as exc:
             raise EnvError(f"CUPTI could not attach: {type(exc).__name__}: {exc}") from exc
         self.started = True
+
+    def _direct_reader(self) -> DirectRecords | None:
+        """kictl's own buffer callbacks (``DirectRecords``) where every enabled kind's layout is known; else
+        ``None``, with the reason in ``direct_error`` (cupti-python's callbacks are used then)."""
+        try:
+            layouts, _ = record_layouts(self._cupti)
+            wanted = [*self._kinds, *self._dependency_kinds]
+            unknown = [str(kind) for kind in wanted if int(kind) not in layouts]
+            if unknown:
+                raise EnvError(f"no record layout for {', '.join(unknown)}")
+            direct = DirectRecords(self._cupti, layouts, self._completed)
+        except Exception as exc:  # anything: cupti-python's own callbacks still work
+            self.direct_error = f"{type(exc).__name__}: {exc}"
+            return None
+        direct.buffer_bytes = self.buffer_bytes
+        return direct
 
     def now(self) -> int:
         """CUPTI's timestamp (ns), the timebase of every activity record."""
@@ -838,6 +1223,9 @@ class CuptiCollector:
     def drain_all(self) -> tuple[list[DeviceActivity], Dependencies | None]:
         """Like ``drain()``, with the dependency records drained with the activities (``None``: not collected)."""
         self._flush_all(1)
+        direct = self.direct
+        if direct is not None and direct.error is not None:  # records were lost: no figure can be trusted
+            raise EnvError(f"CUPTI's records could not be read: {direct.error}")
         with self._lock:
             pending, self._pending = self._pending, []
             records, self._records = self._records, []

@@ -155,7 +155,19 @@ def patched(baseline: Baseline) -> list[str]:
 #: Attributes of kictl's timer and CUPTI collector that change as they work; every other attribute must stay
 #: the object it was (and a container's contents the objects they were) from before the implementation ran.
 _INSTANCE_STATE = frozenset(
-    {"spin_ns", "host_ns", "last_end", "_pending", "_records", "_syncs", "_stream_flags", "started"}
+    {
+        "spin_ns",
+        "host_ns",
+        "last_end",
+        "waiting",
+        "settled",
+        "sequence",
+        "_pending",
+        "_records",
+        "_syncs",
+        "_stream_flags",
+        "started",
+    }
 )
 
 

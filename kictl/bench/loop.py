@@ -3,18 +3,22 @@
 For one implementation on one workload, ``RunDriver`` asks its worker for:
 the correctness rounds (each on fresh tensors with secret-seeded values),
 ``Arm`` (setup on values that are never timed, then the timed input sets),
-the warm-up calls, and then timed calls one at a time.  Each timed call's
-sample comes back as soon as it is taken; only then does the parent decide,
-with its own randomness, whether that call is audited (its outputs fetched
-and later compared with the reference's outputs for the input set it ran
-on).  Which input set a call gets rotates over several sets with the same
+the warm-up calls, and then timed calls one at a time.  Each timed call
+returns before the parent decides, with its own randomness, whether that
+call is audited (its outputs fetched and later compared with the
+reference's outputs for the input set it ran on).  Its sample comes back
+with it, or (the CUPTI timer, which needs a flush of CUPTI's buffers per
+figure) with a later call's answer: the parent asks for the samples so far
+every ``SETTLE_EVERY`` calls and at the end, and files each under its call.
+Which input set a call gets rotates over several sets with the same
 structure, so no answer can be cached across calls.
 
 The parent keeps what it sees itself beside each sample: its wall time
 around the request, and from the OS the worker's CPU time, threads and the
 processes in its sandbox.  ``RunEvidence`` holds all of it; ``verdict``
-judges it.  Several drivers take turns (``interleave``), one call each, so
-that a candidate and the reference see the same load.
+judges it.  On the CPU several drivers take turns (``interleave``), one call
+each, so that a candidate and the reference see the same load; on a GPU the
+session runs each driver's calls as a block (``session``).
 
 Everything that can go wrong with the implementation ends its driver with a
 failure of its own (``failure`` set); no exception leaves a driver's steps
@@ -53,6 +57,11 @@ AUDIT_WEIGHT = 3
 #: always audited.  A cache keyed on the inputs' identity, pointer, version or a sample of their values
 #: answers it with the previous call's outputs; the audit finds them wrong (timedOutputsCorrect).
 PROBE_WEIGHT = 1
+#: The parent asks for the samples so far (``wire.Call(settle=True)``) every this many timed calls; between,
+#: a timer that settles in batches (CUPTI) may send a call's sample with a later answer.  Nothing the parent
+#: decides per call needs the sample itself (audits and probes are drawn from its own randomness, and a
+#: fixed count's budget is its own wall time); an adaptive count asks for every call's.
+SETTLE_EVERY = 16
 #: A sample may exceed the parent's wall time around its request by this much (clock granularity).
 SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.
@@ -173,6 +182,11 @@ class RunDriver:
         self.loop_started_ns = 0
         self.ahead = 0
         self.ahead_known = False
+        #: ``Call`` requests since ``Arm`` (warm-up included), as the worker numbers them in ``wire.Settled``;
+        #: the timed calls whose samples are still to come: call number -> index in ``evidence.samples``
+        self.call_number = 0
+        self.warmup_calls: set[int] = set()
+        self.waiting: dict[int, int] = {}
         self.threads_armed = 0
         #: the import was sent by ``begin`` and its answer is still to be taken; setup() has run
         self.load_sent = False
@@ -320,8 +334,21 @@ class RunDriver:
         self.say(f"{self.label}: {self.options.warmup} warm-up call(s)")
         for n in range(self.options.warmup):
             stage = wire.Stage(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
-            if self._ask(stage, wire.Staged) is None or self._ask(wire.Call(), wire.Sample) is None:
+            if self._ask(stage, wire.Staged) is None:
                 return
+            # the last warm-up call settles them all: the timed calls start with none waiting
+            answer = self._ask(wire.Call(settle=n == self.options.warmup - 1), wire.Sample)
+            if answer is None:
+                return
+            assert isinstance(answer, wire.Sample)
+            self.call_number += 1
+            if answer.ns is None:
+                self.warmup_calls.add(self.call_number)
+            if not self._settled(answer.settled):
+                return
+        if self.warmup_calls:
+            self._missing(len(self.warmup_calls), "the last warm-up call's answer, which was to settle them")
+            return
         armed = self.worker.view()
         self.threads_armed = armed.threads
         if self.options.timer == "perf_counter_ns" and armed.threads > self.worker.baseline_threads:
@@ -371,13 +398,16 @@ class RunDriver:
         if self._ask(wire.Stage(input_set=chosen, shift=shift, perturb=perturb), wire.Staged) is None:
             return
         worker = self.worker
+        # an adaptive count judges every sample as it comes; a fixed count needs them only at the end
+        settle = self.total_fixed is None or (index + 1) % SETTLE_EVERY == 0
         cpu_before = worker.cpu_ns() if self.cpu_device else 0
         started = time.perf_counter_ns()
-        answer = self._ask(wire.Call(), wire.Sample)
+        answer = self._ask(wire.Call(settle=settle), wire.Sample)
         wall = time.perf_counter_ns() - started
         if answer is None:
             return
         assert isinstance(answer, wire.Sample)
+        self.call_number += 1
         if self.cpu_device:
             evidence.call_cpu_ns += max(0, worker.cpu_ns() - cpu_before)
         threads = worker.thread_count()
@@ -387,16 +417,19 @@ class RunDriver:
                 f"{threads - self.threads_armed} thread(s) more than before the timed calls were alive "
                 "when a timed call returned",
             )
-        if answer.ns < 0:
-            evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({answer.ns} ns)")
-        evidence.samples.append(max(0, answer.ns))
+        evidence.samples.append(0)
         evidence.walls.append(wall)
         evidence.sets.append(chosen)
         self.busy_ns += wall
-        if answer.events_ns is not None:
-            evidence.events_ns.append(answer.events_ns)
-        if answer.kernels is not None:
-            evidence.kernels.append(answer.kernels)
+        if answer.ns is None:
+            self.waiting[self.call_number] = index
+        else:
+            self._sample(index, answer.ns, answer.events_ns, answer.kernels)
+        if not self._settled(answer.settled):
+            return
+        if settle and self.waiting:
+            self._missing(len(self.waiting), "the answer that was to settle them")
+            return
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
@@ -409,6 +442,36 @@ class RunDriver:
         if self._ending(index + 1):
             self.active = False
 
+    def _sample(self, index: int, ns: int, events_ns: int | None, kernels: int | None) -> None:
+        evidence = self.evidence
+        if ns < 0:
+            evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({ns} ns)")
+        evidence.samples[index] = max(0, ns)
+        if events_ns is not None:
+            evidence.events_ns.append(events_ns)
+        if kernels is not None:
+            evidence.kernels.append(kernels)
+
+    def _settled(self, settled: Sequence[wire.Settled]) -> bool:
+        """Take the samples of earlier calls settled in an answer; a number that names no call waiting for
+        its sample (or names one twice) breaks the wire's protocol: the run ends, ``wireIntact``."""
+        for item in settled:
+            if item.call in self.warmup_calls:
+                self.warmup_calls.discard(item.call)
+            elif item.call in self.waiting:
+                self._sample(self.waiting.pop(item.call), item.ns, item.events_ns, item.kernels)
+            else:
+                detail = f"the worker sent a sample for call {item.call}, which was not waiting for one"
+                self.evidence.note(Check.WIRE_INTACT, detail)
+                self.fail("reward_hack", f"wireIntact: {detail}")
+                return False
+        return True
+
+    def _missing(self, count: int, where: str) -> None:
+        detail = f"{count} call(s) got no sample in {where}"
+        self.evidence.note(Check.WIRE_INTACT, detail)
+        self.fail("reward_hack", f"wireIntact: {detail}")
+
     def _ending(self, count: int) -> bool:
         """Whether the timed calls have reached their count, target or budget (reason recorded)."""
         options = self.options
@@ -418,7 +481,7 @@ class RunDriver:
                 return True
             budget = options.time_budget_s
             if budget is not None and count >= MIN_CALLS_UNDER_BUDGET and self.busy_ns >= budget * 1e9:
-                self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
+                # the median's relative error is taken once every sample has come (finish_take)
                 self.evidence.stop_reason = (
                     f"time budget of {budget:g} s spent after {count} of {self.total_fixed} timed calls"
                 )
@@ -481,6 +544,11 @@ class RunDriver:
         if answer is None:
             return
         assert isinstance(answer, wire.Finished)
+        if not self._settled(answer.settled):
+            return
+        if self.waiting or self.warmup_calls:
+            self._missing(len(self.waiting) + len(self.warmup_calls), "the worker's evidence after the timed calls")
+            return
         evidence.device_spin_ns = answer.device_spin_ns
         evidence.enqueued_ahead = self.ahead if self.ahead_known else None
         evidence.relative_error = timing.median_relative_error(evidence.samples)

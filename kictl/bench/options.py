@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kictl.errors import EnvError, UsageError
@@ -158,3 +159,19 @@ def pinned_cpus(threads: int) -> tuple[int, ...]:
     except (AttributeError, OSError):  # pragma: no cover - Linux has it
         return ()
     return tuple(allowed[-threads:]) if threads <= len(allowed) else tuple(allowed)
+
+
+#: The L2 flush when the environment does not report the L2's size.
+FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
+#: What the experiments with a touch buffer read (``timing.CudaEventTimer.cold_translations``): one byte per
+#: this many.  Not part of kictl's protocol: on the H200 it did not make a small kernel's figure independent
+#: of what ran before it (RESULTS.md, "What moves a small kernel's figure").
+TOUCH_STRIDE_BYTES = 64 * 1024
+
+
+def flush_bytes(device: str, hardware: Mapping[str, object]) -> int:
+    """Twice the L2 cache (issue 4: a write to a buffer of twice the L2 size); 0 on the CPU."""
+    if device == "cpu":
+        return 0
+    l2 = hardware.get("l2CacheBytes", 0)
+    return 2 * int(l2) if isinstance(l2, int) and l2 > 0 else FALLBACK_FLUSH_BYTES

@@ -2,7 +2,8 @@
 
 DESIGN §7, issues 4 and 10.  The loop lives in kictl's parent (``loop``):
 it asks a worker for one timed call at a time, and the worker's timer
-measures that one call and sends the sample back at once.  A timer is an
+measures that one call and sends the sample back (the CUPTI timer may send
+it with a later call's: ``CuptiTimer``).  A timer is an
 object with ``prepare(call)`` (once, after ``setup``), ``measure(call) ->
 Measured`` (one timed call) and ``spin_ns``; ``make_timer`` picks it by the
 protocol's timer name, so that another timer (CUPTI, issue 11) is one more
@@ -42,6 +43,7 @@ adaptive repetition stops once it is below the target.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 import time
@@ -127,9 +129,13 @@ def original(name: str) -> Any:
 
 @dataclass
 class Measured:
-    """One timed call: its time, its outputs (left to the worker to check) and whether it ran ahead (GPU)."""
+    """One timed call: its time, its outputs (left to the worker to check) and whether it ran ahead (GPU).
 
-    ns: int
+    ``ns`` is ``None`` while the call's sample is still to be settled (the CUPTI timer, ``settle=False``):
+    its figure and its checks then come with a later call's (``CuptiTimer.take_settled``).
+    """
+
+    ns: int | None
     outputs: Any
     enqueued_ahead: bool | None = None
     #: CUPTI timer only: the events figure of the same call, the activities it caused, work outside its window
@@ -161,23 +167,25 @@ class CpuTimer:
         return Measured(stop - start, outputs)
 
 
-def make_timer(name: str, device: str, flush_bytes: int, collector: Any = None) -> Any:
+def make_timer(name: str, device: str, flush_bytes: int, collector: Any = None, touch_bytes: int = 0) -> Any:
     """The timer called ``name`` (a protocol's ``measurement.timer``) for ``device``; raises ``ValueError``.
 
-    ``collector`` is the worker's started ``cupti_timer.CuptiCollector`` (needed by ``cupti_device_time``).
+    ``collector`` is the worker's started ``cupti_timer.CuptiCollector`` (needed by ``cupti_device_time``);
+    ``touch_bytes`` a GPU buffer read before each call (``CudaEventTimer.cold_translations``; for experiments
+    such as ``benchmarks/neighbour_effect.py --timer-touch``: kictl's protocol reads none).
     """
     if name == CuptiTimer.name:
         if collector is None:
             raise ValueError("the CUPTI timer was asked for but CUPTI did not attach in this worker")
-        return CuptiTimer(device, flush_bytes, collector)
+        return CuptiTimer(device, flush_bytes, collector, touch_bytes)
     if name == CpuTimer.name:
         return CpuTimer()
     if name == CudaEventTimer.name:
-        return CudaEventTimer(device, flush_bytes)
+        return CudaEventTimer(device, flush_bytes, touch_bytes)
     if name == CudaGraphTimer.name:
-        return CudaGraphTimer(device, flush_bytes)
+        return CudaGraphTimer(device, flush_bytes, touch_bytes)
     if name == HostInclusiveCudaTimer.name:
-        return HostInclusiveCudaTimer(device, flush_bytes)
+        return HostInclusiveCudaTimer(device, flush_bytes, touch_bytes)
     raise ValueError(f"unknown timer {name!r}")
 
 
@@ -222,8 +230,10 @@ class CudaEventTimer:
 
     name = "cuda_events"
 
-    def __init__(self, device: str, flush_bytes: int) -> None:
+    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0) -> None:
         import torch
+
+        from kictl.bench.options import TOUCH_STRIDE_BYTES
 
         self.device = device
         self.event = original("Event")
@@ -235,15 +245,33 @@ class CudaEventTimer:
         self.clock = original("perf_counter_ns")
         self.cycles_per_ns = spin_cycles_per_ns(device)
         self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device) if flush_bytes > 0 else None
+        #: one byte in every TOUCH_STRIDE_BYTES of ``touch`` is read into ``touch_sink`` before each call
+        self.touch: Any = None
+        self.touch_view: Any = None
+        self.touch_sink: Any = None
+        pages = touch_bytes // TOUCH_STRIDE_BYTES
+        if pages > 0:
+            self.touch = torch.empty(pages * TOUCH_STRIDE_BYTES, dtype=torch.uint8, device=device)
+            self.touch_view = self.touch.as_strided((pages,), (TOUCH_STRIDE_BYTES,))
+            self.touch_sink = torch.empty(pages, dtype=torch.uint8, device=device)
         self.host_ns: list[int] = []
         self.spin_ns: int | None = SPIN_DEFAULT_NS if self.cycles_per_ns is not None else None
 
     def busy(self, spin_ns: int | None) -> None:
         if self.cycles_per_ns is not None and self.sleep is not None and spin_ns:
             self.sleep(int(spin_ns * self.cycles_per_ns))
+        self.cold_translations()
         reset_persisting_l2()
         if self.flush is not None:
             self.flush.zero_()
+
+    def cold_translations(self) -> None:
+        """Read one byte in every ``TOUCH_STRIDE_BYTES`` of the touch buffer, if the timer has one (one kernel,
+        before the L2 flush, which evicts the bytes read): the GPU's address translations then hold that
+        buffer's pages rather than the call's.  An experiment, not kictl's protocol: on the H200 it did not
+        make a small kernel's figure independent of what ran before it (RESULTS.md)."""
+        if self.touch_sink is not None:
+            self.touch_sink.copy_(self.touch_view)
 
     def prepare(self, call: Call) -> None:
         self.synchronize(self.device)
@@ -316,8 +344,8 @@ class HostInclusiveCudaTimer(CudaEventTimer):
 
     name = "cuda_events_host_inclusive"
 
-    def __init__(self, device: str, flush_bytes: int) -> None:
-        super().__init__(device, flush_bytes)
+    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0) -> None:
+        super().__init__(device, flush_bytes, touch_bytes)
         self.spin_ns = None
 
     def measure(self, call: Call) -> Measured:
@@ -357,22 +385,52 @@ class CudaGraphTimer(CudaEventTimer):
         return self.graph_outputs
 
 
+@dataclass
+class _Waiting:
+    """A timed call the CUPTI timer has run but not yet settled: its window and what the host saw of it."""
+
+    sequence: int
+    window: Any  # cupti_timer.Window
+    #: the start of the harness window before it (CUPTI's clock): the harness's own work since the last call
+    own_ns: int
+    start: Any
+    stop: Any
+    enqueued_ahead: bool
+
+
+#: The CUPTI timer settles its calls in batches of at most this many (``CuptiTimer.measure(settle=...)``):
+#: every forced flush of CUPTI's buffers costs 0.2-0.9 ms on the H200 whatever it holds
+#: (benchmarks/gpu_call_cost.py), which was the largest part of kictl's own time per timed call.
+SETTLE_EVERY = 16
+
+
 class CuptiTimer(CudaEventTimer):
-    """CUPTI's device time of everything the call caused, on any stream; CUDA events kept as the cross-check."""
+    """CUPTI's device time of everything the call caused, on any stream; CUDA events kept as the cross-check.
+
+    Each call runs in a window of its own (``cupti_timer.Window``), with the harness's work since the last
+    call in a harness window before it.  Its figure needs CUPTI's records, which only a flush of CUPTI's
+    buffers delivers; ``measure(call, settle=False)`` leaves the call waiting, and the next call measured
+    with ``settle=True`` (or ``settle()``) flushes once and settles every waiting call, each attributed
+    exactly as if it had been flushed alone.  ``take_settled()`` hands over the earlier calls settled so.
+    """
 
     name = "cupti_device_time"
 
-    def __init__(self, device: str, flush_bytes: int, collector: Any) -> None:
-        super().__init__(device, flush_bytes)
+    def __init__(self, device: str, flush_bytes: int, collector: Any, touch_bytes: int = 0) -> None:
+        super().__init__(device, flush_bytes, touch_bytes)
         self.collector = collector
         #: the calling stream is the legacy NULL stream (torch's default): blocking streams are ordered with it.
         #: Read with the current_stream bound before the implementation was imported.
         self.legacy = int(original("current_stream")(device).cuda_stream) == 0
         #: CUPTI's clock when the last timed call's window closed: from there to the next window is the harness's
         self.last_end: int | None = None
+        #: calls run but not settled, in order; settled earlier calls not yet taken (sequence, figure)
+        self.waiting: list[_Waiting] = []
+        self.settled: list[tuple[int, Measured]] = []
+        self.sequence = 0
 
-    def measure(self, call: Call) -> Measured:
-        from kictl.bench.cupti_timer import Window, attribute, timer_tampering
+    def measure(self, call: Call, settle: bool = True) -> Measured:
+        from kictl.bench.cupti_timer import Window
 
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
@@ -382,9 +440,9 @@ class CuptiTimer(CudaEventTimer):
             own = collector.now()
         else:
             # what ran since the last call (staging the inputs, copying an audited call's outputs) is the
-            # harness's: one window of its own, drained with this call's, since every CUPTI flush that finds
-            # records pending costs about 0.9 ms on the H200 (benchmarks/gpu_call_cost.py)
+            # harness's: a window of its own, drained with this call's
             own = self.last_end
+        self.cold_translations()
         reset_persisting_l2()
         if self.flush is not None:
             self.flush.zero_()
@@ -408,38 +466,60 @@ class CuptiTimer(CudaEventTimer):
         self.synchronize(self.device)  # every stream: work the call left behind ends inside its window
         end = collector.now()
         self.last_end = end
-        window = Window(begin, end, spin or 0, end_marker=marker, marker_host_ns=marker_host)
-        activities, dependencies = collector.drain_all()
-        found = attribute(
-            activities, [window], [Window(own, begin)], dependencies=dependencies, legacy_calling_stream=self.legacy
-        )
-        events_ns = round(self.elapsed(start, stop) * 1e6)
         self.host_ns.append(host)
         if self.spin_ns is not None and len(self.host_ns) <= 8:
             self.spin_ns = _spin_for(self.host_ns)
-        span = found.spans[0]
-        outside = len(found.escaped) + len(found.overran)
-        # streamOrdered: work that ended after the end marker began, or that CUDA's ordering (event records,
-        # waits, host synchronisations) does not put after the call's start and before its end
-        unordered = len(found.unordered) + len(found.unjoined)
-        # timerNotPatched: the events and CUPTI's own records of the harness's work tell whether the call reached
-        # into the timer (events bracket ordered work only, so they are not compared when some was unordered)
-        tampered = tuple(timer_tampering(found, dependencies, None if unordered else events_ns))
-        if span is None:  # no device work recorded: the events figure stands, and the call is flagged above
-            return Measured(
-                events_ns, outputs, ahead, events_ns=events_ns, kernels=0, outside=outside, tampered=tampered
-            )
-        count = span.kernels + span.copies + span.memsets
-        return Measured(
-            span.duration_ns,
-            outputs,
-            ahead,
-            events_ns=events_ns,
-            kernels=count,
-            outside=outside,
-            unordered=unordered,
-            tampered=tampered,
+        window = Window(begin, end, spin or 0, end_marker=marker, marker_host_ns=marker_host)
+        self.sequence += 1
+        self.waiting.append(_Waiting(self.sequence, window, own, start, stop, ahead))
+        if not settle and len(self.waiting) < SETTLE_EVERY:
+            return Measured(None, outputs, ahead)
+        figures = self.settle()
+        _, settled = figures.pop()  # this call's: the last one waiting
+        self.settled.extend(figures)
+        return dataclasses.replace(settled, outputs=outputs)
+
+    def take_settled(self) -> list[tuple[int, Measured]]:
+        """The earlier calls (by ``sequence``) settled together with later ones, once each."""
+        taken, self.settled = self.settled, []
+        return taken
+
+    def settle(self, harness_after: bool = False) -> list[tuple[int, Measured]]:
+        """Flush CUPTI once and settle every waiting call: (its sequence number, its figure and checks).
+
+        ``harness_after``: called later than right after the last call (the end of a run), so that what ran
+        since that call's window closed is the harness's (``cupti_timer.settle_calls``).
+        """
+        from kictl.bench.cupti_timer import settle_calls
+
+        waiting, self.waiting = self.waiting, []
+        if not waiting:
+            return []
+        activities, dependencies = self.collector.drain_all()
+        events = [round(self.elapsed(item.start, item.stop) * 1e6) for item in waiting]
+        figures = settle_calls(
+            activities,
+            [(item.window, item.own_ns, events_ns) for item, events_ns in zip(waiting, events, strict=True)],
+            dependencies,
+            self.legacy,
+            harness_after,
         )
+        return [
+            (
+                item.sequence,
+                Measured(
+                    figure.ns,
+                    None,
+                    item.enqueued_ahead,
+                    events_ns=events_ns,
+                    kernels=figure.kernels,
+                    outside=figure.outside,
+                    unordered=figure.unordered,
+                    tampered=figure.tampered,
+                ),
+            )
+            for item, events_ns, figure in zip(waiting, events, figures, strict=True)
+        ]
 
 
 def reset_persisting_l2() -> None:

@@ -221,9 +221,14 @@ class Stage(Message):
 
 @dataclass(frozen=True, slots=True)
 class Call(Message):
-    """One timed call on the staged values."""
+    """One timed call on the staged values.
+
+    ``settle``: its sample is wanted now.  Otherwise a timer that settles calls in batches (CUPTI) may
+    answer with the sample to come, in a later answer's ``settled``.
+    """
 
     TYPE: ClassVar[str] = "call"
+    settle: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,17 +312,33 @@ class Armed(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Settled:
+    """The sample of an earlier timed call, settled with a later one (the CUPTI timer flushes in batches).
+
+    ``call`` numbers the ``Call`` requests since the last ``Arm`` from 1, warm-up calls included.
+    """
+
+    call: int
+    ns: int
+    events_ns: int | None = None
+    kernels: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Sample(Message):
     """One timed call: its time, as the worker's timer read it, and what was wrong with its outputs."""
 
     TYPE: ClassVar[str] = "sample"
-    ns: int
+    #: ``None``: the call's sample comes later, in a ``Settled`` of a later answer
+    ns: int | None
     enqueued_ahead: bool | None
     notes: tuple[Note, ...]
     #: CUPTI timer: the CUDA events figure of the same call (the cross-check), and the kernels, copies and
     #: memsets the call caused on any stream
     events_ns: int | None = None
     kernels: int | None = None
+    #: earlier calls whose samples were settled with this one
+    settled: tuple[Settled, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +346,8 @@ class Finished(Message):
     TYPE: ClassVar[str] = "finished"
     notes: tuple[Note, ...]
     device_spin_ns: int | None
+    #: the calls whose samples were still to come, settled now
+    settled: tuple[Settled, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

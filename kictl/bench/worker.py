@@ -322,7 +322,7 @@ class Worker:
         if isinstance(request, wire.Stage):
             return self.stage(request)
         if isinstance(request, wire.Call):
-            return self.call_timed()
+            return self.call_timed(request.settle)
         if isinstance(request, wire.Audit):
             return self.audit()
         if isinstance(request, wire.Finish):
@@ -501,6 +501,7 @@ class Worker:
             self.call(self.setup, self.timed_args)
         if self.cuda:
             torch.cuda.synchronize()
+        self.timer = None  # the last run's timer (its buffers) goes before this run's is made
         self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes, self.collector)
         before = integrity.watch_instance("timer", self.timer)
         self.copy_set(0, 0)
@@ -554,12 +555,14 @@ class Worker:
         self.copy_set(request.input_set, request.shift, request.perturb)
         return wire.Staged()
 
-    def call_timed(self) -> wire.Message:
+    def call_timed(self, settle: bool = True) -> wire.Message:
         if self.timer is None:
             raise Failure("runtime_error", "kictl asked for a timed call before arming")
         self.last = None
+        timer = self.timer
         try:
-            sample = self.timer.measure(self.timed_call)
+            # only the CUPTI timer settles calls in batches; its figure then comes with a later answer's
+            sample = timer.measure(self.timed_call, settle) if self.batched else timer.measure(self.timed_call)
         except BaseException:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         notes: list[wire.Note] = []
@@ -570,6 +573,43 @@ class Worker:
             _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {exc}")
         else:
             self.output_notes(self.last, notes, "a timed call")
+        replaced = self.instance_changes()
+        if replaced:  # the same words as finish() says them, so that the run's detail names them once
+            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(replaced)}")
+        earlier = self.settled(notes)
+        if sample.ns is not None:
+            self.figure_notes(sample, notes)
+        return wire.Sample(
+            ns=sample.ns,
+            enqueued_ahead=sample.enqueued_ahead,
+            notes=tuple(notes),
+            events_ns=sample.events_ns,
+            kernels=sample.kernels,
+            settled=earlier,
+        )
+
+    @property
+    def batched(self) -> bool:
+        return isinstance(self.timer, timing.CuptiTimer)
+
+    def settled(self, notes: list[wire.Note], everything: bool = False) -> tuple[wire.Settled, ...]:
+        """The earlier calls the timer has settled since the last answer (``everything``: settle the rest now),
+        their checks' findings added to ``notes``."""
+        if not self.batched:
+            return ()
+        timer = self.timer
+        figures = timer.take_settled()
+        if everything:  # at the end of a run: what ran since the last call's window (its audit) is the harness's
+            figures += timer.settle(harness_after=True)
+        for _, figure in figures:
+            self.figure_notes(figure, notes)
+        return tuple(
+            wire.Settled(call=number, ns=figure.ns, events_ns=figure.events_ns, kernels=figure.kernels)
+            for number, figure in figures
+        )
+
+    def figure_notes(self, sample: timing.Measured, notes: list[wire.Note]) -> None:
+        """What the timer found about a call's device work (CUPTI: once its figure is settled)."""
         if sample.unordered:
             _note(
                 notes,
@@ -580,22 +620,12 @@ class Worker:
             )
         for reason in sample.tampered:
             _note(notes, Check.TIMER_NOT_PATCHED, f"a timed call: {reason}")
-        replaced = self.instance_changes()
-        if replaced:  # the same words as finish() says them, so that the run's detail names them once
-            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(replaced)}")
         if sample.outside:
             _note(
                 notes,
                 Check.NO_WORK_OUTSIDE_CALLS,
                 f"{sample.outside} kernel(s), copies or memsets ran outside the timed call's window on the device",
             )
-        return wire.Sample(
-            ns=sample.ns,
-            enqueued_ahead=sample.enqueued_ahead,
-            notes=tuple(notes),
-            events_ns=sample.events_ns,
-            kernels=sample.kernels,
-        )
 
     def audit(self) -> wire.Message:
         if isinstance(self.last, str):
@@ -608,6 +638,8 @@ class Worker:
         import torch
 
         notes: list[wire.Note] = []
+        # the waiting calls first: what the checks below run on the device is after every call's window
+        settled = self.settled(notes, everything=True) if self.timer is not None else ()
         if self.cuda:
             torch.cuda.synchronize()
         if self.current_set >= 0:
@@ -630,7 +662,7 @@ class Worker:
         spin = self.timer.spin_ns if self.timer is not None else None
         self.last = None
         gc.collect()
-        return wire.Finished(notes=tuple(notes), device_spin_ns=spin)
+        return wire.Finished(notes=tuple(notes), device_spin_ns=spin, settled=settled)
 
 
 # --------------------------------------------------------------------------- entry point

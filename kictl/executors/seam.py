@@ -163,16 +163,14 @@ def expected_protocol_digests(
     (``capture_environment``, ``protocol_context``).
     """
     from kictl.bench import sandbox
-    from kictl.bench.options import check_options
+    from kictl.bench.options import check_options, flush_bytes
     from kictl.bench.results import protocol_record, protocol_spec
     from kictl.bench.session import possible_timers, tolerance_for
 
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
     counts = check_options(options, device)
-    flush = 0
-    if device != "cpu":  # twice the L2, as the bench's own flush (kictl.bench.session._flush_bytes)
-        flush = 2 * int(environment["hardware"].get("l2CacheBytes", 0)) or 256 * 1024 * 1024
+    hardware = environment["hardware"]
     # as kictl.bench.session._Session: the isolation label and the number of timed input sets
     isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
     iterations = counts[1]
@@ -180,7 +178,16 @@ def expected_protocol_digests(
     tolerance = tolerance_for(workload, options)
     return frozenset(
         protocol_record(
-            protocol_spec(device, counts, options, tolerance, flush, str(isolation), max(1, sets), timer)
+            protocol_spec(
+                device,
+                counts,
+                options,
+                tolerance,
+                flush_bytes(device, hardware),
+                str(isolation),
+                max(1, sets),
+                timer,
+            )
         ).digest
         for timer in possible_timers(options, device)
     )

@@ -44,6 +44,14 @@ class Behaviour:
     requests: list[str] = field(default_factory=list)
     #: seconds each request of a type takes (a slow import, a slow correctness call)
     delays: dict[str, float] = field(default_factory=dict)
+    #: samples settled in batches, as the CUPTI timer settles them: a call not asked to settle answers
+    #: ``ns=None`` and its sample comes with a later answer (``wire.Settled``)
+    batched: bool = False
+    #: how a hostile worker forges the settled samples: "unknown" (a call number never made), "twice" (one
+    #: call settled again), "never" (the waiting calls dropped), "warmup" (the warm-up calls' dropped)
+    forge: str | None = None
+    #: the ns each call number was settled with (timed and warm-up), for the tests to compare
+    settled: dict[int, int] = field(default_factory=dict)
 
 
 class FakeWorker:
@@ -67,6 +75,8 @@ class FakeWorker:
         self.rolled: list[bool] = []
         self.last: list[Any] = []
         self.pending: wire.Message | None = None
+        self.calls = 0
+        self.waiting: list[int] = []
 
     def spawn(self) -> None:
         self.alive = True
@@ -145,6 +155,7 @@ class FakeWorker:
             args = [materialize_spec(spec, "cpu") for spec in message.plan.inputs]
             return wire.Outputs(tensors=(pack(compute(*args)),), error=None, notes=())
         if isinstance(message, wire.Arm):
+            self.calls, self.waiting = 0, []
             self.sets = [[materialize_spec(spec, "cpu") for spec in plan.inputs] for plan in message.timed_plans]
             self.rolled = [spec.kind == "random" for spec in message.setup_plan.inputs]
             return wire.Armed(notes=())
@@ -156,9 +167,32 @@ class FakeWorker:
             return wire.Staged()
         if isinstance(message, wire.Call):
             self.last = [compute(*self.staged)]
-            return wire.Sample(ns=self.behaviour.sample_ns, enqueued_ahead=None, notes=())
+            self.calls += 1
+            if self.behaviour.batched and not message.settle:
+                self.waiting.append(self.calls)
+                return wire.Sample(ns=None, enqueued_ahead=None, notes=())
+            ns = self._ns(self.calls)
+            return wire.Sample(ns=ns, enqueued_ahead=None, notes=(), settled=self._settle())
         if isinstance(message, wire.Audit):
             return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
         if isinstance(message, wire.Finish):
-            return wire.Finished(notes=(), device_spin_ns=None)
+            return wire.Finished(notes=(), device_spin_ns=None, settled=self._settle())
         raise AssertionError(f"unexpected {message.TYPE}")
+
+    def _ns(self, call: int) -> int:
+        """Each call's sample: ``sample_ns``; when batched, plus its number, so that a sample filed under the wrong
+        call shows."""
+        self.behaviour.settled[call] = self.behaviour.sample_ns + (call if self.behaviour.batched else 0)
+        return self.behaviour.settled[call]
+
+    def _settle(self) -> tuple[wire.Settled, ...]:
+        waiting, self.waiting = self.waiting, []
+        forge = self.behaviour.forge
+        if forge == "never" or (forge == "warmup" and waiting == [1]):
+            return ()
+        settled = [wire.Settled(call=call, ns=self._ns(call)) for call in waiting]
+        if forge == "unknown" and settled:
+            settled.append(wire.Settled(call=self.calls + 7, ns=1))
+        if forge == "twice" and settled:
+            settled.append(settled[0])
+        return tuple(settled)

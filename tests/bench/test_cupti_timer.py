@@ -1040,3 +1040,247 @@ def test_collector_refusing_kernels_is_an_environment_error() -> None:
     collector = CuptiCollector(_Cupti(refuse=(_Kind.CONCURRENT_KERNEL,)))
     with pytest.raises(EnvError, match="CUPTI could not attach"):
         collector.start()
+
+
+# --------------------------------------------------------------- calls settled in batches (one flush for many)
+
+_BODIES = ("one", "joined", "unjoined", "none", "late", "restart")
+
+
+def _harnessed_call(index: int, body: str) -> tuple[list[DeviceActivity], list[EventRecord], list[Synchronization]]:
+    """One timed call as CuptiTimer runs it, at time ``index * 10_000`` and correlations from ``index * 100``:
+    the L2 flush in the harness window, then spin, start record, the body, stop record, end marker."""
+    t, c = index * 10_000, index * 100
+    activities = [
+        DeviceActivity(MEMSET, t + 100, t + 200, CALLING, "", c + 1),
+        DeviceActivity(KERNEL, t + 1100, t + 3000, CALLING, SPIN_KERNEL_NAME, c + 3),
+    ]
+    records = [EventRecord(c + 4, CALLING, START_EVENT, c + 4)]
+    syncs = [Synchronization(c + 2, CONTEXT_SYNCHRONIZE, 0, 0, 0, t + 210, t + 220)]
+    marker_start = t + 3700
+    if body in ("one", "late", "restart"):
+        activities.append(DeviceActivity(KERNEL, t + 3010, t + 3500, CALLING, "attention", c + 10))
+    if body == "joined":  # side.wait_stream(current), work on the side, current.wait_stream(side)
+        records.append(EventRecord(c + 10, CALLING, 5, c + 10))
+        syncs.append(Synchronization(c + 11, STREAM_WAIT_EVENT, SIDE, 5, c + 10))
+        activities.append(DeviceActivity(KERNEL, t + 3010, t + 3600, SIDE, "attention", c + 12))
+        records.append(EventRecord(c + 13, SIDE, 6, c + 13))
+        syncs.append(Synchronization(c + 14, STREAM_WAIT_EVENT, CALLING, 6, c + 13))
+    if body == "unjoined":  # work left running on a side stream past the end marker
+        activities.append(DeviceActivity(KERNEL, t + 3010, t + 8000, SIDE, "attention", c + 12))
+    if body == "late":  # work that runs on past the window's end
+        activities.append(DeviceActivity(KERNEL, t + 8900, t + 9500, OTHER, "late", c + 39))
+    if body == "restart":  # the harness's start event recorded again inside the call
+        records.append(EventRecord(c + 20, CALLING, START_EVENT, c + 20))
+    records.append(EventRecord(c + 40, CALLING, STOP_EVENT, c + 40))
+    activities.append(DeviceActivity(KERNEL, marker_start, marker_start + 2, CALLING, SPIN_KERNEL_NAME, c + 41))
+    syncs.append(Synchronization(c + 42, CONTEXT_SYNCHRONIZE, 0, 0, 0, t + 8500, t + 8600))
+    return activities, records, syncs
+
+
+def _harnessed_window(index: int) -> tuple[Window, int, int]:
+    t = index * 10_000
+    own = (index - 1) * 10_000 + 9_000 if index else 0
+    return Window(t + 1000, t + 9000, 2000, end_marker=True, marker_host_ns=t + 3650), own, 700
+
+
+@settings(max_examples=200, deadline=None)
+@given(bodies=st.lists(st.sampled_from(_BODIES), min_size=1, max_size=8))
+def test_calls_settled_together_read_as_if_each_had_been_flushed_alone(bodies: list[str]) -> None:
+    """One flush for many calls (the CUPTI timer's batches) gives each call the figure and the findings that a
+    flush after that call alone gives: the sample, the kernel count, work outside the windows, unordered
+    side-stream work and a re-recorded start event all stay with their own call."""
+    from kictl.bench.cupti_timer import settle_calls
+
+    calls = [_harnessed_call(i, body) for i, body in enumerate(bodies)]
+    windows = [_harnessed_window(i) for i in range(len(bodies))]
+    alone = [
+        settle_calls(activities, [window], Dependencies(tuple(records), tuple(syncs)), True)[0]
+        for (activities, records, syncs), window in zip(calls, windows, strict=True)
+    ]
+    everything = Dependencies(
+        tuple(r for _, records, _ in calls for r in records), tuple(s for _, _, syncs in calls for s in syncs)
+    )
+    together = settle_calls([a for activities, _, _ in calls for a in activities], windows, everything, True)
+    assert together == alone
+    for body, figure in zip(bodies, together, strict=True):
+        assert (figure.unordered > 0) == (body in ("unjoined", "late")), (body, figure)
+        assert (figure.outside > 0) == (body == "late"), (body, figure)
+        assert any("recorded again" in r for r in figure.tampered) == (body == "restart"), (body, figure)
+        assert any("no kernel" in r for r in figure.tampered) == (body == "none"), (body, figure)
+        if body in ("one", "restart"):
+            assert (figure.ns, figure.kernels) == (490, 1)
+        if body == "late":  # the work past the window's end is timed too, and flagged
+            assert (figure.ns, figure.kernels) == (6490, 2)
+
+
+def test_work_between_settled_calls_is_the_next_harness_windows_and_after_the_last_escapes() -> None:
+    """Settled together, an activity goes where a flush right at each window's end would put it: one that
+    starts after a call's window is the next call's harness work (left out, as the harness's staging is);
+    one that starts after the last window escaped every window (noWorkOutsideCalls)."""
+    from kictl.bench.cupti_timer import settle_calls
+
+    calls = [_harnessed_call(i, "one") for i in range(2)]
+    between = DeviceActivity(KERNEL, 9_500, 9_600, OTHER, "between", 60)
+    after = DeviceActivity(KERNEL, 19_500, 19_600, OTHER, "after", 160)
+    activities = [a for found, _, _ in calls for a in found] + [between, after]
+    deps = Dependencies(
+        tuple(r for _, records, _ in calls for r in records), tuple(s for _, _, syncs in calls for s in syncs)
+    )
+    first, second = settle_calls(activities, [_harnessed_window(0), _harnessed_window(1)], deps, True)
+    assert (first.outside, second.outside) == (0, 1)
+    assert first.ns == second.ns == 490
+
+
+# ------------------------------------------------ CUPTI's buffers read at the offsets cupti-python's dtypes give
+
+
+def _layout_dtypes() -> dict[str, Any]:
+    """Record layouts as cupti-python declares them (numpy dtypes with offsets; the kernel's name a pointer)."""
+    import numpy as np
+
+    def dtype(fields: list[tuple[str, str, int]], size: int) -> Any:
+        names, formats, offsets = zip(*fields, strict=True)
+        return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": size})
+
+    work = [("kind", "<u4", 0), ("start", "<u8", 8), ("end", "<u8", 16), ("correlation_id", "<u4", 24)]
+    work += [("stream_id", "<u4", 28), ("graph_id", "<u4", 32)]
+    event = [("kind", "<u4", 0), ("correlation_id", "<u4", 4), ("stream_id", "<u4", 8), ("event_id", "<u4", 12)]
+    event.append(("cuda_event_sync_id", "<u8", 16))
+    sync = [("kind", "<u4", 0), ("type", "<u4", 4), ("start", "<u8", 8), ("end", "<u8", 16)]
+    sync += [("correlation_id", "<u4", 24), ("stream_id", "<u4", 28), ("cuda_event_id", "<u4", 32)]
+    sync.append(("cuda_event_sync_id", "<u8", 40))
+    return {
+        "activity_kernel9_dtype": dtype([("kind", "<u4", 0), ("start", "<u4", 4)], 8),  # an older version: not used
+        "activity_kernel10_dtype": dtype([*work, ("name", "<u8", 40)], 64),
+        "activity_memcpy6_dtype": dtype(work, 48),
+        "activity_memcpy_pto_p4_dtype": dtype(work, 48),  # peer copies: not a kind kictl reads
+        "activity_memset4_dtype": dtype(work, 40),
+        "activity_cuda_event2_dtype": dtype(event, 24),
+        "activity_synchronization2_dtype": dtype(sync, 48),
+        "activity_stream_dtype": dtype([("kind", "<u4", 0), ("stream_id", "<u4", 4), ("flag", "<u4", 8)], 16),
+    }
+
+
+class _RawCupti(_Cupti):
+    """The fake cupti module with the numpy dtypes of cupti-python 13."""
+
+    def __init__(self, drop: str | None = None) -> None:
+        super().__init__()
+        for name, dtype in _layout_dtypes().items():
+            if drop is not None and name == "activity_stream_dtype":
+                import numpy as np
+
+                kept: Any = {n: dtype.fields[n] for n in dtype.names if n != drop}
+                dtype = np.dtype(kept)
+            setattr(self, name, dtype)
+
+
+def _write(records: list[SimpleNamespace], cupti: _RawCupti, keep: list[Any]) -> list[int]:
+    """Each record into memory of its own, laid out as CUPTI writes it; their addresses."""
+    import ctypes
+
+    import numpy as np
+
+    layouts = {
+        int(_Kind.CONCURRENT_KERNEL): "activity_kernel10_dtype",
+        int(_Kind.MEMCPY): "activity_memcpy6_dtype",
+        int(_Kind.MEMSET): "activity_memset4_dtype",
+        int(_Kind.CUDA_EVENT): "activity_cuda_event2_dtype",
+        int(_Kind.SYNCHRONIZATION): "activity_synchronization2_dtype",
+        int(_Kind.STREAM): "activity_stream_dtype",
+    }
+    addresses = []
+    for record in records:
+        dtype = getattr(cupti, layouts[int(record.kind)])
+        row = np.zeros(1, dtype)
+        for name in dtype.names:
+            value = getattr(record, name, 0)
+            if name == "name":
+                text = ctypes.create_string_buffer(str(value).encode())
+                keep.append(text)
+                value = ctypes.addressof(text)
+            row[name] = int(value)
+        memory = ctypes.create_string_buffer(row.tobytes(), dtype.itemsize)
+        keep.append(memory)
+        addresses.append(ctypes.addressof(memory))
+    return addresses
+
+
+def test_records_read_at_their_offsets_are_what_cupti_python_reads() -> None:
+    """kictl's direct reader (``RecordReader``) turns CUPTI's records into the same activities, event records,
+    synchronisations and stream flags as cupti-python's objects do, each field cross-checked."""
+    from kictl.bench.cupti_timer import CROSS_CHECKED_RECORDS, RecordReader, record_layouts
+
+    fake = _RawCupti()
+    layouts, missing = record_layouts(fake)
+    assert missing is None
+    assert layouts[int(_Kind.CONCURRENT_KERNEL)].size == 64  # version 10, not 9
+    assert "name" in layouts[int(_Kind.CONCURRENT_KERNEL)].names
+    reader = RecordReader(layouts)
+    keep: list[Any] = []
+    read = [reader.read(address) for address in _write(_records(), fake, keep)]
+    assert reader.mismatch is None
+    assert sum(reader.checked.values()) == len(read) <= CROSS_CHECKED_RECORDS * len(layouts)
+    collector = CuptiCollector(fake)
+    collector.start()
+    collector._completed(read)
+    activities, deps = collector.drain_all()
+    assert [(a.kind, a.start_ns, a.end_ns, a.stream, a.name, a.correlation, a.graph) for a in activities] == [
+        (KERNEL, 5, 9, 7, "k", 101, 0),
+        (MEMCPY, 10, 12, 13, "", 102, 3),
+        (MEMSET, 13, 14, 13, "", 103, 0),
+    ]
+    assert deps is not None
+    assert deps.records == (EventRecord(104, 7, 4, 77),)
+    assert deps.syncs == (Synchronization(105, STREAM_WAIT_EVENT, 13, 4, 77, 20, 21),)
+    assert dict(deps.stream_flags) == {13: NON_BLOCKING, 14: BLOCKING}
+    import ctypes
+
+    unknown = ctypes.c_uint64(99)  # a kind kictl does not read (its first four bytes name the kind)
+    assert reader.read(ctypes.addressof(unknown)) is None
+
+
+def test_a_layout_that_reads_otherwise_than_numpy_hands_over_to_numpy() -> None:
+    """One field read differently from numpy's reading of cupti-python's dtype (the cross-check) and that record
+    and every later one are numpy's reading."""
+    import dataclasses
+
+    from kictl.bench.cupti_timer import RecordReader, record_layouts
+
+    fake = _RawCupti()
+    layouts, _ = record_layouts(fake)
+    kernel = layouts[int(_Kind.CONCURRENT_KERNEL)]
+    # a layout one byte off for the first field (start): what a wrong offset would read
+    layouts[int(_Kind.CONCURRENT_KERNEL)] = dataclasses.replace(kernel, format=kernel.format.replace("8x", "9x", 1))
+    reader = RecordReader(layouts)
+    keep: list[Any] = []
+    record = SimpleNamespace(kind=_Kind.CONCURRENT_KERNEL, start=5, end=9, stream_id=7, name="k", correlation_id=1)
+    first, second = (reader.read(address) for address in _write([record, record], fake, keep))
+    mismatch = reader.mismatch or ""
+    assert mismatch.startswith("kernel record field start: read ")
+    assert mismatch.endswith(", numpy reads 5")  # and no pointer of the misread record was followed
+    assert (first.start, second.start, second.name, second.kind) == (5, 5, "k", int(_Kind.CONCURRENT_KERNEL))
+
+
+def test_a_layout_without_a_required_field_is_not_read_directly() -> None:
+    from kictl.bench.cupti_timer import record_layouts
+
+    layouts, missing = record_layouts(_RawCupti(drop="flag"))
+    assert "STREAM (activity_stream_dtype)" in (missing or "")
+    assert int(_Kind.STREAM) not in layouts
+    assert int(_Kind.CONCURRENT_KERNEL) in layouts
+
+
+def test_at_the_end_of_a_run_what_ran_after_the_last_window_is_the_harnesss() -> None:
+    """Settled at the end of a run (after the last call's audit copied its outputs), the audit's copy is the
+    harness's work, not the last call's: no noWorkOutsideCalls for an honest run (device call AH)."""
+    from kictl.bench.cupti_timer import settle_calls
+
+    activities, records, syncs = _harnessed_call(0, "one")
+    audit = DeviceActivity(MEMCPY, 9_500, 9_600, CALLING, "", 60)
+    deps = Dependencies(tuple(records), tuple(syncs))
+    (right_after,) = settle_calls([*activities, audit], [_harnessed_window(0)], deps, True)
+    (at_the_end,) = settle_calls([*activities, audit], [_harnessed_window(0)], deps, True, harness_after=True)
+    assert (right_after.outside, at_the_end.outside) == (1, 0)
+    assert right_after.ns == at_the_end.ns == 490

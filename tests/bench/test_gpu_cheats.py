@@ -29,7 +29,8 @@ CAUGHT_ON_GPU: dict[str, tuple[str, ...]] = {
     "values_cached_by_samples": ("outputsFresh", "timedOutputsCorrect"),
     "values_precomputed_in_setup": ("outputsFresh", "timedOutputsCorrect"),
     "rmsnorm_cached_output": ("outputsFresh",),
-    "timer_forged_samples": ("timerNotPatched",),
+    # its forged answers drop the samples settled in batches (wireIntact), or its patch is seen (timerNotPatched)
+    "timer_forged_samples": ("timerNotPatched", "wireIntact"),
     "rmsnorm_patches_timer": ("timerNotPatched",),
     "timer_reads_harness_frames": ("timedOutputsCorrect",),
     "timer_events_moved": ("timerNotPatched",),

@@ -36,3 +36,14 @@ def test_protocol_says_what_was_timed() -> None:
     assert "iterations" not in cpu["measurement"]
     assert "l2FlushBytes" not in cpu["measurement"]
     assert cpu["measurement"]["l2Flush"] is False
+
+
+def test_the_l2_flush_is_twice_the_l2_and_none_on_the_cpu() -> None:
+    """One rule for the bench session and the executors' job identity (``options.flush_bytes``)."""
+    from kictl.bench.options import FALLBACK_FLUSH_BYTES, flush_bytes
+
+    h200 = {"memoryBytes": 150_754_820_096, "l2CacheBytes": 62_914_560}
+    assert flush_bytes("cuda:0", h200) == 2 * 62_914_560
+    assert flush_bytes("cuda:0", {}) == flush_bytes("cuda:0", {"l2CacheBytes": "lots"}) == FALLBACK_FLUSH_BYTES
+    assert flush_bytes("cuda:0", {"l2CacheBytes": 0}) == FALLBACK_FLUSH_BYTES
+    assert flush_bytes("cpu", h200) == 0

@@ -99,6 +99,39 @@ def test_cuda_timers_hide_launch_latency(name: str) -> None:
     assert torch.allclose(measured[-1].outputs, a @ a)
 
 
+@pytest.mark.gpu
+@gpu
+def test_the_cupti_timer_settles_in_batches_and_leaves_the_touch_out() -> None:
+    """The CUPTI timer's calls settled in one flush read as calls settled one by one, and the harness's read of
+    the touch buffer (one kernel in the harness window) is no call's: each call is its one kernel."""
+    from kictl.bench.cupti_timer import CuptiCollector
+
+    timing.bind_originals()
+    collector = CuptiCollector()
+    collector.start()
+    try:
+        a = torch.randn(4096, 4096, device="cuda")
+        timer = timing.make_timer("cupti_device_time", "cuda:0", 64 * 2**20, collector, touch_bytes=256 * 2**20)
+        assert timer.touch_view.stride() == (64 * 1024,)
+        assert timer.touch_sink.numel() == 256 * 2**20 // (64 * 1024)
+        timer.prepare(lambda: a + 1)
+        alone = [timer.measure(lambda: a + 1) for _ in range(12)]
+        waiting = [timer.measure(lambda: a + 1, settle=False) for _ in range(7)]
+        last = timer.measure(lambda: a + 1)
+        settled = timer.take_settled()
+        assert [m.ns for m in waiting] == [None] * 7
+        assert [number for number, _ in settled] == list(range(13, 20))
+        assert timer.take_settled() == []
+        for measured in [*alone, last, *(m for _, m in settled)]:
+            assert measured.kernels == 1, measured
+            assert (measured.outside, measured.unordered, measured.tampered) == (0, 0, ()), measured
+        batched = sorted([last.ns or 0, *(m.ns or 0 for _, m in settled)])
+        one_by_one = sorted(m.ns or 0 for m in alone[4:])
+        assert abs(batched[len(batched) // 2] - one_by_one[len(one_by_one) // 2]) < 0.1 * one_by_one[0]
+    finally:
+        collector.stop()
+
+
 def test_events_timer_names_a_start_event_moved_from_inside_the_call() -> None:
     # honest: the lead and start events back to back, the anchor-to-lead time the spin and flush
     assert timing.events_tampering(spun_ns=260_000, lead_gap_ns=600, spin_ns=200_000, ahead=True) == ()
