@@ -5,7 +5,8 @@ and for each workload: gets the reference outputs from kictl's own
 reference worker (the definition's reference, from kictl's copy of the
 record; never from an implementation that claims to be it), drives each
 implementation's sandboxed worker through its correctness rounds, setup and
-timed calls (``loop``; the timed calls of all implementations take turns),
+timed calls (``loop``; on the CPU the timed calls of all implementations take
+turns, on a GPU each implementation's run as a block of their own),
 judges the evidence (``verdict``) and returns the records a registry needs
 (DESIGN §3, §7): the BenchmarkRuns and the Definition, Workload,
 Implementation, BenchmarkProtocol and ExecutionEnvironment records they
@@ -45,6 +46,7 @@ from kictl.bench.options import (
     adaptive_budget,
     check_options,
     fixed_count_budget,
+    flush_bytes,
     pinned_cpus,
     resolve_device,
     usable_cpus,
@@ -72,6 +74,11 @@ ProgressCallback = Callable[[str], None]
 #: Whether the correctness rounds and setup() of several implementations overlap on the CPU device too
 #: (they always do on a GPU); off, because every worker is pinned to the one CPU the timed calls use.
 OVERLAP_PREPARE_ON_CPU = False
+#: Whether each implementation's warm-up and timed calls run as a block of their own on the CPU device too (they
+#: always do on a GPU, where a small kernel's figure moves by up to 2 µs with what ran just before it: RESULTS.md,
+#: "What moves a small kernel's figure"); off, so that on the CPU a candidate and the reference, taking turns
+#: call by call, meet the machine's background load alike.
+TIMED_IN_BLOCKS_ON_CPU = False
 #: kictl's reference workers on a GPU, all running the definition's reference, the audited calls' inputs shared
 #: out among them: a reference is often host-bound (a Python loop over a batch: 6-70 ms a call on the H200 for
 #: the bundled attention references) or dominated by copying its outputs back, and its outputs are wanted while
@@ -432,7 +439,7 @@ class _Session:
             ),
             timer=timer,
             time_setup=self.options.time_setup,
-            flush_bytes=_flush_bytes(self.device, env),
+            flush_bytes=flush_bytes(self.device, env["hardware"]),
             timeout_s=self.options.timeout_s,
         )
 
@@ -486,17 +493,29 @@ class _Session:
                 self.wait_ready(self.reference_worker)
         with phase("prepare"):
             refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
-        with phase("warmup"):
-            for _, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
-                _guarded(driver, driver.warm)
-        self.say(f"{workload.name}: timed calls, interleaved")
-        with phase("timed"):
-            before = self.clock_reading()
-            while any(driver.active for _, driver, _ in drivers):
-                for _, driver, _ in drivers:
-                    if driver.active:
+        before = self.clock_reading()
+        if TIMED_IN_BLOCKS_ON_CPU or self.device != "cpu":
+            # one implementation after another, each its warm-up and then its timed calls: a small kernel's
+            # figure moves with what ran on the device just before it (RESULTS.md, "What moves a small kernel's
+            # figure"), so calls taking turns would make it depend on the session's other implementations
+            for _, driver, _ in drivers:
+                with phase("warmup"):
+                    _guarded(driver, driver.warm)
+                self.say(f"{driver.label}: timed calls")
+                with phase("timed"):
+                    while driver.active:
                         _guarded(driver, driver.step)
-            after = self.clock_reading()
+        else:
+            with phase("warmup"):
+                for _, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
+                    _guarded(driver, driver.warm)
+            self.say(f"{workload.name}: timed calls, interleaved")
+            with phase("timed"):
+                while any(driver.active for _, driver, _ in drivers):
+                    for _, driver, _ in drivers:
+                        if driver.active:
+                            _guarded(driver, driver.step)
+        after = self.clock_reading()
         for _, driver, _ in drivers:
             driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
         with phase("finish"):
@@ -683,7 +702,7 @@ class _Session:
             self.counts,
             self.options,
             context.tolerance,
-            _flush_bytes(self.device, env),
+            flush_bytes(self.device, env["hardware"]),
             self.isolation.label,
             len(self.set_labels),
             self.timer_name,
@@ -827,13 +846,6 @@ def _guarded(driver: RunDriver, step: Callable[[], None]) -> None:
 def _last_line(text: str | None) -> str:
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else "no detail"
-
-
-def _flush_bytes(device: str, env: dict[str, Any]) -> int:
-    """Twice the L2 cache (issue 4: a write to a buffer of twice the L2 size); 0 on the CPU."""
-    if device == "cpu":
-        return 0
-    return 2 * int(env["hardware"].get("l2CacheBytes", 0)) or 256 * 1024 * 1024
 
 
 def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:

@@ -312,3 +312,84 @@ def test_overlapped_preparation_with_real_workers(shared_registry: Registry, mon
         assert found[("rmsnorm_wrong_values", workload)] == "incorrect_numerical"
         assert found[("rmsnorm_crashes", workload)] == "runtime_error"
     assert {"start", "prepare", "timed", "records"} <= set(report.phases)
+
+
+def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Registry) -> None:
+    """A timer that settles its calls in batches (CUPTI) sends a call's sample with a later answer: each one is
+    filed under the call it belongs to, and the parent asks for them every ``SETTLE_EVERY`` calls."""
+    from kictl.bench.loop import SETTLE_EVERY
+
+    batched = {label: Behaviour(batched=True) for label in ("reference", "impl0", "impl1")}
+    iterations = SETTLE_EVERY + 5
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=3, iterations=iterations),
+        worker_factory=lambda label: FakeWorker(label, batched[label]),
+    )
+    for run, label in zip(report.runs, ("impl0", "impl1"), strict=True):
+        assert run.status == "passed", run.detail
+        timing = run.run.raw["spec"]["timing"] if run.run else {}
+        # calls 1-3 were the warm-up; timed call i is call 4 + i, and its sample says so
+        assert timing["samples"] == [1000 + 4 + i for i in range(iterations)]
+        assert sorted(batched[label].settled) == list(range(1, 4 + iterations))
+
+
+@pytest.mark.parametrize(
+    ("forge", "words"),
+    [
+        ("unknown", "a sample for call"),
+        ("twice", "a sample for call"),
+        ("never", "got no sample"),
+        ("warmup", "got no sample in the last warm-up call's answer"),
+    ],
+)
+def test_a_worker_that_forges_the_settled_samples_breaks_the_wire(
+    shared_registry: Registry, forge: str, words: str
+) -> None:
+    report, _ = _session(shared_registry, Behaviour(batched=True, forge=forge), warmup=2, iterations=20)
+    found = _statuses(report)
+    assert found["rmsnorm_wrong_values"][0] == "reward_hack", found
+    detail = found["rmsnorm_wrong_values"][1] or ""
+    assert "wireIntact" in detail
+    assert words in detail
+    assert found["torch_rmsnorm"] == ("passed", None)
+
+
+def test_timed_calls_in_blocks_run_each_implementation_to_its_end_before_the_next(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU (here the CPU with the GPU's rule) each implementation's warm-up and timed calls run as one
+    block: no other implementation's call runs between two of its calls, so its figure does not depend on
+    which implementations share the session."""
+    monkeypatch.setattr(session_module, "TIMED_IN_BLOCKS_ON_CPU", True)
+    order: list[str] = []
+
+    class Logged(FakeWorker):
+        def request(self, message: Any, timeout: float, expect: frozenset[str]) -> Any:
+            if message.TYPE == "call":
+                order.append(self.label)
+            return super().request(message, timeout, expect)
+
+    behaviours = {label: Behaviour() for label in ("reference", "impl0", "impl1")}
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1", "b7"), rounds=1, warmup=2, iterations=5),
+        worker_factory=lambda label: Logged(label, behaviours[label]),
+    )
+    assert [run.status for run in report.runs] == ["passed"] * 4
+    # per workload: impl0's 2 warm-up and 5 timed calls, then impl1's
+    assert order == (["impl0"] * 7 + ["impl1"] * 7) * 2
+    monkeypatch.setattr(session_module, "TIMED_IN_BLOCKS_ON_CPU", False)
+    order.clear()
+    run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=2, iterations=5),
+        worker_factory=lambda label: Logged(label, behaviours[label]),
+    )
+    assert order == ["impl0"] * 2 + ["impl1"] * 2 + ["impl0", "impl1"] * 5  # on the CPU: taking turns
