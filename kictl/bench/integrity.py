@@ -110,6 +110,14 @@ def _watched() -> dict[str, Any]:
         for name in ("elapsed_time", "record", "query", "synchronize"):
             if hasattr(base, name):
                 found[f"torch._C._CudaEventBase.{name}"] = getattr(base, name)
+    # what kictl's reader of CUPTI's buffers reads records with (cupti_timer.RecordLayout, RecordReader)
+    import ctypes
+    import struct
+
+    for name in ("unpack_from", "calcsize"):
+        found[f"struct.{name}"] = getattr(struct, name)
+    for name in ("string_at", "addressof", "byref", "c_char", "c_uint32", "c_void_p", "c_size_t", "CFUNCTYPE"):
+        found[f"ctypes.{name}"] = getattr(ctypes, name)
     found["torch.cuda.synchronize"] = torch.cuda.synchronize
     found["torch.cuda.CUDAGraph.replay"] = torch.cuda.CUDAGraph.replay
     found["torch.cuda._sleep"] = getattr(torch.cuda, "_sleep", None)
@@ -162,6 +170,10 @@ _INSTANCE_STATE = frozenset(
         "waiting",
         "settled",
         "sequence",
+        "buffers",
+        "error",
+        "checked",
+        "mismatch",
         "_pending",
         "_records",
         "_syncs",

@@ -251,6 +251,12 @@ class Worker:
         self.watches: dict[str, integrity.InstanceWatch] = {}
         if collector is not None:
             self.watches["collector"] = integrity.watch_instance("collector", collector)
+            # kictl's own reader of CUPTI's buffers, where it attached: what it hands records to, and the layouts
+            # it reads them with, are kictl's as they were before the implementation was imported
+            direct = getattr(collector, "direct", None)
+            if direct is not None:
+                self.watches["cupti_reader"] = integrity.watch_instance("cupti_reader", direct)
+                self.watches["record_reader"] = integrity.watch_instance("record_reader", direct.reader)
         #: the CPUs the timed calls run on (``_pin``); every thread is pinned there by ``Arm``
         self.cpus = tuple(cpus)
         self.fd_in = fd_in
@@ -515,7 +521,13 @@ class Worker:
 
     def instance_changes(self) -> list[str]:
         """What an implementation replaced on kictl's timer or CUPTI collector (``timerNotPatched``)."""
-        current = {"timer": self.timer, "collector": self.collector}
+        direct = getattr(self.collector, "direct", None)
+        current = {
+            "timer": self.timer,
+            "collector": self.collector,
+            "cupti_reader": direct,
+            "record_reader": getattr(direct, "reader", None),
+        }
         return [name for key, watch in self.watches.items() for name in integrity.instance_changes(watch, current[key])]
 
     def set_values(self, index: int, shift: int, perturb: int = 0) -> list[Any]:

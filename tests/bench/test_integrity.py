@@ -55,10 +55,17 @@ def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(cupti_timer, "attribute", lambda *args, **kwargs: None)
     monkeypatch.setattr(cupti_timer.CuptiCollector, "drain", lambda self: [])
     monkeypatch.setattr(bindings, "get_timestamp", lambda: 1)
+    # kictl's own reader of CUPTI's buffers, and what it reads records with
+    monkeypatch.setattr(cupti_timer.RecordReader, "read", lambda self, address: None)
+    import struct
+
+    monkeypatch.setattr(struct, "unpack_from", lambda fmt, buffer, offset=0: ())
     assert integrity.patched(baseline) == [
         "cupti.cupti.get_timestamp",
         "kictl.bench.cupti_timer.CuptiCollector.drain",
+        "kictl.bench.cupti_timer.RecordReader.read",
         "kictl.bench.cupti_timer.attribute",
+        "struct.unpack_from",
     ]
 
 
@@ -120,3 +127,37 @@ def test_what_kictls_timer_instance_holds_is_watched() -> None:
     watch = integrity.watch_instance("collector", holder)
     holder.kinds.pop("kernel")  # a container emptied in place: the kernels would no longer be collected
     assert integrity.instance_changes(watch, holder) == ["collector.kinds"]
+
+
+def test_kictls_reader_of_cuptis_buffers_is_watched_like_the_collector() -> None:
+    """Where kictl reads CUPTI's buffers itself, what the reader hands records to and the layouts it reads
+    them with are watched: a hand-over that drops the implementation's own records is named (timerNotPatched)."""
+    from types import SimpleNamespace
+
+    from kictl.bench.cupti_timer import RecordReader
+    from kictl.bench.worker import Worker
+
+    reader = RecordReader({10: SimpleNamespace(layout="kernel")})  # type: ignore[dict-item]
+
+    def deliver(records: list[object]) -> None:
+        return None
+
+    direct = SimpleNamespace(reader=reader, deliver=deliver, buffers={}, error=None)
+    collector = SimpleNamespace(direct=direct, started=True)
+    worker = Worker(-1, -1, "cpu", integrity.take_baseline(), collector=collector)
+    assert worker.instance_changes() == []
+    direct.buffers[1] = bytearray(8)  # the reader's working state changes as it works
+    direct.error = "a buffer could not be read"
+    reader.checked[10] = 3
+    assert worker.instance_changes() == []
+    direct.deliver = lambda records: deliver([r for r in records if getattr(r, "name", "") != "mine"])  # drops its own
+    assert worker.instance_changes() == ["cupti_reader.deliver"]
+    direct.deliver = deliver
+    kernel = reader.layouts[10]
+    reader.layouts[10] = SimpleNamespace(layout="kernel", format="<Q")  # type: ignore[assignment]
+    assert worker.instance_changes() == ["record_reader.layouts"]
+    reader.layouts[10] = kernel
+    assert worker.instance_changes() == []
+    collector.direct = SimpleNamespace(reader=reader, deliver=deliver)
+    assert "collector.direct" in worker.instance_changes()
+    assert "cupti_reader (another object)" in worker.instance_changes()
