@@ -972,20 +972,36 @@ class DirectRecords:
     offsets cupti-python's numpy dtypes give (``record_layouts``), cross-checked by ``RecordReader``.
     """
 
-    def __init__(self, cupti: Any, layouts: dict[int, RecordLayout], deliver: Callable[[list[Any]], None]) -> None:
+    def __init__(
+        self,
+        cupti: Any,
+        layouts: dict[int, RecordLayout],
+        deliver: Callable[[list[Any]], None],
+        lib: Any = None,
+    ) -> None:
         import ctypes
 
-        self.lib = _libcupti(cupti)
+        #: libcupti through ctypes (``lib`` replaces it in the tests of the buffer walk)
+        self.lib = lib if lib is not None else _libcupti(cupti)
         self.lib.cuptiActivityGetNextRecord.argtypes = [
             ctypes.c_void_p,
             ctypes.c_size_t,
             ctypes.POINTER(ctypes.c_void_p),
         ]
         self.lib.cuptiActivityGetNextRecord.restype = ctypes.c_int
+        self.lib.cuptiActivityGetNumDroppedRecords.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_uint32,
+            ctypes.POINTER(ctypes.c_size_t),
+        ]
+        self.lib.cuptiActivityGetNumDroppedRecords.restype = ctypes.c_int
+        #: what cuptiActivityGetNextRecord returns at the end of a buffer
+        self.end_of_buffer = int(getattr(getattr(cupti, "Result", None), "ERROR_MAX_LIMIT_REACHED", 12))
         self.reader = RecordReader(layouts)
         self.deliver = deliver
         self.buffer_bytes = BUFFER_BYTES
         self.buffers: dict[int, Any] = {}
+        #: why records were lost (a buffer not walked to its end, records CUPTI dropped): ``drain_all`` refuses
         self.error: str | None = None
         requested = ctypes.CFUNCTYPE(
             None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
@@ -1019,13 +1035,19 @@ class DirectRecords:
             records: list[Any] = []
             if buffer and valid:
                 record = ctypes.c_void_p(None)
-                while self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record)) == _CUPTI_SUCCESS:
-                    address = record.value
-                    if address is None:
+                while True:
+                    status = self.lib.cuptiActivityGetNextRecord(buffer, valid, ctypes.byref(record))
+                    if status != _CUPTI_SUCCESS or record.value is None:
                         break
-                    read = self.reader.read(address)
+                    read = self.reader.read(record.value)
                     if read is not None:
                         records.append(read)
+                if status not in (_CUPTI_SUCCESS, self.end_of_buffer):
+                    self.error = f"a buffer of CUPTI's records could not be read to its end (status {status})"
+            dropped = ctypes.c_size_t(0)
+            if self.lib.cuptiActivityGetNumDroppedRecords(context, stream, ctypes.byref(dropped)) == _CUPTI_SUCCESS:
+                if dropped.value:
+                    self.error = f"CUPTI dropped {dropped.value} record(s)"
             self.deliver(records)
         except Exception as exc:  # an exception must not cross into CUPTI's C frames: it is reported instead
             self.error = f"{type(exc).__name__}: {exc}"

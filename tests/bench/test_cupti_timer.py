@@ -1284,3 +1284,77 @@ def test_at_the_end_of_a_run_what_ran_after_the_last_window_is_the_harnesss() ->
     (at_the_end,) = settle_calls([*activities, audit], [_harnessed_window(0)], deps, True, harness_after=True)
     assert (right_after.outside, at_the_end.outside) == (1, 0)
     assert right_after.ns == at_the_end.ns == 490
+
+
+class _FakeLibcupti:
+    """libcupti's buffer walk over records written at known addresses (``_write``), as ctypes would call it."""
+
+    def __init__(self, addresses: list[int], end_status: int = 12, dropped: int = 0) -> None:
+        self.addresses = addresses
+        self.end_status = end_status
+        self.dropped = dropped
+
+        def next_record(buffer: int, valid: int, record: Any) -> int:
+            current = record._obj.value  # byref's target: NULL to start, else the record returned last
+            index = 0 if current is None else self.addresses.index(current) + 1
+            if index >= len(self.addresses):
+                return self.end_status
+            record._obj.value = self.addresses[index]
+            return 0
+
+        def dropped_records(context: Any, stream: int, count: Any) -> int:
+            count._obj.value = self.dropped
+            return 0
+
+        self.cuptiActivityGetNextRecord: Any = next_record
+        self.cuptiActivityGetNumDroppedRecords: Any = dropped_records
+
+
+def _walk(lib: _FakeLibcupti, fake: _RawCupti, delivered: list[Any]) -> Any:
+    """A DirectRecords over ``lib``: one buffer requested, then completed with the records ``lib`` walks."""
+    import ctypes
+
+    from kictl.bench.cupti_timer import DirectRecords, record_layouts
+
+    layouts, _ = record_layouts(fake)
+    direct = DirectRecords(fake, layouts, delivered.extend, lib=lib)
+    buffer, size, count = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+    direct._requested(ctypes.pointer(buffer), ctypes.pointer(size), ctypes.pointer(count))
+    assert (size.value, len(direct.buffers)) == (direct.buffer_bytes, 1)
+    direct._completed(None, 0, buffer.value, size.value, 64)
+    assert direct.buffers == {}  # released, whatever happened
+    return direct
+
+
+def test_kictls_buffer_walk_delivers_every_record_and_refuses_lost_ones() -> None:
+    """The buffer walk hands every record to the collector; a walk that stops short of the buffer's end, or
+    records CUPTI dropped, leave the reader in error, and the collector then refuses to drain (EnvError):
+    no figure is made from records of which some are missing."""
+    fake = _RawCupti()
+    keep: list[Any] = []
+    addresses = _write(_records(), fake, keep)
+    delivered: list[Any] = []
+    direct = _walk(_FakeLibcupti(addresses), fake, delivered)
+    assert direct.error is None
+    assert [int(r.kind) for r in delivered] == [int(r.kind) for r in _records()]
+    assert delivered[2].name == "k"
+
+    cut: list[Any] = []
+    direct = _walk(_FakeLibcupti(addresses, end_status=21), fake, cut)  # CUPTI_ERROR_INVALID_KIND mid-buffer
+    assert "could not be read to its end (status 21)" in (direct.error or "")
+    collector = CuptiCollector(fake)
+    collector.start()
+    collector.direct = direct
+    with pytest.raises(EnvError, match="CUPTI's records could not be read"):
+        collector.drain_all()
+
+    direct = _walk(_FakeLibcupti(addresses, dropped=3), fake, [])
+    assert direct.error == "CUPTI dropped 3 record(s)"
+
+    def broken(records: list[Any]) -> None:
+        raise RuntimeError("the collector failed")
+
+    direct = _walk(_FakeLibcupti(addresses), fake, [])
+    direct.deliver = broken
+    direct._completed(None, 0, None, 0, 0)
+    assert direct.error == "RuntimeError: the collector failed"
