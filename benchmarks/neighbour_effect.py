@@ -35,6 +35,7 @@ import importlib.util
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,8 @@ TOUCH_STRIDE = 64 << 10
 TIMER_TOUCH_MODES = ("alone", "after reference", "after traffic")
 
 
-def _load_flashinfer() -> Any:
+def load_flashinfer() -> Any:
+    """The bundled FlashInfer wrapper of the h24 ps1 definition, as a module."""
     path = ROOT / "implementations" / DEFINITION / "flashinfer_wrapper" / "flashinfer_prefill.py"
     spec = importlib.util.spec_from_file_location("flashinfer_prefill", path)
     assert spec is not None
@@ -61,6 +63,66 @@ def _load_flashinfer() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@dataclass
+class H24:
+    """What both experiments on the h24 ps1 workloads start from (``h24_session``)."""
+
+    device: str
+    collector: Any
+    registry: Any
+    definition: Any
+    spec: Any
+    order: Any
+    flashinfer: Any
+    flush_bytes: int
+
+    def workloads(self, labels: list[str] | None) -> list[Any]:
+        from kictl.bench.session import select_workloads
+
+        return list(select_workloads(self.registry, self.definition, labels or list(WORKLOADS)))
+
+    def inputs(self, workload: Any) -> list[Any]:
+        from kictl.bench.inputs import materialize, plan_inputs
+
+        return list(materialize(plan_inputs(self.spec, workload, self.order, self.registry.read_blob), self.device))
+
+
+def h24_session() -> H24 | None:
+    """CUPTI attached, kictl's timer functions bound, the h24 ps1 definition and FlashInfer loaded (``None``:
+    no CUDA device)."""
+    import torch
+
+    from kictl.bench import timing
+    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.options import flush_bytes
+    from kictl.definitions import signature
+    from kictl.records import DefinitionSpec
+    from kictl.store import Registry
+
+    if not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return None
+    device = "cuda:0"
+    collector = CuptiCollector()
+    collector.start()
+    timing.bind_originals()
+    registry = Registry(ROOT)
+    definition = registry.resolve(DEFINITION, ["Definition"])
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
+    return H24(
+        device,
+        collector,
+        registry,
+        definition,
+        spec,
+        signature(spec, source=DEFINITION).inputs,
+        load_flashinfer(),
+        flush_bytes(device, {"l2CacheBytes": l2}),
+    )
 
 
 def main() -> int:
@@ -80,31 +142,20 @@ def main() -> int:
     import torch
 
     from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
     from kictl.bench.gpu_state import Nvml
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
     from kictl.errors import EnvError
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
 
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    session = h24_session()
+    if session is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    definition = registry.resolve(DEFINITION, ["Definition"])
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
-    order = signature(spec, source=DEFINITION).inputs
+    device, collector, flashinfer, flush_bytes = (
+        session.device,
+        session.collector,
+        session.flashinfer,
+        session.flush_bytes,
+    )
     reference: dict[str, Any] = {}
-    exec(compile(spec.reference, "reference.py", "exec"), reference)  # kictl's copy of the definition's text
-    flashinfer = _load_flashinfer()
-    flush_bytes = 2 * int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20))
+    exec(compile(session.spec.reference, "reference.py", "exec"), reference)  # kictl's copy of the definition's text
     traffic = torch.empty(1 << 30, dtype=torch.uint8, device=device)
     touched = torch.zeros(TOUCH_BYTES, dtype=torch.uint8, device=device)[::TOUCH_STRIDE] if args.touch else None
     try:
@@ -113,8 +164,8 @@ def main() -> int:
         nvml = None
     print("| workload | mode | median µs | p10 µs | p90 µs | SM MHz after |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for workload in select_workloads(registry, definition, args.workload or list(WORKLOADS)):
-        inputs = materialize(plan_inputs(spec, workload, order, registry.read_blob), device)
+    for workload in session.workloads(args.workload):
+        inputs = session.inputs(workload)
         flashinfer.setup(*inputs)
 
         def call(inputs: list[Any] = inputs) -> Any:

@@ -21,7 +21,6 @@ placement's median again at the end; nothing is written.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import random
 import statistics
 import sys
@@ -32,18 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
-WORKLOADS = ("q1_kv1", "q154_kv154", "b4x_q64_kv256")
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-
-def _load_flashinfer() -> Any:
-    path = ROOT / "implementations" / DEFINITION / "flashinfer_wrapper" / "flashinfer_prefill.py"
-    spec = importlib.util.spec_from_file_location("flashinfer_prefill", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from neighbour_effect import WORKLOADS, h24_session  # noqa: E402
 
 
 def main() -> int:
@@ -58,35 +49,17 @@ def main() -> int:
     import torch
 
     from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
 
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    session = h24_session()
+    if session is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    definition = registry.resolve(DEFINITION, ["Definition"])
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
-    order = signature(spec, source=DEFINITION).inputs
-    flashinfer = _load_flashinfer()
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
+    device, collector, flashinfer, flush = session.device, session.collector, session.flashinfer, session.flush_bytes
     chooser = random.Random(args.seed)
     spacers: list[Any] = []
     print("| workload | placement medians µs | spread | the first placement again µs |")
     print("| --- | --- | ---: | ---: |")
-    for workload in select_workloads(registry, definition, args.workload or list(WORKLOADS)):
-        original = materialize(plan_inputs(spec, workload, order, registry.read_blob), device)
+    for workload in session.workloads(args.workload):
+        original = session.inputs(workload)
         copies = []
         for _ in range(args.placements):
             spacers.append(torch.empty(chooser.randrange(1, 64) << 20, dtype=torch.uint8, device=device))
