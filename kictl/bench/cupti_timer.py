@@ -821,8 +821,16 @@ _KIND_LAYOUTS = {
     "SYNCHRONIZATION": "synchronization",
     "STREAM": "stream",
 }
-_STRUCT_CODES = {("u", 1): "B", ("u", 2): "H", ("u", 4): "I", ("u", 8): "Q", ("i", 1): "b", ("i", 2): "h"}
-_STRUCT_CODES.update({("i", 4): "i", ("i", 8): "q"})
+_STRUCT_CODES = {
+    ("u", 1): "B",
+    ("u", 2): "H",
+    ("u", 4): "I",
+    ("u", 8): "Q",
+    ("i", 1): "b",
+    ("i", 2): "h",
+    ("i", 4): "i",
+    ("i", 8): "q",
+}
 #: ctypes callbacks handed to CUPTI stay alive as long as the process: CUPTI may call them until it exits
 _KEEP_ALIVE: list[Any] = []
 
@@ -896,10 +904,11 @@ def record_layouts(cupti: Any) -> tuple[dict[int, RecordLayout], str | None]:
         complete = True
         for name, required in _FIELDS[layout].items():
             entry = fields.get(name)
-            if entry is None or _STRUCT_CODES.get((entry[0].kind, entry[0].itemsize)) is None:
+            code = _STRUCT_CODES.get((entry[0].kind, entry[0].itemsize)) if entry is not None else None
+            if entry is None or code is None:
                 complete = complete and not required
                 continue
-            chosen.append((int(entry[1]), name, _STRUCT_CODES[(entry[0].kind, entry[0].itemsize)]))
+            chosen.append((int(entry[1]), name, code))
         if not complete:
             missing.append(f"{kind_name} ({attribute})")
             continue

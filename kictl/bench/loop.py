@@ -57,11 +57,11 @@ AUDIT_WEIGHT = 3
 #: always audited.  A cache keyed on the inputs' identity, pointer, version or a sample of their values
 #: answers it with the previous call's outputs; the audit finds them wrong (timedOutputsCorrect).
 PROBE_WEIGHT = 1
-#: The parent asks for the samples so far (``wire.Call(settle=True)``) every this many timed calls; between,
-#: a timer that settles in batches (CUPTI) may send a call's sample with a later answer.  Nothing the parent
-#: decides per call needs the sample itself (audits and probes are drawn from its own randomness, and a
-#: fixed count's budget is its own wall time); an adaptive count asks for every call's.
-SETTLE_EVERY = 16
+#: The parent asks for the samples so far (``wire.Call(settle=True)``) every this many timed calls, the
+#: CUPTI timer's own batch; between, that timer may send a call's sample with a later answer.  Nothing the
+#: parent decides per call needs the sample itself (audits and probes are drawn from its own randomness, and
+#: a fixed count's budget is its own wall time); an adaptive count asks for every call's.
+SETTLE_EVERY = timing.SETTLE_EVERY
 #: A sample may exceed the parent's wall time around its request by this much (clock granularity).
 SAMPLE_SLACK_NS = 2_000
 #: How long the parent watches an idle worker for CPU use after the timed calls.

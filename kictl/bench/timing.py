@@ -399,8 +399,8 @@ class _Waiting:
 
 
 #: The CUPTI timer settles its calls in batches of at most this many (``CuptiTimer.measure(settle=...)``):
-#: every forced flush of CUPTI's buffers costs 0.2-0.9 ms on the H200 whatever it holds
-#: (benchmarks/gpu_call_cost.py), which was the largest part of kictl's own time per timed call.
+#: each forced flush of CUPTI's buffers has a cost of its own besides its records' (a call of one kernel
+#: settled alone took 1.8 ms on the H200, 16 at a time 0.43 ms median: benchmarks/gpu_call_cost.py).
 SETTLE_EVERY = 16
 
 
