@@ -197,17 +197,25 @@ class RunDriver:
         #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
         self.cpu_device = options.timer == "perf_counter_ns"
         self.total_fixed = (options.iterations * options.trials) if options.iterations is not None else None
+        #: request type -> [count, parent's wall ns from sending it to taking its answer] (``kictl bench
+        #: --timings`` prints them: where a run's harness time goes, request by request)
+        self.requests: dict[str, list[int]] = {}
 
     # ----------------------------------------------------------------- guarded requests
 
     def _ask(self, message: wire.Message, expect: type[wire.Message]) -> wire.Message | None:
         """One request; on any failure of the implementation the driver ends with it recorded."""
+        started = time.perf_counter_ns()
         try:
             self.worker.send(message)
         except WorkerGone as exc:
             self.fail("runtime_error", exc.detail or "the worker died")
             return None
-        return self._take(expect)
+        answer = self._take(expect)
+        tally = self.requests.setdefault(message.TYPE, [0, 0])
+        tally[0] += 1
+        tally[1] += time.perf_counter_ns() - started
+        return answer
 
     def _take(self, expect: type[wire.Message]) -> wire.Message | None:
         """The answer to the request sent last; on any failure of the implementation the driver ends."""

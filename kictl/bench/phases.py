@@ -84,6 +84,17 @@ def format_phases(phases: dict[str, float], total: float | None = None) -> list[
     return lines
 
 
+def format_requests(requests: dict[str, dict[str, list[int]]]) -> list[str]:
+    """``request <implementation> <type> <count> <seconds> <mean ms>`` lines: the parent's wall time from
+    sending each kind of request to a worker to taking its answer, summed over the session's runs."""
+    lines = []
+    for name, tallies in requests.items():
+        for kind, (count, ns) in sorted(tallies.items(), key=lambda item: -item[1][1]):
+            mean_ms = ns / count / 1e6 if count else 0.0
+            lines.append(f"request {name} {kind} {count} {ns / 1e9:.3f} s {mean_ms:.3f} ms")
+    return lines
+
+
 def parse_phases(text: str) -> dict[str, float]:
     """The ``timing`` lines in ``text`` (e.g. kictl bench's stderr) as {phase: seconds}; other lines ignored."""
     found: dict[str, float] = {}

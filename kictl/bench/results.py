@@ -111,6 +111,9 @@ class BenchReport:
     warnings: list[str] = field(default_factory=list)
     #: seconds of the session's wall time per phase (``phases.PhaseClock``), for ``kictl bench --timings``
     phases: dict[str, float] = field(default_factory=dict)
+    #: implementation name -> request type -> [count, parent's wall ns] over the session's runs
+    #: (``loop.RunDriver.requests``), for ``kictl bench --timings``
+    requests: dict[str, dict[str, list[int]]] = field(default_factory=dict)
 
     @property
     def all_passed(self) -> bool:

@@ -206,7 +206,9 @@ def worker_environment(isolation: Isolation) -> dict[str, str]:
     """The environment a worker starts with: a few variables kept, caches pointed into its private /tmp."""
     env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
     for name, value in os.environ.items():
-        if name.startswith(("OMP_", "MKL_", "TORCH_", "CUDA_", "NVIDIA_", "FLASHINFER_", "TRITON_", "KICTL_TEST_")):
+        if name.startswith(("OMP_", "MKL_", "TORCH_", "CUDA_", "NVIDIA_", "FLASHINFER_", "TRITON_", "KICTL_TEST_")) or (
+            name == "KICTL_WORKER_PROFILE" and not isolation.sandboxed
+        ):
             env[name] = value
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"

@@ -541,6 +541,12 @@ class _Session:
         self.say(f"{workload.name}: done ({done})")
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
+        for impl, driver, _ in drivers:
+            tallies = self.report.requests.setdefault(impl.name, {})
+            for kind, (count, ns) in driver.requests.items():
+                tally = tallies.setdefault(kind, [0, 0])
+                tally[0] += count
+                tally[1] += ns
 
     def _prepare(
         self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]

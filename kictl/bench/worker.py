@@ -50,6 +50,9 @@ from kictl.bench import environment, integrity, timing, wire
 from kictl.bench.integrity import Check
 
 TAIL_LINES = 25
+#: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there when it stops (unsandboxed:
+#: a sandboxed worker cannot write outside its private /tmp, and says nothing of it).
+PROFILE_ENV = "KICTL_WORKER_PROFILE"
 STREAM_CHECK_SPIN_NS = 2_000_000
 _ALLOWED = frozenset(
     {
@@ -767,7 +770,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         dependencies_error=dependencies_error,
     )
     wire.write_frame(fd_out, ready)
-    Worker(fd_in, fd_out, args.device, baseline, collector, cpus).serve()
+    worker = Worker(fd_in, fd_out, args.device, baseline, collector, cpus)
+    profile_to = os.environ.get(PROFILE_ENV)
+    if not profile_to:
+        worker.serve()
+        return
+    # a developer's diagnosis (docs/bench.md, "Where a session's time goes"): the worker's own functions under
+    # cProfile, which slows every Python call it makes; never for figures anyone keeps
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.runcall(worker.serve)
+    with contextlib.suppress(OSError):  # a sandboxed worker cannot write outside its /tmp
+        profiler.dump_stats(os.path.join(profile_to, f"worker-{os.getpid()}.prof"))
 
 
 def _attach_cupti() -> tuple[Any, str | None]:

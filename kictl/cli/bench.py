@@ -266,10 +266,12 @@ def bench(
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
     if timings:
-        from kictl.bench.phases import format_phases
+        from kictl.bench.phases import format_phases, format_requests
 
         phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
         for line in format_phases(phases, total=round(time.perf_counter() - began, 3)):
+            err(line)
+        for line in format_requests(report.requests):
             err(line)
     if as_json:
         emit_json(

@@ -103,6 +103,13 @@ def test_timings_flag_prints_steps_and_phases(
     phases = parse_phases(result.stderr)
     assert {"start", "prepare", "timed", "records", "stop", "write", "total"} <= set(phases)
     assert sum(seconds for name, seconds in phases.items() if name != "total") <= phases["total"] + 0.01
+    # where the run's requests went, counted as the run made them (FAST: one round, no warm-up, one timed
+    # call, which is always audited; every call is staged first)
+    requests = {
+        parts[2]: int(parts[3])
+        for parts in (line.split() for line in lines if line.startswith("request torch_rmsnorm_1c6d2a "))
+    }
+    assert requests == {"check": 1, "arm": 1, "stage": 1, "call": 1, "audit": 1, "ping": 15}, requests
     # without the flag: no timing lines (stderr not being a terminal, no progress either)
     quiet = cli(*args, "--registry", bundled_registry.root, "--out", tmp_path / "again", "--json")
     assert quiet.exit_code == 0, quiet.output
@@ -133,3 +140,24 @@ def test_a_long_wait_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_a_worker_profiled_on_request_writes_its_profile(
+    cli: RunCli, bundled_registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pstats
+
+    from kictl.bench.worker import PROFILE_ENV
+
+    folder = tmp_path / "profiles"
+    folder.mkdir()
+    monkeypatch.setenv(PROFILE_ENV, str(folder))
+    args = ("bench", RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm", "--workload", "b1", *FAST)
+    if "--no-sandbox" not in args:  # only an unsandboxed worker can write there
+        args = (*args, "--no-sandbox")
+    result = cli(*args, "--registry", bundled_registry.root, "--out", tmp_path / "out", "--json")
+    assert result.exit_code == 0, result.output
+    profiles = sorted(folder.glob("worker-*.prof"))
+    assert len(profiles) == 2, profiles  # the implementation's worker and kictl's reference worker
+    functions = {name for profile in profiles for (_, _, name) in pstats.Stats(str(profile)).stats}  # type: ignore[attr-defined]
+    assert {"call_timed", "stage", "reference"} <= functions
