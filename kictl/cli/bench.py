@@ -102,7 +102,7 @@ def bench(
         float | None,
         typer.Option(
             help="Seconds of timed calls per run at most (default: the CPU's adaptive count stops at 2, the "
-            "GPU's default 100x3 at 1, after at least 20 calls); with --iterations it caps that count."
+            "GPU's default 100x3 at 0.3, after at least 20 calls); with --iterations it caps that count."
         ),
     ] = None,
     threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,

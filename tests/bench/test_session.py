@@ -248,7 +248,7 @@ def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Regi
 
 
 def test_the_gpus_default_count_is_capped_and_an_explicit_one_is_exact() -> None:
-    assert fixed_count_budget(BenchOptions(), "cuda:0") == GPU_COUNT_BUDGET_S == 1.0
+    assert fixed_count_budget(BenchOptions(), "cuda:0") == GPU_COUNT_BUDGET_S == 0.3
     assert fixed_count_budget(BenchOptions(iterations=100), "cuda:0") is None
     assert fixed_count_budget(BenchOptions(iterations=100, time_budget_s=5.0), "cuda:0") == 5.0
     assert fixed_count_budget(BenchOptions(), "cpu") is None  # the CPU's default count is adaptive
