@@ -75,8 +75,13 @@ def _source_commit() -> str | None:
 INPUT_POLICY = (
     "timed calls rotate over {sets} input set(s) of the workload's structure with fresh values, copied into the "
     "same tensors outside the timed region; setup() sees another set that is never timed; correctness rounds use "
-    "fresh tensors; every value is seeded from a secret drawn at bench time and recorded in the run afterwards; "
+    "fresh tensors; every value is seeded from a secret drawn at bench time and recorded in the run afterwards{drawn}; "
     "timed calls are audited at random, decided after each returned"
+)
+#: Where random values are drawn, on a GPU (``inputs.drawn_on``); nothing is added for the CPU's generator.
+GPU_DRAW = (
+    " (random values drawn on the GPU by torch's CUDA generator: the same secret gives the same values on the same "
+    "GPU model)"
 )
 REFERENCE_TEXT = "definition reference implementation, in kictl's own worker, on the same inputs"
 
@@ -211,7 +216,7 @@ def protocol_spec(
         "trials": trials,
         "l2Flush": on_gpu and flush_bytes > 0,
         "cudaGraph": options.cuda_graph,
-        "inputPolicy": INPUT_POLICY.format(sets=input_sets),
+        "inputPolicy": INPUT_POLICY.format(sets=input_sets, drawn=GPU_DRAW if on_gpu else ""),
         "setupInTimedRegion": options.time_setup,
         "device": "cuda" if on_gpu else "cpu",
         "timedRegion": region,

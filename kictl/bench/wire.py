@@ -399,8 +399,8 @@ STATUSES_FROM_WORKER = frozenset({"compile_error", "runtime_error"})
 
 
 def _encode_value(value: Any, buffers: list[bytes]) -> Any:
-    if isinstance(value, bytes):
-        buffers.append(value)
+    if isinstance(value, bytes | memoryview):  # a memoryview of bytes (``worker.pack``): written from where it is
+        buffers.append(value.cast("B") if isinstance(value, memoryview) else value)  # type: ignore[arg-type]
         return {"$buffer": len(buffers) - 1}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _encode_value(getattr(value, f.name), buffers) for f in dataclasses.fields(value)}

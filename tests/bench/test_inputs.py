@@ -1,4 +1,4 @@
-"""Inputs: planned without torch, drawn on the CPU from the workload's seeds, fresh per round."""
+"""Inputs: planned without torch, drawn where the workload runs from the workload's seeds, fresh per round."""
 
 from __future__ import annotations
 
@@ -179,3 +179,27 @@ def test_a_worker_makes_from_the_wire_what_the_plan_makes(bundled_registry: Regi
             assert torch.equal(a, b), source.name
         else:
             assert a == b, source.name
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_gpu_draws_its_inputs_on_itself_the_same_every_time(bundled_registry: Registry) -> None:
+    """On a GPU the inputs are drawn there (no host copy of 30 M values), the same for the same plan every time
+    and in any order: the implementation's worker and kictl's reference workers see the same values."""
+    from kictl.bench.inputs import materialize_plans, materialize_spec, to_wire, with_secret_values
+
+    definition, spec = _definition(bundled_registry, PREFILL)
+    workload = _workload(bundled_registry, definition, "q16_p1")
+    base = plan_inputs(spec, workload, signature(spec).inputs, bundled_registry.read_blob)
+    plans = [to_wire(with_secret_values(base, "secret", f"set {n}"), f"set {n}") for n in range(3)]
+    made = materialize_plans(plans, "cuda:0")
+    again = materialize_plans(list(reversed(plans)), "cuda:0")[::-1]
+    on_cpu = materialize_plans(plans, "cpu")
+    q = [item.name for item in plans[0].inputs].index("q")
+    for values, repeated, cpu_values in zip(made, again, on_cpu, strict=True):
+        assert values[q].device.type == "cuda"
+        assert torch.equal(values[q], repeated[q])
+        assert not torch.equal(values[q].cpu(), cpu_values[q])  # another generator: other values
+        assert torch.equal(values[q], materialize_spec(plans[made.index(values)].inputs[q], "cuda:0"))
+        assert abs(values[q].float().std().item() - 1.0) < 0.05
+    assert not torch.equal(made[0][q], made[1][q])

@@ -32,6 +32,13 @@ def test_protocol_says_what_was_timed() -> None:
     assert cpu["measurement"]["threads"] == 1
     assert cpu["measurement"]["inputSets"] == 4
     assert "4 input set(s)" in cpu["measurement"]["inputPolicy"]
+    # where random values are drawn is part of what a run saw: a GPU draws them itself, the CPU's policy is as
+    # it always was (its protocols keep their digests)
+    assert "drawn on the GPU by torch's CUDA generator" in events["measurement"]["inputPolicy"]
+    assert "drawn on the GPU" not in cpu["measurement"]["inputPolicy"]
+    assert cpu["measurement"]["inputPolicy"].endswith(
+        "recorded in the run afterwards; timed calls are audited at random, decided after each returned"
+    )
     assert cpu["measurement"]["targetRelativeError"] == 0.02
     assert "iterations" not in cpu["measurement"]
     assert "l2FlushBytes" not in cpu["measurement"]

@@ -179,3 +179,17 @@ def test_a_large_output_arrives_whole_or_not_at_all() -> None:
     finally:
         os.close(read)
         os.close(write)
+
+
+def test_a_buffer_given_as_a_view_is_written_from_where_it_is(pipe: tuple[int, int]) -> None:
+    """``pack`` hands a GPU tensor's host copy to the frame as a memoryview (no copy into ``bytes``): it arrives
+    as the same bytes, and a view of another format is sent as its bytes."""
+    read, write = pipe
+    values = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    view = memoryview(values.numpy())  # type: ignore[arg-type]  # format "f", 12 items, 48 bytes
+    message = wire.Outputs(tensors=(wire.TensorData(dtype="float32", shape=(3, 4), data=view),), error=None, notes=())  # type: ignore[arg-type]
+    wire.write_frame(write, message)
+    got = wire.read_frame(read)
+    assert isinstance(got, wire.Outputs)
+    assert bytes(got.tensors[0].data) == values.numpy().tobytes()
+    assert torch.equal(unpack(got.tensors[0]), values)
