@@ -79,6 +79,11 @@ OVERLAP_PREPARE_ON_CPU = False
 #: "What moves a small kernel's figure"); off, so that on the CPU a candidate and the reference, taking turns
 #: call by call, meet the machine's background load alike.
 TIMED_IN_BLOCKS_ON_CPU = False
+#: Whether a workload's runs are judged (outputs compared, records built: CPU work of the parent's alone) in a
+#: thread of their own while the next workload runs, on the CPU device too.  On a GPU they are, on CPUs other
+#: than the timed calls' (``_Session.keep_off_timed_cpus``): 1.2-1.9 s of the h24 suite's 19 s on the H200
+#: (call AS).  Off on the CPU, where the parent's comparisons would share the machine with the timed calls.
+JUDGE_BEHIND_ON_CPU = False
 #: kictl's reference workers on a GPU, all running the definition's reference, the audited calls' inputs shared
 #: out among them: a reference is often host-bound (a Python loop over a batch: 6-70 ms a call on the H200 for
 #: the bundled attention references) or dominated by copying its outputs back, and its outputs are wanted while
@@ -297,6 +302,9 @@ class _Session:
         ]
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
+        #: workloads being judged behind the session (``judge_behind``), in order, and the thread judging them
+        self.judging: list[Any] = []
+        self._judge_pool: Any = None
         self.report = BenchReport(definition=definition)
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
@@ -532,21 +540,55 @@ class _Session:
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
         self.say(f"{workload.name}: judging the runs, building the records")
-        with phase("records"):
-            summaries = []
-            for impl, driver, env in drivers:
-                summaries.append(self.record_run(impl, driver, env, context, refs))
-            speedups(summaries, self.implementations)
-        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
-        self.say(f"{workload.name}: done ({done})")
-        self.report.records.append(workload)
-        self.report.runs.extend(summaries)
+        if self.judge_behind:
+            # nothing of the workload's runs changes any more: the next workload starts while they are judged
+            self.judging.append(self.judge_pool().submit(self.judge, workload, drivers, context, refs))
+        else:
+            with phase("records"):
+                self.judge(workload, drivers, context, refs)
         for impl, driver, _ in drivers:
             tallies = self.report.requests.setdefault(impl.name, {})
             for kind, (count, ns) in driver.requests.items():
                 tally = tallies.setdefault(kind, [0, 0])
                 tally[0] += count
                 tally[1] += ns
+
+    @property
+    def judge_behind(self) -> bool:
+        return self.device != "cpu" or JUDGE_BEHIND_ON_CPU
+
+    def judge_pool(self) -> Any:
+        """The one thread that judges workloads behind the session, in the order they finished."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if self._judge_pool is None:
+            pinned = set(pinned_cpus(self.options.threads))
+            self._judge_pool = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="kictl-judge", initializer=keep_off_cpus, initargs=(pinned,)
+            )
+        return self._judge_pool
+
+    def judged(self) -> None:
+        """Wait for the workloads judged behind the session (``records``: the time it still waits)."""
+        with self.clock.phase("records"):
+            pending, self.judging = self.judging, []
+            for future in pending:
+                future.result()
+
+    def judge(
+        self,
+        workload: StoredRecord,
+        drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]],
+        context: WorkloadContext,
+        refs: dict[str, list[Any]],
+    ) -> None:
+        """Every run of a workload judged and its record built; the workload and its runs join the report."""
+        summaries = [self.record_run(impl, driver, env, context, refs) for impl, driver, env in drivers]
+        speedups(summaries, self.implementations)
+        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
+        self.say(f"{workload.name}: done ({done})")
+        self.report.records.append(workload)
+        self.report.runs.extend(summaries)
 
     def _prepare(
         self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
@@ -839,6 +881,20 @@ class _Plans:
     outputs: tuple[wire.OutputSpec, ...]
 
 
+def keep_off_cpus(cpus: set[int]) -> None:
+    """Keep the calling thread (and the threads it starts: torch's for the comparisons) off ``cpus``, the timed
+    calls' CPUs, where any other CPU is left (Linux: the affinity of this thread alone; the parent's others keep
+    theirs, and ``pinned_cpus`` reads the same CPUs for the next session's workers)."""
+    import os
+
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (OSError, AttributeError):  # pragma: no cover - Linux has it
+        return
+    if allowed - cpus and allowed & cpus:
+        os.sched_setaffinity(0, allowed - cpus)
+
+
 def _guarded(driver: RunDriver, step: Callable[[], None]) -> None:
     """One phase of a driver; kictl's own failure there is recorded against this run only."""
     try:
@@ -859,10 +915,16 @@ def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
     try:
         for workload in workloads:
             session.workload(workload)
+        session.judged()
         finished = True
     finally:
-        with session.clock.phase("stop"):
-            session.close(keep=finished)
+        try:
+            session.judged()  # a failure above still waits for what is being judged (its error, if any, is raised)
+        finally:
+            if session._judge_pool is not None:
+                session._judge_pool.shutdown(wait=True)
+            with session.clock.phase("stop"):
+                session.close(keep=finished)
     report = session.report
     report.phases = session.clock.report()
     report.records = [

@@ -196,10 +196,10 @@ def test_a_gpu_draws_its_inputs_on_itself_the_same_every_time(bundled_registry: 
     again = materialize_plans(list(reversed(plans)), "cuda:0")[::-1]
     on_cpu = materialize_plans(plans, "cpu")
     q = [item.name for item in plans[0].inputs].index("q")
-    for values, repeated, cpu_values in zip(made, again, on_cpu, strict=True):
+    for plan, values, repeated, cpu_values in zip(plans, made, again, on_cpu, strict=True):
         assert values[q].device.type == "cuda"
         assert torch.equal(values[q], repeated[q])
         assert not torch.equal(values[q].cpu(), cpu_values[q])  # another generator: other values
-        assert torch.equal(values[q], materialize_spec(plans[made.index(values)].inputs[q], "cuda:0"))
+        assert torch.equal(values[q], materialize_spec(plan.inputs[q], "cuda:0"))
         assert abs(values[q].float().std().item() - 1.0) < 0.05
     assert not torch.equal(made[0][q], made[1][q])

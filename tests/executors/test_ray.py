@@ -47,7 +47,7 @@ def test_ray_runs_give_the_records_of_a_plain_run(
     assert report.skipped == []
     assert {result.worker for result in outcome.results} == {"ray#0", "ray#1"}  # both actors took jobs
     assert len(report.runs) == 12
-    assert all(run.status == "passed" for run in report.runs)
+    assert all(run.status == "passed" for run in report.runs), [(run.status, run.detail) for run in report.runs]
     plain = run_bench(shared_registry, RMSNORM, BOTH, OPTIONS)
     assert identity(report.records) == identity(plain.records)
     # and they validate in a registry
