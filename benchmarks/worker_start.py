@@ -3,7 +3,7 @@
 
 Run from the repository root, on the machine that benches (the lent H200: after ``. benchmarks/h200_setup.sh``)::
 
-    python benchmarks/worker_start.py [--device cuda] [--processes 1 6] [--repeats 2]
+    python benchmarks/worker_start.py [--device cuda:0] [--processes 1 6] [--repeats 2]
 
 Each measurement starts fresh Python processes that do what ``kictl.bench.worker.main`` does before it says
 ``Ready``, in its order, and time each step: import torch; kictl's modules; bind the timer's originals and
@@ -82,7 +82,7 @@ def run(device: str, processes: int, cupti: bool) -> list[dict[str, float]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 6])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--no-cupti", action="store_true", help="as kictl's reference workers start")

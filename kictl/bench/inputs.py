@@ -29,7 +29,9 @@ from __future__ import annotations
 import array
 import hashlib
 import math
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -288,13 +290,33 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor
 
+        before = _thread_count()
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kictl-inputs") as pool:
             tensors = pool.map(lambda place: materialize_spec(plans[place[0]].inputs[place[1]], device), large)
             made = dict(zip(large, tensors, strict=True))
+        _threads_gone(before)
     out: list[list[Any]] = [[] for _ in plans]
     for n, k in places:
         out[n].append(made[(n, k)] if (n, k) in made else materialize_spec(plans[n].inputs[k], device))
     return out
+
+
+def _thread_count() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:  # pragma: no cover - Linux has it
+        return None
+
+
+def _threads_gone(before: int | None, limit_s: float = 1.0) -> None:
+    """Wait until the drawing threads have left the process.  A joined thread ends its Python part first and
+    leaves ``/proc/self/task`` a moment later; kictl's parent counts the worker's threads there right after
+    ``Arm`` (``noThreadsLeft``), and a drawing thread still listed would be judged the implementation's."""
+    if before is None:
+        return
+    deadline = time.monotonic() + limit_s
+    while (_thread_count() or 0) > before and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def materialize(plan: InputPlan, device: str) -> list[Any]:

@@ -80,9 +80,9 @@ OVERLAP_PREPARE_ON_CPU = False
 #: call by call, meet the machine's background load alike.
 TIMED_IN_BLOCKS_ON_CPU = False
 #: Whether a workload's runs are judged (outputs compared, records built: CPU work of the parent's alone) in a
-#: thread of their own while the next workload runs, on the CPU device too.  On a GPU they are, on CPUs other
-#: than the timed calls' (``_Session.keep_off_timed_cpus``): 1.2-1.9 s of the h24 suite's 19 s on the H200
-#: (call AS).  Off on the CPU, where the parent's comparisons would share the machine with the timed calls.
+#: thread of their own while the next workload is prepared, on the CPU device too (on a GPU they are: 1.2-1.9 s
+#: of the h24 suite's 19 s on the H200, call AS).  The next workload's timed calls wait until it is done: judging
+#: while they ran took 15 CPUs of the H200's host and made the host-bound reference's figures 1.5x slower (call AT).
 JUDGE_BEHIND_ON_CPU = False
 #: kictl's reference workers on a GPU, all running the definition's reference, the audited calls' inputs shared
 #: out among them: a reference is often host-bound (a Python loop over a batch: 6-70 ms a call on the H200 for
@@ -501,6 +501,7 @@ class _Session:
                 self.wait_ready(self.reference_worker)
         with phase("prepare"):
             refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
+        self.judged()  # the last workload's judging ends before any timed call: it takes the host's CPUs
         before = self.clock_reading()
         if TIMED_IN_BLOCKS_ON_CPU or self.device != "cpu":
             # one implementation after another, each its warm-up and then its timed calls: a small kernel's
@@ -562,14 +563,11 @@ class _Session:
         from concurrent.futures import ThreadPoolExecutor
 
         if self._judge_pool is None:
-            pinned = set(pinned_cpus(self.options.threads))
-            self._judge_pool = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="kictl-judge", initializer=keep_off_cpus, initargs=(pinned,)
-            )
+            self._judge_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kictl-judge")
         return self._judge_pool
 
     def judged(self) -> None:
-        """Wait for the workloads judged behind the session (``records``: the time it still waits)."""
+        """Wait for the workloads judged behind the session (``records``: the time it waits for them)."""
         with self.clock.phase("records"):
             pending, self.judging = self.judging, []
             for future in pending:
@@ -879,20 +877,6 @@ class _Plans:
     setup: wire.Plan
     timed: list[wire.Plan]
     outputs: tuple[wire.OutputSpec, ...]
-
-
-def keep_off_cpus(cpus: set[int]) -> None:
-    """Keep the calling thread (and the threads it starts: torch's for the comparisons) off ``cpus``, the timed
-    calls' CPUs, where any other CPU is left (Linux: the affinity of this thread alone; the parent's others keep
-    theirs, and ``pinned_cpus`` reads the same CPUs for the next session's workers)."""
-    import os
-
-    try:
-        allowed = os.sched_getaffinity(0)
-    except (OSError, AttributeError):  # pragma: no cover - Linux has it
-        return
-    if allowed - cpus and allowed & cpus:
-        os.sched_setaffinity(0, allowed - cpus)
 
 
 def _guarded(driver: RunDriver, step: Callable[[], None]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -96,7 +97,11 @@ def test_inputs_drawn_in_threads_are_the_inputs_drawn_one_after_another(
     base = plan_inputs(spec, workload, signature(spec).inputs, bundled_registry.read_blob)
     plans = [to_wire(with_secret_values(base, "secret", f"set {n}"), f"set {n}") for n in range(5)]
     plans.append(plans[0])  # the same plan twice: still tensors of their own
+    threads = len(os.listdir("/proc/self/task"))
     made = materialize_plans(plans, "cpu")
+    # the drawing threads have left the process when it returns: the parent counts a worker's threads right
+    # after arming it (noThreadsLeft), and a joined thread is listed a moment after it is joined
+    assert len(os.listdir("/proc/self/task")) == threads
     tensors = []
     for plan, values in zip(plans, made, strict=True):
         assert len(values) == len(plan.inputs)

@@ -162,11 +162,17 @@ def test_a_rerun_repeats_the_originals_time_budget_and_only_that() -> None:
         spec = protocol_spec("cuda:0", (10, 100, 3), options, correctness.Tolerance(), 1, timer_name="cuda_events")
         return ProtocolSettings.from_protocol(protocol_record(spec))
 
+    from kictl.bench.options import GPU_COUNT_BUDGET_S
+
     capped = settings_of(BenchOptions())
-    assert (capped.iterations, capped.time_budget_s) == (100, 1.0)
+    assert (capped.iterations, capped.time_budget_s) == (100, GPU_COUNT_BUDGET_S)
     rerun = _options(capped, "cuda:0", 60.0, ["w"])
-    assert (rerun.iterations, rerun.time_budget_s) == (100, 1.0)
+    assert (rerun.iterations, rerun.time_budget_s) == (100, GPU_COUNT_BUDGET_S)
     assert settings_of(rerun).to_json() == capped.to_json()  # the rerun's protocol settles as the original's
+    # a run made under another default (1 s until session 7 of 2026-12-01) is rerun under its own
+    older = settings_of(BenchOptions(time_budget_s=1.0))
+    assert older.time_budget_s == 1.0 != GPU_COUNT_BUDGET_S
+    assert _options(older, "cuda:0", 60.0, ["w"]).time_budget_s == 1.0
     exact = settings_of(BenchOptions(iterations=100))
     assert exact.time_budget_s is None
     assert _options(exact, "cuda:0", 60.0, ["w"]).time_budget_s is None
