@@ -79,11 +79,6 @@ OVERLAP_PREPARE_ON_CPU = False
 #: "What moves a small kernel's figure"); off, so that on the CPU a candidate and the reference, taking turns
 #: call by call, meet the machine's background load alike.
 TIMED_IN_BLOCKS_ON_CPU = False
-#: Whether a workload's runs are judged (outputs compared, records built: CPU work of the parent's alone) in a
-#: thread of their own while the next workload is prepared, on the CPU device too (on a GPU they are: 1.2-1.9 s
-#: of the h24 suite's 19 s on the H200, call AS).  The next workload's timed calls wait until it is done: judging
-#: while they ran took 15 CPUs of the H200's host and made the host-bound reference's figures 1.5x slower (call AT).
-JUDGE_BEHIND_ON_CPU = False
 #: kictl's reference workers on a GPU, all running the definition's reference, the audited calls' inputs shared
 #: out among them: a reference is often host-bound (a Python loop over a batch: 6-70 ms a call on the H200 for
 #: the bundled attention references) or dominated by copying its outputs back, and its outputs are wanted while
@@ -302,9 +297,6 @@ class _Session:
         ]
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
-        #: workloads being judged behind the session (``judge_behind``), in order, and the thread judging them
-        self.judging: list[Any] = []
-        self._judge_pool: Any = None
         self.report = BenchReport(definition=definition)
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
@@ -501,7 +493,6 @@ class _Session:
                 self.wait_ready(self.reference_worker)
         with phase("prepare"):
             refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
-        self.judged()  # the last workload's judging ends before any timed call: it takes the host's CPUs
         before = self.clock_reading()
         if TIMED_IN_BLOCKS_ON_CPU or self.device != "cpu":
             # one implementation after another, each its warm-up and then its timed calls: a small kernel's
@@ -541,37 +532,14 @@ class _Session:
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
         self.say(f"{workload.name}: judging the runs, building the records")
-        if self.judge_behind:
-            # nothing of the workload's runs changes any more: the next workload starts while they are judged
-            self.judging.append(self.judge_pool().submit(self.judge, workload, drivers, context, refs))
-        else:
-            with phase("records"):
-                self.judge(workload, drivers, context, refs)
+        with phase("records"):
+            self.judge(workload, drivers, context, refs)
         for impl, driver, _ in drivers:
             tallies = self.report.requests.setdefault(impl.name, {})
             for kind, (count, ns) in driver.requests.items():
                 tally = tallies.setdefault(kind, [0, 0])
                 tally[0] += count
                 tally[1] += ns
-
-    @property
-    def judge_behind(self) -> bool:
-        return self.device != "cpu" or JUDGE_BEHIND_ON_CPU
-
-    def judge_pool(self) -> Any:
-        """The one thread that judges workloads behind the session, in the order they finished."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if self._judge_pool is None:
-            self._judge_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kictl-judge")
-        return self._judge_pool
-
-    def judged(self) -> None:
-        """Wait for the workloads judged behind the session (``records``: the time it waits for them)."""
-        with self.clock.phase("records"):
-            pending, self.judging = self.judging, []
-            for future in pending:
-                future.result()
 
     def judge(
         self,
@@ -899,16 +867,10 @@ def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
     try:
         for workload in workloads:
             session.workload(workload)
-        session.judged()
         finished = True
     finally:
-        try:
-            session.judged()  # a failure above still waits for what is being judged (its error, if any, is raised)
-        finally:
-            if session._judge_pool is not None:
-                session._judge_pool.shutdown(wait=True)
-            with session.clock.phase("stop"):
-                session.close(keep=finished)
+        with session.clock.phase("stop"):
+            session.close(keep=finished)
     report = session.report
     report.phases = session.clock.report()
     report.records = [

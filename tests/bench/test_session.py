@@ -97,10 +97,8 @@ def test_one_hostile_run_never_costs_the_others_their_records(
     overlap: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # overlapped: the implementations' correctness rounds and setup() in threads, and the runs judged behind
-    # the session, as on a GPU
+    # overlapped: the implementations' correctness rounds and setup() in threads, as on a GPU
     monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", overlap)
-    monkeypatch.setattr(session_module, "JUDGE_BEHIND_ON_CPU", overlap)
     behaviour.requests.clear()
     report, _ = _session(shared_registry, behaviour)
     found = _statuses(report)
@@ -293,7 +291,6 @@ def test_overlapped_preparation_with_real_workers(shared_registry: Registry, mon
 
     monkeypatch.setattr(session_module, "OVERLAP_PREPARE_ON_CPU", True)
     monkeypatch.setattr(session_module, "REFERENCE_WORKERS_ON_CPU", 2)
-    monkeypatch.setattr(session_module, "JUDGE_BEHIND_ON_CPU", True)
     impls = [*(str(path) for path in HONEST_IMPLS), str(HOSTILE_FILE), str(CHEATS / "rmsnorm_crashes.py")]
     said: list[str] = []
     report = run_bench(
@@ -315,15 +312,6 @@ def test_overlapped_preparation_with_real_workers(shared_registry: Registry, mon
         assert found[("rmsnorm_wrong_values", workload)] == "incorrect_numerical"
         assert found[("rmsnorm_crashes", workload)] == "runtime_error"
     assert {"start", "prepare", "timed", "records"} <= set(report.phases)
-    # judged behind the session: b7 was prepared while b1 was judged, its timed calls began after b1 was done,
-    # and the report keeps the workloads' order
-    assert said.index("b1: judging the runs, building the records") < said.index(
-        "b7: reference_1b4285: correctness, round 1"
-    )
-    b1_done = next(line for line in said if line.startswith("b1: done"))
-    assert said.index(b1_done) < said.index("b7: timed calls, interleaved")
-    assert [run.workload for run in report.runs] == ["b1"] * 4 + ["b7"] * 4
-    assert b1_done.startswith("b1: done (reference_1b4285 passed, ")
 
 
 def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Registry) -> None:
