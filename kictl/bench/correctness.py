@@ -156,7 +156,7 @@ def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) 
             max_rel = max(max_rel, found[2])
             continue
         torch.abs(y, out=bound).mul_(tolerance.rtol).add_(tolerance.atol)
-        matched += int(torch.le(diff, bound, out=close_buffer[:count]).sum())
+        matched += int(torch.count_nonzero(torch.le(diff, bound, out=close_buffer[:count])))
         max_abs = max(max_abs, largest)
         torch.abs(y, out=bound).clamp_(min=floor)
         max_rel = max(max_rel, float(diff.div_(bound).max()))
@@ -180,7 +180,7 @@ def _general_chunk(x: Any, y: Any, tolerance: Tolerance, floor: float) -> tuple[
     close = finite & (diff <= tolerance.atol + tolerance.rtol * y.abs())
     both_nan = torch.isnan(x) & torch.isnan(y)
     same_inf = torch.isinf(y) & (x == y)
-    matched = int((close | both_nan | same_inf).sum())
+    matched = int(torch.count_nonzero(close | both_nan | same_inf))
     if not bool(finite.any()):
         return matched, 0.0, 0.0
     rel = diff / torch.clamp(y.abs(), min=floor)

@@ -322,10 +322,10 @@ def poisoned_elements(output: Any, reference: Any) -> int:
     else:
         as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
         poisoned = (as_bytes == POISON_BYTE).all(dim=1)
-    count = int(poisoned.sum())
+    count = int(torch.count_nonzero(poisoned))  # a bool tensor's sum() is 2.7x slower (it counts in int64)
     if count and isinstance(reference, torch.Tensor) and reference.shape == output.shape:
         if reference.is_floating_point():  # looked at only when there is something to forgive: NaN is slow
-            count = int((poisoned & ~torch.isnan(reference.reshape(-1))).sum())
+            count = int(torch.count_nonzero(poisoned & ~torch.isnan(reference.reshape(-1))))
     return count
 
 
