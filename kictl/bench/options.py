@@ -24,7 +24,7 @@ DEFAULT_TIME_BUDGET_S = 2.0
 #: What caps the GPU's default fixed count (``fixed_count_budget``): 0.3 s of timed calls (the parent's wall
 #: time of its timed-call requests; staging and audits not counted), as a profiler's repetition is capped by
 #: time (``triton.testing.do_bench``: 100 ms).  On the H200 a kernel's call takes 1.2-2.1 ms with the harness,
-#: so a kernel makes 140-300 calls (medians' relative errors 0.1-0.5%, calls AQ and AY of RESULTS.md); a host-bound
+#: so a kernel makes 130-300 calls (medians' relative errors 0.1-0.9%, calls AQ and AY of RESULTS.md); a host-bound
 #: reference (3-20 ms a call) stops after ``loop.MIN_CALLS_UNDER_BUDGET``.  1 s until session 7 (call AQ: the
 #: suite 33.5 s at 1 s, 24.7 s at 0.3 s, FlashInfer's medians the same within 1.3%).
 GPU_COUNT_BUDGET_S = 0.3
