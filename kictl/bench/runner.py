@@ -200,6 +200,8 @@ class WorkerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.fd_to: int | None = None
         self.fd_from: int | None = None
+        #: memory shared with the worker for its large answers (``None``: everything through the pipe)
+        self.region: wire.SharedRegion | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
@@ -245,6 +247,9 @@ class WorkerProcess:
         for fd in (to_write, from_write):  # room for a large output in fewer wake-ups (Linux; best effort)
             with contextlib.suppress(OSError, AttributeError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, wire.PIPE_BYTES)
+        # the worker's large answers (outputs) come through memory shared with it alone (wire.SharedRegion)
+        self.region = wire.SharedRegion.create(self.label)
+        shared = [] if self.region is None else ["--fd-shared", str(self.region.fd)]
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
         command, executable = sandbox.worker_command(
@@ -262,6 +267,7 @@ class WorkerProcess:
             "--threads",
             str(self.threads),
             *([] if self.cupti else ["--no-cupti"]),
+            *shared,
         ]
         with open(self.log_path, "ab") as log:
             try:
@@ -271,7 +277,7 @@ class WorkerProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(to_read, from_write),
+                    pass_fds=(to_read, from_write, *([] if self.region is None else [self.region.fd])),
                     env=sandbox.worker_environment(self.isolation),
                     cwd="/",
                     start_new_session=True,
@@ -279,6 +285,7 @@ class WorkerProcess:
             except OSError as exc:
                 for fd in (to_read, to_write, from_read, from_write):
                     os.close(fd)
+                self._close_region()
                 raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
         os.close(to_read)
         os.close(from_write)
@@ -415,7 +422,7 @@ class WorkerProcess:
         assert self.fd_from is not None
         try:
             self._await(deadline)
-            answer = wire.read_frame(self.fd_from, expect, deadline)
+            answer = wire.read_frame(self.fd_from, expect, deadline, self.region)
         except wire.WireTimeout:
             limit = f"{timeout:g} s" if timeout is not None else "the deadline"
             asked = f" to {self.asked}" if self.asked else ""
@@ -460,6 +467,12 @@ class WorkerProcess:
             os.kill(pid, signal.SIGUSR1)
             time.sleep(STACK_DUMP_WAIT_S)
 
+    def _close_region(self) -> None:
+        if self.region is not None:
+            with contextlib.suppress(OSError, BufferError):
+                self.region.close()
+            self.region = None
+
     def kill(self) -> None:
         """End the worker, its sandbox and what it started (its process group)."""
         if self.process is None:
@@ -476,6 +489,7 @@ class WorkerProcess:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+        self._close_region()
         self.fd_to = self.fd_from = None
         self.process = None
         self.worker_pid = None

@@ -301,9 +301,11 @@ class Worker:
         self.last: list[Any] | str | None = None
         #: (profiler, file) when ``PROFILE_ENV`` asks for one (``main``)
         self.profile: tuple[Any, str] | None = None
+        #: memory shared with the parent, through which large answers go (``wire.SharedRegion``)
+        self.region: wire.SharedRegion | None = None
 
     def send(self, message: wire.Message) -> None:
-        wire.write_frame(self.fd_out, message)
+        wire.write_frame(self.fd_out, message, self.region)
 
     def serve(self) -> None:
         while True:
@@ -754,6 +756,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cpus", default="")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-cupti", action="store_true", help="time nothing: kictl's reference worker")
+    parser.add_argument("--fd-shared", type=int, default=-1, help="the parent's shared region (wire.SharedRegion)")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # and so does a timeout (runner._gone)
@@ -801,6 +804,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     wire.write_frame(fd_out, ready)
     worker = Worker(fd_in, fd_out, args.device, baseline, collector, cpus)
+    if args.fd_shared >= 0:
+        try:
+            worker.region = wire.SharedRegion.attach(args.fd_shared)
+        except (OSError, ValueError):  # its answers then all go through the pipe
+            worker.region = None
     profile_to = os.environ.get(PROFILE_ENV)
     if not profile_to:
         worker.serve()

@@ -49,7 +49,9 @@ CAUGHT_BY = {
     "values_cached_by_identity": "timedOutputsCorrect",
     "values_precomputed_in_setup": "timedOutputsCorrect",
     "values_cached_by_data_ptr": "outputsFresh",
-    "values_cached_by_version": "timedOutputsCorrect",
+    # its probes find it (timedOutputsCorrect); or, where a correctness round's fresh tensors reuse the last
+    # round's addresses (the allocator's choice), the cache answers the round and two rounds agree (outputsFresh)
+    "values_cached_by_version": ("timedOutputsCorrect", "outputsFresh"),
     # a cache keyed on a sample of the values: the probes (the last call's values with a few swapped) hit it
     "values_cached_by_samples": "timedOutputsCorrect",
     # class 4: work that escapes the measurement
@@ -136,10 +138,12 @@ def test_every_run_is_recorded_and_the_fair_ones_pass(session_result: Result) ->
 
 
 @pytest.mark.parametrize(("cheat", "check"), sorted(CAUGHT_BY.items()))
-def test_cheat_is_caught_naming_the_check(session_result: Result, cheat: str, check: str) -> None:
+def test_cheat_is_caught_naming_the_check(session_result: Result, cheat: str, check: str | tuple[str, ...]) -> None:
     row = _by_implementation(session_result)[cheat]
     assert row["status"] == "reward_hack", row
-    assert row["statusDetail"].startswith(check) or f"; {check}:" in row["statusDetail"], row["statusDetail"]
+    detail = row["statusDetail"]
+    checks = (check,) if isinstance(check, str) else check
+    assert any(detail.startswith(name) or f"; {name}:" in detail for name in checks), detail
 
 
 def test_a_timeout_shows_where_the_worker_was(session_result: Result) -> None:

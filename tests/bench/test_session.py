@@ -393,3 +393,32 @@ def test_timed_calls_in_blocks_run_each_implementation_to_its_end_before_the_nex
         worker_factory=lambda label: Logged(label, behaviours[label]),
     )
     assert order == ["impl0"] * 2 + ["impl1"] * 2 + ["impl0", "impl1"] * 5  # on the CPU: taking turns
+
+
+def test_large_outputs_come_back_through_the_shared_region(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real workers: rmsnorm b1024's 8 MiB outputs (the rounds', the audits', the reference's) reach the parent
+    through each worker's shared region, copied out once; the run passes as it did through the pipe."""
+    from kictl.bench import wire
+    from tests.bench.conftest import UNSANDBOXED
+
+    taken: list[int] = []
+    original = wire.SharedRegion.take
+
+    def take(region: wire.SharedRegion, offset: int, length: int) -> bytearray:
+        taken.append(length)
+        return original(region, offset, length)
+
+    monkeypatch.setattr(wire.SharedRegion, "take", take)
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(
+            device="cpu", workloads=("b1024",), warmup=1, iterations=5, rounds=2, no_sandbox=bool(UNSANDBOXED)
+        ),
+    )
+    assert [run.status for run in report.runs] == ["passed", "passed"], [run.detail for run in report.runs]
+    assert len(taken) >= 2 * 2 + 2  # both implementations' rounds, the reference's rounds, the audits
+    assert set(taken) == {1024 * 4096 * 2}

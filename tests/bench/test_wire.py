@@ -193,3 +193,91 @@ def test_a_buffer_given_as_a_view_is_written_from_where_it_is(pipe: tuple[int, i
     assert isinstance(got, wire.Outputs)
     assert bytes(got.tensors[0].data) == values.numpy().tobytes()
     assert torch.equal(unpack(got.tensors[0]), values)
+
+
+@pytest.fixture
+def regions() -> Iterator[tuple[wire.SharedRegion, wire.SharedRegion]]:
+    """The parent's region and a worker's view of it (the same memfd, as a spawned worker inherits it)."""
+    parent = wire.SharedRegion.create("test", size=64 << 20)
+    if parent is None:
+        pytest.skip("no sealed memfds here")
+    worker = wire.SharedRegion.attach(os.dup(parent.fd))
+    yield parent, worker
+    worker.close()
+    parent.close()
+
+
+def _outputs(*tensors: torch.Tensor) -> wire.Outputs:
+    return wire.Outputs(tensors=tuple(pack(t) for t in tensors), error=None, notes=())
+
+
+def test_large_buffers_go_through_the_shared_region_and_are_copied_out_at_once(
+    pipe: tuple[int, int], regions: tuple[wire.SharedRegion, wire.SharedRegion]
+) -> None:
+    read, write = pipe
+    parent, worker = regions
+    large = torch.arange(wire.SHARED_MIN, dtype=torch.int16)  # 2 MiB: through the region
+    small = torch.arange(100, dtype=torch.float32)  # through the pipe
+    wire.write_frame(write, _outputs(large, small, large + 1), worker)
+    got = wire.read_frame(read, deadline=time.monotonic() + 5, region=parent)
+    assert isinstance(got, wire.Outputs)
+    # what the worker writes into the region afterwards changes nothing the parent read
+    worker.put(0, b"\xff" * (4 * wire.SHARED_MIN))
+    first, second, third = (unpack(item) for item in got.tensors)
+    assert torch.equal(first, large)
+    assert torch.equal(second, small)
+    assert torch.equal(third, large + 1)
+    # the header placed the two large buffers in the region, one after the other, and the small one in the pipe
+    parts = wire._frame_parts(_outputs(large, small, large + 1), worker)
+    header = json.loads(parts[0][len(wire.MAGIC) + 4 :])
+    assert header["buffers"] == [[0, 2 * wire.SHARED_MIN], 400, [2 * wire.SHARED_MIN, 2 * wire.SHARED_MIN]]
+    assert len(parts) == 2  # the header and the one inline buffer
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ([0, 64 << 20], None),  # the whole region: fine
+        ([1, 64 << 20], "beyond the shared region"),
+        ([64 << 20, 1], "beyond the shared region"),
+        ([-1, 4], "list of sizes"),
+        ([0, 1.5], "list of sizes"),
+        ([0], "list of sizes"),
+        ([0, 1, 2], "list of sizes"),
+        ({"offset": 0}, "list of sizes"),
+    ],
+)
+def test_a_shared_buffer_outside_the_region_or_malformed_is_refused(
+    pipe: tuple[int, int], regions: tuple[wire.SharedRegion, wire.SharedRegion], entry: object, words: str | None
+) -> None:
+    read, write = pipe
+    parent, _ = regions
+    size = entry[1] if isinstance(entry, list) and len(entry) == 2 and isinstance(entry[1], int) else 0
+    header = {"type": "outputs", "body": {"tensors": [{"dtype": "uint8", "shape": [size], "data": {"$buffer": 0}}],
+              "error": None, "notes": []}, "buffers": [entry]}  # fmt: skip
+    os.write(write, _frame(header))
+    os.close(write)
+    if words is None:
+        got = wire.read_frame(read, deadline=time.monotonic() + 5, region=parent)
+        assert isinstance(got, wire.Outputs)
+        assert len(got.tensors[0].data) == 64 << 20
+        return
+    with pytest.raises(wire.WireError, match=words):
+        wire.read_frame(read, deadline=time.monotonic() + 5, region=parent)
+
+
+def test_a_shared_buffer_on_a_wire_without_a_region_is_refused(pipe: tuple[int, int]) -> None:
+    header = {"type": "outputs", "body": {"tensors": [], "error": None, "notes": []}, "buffers": [[0, 8]]}
+    with pytest.raises(wire.WireError, match="this wire has none"):
+        _read(pipe, _frame(header))
+
+
+def test_a_worker_cannot_shrink_or_grow_the_shared_region(
+    regions: tuple[wire.SharedRegion, wire.SharedRegion],
+) -> None:
+    """Sealed: a worker that shrank the memfd would make the parent's next read of it fault (SIGBUS)."""
+    _, worker = regions
+    for size in (0, 4096, 128 << 20):
+        with pytest.raises(PermissionError):
+            os.ftruncate(worker.fd, size)
+    assert os.fstat(worker.fd).st_size == 64 << 20
