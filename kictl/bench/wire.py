@@ -697,7 +697,7 @@ def read_frame(
     entries = header["buffers"]
     if type(entries) is not list or len(entries) > MAX_BUFFERS:
         raise WireError("buffers must be a list of sizes")
-    total = 0
+    total = shared = 0
     for entry in entries:
         if type(entry) is int and entry >= 0:
             total += entry
@@ -707,8 +707,13 @@ def read_frame(
             if entry[0] + entry[1] > region.size:
                 raise WireError(f"a buffer placed beyond the shared region's {region.size} bytes")
             total += entry[1]
+            shared += entry[1]
         else:
             raise WireError("buffers must be a list of sizes")
+    if region is not None and shared > region.size:
+        # a writer places its buffers one after another: naming the same bytes many times would only make the
+        # parent copy them (and hold the copies) many times over
+        raise WireError(f"buffers of {shared} bytes placed in a shared region of {region.size}")
     if total > MAX_BUFFER_BYTES:
         raise WireError(f"buffers of {total} bytes are over the limit of {MAX_BUFFER_BYTES}")
     buffers: list[bytes] = []

@@ -266,6 +266,21 @@ def test_a_shared_buffer_outside_the_region_or_malformed_is_refused(
         wire.read_frame(read, deadline=time.monotonic() + 5, region=parent)
 
 
+def test_the_same_shared_bytes_named_over_and_over_are_refused(
+    pipe: tuple[int, int], regions: tuple[wire.SharedRegion, wire.SharedRegion]
+) -> None:
+    """Naming the whole region many times would make the parent copy (and hold) it that many times over."""
+    parent, _ = regions
+    tensor = {"dtype": "uint8", "shape": [64 << 20], "data": {"$buffer": 0}}
+    header = {"type": "outputs", "body": {"tensors": [tensor, {**tensor, "data": {"$buffer": 1}}],
+              "error": None, "notes": []}, "buffers": [[0, 64 << 20], [0, 64 << 20]]}  # fmt: skip
+    read, write = pipe
+    os.write(write, _frame(header))
+    os.close(write)
+    with pytest.raises(wire.WireError, match="placed in a shared region of"):
+        wire.read_frame(read, deadline=time.monotonic() + 5, region=parent)
+
+
 def test_a_shared_buffer_on_a_wire_without_a_region_is_refused(pipe: tuple[int, int]) -> None:
     header = {"type": "outputs", "body": {"tensors": [], "error": None, "notes": []}, "buffers": [[0, 8]]}
     with pytest.raises(wire.WireError, match="this wire has none"):
