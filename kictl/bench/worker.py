@@ -50,7 +50,7 @@ from kictl.bench import environment, integrity, timing, wire
 from kictl.bench.integrity import Check
 
 TAIL_LINES = 25
-#: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there when it stops (unsandboxed:
+#: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there at every Finish (unsandboxed:
 #: a sandboxed worker cannot write outside its private /tmp, and says nothing of it).
 PROFILE_ENV = "KICTL_WORKER_PROFILE"
 STREAM_CHECK_SPIN_NS = 2_000_000
