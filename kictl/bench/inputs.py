@@ -29,7 +29,6 @@ from __future__ import annotations
 import array
 import hashlib
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -37,7 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kictl import blobs, families
-from kictl.bench import wire
+from kictl.bench import integrity, wire
 from kictl.errors import RecordError
 from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, StoredRecord, WorkloadSpec
 
@@ -290,7 +289,7 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
     if threads > 1:
         from concurrent.futures import ThreadPoolExecutor
 
-        before = _thread_count()
+        before = integrity.os_threads()  # 0 where the OS does not tell: nothing is waited for
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kictl-inputs") as pool:
             tensors = pool.map(lambda place: materialize_spec(plans[place[0]].inputs[place[1]], device), large)
             made = dict(zip(large, tensors, strict=True))
@@ -301,21 +300,12 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
     return out
 
 
-def _thread_count() -> int | None:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:  # pragma: no cover - Linux has it
-        return None
-
-
-def _threads_gone(before: int | None, limit_s: float = 1.0) -> None:
+def _threads_gone(before: int, limit_s: float = 1.0) -> None:
     """Wait until the drawing threads have left the process.  A joined thread ends its Python part first and
     leaves ``/proc/self/task`` a moment later; kictl's parent counts the worker's threads there right after
     ``Arm`` (``noThreadsLeft``), and a drawing thread still listed would be judged the implementation's."""
-    if before is None:
-        return
     deadline = time.monotonic() + limit_s
-    while (_thread_count() or 0) > before and time.monotonic() < deadline:
+    while integrity.os_threads() > before and time.monotonic() < deadline:
         time.sleep(0.001)
 
 

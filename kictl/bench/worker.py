@@ -136,8 +136,9 @@ def pack(tensor: Any) -> wire.TensorData:
     import torch
 
     source = tensor.detach()
+    dtype, shape = str(source.dtype).removeprefix("torch."), tuple(source.shape)
     if not source.numel():
-        return wire.TensorData(dtype=str(source.dtype).removeprefix("torch."), shape=tuple(source.shape), data=b"")
+        return wire.TensorData(dtype=dtype, shape=shape, data=b"")
     if source.device.type == "cpu":
         # the tensor itself (it may change before the frame is written: the copy is taken now)
         raw: Any = source.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
@@ -145,7 +146,7 @@ def pack(tensor: Any) -> wire.TensorData:
         host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)  # a copy of kictl's own
         host.copy_(source)
         raw = memoryview(host.reshape(-1).view(torch.uint8).numpy()).cast("B")  # type: ignore[arg-type]
-    return wire.TensorData(dtype=str(source.dtype).removeprefix("torch."), shape=tuple(source.shape), data=raw)
+    return wire.TensorData(dtype=dtype, shape=shape, data=raw)
 
 
 def unpack(packed: wire.TensorData) -> Any:
