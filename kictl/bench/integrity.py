@@ -166,6 +166,7 @@ _INSTANCE_STATE = frozenset(
     {
         "spin_ns",
         "host_ns",
+        "padded",
         "last_end",
         "waiting",
         "settled",

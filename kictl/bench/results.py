@@ -25,6 +25,7 @@ from kictl import canon
 from kictl.bench import correctness
 from kictl.bench.implementation import LoadedImplementation
 from kictl.bench.options import BenchOptions, adaptive_budget, fixed_count_budget
+from kictl.bench.timing import LAUNCH_PHASES
 from kictl.errors import RegistryError
 from kictl.records import (
     BenchmarkProtocolSpec,
@@ -208,7 +209,11 @@ def protocol_spec(
     else:
         region += "; setup(), if the module has one, called once before, outside the timed region"
     if on_gpu:
-        region += "; the persisting L2 reset before each timed call"
+        region += (
+            f"; the persisting L2 reset before each timed call, after 0 to {LAUNCH_PHASES - 1} one-element kernels "
+            "(the count drawn at random per call) so that the call's launches fall at a random phase of the GPU's "
+            "launch cycle"
+        )
     measurement: dict[str, Any] = {
         "timer": timer,
         "primaryStatistic": options.statistic,

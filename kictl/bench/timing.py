@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import secrets
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +59,12 @@ SPIN_MIN_NS = 20_000
 SPIN_MAX_NS = 2_000_000
 #: The spin before the host's enqueue time is known (warm-up).
 SPIN_DEFAULT_NS = 200_000
+#: Before each timed call's L2 flush the GPU timers launch fewer than this many one-element fills, the count
+#: drawn at random (``CudaEventTimer.shift_launch_phase``).  On the H200 the gap between a call's dependent
+#: kernels is about 2 µs at one phase in four of the count of kernels launched before, and 1.1 µs at the others
+#: (benchmarks/RESULTS.md, calls BB-BE): a harness that launched the same kernels before every call would time
+#: every call at one phase, and a run would read a small multi-kernel call 0.9 µs apart from another run.
+LAUNCH_PHASES = 8
 
 _perf_counter_ns = time.perf_counter_ns
 _ORIGINALS: dict[str, Any] = {}
@@ -167,25 +174,33 @@ class CpuTimer:
         return Measured(stop - start, outputs)
 
 
-def make_timer(name: str, device: str, flush_bytes: int, collector: Any = None, touch_bytes: int = 0) -> Any:
+def make_timer(
+    name: str,
+    device: str,
+    flush_bytes: int,
+    collector: Any = None,
+    touch_bytes: int = 0,
+    launch_phases: int = LAUNCH_PHASES,
+) -> Any:
     """The timer called ``name`` (a protocol's ``measurement.timer``) for ``device``; raises ``ValueError``.
 
     ``collector`` is the worker's started ``cupti_timer.CuptiCollector`` (needed by ``cupti_device_time``);
     ``touch_bytes`` a GPU buffer read before each call (``CudaEventTimer.cold_translations``; for experiments
-    such as ``benchmarks/neighbour_effect.py --timer-touch``: kictl's protocol reads none).
+    such as ``benchmarks/neighbour_effect.py --timer-touch``: kictl's protocol reads none); ``launch_phases``
+    the GPU timers' padding before each call (``LAUNCH_PHASES``; 1: none, for experiments).
     """
     if name == CuptiTimer.name:
         if collector is None:
             raise ValueError("the CUPTI timer was asked for but CUPTI did not attach in this worker")
-        return CuptiTimer(device, flush_bytes, collector, touch_bytes)
+        return CuptiTimer(device, flush_bytes, collector, touch_bytes, launch_phases)
     if name == CpuTimer.name:
         return CpuTimer()
     if name == CudaEventTimer.name:
-        return CudaEventTimer(device, flush_bytes, touch_bytes)
+        return CudaEventTimer(device, flush_bytes, touch_bytes, launch_phases)
     if name == CudaGraphTimer.name:
-        return CudaGraphTimer(device, flush_bytes, touch_bytes)
+        return CudaGraphTimer(device, flush_bytes, touch_bytes, launch_phases)
     if name == HostInclusiveCudaTimer.name:
-        return HostInclusiveCudaTimer(device, flush_bytes, touch_bytes)
+        return HostInclusiveCudaTimer(device, flush_bytes, touch_bytes, launch_phases)
     raise ValueError(f"unknown timer {name!r}")
 
 
@@ -230,7 +245,7 @@ class CudaEventTimer:
 
     name = "cuda_events"
 
-    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0) -> None:
+    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0, launch_phases: int = LAUNCH_PHASES) -> None:
         import torch
 
         from kictl.bench.options import TOUCH_STRIDE_BYTES
@@ -254,16 +269,39 @@ class CudaEventTimer:
             self.touch = torch.empty(pages * TOUCH_STRIDE_BYTES, dtype=torch.uint8, device=device)
             self.touch_view = self.touch.as_strided((pages,), (TOUCH_STRIDE_BYTES,))
             self.touch_sink = torch.empty(pages, dtype=torch.uint8, device=device)
+        #: fewer than ``launch_phases`` fills of ``phase_pad`` before each call (``shift_launch_phase``)
+        self.launch_phases = max(1, launch_phases)
+        self.phase_pad = torch.zeros(1, dtype=torch.uint8, device=device) if self.launch_phases > 1 else None
+        #: how many fills each call's padding launched, in order (kept for the tests and the experiments)
+        self.padded: list[int] = []
         self.host_ns: list[int] = []
         self.spin_ns: int | None = SPIN_DEFAULT_NS if self.cycles_per_ns is not None else None
 
     def busy(self, spin_ns: int | None) -> None:
+        # the padding first: its launches' host time would otherwise eat into the spin that hides the call's
+        self.shift_launch_phase()
         if self.cycles_per_ns is not None and self.sleep is not None and spin_ns:
             self.sleep(int(spin_ns * self.cycles_per_ns))
         self.cold_translations()
         reset_persisting_l2()
         if self.flush is not None:
             self.flush.zero_()
+
+    def shift_launch_phase(self) -> None:
+        """Launch 0 to ``launch_phases - 1`` one-element fills, the count drawn afresh (``LAUNCH_PHASES``).
+
+        In the harness's window, before the L2 flush, so no call's: the call's own launches then fall at a phase
+        of the GPU's launch cycle drawn at random, whatever the harness and the implementation launch per call, and
+        every run's figure is the same mixture of phases.  The count comes from ``secrets``, which nothing an
+        implementation can seed.
+        """
+        if self.phase_pad is None:
+            return
+        count = secrets.randbelow(self.launch_phases)
+        for _ in range(count):
+            self.phase_pad.zero_()
+        if len(self.padded) < PADDED_KEPT:
+            self.padded.append(count)
 
     def cold_translations(self) -> None:
         """Read one byte in every ``TOUCH_STRIDE_BYTES`` of the touch buffer, if the timer has one (one kernel,
@@ -306,6 +344,9 @@ class CudaEventTimer:
         return Measured(round(self.elapsed(start, stop) * 1e6), outputs, ahead, tampered=tampered)
 
 
+#: ``CudaEventTimer.padded`` keeps the first this many counts
+PADDED_KEPT = 4096
+
 #: Two event records back to back on a stream the device had not reached yet are this close (CUDA's events
 #: resolve about 0.5 µs).
 LEAD_GAP_NS = 2_000
@@ -344,8 +385,8 @@ class HostInclusiveCudaTimer(CudaEventTimer):
 
     name = "cuda_events_host_inclusive"
 
-    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0) -> None:
-        super().__init__(device, flush_bytes, touch_bytes)
+    def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0, launch_phases: int = LAUNCH_PHASES) -> None:
+        super().__init__(device, flush_bytes, touch_bytes, launch_phases)
         self.spin_ns = None
 
     def measure(self, call: Call) -> Measured:
@@ -416,8 +457,15 @@ class CuptiTimer(CudaEventTimer):
 
     name = "cupti_device_time"
 
-    def __init__(self, device: str, flush_bytes: int, collector: Any, touch_bytes: int = 0) -> None:
-        super().__init__(device, flush_bytes, touch_bytes)
+    def __init__(
+        self,
+        device: str,
+        flush_bytes: int,
+        collector: Any,
+        touch_bytes: int = 0,
+        launch_phases: int = LAUNCH_PHASES,
+    ) -> None:
+        super().__init__(device, flush_bytes, touch_bytes, launch_phases)
         self.collector = collector
         #: the calling stream is the legacy NULL stream (torch's default): blocking streams are ordered with it.
         #: Read with the current_stream bound before the implementation was imported.
@@ -442,6 +490,7 @@ class CuptiTimer(CudaEventTimer):
             # what ran since the last call (staging the inputs, copying an audited call's outputs) is the
             # harness's: a window of its own, drained with this call's
             own = self.last_end
+        self.shift_launch_phase()
         self.cold_translations()
         reset_persisting_l2()
         if self.flush is not None:

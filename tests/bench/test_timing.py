@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -128,6 +129,61 @@ def test_the_cupti_timer_settles_in_batches_and_leaves_the_touch_out() -> None:
         batched = sorted([last.ns or 0, *(m.ns or 0 for _, m in settled)])
         one_by_one = sorted(m.ns or 0 for m in alone[4:])
         assert abs(batched[len(batched) // 2] - one_by_one[len(one_by_one) // 2]) < 0.1 * one_by_one[0]
+    finally:
+        collector.stop()
+
+
+@pytest.mark.gpu
+@gpu
+def test_the_gpu_timers_pad_each_call_with_a_random_count_of_launches() -> None:
+    """Before each call's L2 flush the timers launch 0-7 one-element fills, the count drawn per call: CUPTI sees
+    every one of them in the harness's window, none of them is the call's, and the counts vary from call to call."""
+    from kictl.bench.cupti_timer import KERNEL, CuptiCollector
+
+    class Keeping:
+        """The collector, keeping what the timer drained at each settle."""
+
+        def __init__(self, collector: Any) -> None:
+            self.collector = collector
+            self.last: list[Any] = []
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.collector, name)
+
+        def drain_all(self) -> Any:
+            activities, dependencies = self.collector.drain_all()
+            self.last = list(activities)
+            return activities, dependencies
+
+    timing.bind_originals()
+    collector = CuptiCollector()
+    collector.start()
+    try:
+        a = torch.randn(1024, 1024, device="cuda")
+        keeping = Keeping(collector)
+        timer = timing.make_timer("cupti_device_time", "cuda:0", 64 * 2**20, keeping)
+        timer.prepare(lambda: a + 1)
+        timer.measure(lambda: a + 1)
+        others = set()
+        for _ in range(40):
+            measured = timer.measure(lambda: a + 1)
+            assert measured.kernels == 1, measured
+            assert (measured.outside, measured.unordered, measured.tampered) == (0, 0, ()), measured
+            kernels = sum(activity.kind == KERNEL for activity in keeping.last)
+            others.add(kernels - timer.padded[-1])  # the flush, the spin, the call, the end marker: the same each time
+        assert len(others) == 1, others
+        assert len(timer.padded) == 41
+        assert set(timer.padded) <= set(range(timing.LAUNCH_PHASES))
+        assert len(set(timer.padded)) >= 4
+        events = timing.make_timer("cuda_events", "cuda:0", 64 * 2**20)
+        for _ in range(40):
+            events.measure(lambda: a + 1)
+        assert set(events.padded) <= set(range(timing.LAUNCH_PHASES))
+        assert len(set(events.padded)) >= 4
+        unpadded = timing.make_timer("cuda_events", "cuda:0", 64 * 2**20, launch_phases=1)
+        unpadded.measure(lambda: a + 1)
+        assert unpadded.phase_pad is None
+        assert unpadded.padded == []
     finally:
         collector.stop()
 
