@@ -85,6 +85,7 @@ def one_pass(timer: str, extra: list[str], definitions: tuple[str, ...] = DEFINI
                 "medianNs": (timing.get("latencyNs") or {}).get("median"),
                 "eventsMedianNs": timing.get("eventsMedianNs"),
                 "kernelsPerCall": timing.get("kernelsPerCall"),
+                "busyMedianNs": timing.get("busyMedianNs"),
                 "clocksSteady": timing.get("clocksSteady"),
                 "timer": protocol.get("measurement", {}).get("timer"),
                 "isolation": protocol.get("measurement", {}).get("isolation"),

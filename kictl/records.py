@@ -441,6 +441,9 @@ class Timing(WireModel):
     #: copies and memsets each call caused (median)
     events_median_ns: NonNegativeInt | None = None
     kernels_per_call: NonNegativeInt | None = None
+    #: CUPTI timer: median of the device time each call's activities covered (its span less the gaps between
+    #: them: what a profiler's sum of kernel durations adds up, without the profiler's own cost per kernel)
+    busy_median_ns: NonNegativeInt | None = None
     #: GPU: NVML readings before and after the timed calls, and whether the clocks held (no throttling)
     clocks: tuple[ClockReading, ...] | None = None
     clocks_steady: bool | None = None

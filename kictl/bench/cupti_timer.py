@@ -402,6 +402,9 @@ class CallFigure:
     unordered: int
     #: why the harness's timer was reached into (``timerNotPatched``)
     tampered: tuple[str, ...]
+    #: the device time covered by at least one of the call's activities: the span less the gaps between them
+    #: (``None`` when CUPTI recorded none)
+    busy_ns: int | None = None
 
 
 def settle_calls(
@@ -457,7 +460,14 @@ def settle_calls(
             figures.append(CallFigure(events_ns, 0, outside, unordered, tampered))
         else:
             figures.append(
-                CallFigure(span.duration_ns, span.kernels + span.copies + span.memsets, outside, unordered, tampered)
+                CallFigure(
+                    span.duration_ns,
+                    span.kernels + span.copies + span.memsets,
+                    outside,
+                    unordered,
+                    tampered,
+                    span.busy_ns,
+                )
             )
     return figures
 

@@ -117,6 +117,7 @@ class RunEvidence:
     #: CUPTI timer: the events figure and the activity count of each timed call
     events_ns: list[int] = field(default_factory=list)
     kernels: list[int] = field(default_factory=list)
+    busy_ns: list[int] = field(default_factory=list)
     #: CUPTI timer: how streamOrdered was judged (``None``: no CUPTI timer, the check is judged as before)
     stream_rule: str | None = None
     #: GPU: NVML readings (gpu_state.GpuReading.to_json) around the timed calls
@@ -432,7 +433,7 @@ class RunDriver:
         if answer.ns is None:
             self.waiting[self.call_number] = index
         else:
-            self._sample(index, answer.ns, answer.events_ns, answer.kernels)
+            self._sample(index, answer.ns, answer.events_ns, answer.kernels, answer.busy_ns)
         if not self._settled(answer.settled):
             return
         if settle and self.waiting:
@@ -450,7 +451,9 @@ class RunDriver:
         if self._ending(index + 1):
             self.active = False
 
-    def _sample(self, index: int, ns: int, events_ns: int | None, kernels: int | None) -> None:
+    def _sample(
+        self, index: int, ns: int, events_ns: int | None, kernels: int | None, busy_ns: int | None = None
+    ) -> None:
         evidence = self.evidence
         if ns < 0:
             evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({ns} ns)")
@@ -459,6 +462,13 @@ class RunDriver:
             evidence.events_ns.append(events_ns)
         if kernels is not None:
             evidence.kernels.append(kernels)
+        if busy_ns is not None:
+            # the time the call's activities cover lies within their span: more, or less than nothing, is forged
+            if not 0 <= busy_ns <= ns:
+                evidence.note(
+                    Check.SAMPLES_CONSISTENT, f"a call's device busy time ({busy_ns} ns) outside its span ({ns} ns)"
+                )
+            evidence.busy_ns.append(min(max(0, busy_ns), max(0, ns)))
 
     def _settled(self, settled: Sequence[wire.Settled]) -> bool:
         """Take the samples of earlier calls settled in an answer; a number that names no call waiting for
@@ -467,7 +477,7 @@ class RunDriver:
             if item.call in self.warmup_calls:
                 self.warmup_calls.discard(item.call)
             elif item.call in self.waiting:
-                self._sample(self.waiting.pop(item.call), item.ns, item.events_ns, item.kernels)
+                self._sample(self.waiting.pop(item.call), item.ns, item.events_ns, item.kernels, item.busy_ns)
             else:
                 detail = f"the worker sent a sample for call {item.call}, which was not waiting for one"
                 self.evidence.note(Check.WIRE_INTACT, detail)

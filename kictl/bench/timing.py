@@ -148,6 +148,8 @@ class Measured:
     #: CUPTI timer only: the events figure of the same call, the activities it caused, work outside its window
     events_ns: int | None = None
     kernels: int | None = None
+    #: CUPTI timer only: the device time covered by the call's activities (the span less the gaps between them)
+    busy_ns: int | None = None
     outside: int = 0
     unordered: int = 0
     #: why the timer was tampered with during the call (``timerNotPatched``); empty: it was not
@@ -562,6 +564,7 @@ class CuptiTimer(CudaEventTimer):
                     item.enqueued_ahead,
                     events_ns=events_ns,
                     kernels=figure.kernels,
+                    busy_ns=figure.busy_ns,
                     outside=figure.outside,
                     unordered=figure.unordered,
                     tampered=figure.tampered,

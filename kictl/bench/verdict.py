@@ -256,6 +256,8 @@ def evaluate(
             timing["eventsMedianNs"] = round(statistics.median(evidence.events_ns))
         if evidence.kernels:
             timing["kernelsPerCall"] = round(statistics.median(evidence.kernels))
+        if evidence.busy_ns:
+            timing["busyMedianNs"] = round(statistics.median(evidence.busy_ns))
         if evidence.clocks:
             from kictl.bench.gpu_state import GpuReading, clocks_steady
 

@@ -336,6 +336,7 @@ class Settled:
     ns: int
     events_ns: int | None = None
     kernels: int | None = None
+    busy_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,10 +348,11 @@ class Sample(Message):
     ns: int | None
     enqueued_ahead: bool | None
     notes: tuple[Note, ...]
-    #: CUPTI timer: the CUDA events figure of the same call (the cross-check), and the kernels, copies and
-    #: memsets the call caused on any stream
+    #: CUPTI timer: the CUDA events figure of the same call (the cross-check), the kernels, copies and
+    #: memsets the call caused on any stream, and the device time they cover (the span less their gaps)
     events_ns: int | None = None
     kernels: int | None = None
+    busy_ns: int | None = None
     #: earlier calls whose samples were settled with this one
     settled: tuple[Settled, ...] = ()
 

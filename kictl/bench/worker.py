@@ -633,6 +633,7 @@ class Worker:
             notes=tuple(notes),
             events_ns=sample.events_ns,
             kernels=sample.kernels,
+            busy_ns=sample.busy_ns,
             settled=earlier,
         )
 
@@ -652,7 +653,9 @@ class Worker:
         for _, figure in figures:
             self.figure_notes(figure, notes)
         return tuple(
-            wire.Settled(call=number, ns=figure.ns, events_ns=figure.events_ns, kernels=figure.kernels)
+            wire.Settled(
+                call=number, ns=figure.ns, events_ns=figure.events_ns, kernels=figure.kernels, busy_ns=figure.busy_ns
+            )
             for number, figure in figures
         )
 

@@ -52,6 +52,9 @@ class Behaviour:
     forge: str | None = None
     #: the ns each call number was settled with (timed and warm-up), for the tests to compare
     settled: dict[int, int] = field(default_factory=dict)
+    #: the CUPTI timer's figures beside each sample, as ``(events ns, kernels, busy ns)`` less the sample's ns
+    #: for the two times (``busy`` above 0 is a forgery: busy time beyond the span)
+    device_figures: tuple[int, int, int] | None = None
 
 
 class FakeWorker:
@@ -172,7 +175,7 @@ class FakeWorker:
                 self.waiting.append(self.calls)
                 return wire.Sample(ns=None, enqueued_ahead=None, notes=())
             ns = self._ns(self.calls)
-            return wire.Sample(ns=ns, enqueued_ahead=None, notes=(), settled=self._settle())
+            return wire.Sample(ns=ns, enqueued_ahead=None, notes=(), settled=self._settle(), **self._figures(ns))
         if isinstance(message, wire.Audit):
             return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
         if isinstance(message, wire.Finish):
@@ -185,12 +188,20 @@ class FakeWorker:
         self.behaviour.settled[call] = self.behaviour.sample_ns + (call if self.behaviour.batched else 0)
         return self.behaviour.settled[call]
 
+    def _figures(self, ns: int) -> dict[str, int]:
+        """The CUPTI timer's cross-check figures of a call whose span is ``ns`` (none unless asked for)."""
+        if self.behaviour.device_figures is None:
+            return {}
+        events, kernels, busy = self.behaviour.device_figures
+        return {"events_ns": ns + events, "kernels": kernels, "busy_ns": ns + busy}
+
     def _settle(self) -> tuple[wire.Settled, ...]:
         waiting, self.waiting = self.waiting, []
         forge = self.behaviour.forge
         if forge == "never" or (forge == "warmup" and waiting == [1]):
             return ()
-        settled = [wire.Settled(call=call, ns=self._ns(call)) for call in waiting]
+        figures = {call: self._ns(call) for call in waiting}
+        settled = [wire.Settled(call=call, ns=ns, **self._figures(ns)) for call, ns in figures.items()]
         if forge == "unknown" and settled:
             settled.append(wire.Settled(call=self.calls + 7, ns=1))
         if forge == "twice" and settled:

@@ -1044,7 +1044,7 @@ def test_collector_refusing_kernels_is_an_environment_error() -> None:
 
 # --------------------------------------------------------------- calls settled in batches (one flush for many)
 
-_BODIES = ("one", "joined", "unjoined", "none", "late", "restart")
+_BODIES = ("one", "joined", "unjoined", "none", "late", "restart", "gapped")
 
 
 def _harnessed_call(index: int, body: str) -> tuple[list[DeviceActivity], list[EventRecord], list[Synchronization]]:
@@ -1070,6 +1070,9 @@ def _harnessed_call(index: int, body: str) -> tuple[list[DeviceActivity], list[E
         activities.append(DeviceActivity(KERNEL, t + 3010, t + 8000, SIDE, "attention", c + 12))
     if body == "late":  # work that runs on past the window's end
         activities.append(DeviceActivity(KERNEL, t + 8900, t + 9500, OTHER, "late", c + 39))
+    if body == "gapped":  # two dependent kernels, 300 ns apart (the gap a launch leaves between them)
+        activities.append(DeviceActivity(KERNEL, t + 3010, t + 3100, CALLING, "fill", c + 10))
+        activities.append(DeviceActivity(KERNEL, t + 3400, t + 3500, CALLING, "attention", c + 11))
     if body == "restart":  # the harness's start event recorded again inside the call
         records.append(EventRecord(c + 20, CALLING, START_EVENT, c + 20))
     records.append(EventRecord(c + 40, CALLING, STOP_EVENT, c + 40))
@@ -1112,6 +1115,23 @@ def test_calls_settled_together_read_as_if_each_had_been_flushed_alone(bodies: l
             assert (figure.ns, figure.kernels) == (490, 1)
         if body == "late":  # the work past the window's end is timed too, and flagged
             assert (figure.ns, figure.kernels) == (6490, 2)
+
+
+def test_a_calls_figure_is_its_span_and_its_busy_time_leaves_the_gaps_out() -> None:
+    """The sample is the span from the first kernel's start to the last one's end, the gap between them
+    included (the caller waits for it); ``busy_ns`` is the time the kernels cover, what a profiler's sum of
+    kernel durations adds up; a call without device work has no busy time."""
+    from kictl.bench.cupti_timer import settle_calls
+
+    calls = [_harnessed_call(0, "gapped"), _harnessed_call(1, "one"), _harnessed_call(2, "none")]
+    activities = [a for found, _, _ in calls for a in found]
+    deps = Dependencies(
+        tuple(r for _, records, _ in calls for r in records), tuple(s for _, _, syncs in calls for s in syncs)
+    )
+    gapped, one, none = settle_calls(activities, [_harnessed_window(i) for i in range(3)], deps, True)
+    assert (gapped.ns, gapped.busy_ns, gapped.kernels) == (490, 190, 2)
+    assert (one.ns, one.busy_ns, one.kernels) == (490, 490, 1)
+    assert (none.busy_ns, none.kernels) == (None, 0)
 
 
 def test_work_between_settled_calls_is_the_next_harness_windows_and_after_the_last_escapes() -> None:

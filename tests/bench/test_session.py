@@ -336,6 +336,43 @@ def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Reg
         assert sorted(batched[label].settled) == list(range(1, 4 + iterations))
 
 
+def test_the_cupti_timers_cross_check_figures_are_recorded_with_each_run(shared_registry: Registry) -> None:
+    """Beside each CUPTI sample (the span of the call's device work) the worker sends the events figure of the
+    same call, its count of kernels, copies and memsets, and the time they cover (the span less their gaps): the
+    run records their medians (``eventsMedianNs``, ``kernelsPerCall``, ``busyMedianNs``)."""
+    iterations = 21
+    behaviours = {
+        label: Behaviour(batched=True, device_figures=(2_500, 2, -300)) for label in ("reference", "impl0", "impl1")
+    }
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=3, iterations=iterations),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    for run in report.runs:
+        assert run.status == "passed", run.detail
+        timing = run.run.raw["spec"]["timing"] if run.run else {}
+        middle = 1000 + 4 + iterations // 2  # the timed calls' samples are 1004 ... 1024
+        assert timing["latencyNs"]["median"] == middle
+        assert (timing["eventsMedianNs"], timing["kernelsPerCall"], timing["busyMedianNs"]) == (
+            middle + 2_500,
+            2,
+            middle - 300,
+        )
+
+
+def test_a_busy_time_beyond_its_span_is_a_forged_sample(shared_registry: Registry) -> None:
+    report, _ = _session(shared_registry, Behaviour(batched=True, device_figures=(0, 1, 300)), iterations=20)
+    found = _statuses(report)
+    assert found["rmsnorm_wrong_values"][0] == "reward_hack", found
+    detail = found["rmsnorm_wrong_values"][1] or ""
+    assert "samplesConsistent" in detail
+    assert "busy time" in detail
+    assert found["torch_rmsnorm"] == ("passed", None)
+
+
 @pytest.mark.parametrize(
     ("forge", "words"),
     [

@@ -168,6 +168,7 @@ def test_the_gpu_timers_pad_each_call_with_a_random_count_of_launches() -> None:
         for _ in range(40):
             measured = timer.measure(lambda: a + 1)
             assert measured.kernels == 1, measured
+            assert measured.busy_ns == measured.ns, measured  # one kernel: no gap
             assert (measured.outside, measured.unordered, measured.tampered) == (0, 0, ()), measured
             kernels = sum(activity.kind == KERNEL for activity in keeping.last)
             others.add(kernels - timer.padded[-1])  # the flush, the spin, the call, the end marker: the same each time
