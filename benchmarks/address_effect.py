@@ -28,7 +28,6 @@ of the call the second figure is in, and which addresses the slow calls had.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import random
@@ -38,11 +37,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, ROOT / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from rebuild_effect import load_wrapper  # noqa: E402
+from small_calls import call_kernels, gaps, short, start  # noqa: E402
 
 WORKLOADS = (
     ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q154_kv154"),
@@ -55,79 +53,22 @@ PLACEMENTS = 12
 REPLAN_EVERY = 25
 
 
-class Spy:
-    """The CUPTI collector, keeping a copy of what the timer drained (the activities of the last call)."""
-
-    def __init__(self, collector: Any) -> None:
-        self.collector = collector
-        self.last: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.collector, name)
-
-    def drain_all(self) -> Any:
-        activities, dependencies = self.collector.drain_all()
-        self.last = list(activities)
-        return activities, dependencies
-
-
-def call_kernels(activities: list[Any]) -> list[Any]:
-    """The call's kernels: after the harness's spin, before its end marker (both ``spin_kernel``)."""
-    from kictl.bench.cupti_timer import KERNEL, SPIN_KERNEL_NAME
-
-    ordered = sorted((a for a in activities if a.kind == KERNEL), key=lambda a: a.start_ns)
-    spins = [n for n, a in enumerate(ordered) if SPIN_KERNEL_NAME in a.name]
-    if len(spins) < 2:
-        return []
-    return ordered[spins[-2] + 1 : spins[-1]]
-
-
-def short(name: str) -> str:
-    for key in ("Merge", "Prefill", "Decode", "elementwise", "Fill"):
-        if key in name:
-            return key
-    return name[:24]
-
-
 def measure(args: argparse.Namespace) -> int:
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
-
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    harness = start()
+    if harness is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
+    device, collector = harness.device, harness.collector
     chooser = random.Random(args.seed if args.seed is not None else os.getpid())
     found: dict[str, Any] = {"pid": os.getpid(), "workloads": {}}
     for definition_name, label in WORKLOADS:
-        definition = registry.resolve(definition_name, ["Definition"])
-        spec = definition.model.spec
-        assert isinstance(spec, DefinitionSpec)
-        order = signature(spec, source=definition_name).inputs
-        (workload,) = select_workloads(registry, definition, [label])
-        inputs = list(materialize(plan_inputs(spec, workload, order, registry.read_blob), device))
-        wrapper = load_wrapper(definition_name)
-        wrapper.setup(*inputs)
+        inputs, wrapper = harness.workload(definition_name, label)
         copies = [
             [t.clone() if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs]
             for _ in range(PLACEMENTS)
         ]
-        spy = Spy(collector)
-        timer = timing.CuptiTimer(device, flush, spy)
+        timer = harness.timer(1 if args.no_padding else None)
         current = {"inputs": inputs}
 
         def call(wrapper: Any = wrapper, current: dict[str, Any] = current) -> Any:
@@ -151,14 +92,14 @@ def measure(args: argparse.Namespace) -> int:
                 elif phase == "re-planned" and n % REPLAN_EVERY == 0:
                     wrapper.setup(*inputs)
                 measured = timer.measure(call)
-                kernels = call_kernels(spy.last)
+                kernels = call_kernels(collector.last)
                 outputs = measured.outputs if isinstance(measured.outputs, tuple | list) else (measured.outputs,)
                 rows.append(
                     {
                         "phase": phase,
                         "ns": measured.ns,
                         "kernels": [[short(k.name), k.duration_ns] for k in kernels],
-                        "gaps": [b.start_ns - a.end_ns for a, b in itertools.pairwise(kernels)],
+                        "gaps": gaps(kernels),
                         "outputs": [int(t.data_ptr()) for t in outputs if isinstance(t, torch.Tensor)],
                         "placement": placement,
                         "epoch": n // REPLAN_EVERY if phase == "re-planned" else -1,
@@ -230,6 +171,9 @@ def main() -> int:
     parser.add_argument("--table", type=Path, help="summarize the files in this folder instead")
     parser.add_argument("--calls", type=int, default=400, help="timed calls per phase")
     parser.add_argument("--seed", type=int, help="the spacers' sizes and the placements' order (default: the pid)")
+    parser.add_argument(
+        "--no-padding", action="store_true", help="time without kictl's launch padding (as call BB ran, before it)"
+    )
     args = parser.parse_args()
     if args.table is not None:
         for path in sorted(args.table.glob("address-*.json")):

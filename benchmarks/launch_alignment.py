@@ -22,7 +22,6 @@ median, the share of long gaps and the gaps' medians without padding and with ra
 from __future__ import annotations
 
 import argparse
-import itertools
 import random
 import statistics
 import sys
@@ -30,56 +29,33 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, ROOT / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from address_effect import Spy, call_kernels  # noqa: E402
-from rebuild_effect import load_wrapper  # noqa: E402
+from small_calls import LONG_GAP_NS, call_kernels, gaps, start  # noqa: E402
 
 DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
 WORKLOADS = ("q1_kv1", "q154_kv154", "b4x_q64_kv256")
-LONG_GAP_NS = 1_500
 EVENT_PADS = range(16)
 KERNEL_PADS = range(8)
-
-
-def gaps_of(activities: list[Any]) -> list[int]:
-    found = call_kernels(activities)
-    return [b.start_ns - a.end_ns for a, b in itertools.pairwise(found)]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=40, help="consecutive timed calls per fixed padding")
     parser.add_argument("--random-calls", type=int, default=400, help="timed calls without and with random padding")
+    parser.add_argument(
+        "--no-padding",
+        action="store_true",
+        help="the timer without kictl's own launch padding (as call BD ran, before it; call BF ran with it)",
+    )
     args = parser.parse_args()
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
-
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    harness = start()
+    if harness is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
-    definition = registry.resolve(DEFINITION, ["Definition"])
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
-    order = signature(spec, source=DEFINITION).inputs
-    wrapper = load_wrapper(DEFINITION)
+    device, collector = harness.device, harness.collector
     chooser = random.Random()
     marker = torch.cuda.Event()  # type: ignore[no-untyped-call]
     tiny = torch.zeros(1, device=device)
@@ -91,27 +67,25 @@ def main() -> int:
         for _ in range(padding["kernels"]):
             tiny.zero_()
 
-    for workload in select_workloads(registry, definition, list(WORKLOADS)):
-        inputs = list(materialize(plan_inputs(spec, workload, order, registry.read_blob), device))
-        wrapper.setup(*inputs)
+    for label in WORKLOADS:
+        inputs, wrapper = harness.workload(DEFINITION, label)
 
-        def call(inputs: list[Any] = inputs) -> Any:
+        def call(inputs: list[Any] = inputs, wrapper: Any = wrapper) -> Any:
             return wrapper.run(*inputs)
 
-        spy = Spy(collector)
-        timer = timing.CuptiTimer(device, flush, spy)
-        timer.cold_translations = pad  # type: ignore[method-assign]
+        timer = harness.timer(1 if args.no_padding else None)
+        timer.cold_translations = pad
         timer.prepare(call)
         for _ in range(10):
             timer.measure(call)
 
-        def share_long(events: int, kernels: int, calls: int, timer: Any = timer, spy: Spy = spy) -> float:
+        def share_long(events: int, kernels: int, calls: int, timer: Any = timer, call: Any = call) -> float:
             padding["events"], padding["kernels"] = events, kernels
-            gaps = []
+            between = []
             for _ in range(calls):
                 timer.measure(call)
-                gaps.extend(gaps_of(spy.last))
-            return sum(g > LONG_GAP_NS for g in gaps) / max(1, len(gaps))
+                between.extend(gaps(call_kernels(collector.last)))
+            return sum(g > LONG_GAP_NS for g in between) / max(1, len(between))
 
         for kind, pads in (("events", EVENT_PADS), ("kernels", KERNEL_PADS)):
             passes = []
@@ -120,24 +94,25 @@ def main() -> int:
                     [share_long(k if kind == "events" else 0, k if kind == "kernels" else 0, args.calls) for k in pads]
                 )
             print(
-                f"{workload.name}: long gaps with k padding {kind}, k = {pads.start}..{pads.stop - 1}: "
+                f"{label}: long gaps with k padding {kind}, k = {pads.start}..{pads.stop - 1}: "
                 + " / ".join(" ".join(f"{s:.0%}" for s in shares) for shares in passes),
                 flush=True,
             )
         for mode in ("none", "random", "none", "random"):
-            spans, gaps = [], []
+            spans: list[int] = []
+            between: list[int] = []
             for _ in range(args.random_calls):
                 if mode == "random":
                     padding["events"], padding["kernels"] = chooser.randrange(64), chooser.randrange(8)
                 else:
                     padding["events"] = padding["kernels"] = 0
                 spans.append(int(timer.measure(call).ns or 0))
-                gaps.extend(gaps_of(spy.last))
-            short = [g for g in gaps if g <= LONG_GAP_NS]
-            long = [g for g in gaps if g > LONG_GAP_NS]
+                between.extend(gaps(call_kernels(collector.last)))
+            short = [g for g in between if g <= LONG_GAP_NS]
+            long = [g for g in between if g > LONG_GAP_NS]
             print(
-                f"{workload.name}: padding {mode}: span median {statistics.median(spans) / 1000:.2f} µs, "
-                f"long gaps {len(long) / max(1, len(gaps)):.0%}, gaps "
+                f"{label}: padding {mode}: span median {statistics.median(spans) / 1000:.2f} µs, "
+                f"long gaps {len(long) / max(1, len(between)):.0%}, gaps "
                 f"{statistics.median(short) / 1000 if short else 0:.2f} and "
                 f"{statistics.median(long) / 1000 if long else 0:.2f} µs",
                 flush=True,

@@ -10,7 +10,7 @@ in one process, each mode is timed after several rebuilds of the timer and the p
 another address, ``setup()`` again: what a new process redraws), consecutive calls as ``kictl bench`` makes them,
 kictl's ``CuptiTimer`` otherwise unchanged:
 
-- ``kictl``: as ``kictl bench`` times today;
+- ``unpadded``: as ``kictl bench`` timed before it padded (call BE named this mode ``kictl``);
 - ``padded``: before each call's L2 flush, 0-7 one-element fills drawn at random (the launch phase uniform);
 - ``padded, read flush``: the same, and the L2 flushed by a read of twice its size instead of a write (no
   dirty lines left for the call's misses to write back).
@@ -27,7 +27,6 @@ run it in several processes to compare the pooled medians across processes.
 from __future__ import annotations
 
 import argparse
-import itertools
 import random
 import statistics
 import sys
@@ -35,13 +34,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, ROOT / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from address_effect import Spy, call_kernels  # noqa: E402
-from gap_effect import ReadFlush  # noqa: E402
-from rebuild_effect import load_wrapper  # noqa: E402
+from small_calls import LONG_GAP_NS, ReadFlush, call_kernels, gaps, load_wrapper, start  # noqa: E402
 
 WORKLOADS = (
     ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q1_kv1"),
@@ -50,8 +46,7 @@ WORKLOADS = (
     ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q16_p1"),
     ("gqa_paged_decode_h32_kv8_d128_ps1", "b1_kv73"),
 )
-MODES = ("kictl", "padded", "padded, read flush")
-LONG_GAP_NS = 1_500
+MODES = ("unpadded", "padded", "padded, read flush")
 
 
 def main() -> int:
@@ -61,25 +56,10 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
-
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    harness = start()
+    if harness is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
+    device, collector = harness.device, harness.collector
     chooser = random.Random()
     tiny = torch.zeros(1, device=device)
     kept: list[Any] = []
@@ -91,40 +71,33 @@ def main() -> int:
                 tiny.zero_()
 
     for definition_name, label in WORKLOADS:
-        definition = registry.resolve(definition_name, ["Definition"])
-        spec = definition.model.spec
-        assert isinstance(spec, DefinitionSpec)
-        order = signature(spec, source=definition_name).inputs
-        (workload,) = select_workloads(registry, definition, [label])
-        inputs = list(materialize(plan_inputs(spec, workload, order, registry.read_blob), device))
+        inputs = harness.inputs(definition_name, label)
         wrapper = load_wrapper(definition_name)
 
         def call(wrapper: Any = wrapper, inputs: list[Any] = inputs) -> Any:
             return wrapper.run(*inputs)
 
         for mode in MODES:
-            padding["on"] = mode != "kictl"
+            padding["on"] = mode != "unpadded"
             medians, shares, pooled = [], [], []
             for _ in range(args.rebuilds):
                 kept.append(torch.empty(chooser.randrange(1, 64) << 20, dtype=torch.uint8, device=device))
                 wrapper.setup(*inputs)
-                spy = Spy(collector)
-                timer = timing.CuptiTimer(device, flush, spy)
+                timer = harness.timer(1)  # the modes pad (or not) themselves
                 kept.append(timer)
-                timer.cold_translations = pad  # type: ignore[method-assign]
+                timer.cold_translations = pad
                 if mode.endswith("read flush"):
-                    timer.flush = ReadFlush(timer.flush)  # type: ignore[assignment]
+                    timer.flush = ReadFlush(timer.flush)
                 timer.prepare(call)
                 for _ in range(10):
                     timer.measure(call)
                 spans: list[int] = []
-                gaps: list[int] = []
+                between: list[int] = []
                 for _ in range(args.calls):
                     spans.append(int(timer.measure(call).ns or 0))
-                    found = call_kernels(spy.last)
-                    gaps.extend(b.start_ns - a.end_ns for a, b in itertools.pairwise(found))
+                    between.extend(gaps(call_kernels(collector.last)))
                 medians.append(statistics.median(spans) / 1000)
-                shares.append(sum(g > LONG_GAP_NS for g in gaps) / len(gaps) if gaps else None)
+                shares.append(sum(g > LONG_GAP_NS for g in between) / len(between) if between else None)
                 pooled.extend(spans)
             spread = (max(medians) - min(medians)) / statistics.median(medians)
             print(

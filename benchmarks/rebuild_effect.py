@@ -31,7 +31,6 @@ Each process writes ``DIR/rebuild-<pid>.json``: per workload and mode, each rebu
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import random
@@ -41,8 +40,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from small_calls import load_wrapper, start  # noqa: E402
 
 #: the smallest calls of each attention definition (calls AK, AX: the ones outside 2%, and their neighbours)
 SMALL = (
@@ -56,40 +57,14 @@ SMALL = (
 MODES = ("full", "flush", "inputs")
 
 
-def load_wrapper(definition: str) -> Any:
-    """The bundled FlashInfer wrapper of ``definition``, as a module of its own."""
-    folder = ROOT / "implementations" / definition / "flashinfer_wrapper"
-    path = next(p for p in sorted(folder.glob("*.py")))
-    spec = importlib.util.spec_from_file_location(f"fi_{definition}", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def measure(args: argparse.Namespace) -> int:
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
-
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    harness = start()
+    if harness is None:
         return 2
-    device = "cuda:0"
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
+    device = harness.device
+    launch_phases = 1 if args.no_padding else None
     chooser = random.Random(args.seed if args.seed is not None else os.getpid())
     kept: list[Any] = []  # spacers, old timers, old wrappers: nothing freed, so nothing reused
 
@@ -102,12 +77,7 @@ def measure(args: argparse.Namespace) -> int:
     for definition_name, label in SMALL:
         if args.workload and label not in args.workload:
             continue
-        definition = registry.resolve(definition_name, ["Definition"])
-        spec = definition.model.spec
-        assert isinstance(spec, DefinitionSpec)
-        order = signature(spec, source=definition_name).inputs
-        (workload,) = select_workloads(registry, definition, [label])
-        base = list(materialize(plan_inputs(spec, workload, order, registry.read_blob), device))
+        base = harness.inputs(definition_name, label)
         wrapper = load_wrapper(definition_name)
 
         def fresh_inputs(wrapper: Any = wrapper, base: list[Any] = base) -> list[Any]:
@@ -118,7 +88,7 @@ def measure(args: argparse.Namespace) -> int:
             return inputs
 
         def new_timer() -> Any:
-            timer = timing.CuptiTimer(device, flush, collector)
+            timer = harness.timer(launch_phases)
             kept.append(timer)
             return timer
 
@@ -167,7 +137,7 @@ def measure(args: argparse.Namespace) -> int:
             + f"; pooled {result['pooled'] / 1000:.2f}; first again {result['first again'] / 1000:.2f} µs",
             flush=True,
         )
-    collector.stop()
+    harness.collector.stop()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"rebuild-{os.getpid()}.json").write_text(json.dumps(found, indent=1))
@@ -218,6 +188,9 @@ def main() -> int:
     parser.add_argument("--rebuilds", type=int, default=6, help="rebuilds per mode")
     parser.add_argument("--workload", action="append", help="only these workload labels")
     parser.add_argument("--seed", type=int, help="the spacers' sizes (default: the process id)")
+    parser.add_argument(
+        "--no-padding", action="store_true", help="time without kictl's launch padding (as call BA ran, before it)"
+    )
     args = parser.parse_args()
     if args.table is not None:
         return table(args.table)

@@ -21,7 +21,6 @@ two-kernel call; nothing is written.
 from __future__ import annotations
 
 import argparse
-import itertools
 import statistics
 import sys
 import time
@@ -29,12 +28,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for folder in (ROOT, ROOT / "benchmarks"):
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+if str(ROOT / "benchmarks") not in sys.path:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from address_effect import Spy, call_kernels  # noqa: E402
-from rebuild_effect import load_wrapper  # noqa: E402
+from small_calls import LONG_GAP_NS, call_kernels, gaps, start  # noqa: E402
 
 WORKLOADS = (
     ("gqa_paged_decode_h32_kv8_d128_ps1", "b1_kv73"),
@@ -42,7 +39,6 @@ WORKLOADS = (
     ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "q154_kv154"),
     ("gqa_paged_prefill_causal_h24_kv4_d128_ps1", "b4x_q64_kv256"),
 )
-LONG_GAP_NS = 1_500
 
 
 def temperatures(nvml: Any, handle: Any) -> tuple[int, int | None, int, int]:
@@ -68,42 +64,20 @@ def main() -> int:
     parser.add_argument("--heat-s", type=float, default=8.0, help="seconds of GEMMs before each hot round")
     parser.add_argument("--rounds", type=int, default=4, help="rounds idle, hot and cooling each")
     args = parser.parse_args()
-    import pynvml
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.options import flush_bytes
-    from kictl.bench.session import select_workloads
-    from kictl.definitions import signature
-    from kictl.records import DefinitionSpec
-    from kictl.store import Registry
-
-    if not torch.cuda.is_available():
-        print("no CUDA device", file=sys.stderr)
+    harness = start()
+    if harness is None:
         return 2
-    device = "cuda:0"
+    device, collector = harness.device, harness.collector
+    import pynvml
+
     pynvml.nvmlInit()
     handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-    collector = CuptiCollector()
-    collector.start()
-    timing.bind_originals()
-    registry = Registry(ROOT)
-    l2 = int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0))
-    flush = flush_bytes(device, {"l2CacheBytes": l2})
-    spy = Spy(collector)
-    timer = timing.CuptiTimer(device, flush, spy)
+    timer = harness.timer()
     calls: list[tuple[str, Any]] = []
     for definition_name, label in WORKLOADS:
-        definition = registry.resolve(definition_name, ["Definition"])
-        spec = definition.model.spec
-        assert isinstance(spec, DefinitionSpec)
-        order = signature(spec, source=definition_name).inputs
-        (workload,) = select_workloads(registry, definition, [label])
-        inputs = list(materialize(plan_inputs(spec, workload, order, registry.read_blob), device))
-        wrapper = load_wrapper(definition_name)
-        wrapper.setup(*inputs)
+        inputs, wrapper = harness.workload(definition_name, label)
 
         def call(wrapper: Any = wrapper, inputs: list[Any] = inputs) -> Any:
             return wrapper.run(*inputs)
@@ -136,14 +110,13 @@ def main() -> int:
         medians, shares = [], []
         for label, call in calls:
             spans: list[int] = []
-            gaps: list[int] = []
+            between: list[int] = []
             for _ in range(args.calls):
                 spans.append(int(timer.measure(call).ns or 0))
-                found = call_kernels(spy.last)
-                gaps.extend(b.start_ns - x.end_ns for x, b in itertools.pairwise(found))
+                between.extend(gaps(call_kernels(collector.last)))
             medians.append(statistics.median(spans) / 1000)
-            if gaps and "kv4096" not in label:
-                shares.append(f"{label} {sum(g > LONG_GAP_NS for g in gaps) / len(gaps):.0%}")
+            if between and "kv4096" not in label:
+                shares.append(f"{label} {sum(g > LONG_GAP_NS for g in between) / len(between):.0%}")
         print(
             f"| {phase} {n + 1} | {gpu} | {'-' if memory is None else memory} | {clock} | {power} | "
             + " | ".join(f"{m:.2f}" for m in medians)

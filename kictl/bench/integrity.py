@@ -123,7 +123,8 @@ def _watched() -> dict[str, Any]:
     found["torch.cuda._sleep"] = getattr(torch.cuda, "_sleep", None)
     for name in ("equal", "empty", "clone"):
         found[f"torch.{name}"] = getattr(torch, name)
-    for name in ("clone", "copy_", "to", "cpu", "fill_", "view", "untyped_storage", "data_ptr"):
+    # zero_: the timers' L2 flush and launch padding (a no-op zero_ would leave the cache warm and the phase fixed)
+    for name in ("clone", "copy_", "to", "cpu", "fill_", "zero_", "view", "untyped_storage", "data_ptr"):
         found[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
     from kictl.bench import timing
 
@@ -184,6 +185,11 @@ _INSTANCE_STATE = frozenset(
 )
 
 
+#: What those attributes may hold, exactly (not a subclass: a list whose ``append`` runs code would be a hook that the
+#: timer calls in its own window, e.g. ``padded.append`` after staging and before the flush).
+_STATE_TYPES = (type(None), bool, int, str, list, dict)
+
+
 @dataclass(frozen=True)
 class InstanceWatch:
     """What one of kictl's objects held (``watch_instance``): attribute -> (object, a container's elements)."""
@@ -236,6 +242,11 @@ def instance_changes(watch: InstanceWatch, current: Any) -> list[str]:
                 changed.append(f"{watch.label}.{name}")
     changed.extend(
         f"{watch.label}.{name} (added)" for name in now if name not in watch.members and name not in _INSTANCE_STATE
+    )
+    changed.extend(
+        f"{watch.label}.{name} (a {type(now[name]).__name__})"
+        for name in sorted(_INSTANCE_STATE & now.keys())
+        if type(now[name]) not in _STATE_TYPES
     )
     return changed
 

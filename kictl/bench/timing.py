@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import secrets
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -109,6 +109,7 @@ def summarize(samples: Sequence[int]) -> dict[str, int]:
 def bind_originals() -> dict[str, Any]:
     """Capture the timer's functions (call before importing an implementation)."""
     _ORIGINALS["perf_counter_ns"] = time.perf_counter_ns
+    _ORIGINALS["urandom"] = os.urandom  # the launch padding's count (shift_launch_phase)
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -272,6 +273,7 @@ class CudaEventTimer:
             self.touch_view = self.touch.as_strided((pages,), (TOUCH_STRIDE_BYTES,))
             self.touch_sink = torch.empty(pages, dtype=torch.uint8, device=device)
         #: fewer than ``launch_phases`` fills of ``phase_pad`` before each call (``shift_launch_phase``)
+        self.urandom = original("urandom")
         self.launch_phases = max(1, launch_phases)
         self.phase_pad = torch.zeros(1, dtype=torch.uint8, device=device) if self.launch_phases > 1 else None
         #: how many fills each call's padding launched, in order (kept for the tests and the experiments)
@@ -294,12 +296,13 @@ class CudaEventTimer:
 
         In the harness's window, before the L2 flush, so no call's: the call's own launches then fall at a phase
         of the GPU's launch cycle drawn at random, whatever the harness and the implementation launch per call, and
-        every run's figure is the same mixture of phases.  The count comes from ``secrets``, which nothing an
-        implementation can seed.
+        every run's figure is the same mixture of phases.  The count comes from ``os.urandom`` as bound before any
+        implementation was imported (``bind_originals``; replacing it there is ``timerNotPatched``), so nothing an
+        implementation seeds or patches chooses it.
         """
         if self.phase_pad is None:
             return
-        count = secrets.randbelow(self.launch_phases)
+        count = int.from_bytes(self.urandom(4), "little") % self.launch_phases
         for _ in range(count):
             self.phase_pad.zero_()
         if len(self.padded) < PADDED_KEPT:

@@ -39,6 +39,17 @@ def test_patched_functions_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
     assert integrity.patched(baseline) == ["time.perf_counter_ns", "torch.cuda.Event.elapsed_time"]
 
 
+def test_the_launch_paddings_source_and_the_flush_method_are_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GPU timers' padding draws its count from the os.urandom bound before the import, and both the padding
+    and the L2 flush run through Tensor.zero_: replacing either is named (timerNotPatched)."""
+    timing.bind_originals()
+    baseline = integrity.take_baseline()
+    assert integrity.patched(baseline) == []
+    monkeypatch.setitem(timing._ORIGINALS, "urandom", lambda n: bytes(n))  # every count 0: the phase fixed
+    monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self)  # no flush, no padding
+    assert integrity.patched(baseline) == ["kictl.bench.timing._ORIGINALS[urandom]", "torch.Tensor.zero_"]
+
+
 def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch) -> None:
     """timerNotPatched holds for the CUPTI path: kictl's attribution and collector, and CUPTI's own bindings."""
     import sys
@@ -102,6 +113,16 @@ def test_what_kictls_timer_instance_holds_is_watched() -> None:
     assert integrity.instance_changes(watch, timer) == []
     timer.spin_ns = 5  # the timer's own state changes as it works
     assert integrity.instance_changes(watch, timer) == []
+
+    class Hook(list[int]):
+        def append(self, value: int) -> None:  # code the harness would run in its own window
+            super().append(value)
+
+    timer.host_ns = [1, 2]  # state may be replaced by more state
+    assert integrity.instance_changes(watch, timer) == []
+    timer.host_ns = Hook()
+    assert integrity.instance_changes(watch, timer) == ["timer.host_ns (a Hook)"]
+    timer.host_ns = []
     real = timer.clock
     timer.clock = lambda: real() // 10
     assert integrity.instance_changes(watch, timer) == ["timer.clock"]

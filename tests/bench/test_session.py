@@ -363,8 +363,9 @@ def test_the_cupti_timers_cross_check_figures_are_recorded_with_each_run(shared_
         )
 
 
-def test_a_busy_time_beyond_its_span_is_a_forged_sample(shared_registry: Registry) -> None:
-    report, _ = _session(shared_registry, Behaviour(batched=True, device_figures=(0, 1, 300)), iterations=20)
+@pytest.mark.parametrize("busy", [300, -5_000])  # beyond the span; less than nothing
+def test_a_busy_time_outside_its_span_is_a_forged_sample(shared_registry: Registry, busy: int) -> None:
+    report, _ = _session(shared_registry, Behaviour(batched=True, device_figures=(0, 1, busy)), iterations=20)
     found = _statuses(report)
     assert found["rmsnorm_wrong_values"][0] == "reward_hack", found
     detail = found["rmsnorm_wrong_values"][1] or ""
