@@ -314,6 +314,17 @@ def test_overlapped_preparation_with_real_workers(shared_registry: Registry, mon
     assert {"start", "prepare", "timed", "records"} <= set(report.phases)
 
 
+def _batched_session(registry: Registry, behaviours: dict[str, Behaviour], iterations: int) -> BenchReport:
+    """The honest implementations on one workload, 3 warm-up calls and ``iterations`` timed calls, with fakes."""
+    return run_bench(
+        registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=3, iterations=iterations),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+
+
 def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Registry) -> None:
     """A timer that settles its calls in batches (CUPTI) sends a call's sample with a later answer: each one is
     filed under the call it belongs to, and the parent asks for them every ``SETTLE_EVERY`` calls."""
@@ -321,13 +332,7 @@ def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Reg
 
     batched = {label: Behaviour(batched=True) for label in ("reference", "impl0", "impl1")}
     iterations = SETTLE_EVERY + 5
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=3, iterations=iterations),
-        worker_factory=lambda label: FakeWorker(label, batched[label]),
-    )
+    report = _batched_session(shared_registry, batched, iterations)
     for run, label in zip(report.runs, ("impl0", "impl1"), strict=True):
         assert run.status == "passed", run.detail
         timing = run.run.raw["spec"]["timing"] if run.run else {}
@@ -344,13 +349,7 @@ def test_the_cupti_timers_cross_check_figures_are_recorded_with_each_run(shared_
     behaviours = {
         label: Behaviour(batched=True, device_figures=(2_500, 2, -300)) for label in ("reference", "impl0", "impl1")
     }
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=3, iterations=iterations),
-        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
-    )
+    report = _batched_session(shared_registry, behaviours, iterations)
     for run in report.runs:
         assert run.status == "passed", run.detail
         timing = run.run.raw["spec"]["timing"] if run.run else {}
