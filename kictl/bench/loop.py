@@ -451,9 +451,7 @@ class RunDriver:
         if self._ending(index + 1):
             self.active = False
 
-    def _sample(
-        self, index: int, ns: int, events_ns: int | None, kernels: int | None, busy_ns: int | None = None
-    ) -> None:
+    def _sample(self, index: int, ns: int, events_ns: int | None, kernels: int | None, busy_ns: int | None) -> None:
         evidence = self.evidence
         if ns < 0:
             evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({ns} ns)")
