@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Where CUPTI's share of a timed call goes on a GPU (issue 16: the harness's cost per call).
 
+Claim (README.md "Performance", docs/bench.md; RESULTS.md "The harness's cost per CUPTI-timed call"): kictl's own
+host time per CUPTI-timed call of one kernel is 0.66-0.77 ms (1.72 ms with cupti-python's record objects). Machine
+and command: the H200, `bash benchmarks/device.sh cupti_flush_cost.py --calls 320`.
+
 Run on a CUDA machine with cupti-python (``. benchmarks/h200_setup.sh``), from the repository root::
 
     python3 benchmarks/cupti_flush_cost.py [--calls 320] [--kernels 1 --kernels 40]

@@ -1,6 +1,12 @@
 #!/usr/bin/env python
 """The CUPTI timer against Nsight Compute, CUDA events and graph replay, on the bundled attention workloads.
 
+Claim (README.md "Benchmarking", docs/bench.md; RESULTS.md "Timer truth: CUPTI against Nsight Compute"): CUPTI
+reads every bundled attention workload above ~60 us within 1.5% of Nsight Compute; below it, ncu's own ~0.7 us a
+kernel and the gaps it leaves out set the difference. Machine and command: the H200, `bash benchmarks/device.sh
+gpu_timer_probe.py --calls 50`, then `KICTL_NCU=1 KICTL_DEVICE_NO_OUT=1 bash benchmarks/device.sh
+gpu_timer_probe.py --ncu` and `--compare DIR`.
+
 Run on the GPU machine from the repository root, after the ``gpu`` extra's
 packages are importable (carried wheels: see docs/bench.md)::
 

@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Controlled reruns of the bundled H200 FlashInfer runs of one definition (issue 14).
 
+Claim (docs/rerun.md; RESULTS.md "Controlled reruns on the H200"): `kictl rerun` of the bundled H200 FlashInfer
+runs agrees with 15 of 15 (0.92-1.08x claimed). Machine and command: the H200, `bash benchmarks/device.sh
+h200_rerun.py --timeout 80`.
+
 Run from the repository root on the H200 machine, with ``flashinfer-python``
 installed, in one call::
 

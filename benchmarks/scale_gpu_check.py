@@ -1,6 +1,11 @@
 #!/usr/bin/env python
 """Issue 16 on a GPU node: ``--devices all`` and ``--executor ray`` give the records of a plain run.
 
+Claim (README.md, docs/scale-out.md; RESULTS.md "Scale-out on a GPU node"): `--devices all` and `--executor ray`
+give the records of a plain run, digest for digest, timings aside. Machine and command: the H200, `bash
+benchmarks/device.sh scale_gpu_check.py --definition gqa_paged_prefill_causal_h24_kv4_d128_ps1` (the Ray leg needs
+`ray==2.60.0`).
+
 Run from the repository root on the GPU machine (after ``benchmarks/h200_setup.sh``, and with
 ``ray==2.60.0`` installed for the Ray leg)::
 

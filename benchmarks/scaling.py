@@ -1,5 +1,9 @@
 """How a suite's wall time scales with the number of workers (issue 16, DESIGN §12).
 
+Claim (docs/scale-out.md; RESULTS.md "Scale-out on CPU workers"): a suite's jobs spread over CPU workers, largest
+first; the longest job caps the speed-up near 3x. Machine and command: any machine (figures: the 2-core dev VM),
+`python benchmarks/scaling.py --measure 1,2`.
+
 Measures, then simulates:
 
 1. runs a definition's suite (every workload × the implementations given)

@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Stream ordering by CUPTI's dependency records on a GPU (docs/bench.md, "Stream ordering").
 
+Claim (README.md "Benchmarking", docs/bench.md "Stream ordering"; RESULTS.md "Stream ordering on a GPU"):
+CUPTI's dependency records flag work on a side stream that is never joined, and flag neither single-stream nor
+fork-join code. Machine and command: the H200, `bash benchmarks/device.sh stream_order_check.py`.
+
 Run from the repository root on the GPU machine, with the ``gpu`` extra's CUPTI packages importable
 (carried wheels: see docs/bench.md)::
 

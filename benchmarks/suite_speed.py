@@ -1,5 +1,10 @@
 """How long a whole ``kictl bench`` suite takes on one device, and where the time goes (issue 16).
 
+Claim (README.md "Performance", docs/bench.md; RESULTS.md "Suite time"): the h24 attention suite (FlashInfer and
+the reference, one sandboxed `kictl bench` process) takes 18.7-25.0 s on the H200, against an aim of 12 s. Machine
+and command: the H200, `bash benchmarks/device.sh suite_speed.py --repeats 2`; `--smoke` on any CPU
+(tests/bench/test_suite_speed.py runs it).
+
 Runs one definition's suite end to end as a user would, ``python -m kictl
 bench DEF --impl ... --device D --out TMP --json --timings``, ``--repeats``
 times, and prints one row per run: the process's wall time, the session's

@@ -1,6 +1,10 @@
 #!/usr/bin/env python
 """Issue 10's walls on a GPU: the sandbox with /dev/nvidia* bound in, honest implementations pass, cheats fail.
 
+Claim (README.md's walls, docs/bench.md; RESULTS.md "The walls on a GPU"): on a GPU, in the sandbox, honest
+implementations pass and every class of cheat fails. Machine and command: the H200, `bash benchmarks/device.sh
+walls_gpu_check.py`.
+
 Run from the repository root on the GPU machine (FlashInfer installed), with bubblewrap reachable::
 
     KICTL_BWRAP=/path/to/usr/bin/bwrap python benchmarks/walls_gpu_check.py --out "$OUT"

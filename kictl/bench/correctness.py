@@ -30,7 +30,7 @@ DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
 DEFAULT_MATCHED_RATIO = 1.0
 #: Elements per chunk and per torch thread (``chunk_elements``): four float64 buffers of 512 KiB a thread,
-#: reused, stay near its core.  A comparison of 12.6 M bfloat16 elements (benchmarks/compare_speed.py): on one
+#: reused, stay near its core.  12.6 M bfloat16 elements compared (benchmarks/compare_speed.py at 40f91c7): on one
 #: thread of the development machine 2.0 s in chunks of 4 M and 0.29 s in chunks of 32 K with a fresh
 #: temporary per operation, 55-68 ms with the finite fast path in reused buffers; on the H200 machine's host,
 #: 119 ms on one thread, 65 ms on 16 threads in chunks of 64 K, 19 ms on 16 threads in chunks of 1 M.

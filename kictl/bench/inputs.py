@@ -278,7 +278,7 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
 
     The result is the same as making each input in turn (each is drawn from its own seed, and each is a tensor
     of its own); only the time differs: the bundled attention workloads' input sets hold up to 29 M random values
-    (``benchmarks/input_speed.py``).
+    (``benchmarks/input_speed.py``, script at commit ``40f91c7``).
     """
     from kictl.bench.options import usable_cpus
 

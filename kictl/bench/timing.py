@@ -189,7 +189,8 @@ def make_timer(
 
     ``collector`` is the worker's started ``cupti_timer.CuptiCollector`` (needed by ``cupti_device_time``);
     ``touch_bytes`` a GPU buffer read before each call (``CudaEventTimer.cold_translations``; for experiments
-    such as ``benchmarks/neighbour_effect.py --timer-touch``: kictl's protocol reads none); ``launch_phases``
+    such as ``benchmarks/neighbour_effect.py --timer-touch``, at commit ``9f76712``: kictl's protocol reads
+    none); ``launch_phases``
     the GPU timers' padding before each call (``LAUNCH_PHASES``; 1: none, for experiments).
     """
     if name == CuptiTimer.name:
