@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kictl.errors import KictlError, RecordError, UsageError
+from kictl.executors.payload import BenchSettings, JobPayload
 from kictl.records import DefinitionSpec, StoredRecord
 from kictl.store import Registry
 
 if TYPE_CHECKING:
     from kictl.bench.session import BenchOptions, KeptWorkers
-    from kictl.executors.jobs import BenchSettings, JobPayload
 
 
 class JobSkipped(KictlError):
@@ -63,8 +63,6 @@ def options_for(settings: BenchSettings, device: str, workloads: Sequence[str] =
 
 def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
     """The job-identity settings of bench ``options`` on devices of ``device_kind``."""
-    from kictl.executors.jobs import BenchSettings
-
     values = {
         item.name: getattr(options, item.name)
         for item in dataclasses.fields(options)

@@ -35,31 +35,18 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from kictl import __version__, trust
-from kictl.errors import KictlError, RegistryError
-from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
-from kictl.policy import Policy
-from kictl.rank import (
-    DefinitionBoard,
-    FloorEstimate,
-    GroupKey,
-    History,
-    RankedGroup,
-    WorkloadBoard,
-    definition_leaderboard,
-    floors,
-    group_of,
-    group_runs,
-    history,
-    is_stale,
-    workload_leaderboard,
-)
+from kictl.errors import RegistryError
+from kictl.index import QueryIndex, RunFacts
+from kictl.rank import GroupKey, group_of, group_runs
 from kictl.records import parse_timestamp
+from kictl.site import pages
+from kictl.site.context import RunState, SiteContext
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
@@ -80,28 +67,6 @@ class BuildReport:
     seconds: float = 0.0
     as_of: str = ""
     commit: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RunState:
-    """A run's verification as ``kictl verify`` reported it, kept between builds."""
-
-    fingerprint: str
-    ok: bool
-    submitted: bool
-    level: str
-    retracted: bool
-    failures: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "fingerprint": self.fingerprint,
-            "ok": self.ok,
-            "submitted": self.submitted,
-            "level": self.level,
-            "retracted": self.retracted,
-            "failures": self.failures,
-        }
 
 
 def fingerprint(*parts: Any) -> str:
@@ -171,90 +136,6 @@ def build_moment(registry: Registry, index: QueryIndex, runs: Iterable[RunFacts]
         return datetime.fromtimestamp(registry.git.commit_info(index.commit).timestamp, UTC)
     newest = max((run.observed_at for run in runs), default=None)
     return parse_timestamp(newest) if newest else datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass
-class SiteContext:
-    """Everything the page renderers read: the index, the policy, the build's moment and cached core answers."""
-
-    registry: Registry
-    index: QueryIndex
-    policy: Policy
-    moment: datetime
-    base_url: str | None
-    evidence: dict[str, str]
-    summaries: dict[str, trust.RecordTrust]
-    #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
-    reruns: frozenset[str] = frozenset()
-    states: dict[str, RunState] = field(default_factory=dict)
-    definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
-    workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
-    groups: dict[GroupKey, list[RunFacts]] = field(default_factory=dict)
-    loose: list[RunFacts] = field(default_factory=list)
-    runs_by_definition: dict[str, list[RunFacts]] = field(default_factory=dict)
-    _definition_boards: dict[tuple[str, str | None], DefinitionBoard] = field(default_factory=dict)
-    _workload_boards: dict[str, WorkloadBoard] = field(default_factory=dict)
-    _histories: dict[str, History] = field(default_factory=dict)
-    _floors: dict[tuple[str, str], list[FloorEstimate] | str] = field(default_factory=dict)
-    #: record digest -> (its JSON as the file holds it, the digest recomputed from it), for the manifests
-    manifest_entries: dict[str, tuple[Any, str] | str] = field(default_factory=dict)
-
-    def definition_board(self, definition: str, gpu: str | None = None) -> DefinitionBoard:
-        """``kictl leaderboard DEF [--gpu G]``, computed once per build."""
-        key = (definition, gpu)
-        if key not in self._definition_boards:
-            self._definition_boards[key] = definition_leaderboard(
-                self.index,
-                definition,
-                policy=self.policy,
-                gpu=gpu,
-                evidence=self.evidence,
-                reruns=self.reruns,
-                now=self.moment,
-            )
-        return self._definition_boards[key]
-
-    def workload_board(self, definition: str, workload: str) -> WorkloadBoard:
-        """``kictl leaderboard DEF --workload W``, computed once per build."""
-        if workload not in self._workload_boards:
-            self._workload_boards[workload] = workload_leaderboard(
-                self.index,
-                definition,
-                workload,
-                policy=self.policy,
-                evidence=self.evidence,
-                reruns=self.reruns,
-                now=self.moment,
-            )
-        return self._workload_boards[workload]
-
-    def ranked_group(self, key: GroupKey) -> RankedGroup | None:
-        workload = self.workloads.get(key.workload)
-        if workload is None:
-            return None
-        board = self.workload_board(workload.definition, workload.digest)
-        return next((group for group in board.groups if group.key == key), None)
-
-    def history(self, definition: str) -> History:
-        """``kictl history DEF``, computed once per build."""
-        if definition not in self._histories:
-            self._histories[definition] = history(
-                self.index, definition, policy=self.policy, evidence=self.evidence, reruns=self.reruns
-            )
-        return self._histories[definition]
-
-    def floors(self, definition: str, gpu: str) -> list[FloorEstimate] | str:
-        """``kictl floor DEF --gpu G``, or the error message when the floor cannot be estimated."""
-        key = (definition, gpu)
-        if key not in self._floors:
-            try:
-                self._floors[key] = floors(self.index, definition, gpu)[1]
-            except KictlError as exc:
-                self._floors[key] = exc.message
-        return self._floors[key]
-
-    def stale(self, run: RunFacts) -> bool:
-        return is_stale(run, self.policy, self.moment)
 
 
 # --------------------------------------------------------------------------- pages
@@ -348,7 +229,6 @@ def build_site(
     when ``out`` cannot be written, and whatever the core raises for a registry
     it cannot read (a trust root that does not verify: ``CheckFailed``).
     """
-    from kictl.site import pages
     from kictl.site.plots import require_matplotlib
 
     require_matplotlib()

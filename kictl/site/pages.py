@@ -50,7 +50,7 @@ from kictl.site.html import (
 if TYPE_CHECKING:
     from kictl import trust
     from kictl.index import DefinitionFacts, ImplementationFacts, RunFacts
-    from kictl.site.build import SiteContext
+    from kictl.site.context import SiteContext
 
 Files = dict[str, bytes]
 
