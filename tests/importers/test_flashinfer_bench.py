@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from kictl.importers.flashinfer_bench import (
     import_flashinfer_bench,
     read_dataset,
 )
+from kictl.importers.flashinfer_bench import traces as traces_module
 from kictl.records import KINDS, StoredRecord
 from kictl.store import Registry
 from kictl.validate import validate_registry
@@ -519,3 +521,51 @@ def test_a_skipped_trace_line_stores_none_of_its_records(empty_registry: Registr
     assert "0badc0de-0000-4000-8000-000000000099" not in _by_name(empty_registry, "Workload")
     products = [_spec(record)["hardware"]["product"] for record in _records(empty_registry, "ExecutionEnvironment")]
     assert products == ["H100 SXM"]
+
+
+def _append_line(path: Path, **changes: Any) -> None:
+    """Append a copy of ``path``'s first line with ``changes`` made to its top-level members."""
+    first = json.loads(path.read_text().splitlines()[0])
+    with path.open("a") as handle:
+        handle.write(json.dumps({**first, **changes}) + "\n")
+
+
+def test_a_name_near_one_the_dataset_has_is_suggested(copy_dataset: CopyDataset) -> None:
+    dataset = copy_dataset("current_schema")
+    traces = dataset / "traces/alice/gemm/gemm_n8_k4.jsonl"
+    _append_line(traces, definition="gemm_n8_k5")  # a typo of gemm_n8_k4
+    _append_line(traces, definition="rmsnorm_h4096")  # like nothing in the dataset
+    _append_line(traces, solution="torch_linaer")  # a typo of torch_linear
+    _append_line(traces, solution="cutlass_kernel")
+    found = [item.message for item in read_dataset(dataset).skipped]
+    assert found == [
+        "definition gemm_n8_k5 is not in the dataset (or was skipped); did you mean gemm_n8_k4?",
+        "definition rmsnorm_h4096 is not in the dataset (or was skipped)",
+        "$.solution: solution torch_linaer is not in the dataset (or was skipped); did you mean torch_linear?",
+        "$.solution: solution cutlass_kernel is not in the dataset (or was skipped)",
+    ]
+
+
+def test_definitions_that_arrive_without_workloads_are_named(
+    empty_registry: Registry, copy_dataset: CopyDataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert read_dataset(asset_dataset("current_schema")).definitions_without_workloads == []
+    assert not any("arrived with no workload" in note for note in read_dataset(asset_dataset("current_schema")).notes)
+    dataset = copy_dataset("current_schema")
+    (dataset / "workloads/gqa_paged/gqa_paged_decode_h2_kv1_d4_ps1.jsonl").unlink()
+    report = import_flashinfer_bench(empty_registry, dataset)
+    assert report.ok, report.skipped
+    assert report.definitions_without_workloads == ["gqa_paged_decode_h2_kv1_d4_ps1"]
+    assert report.to_json()["definitionsWithoutWorkloads"] == ["gqa_paged_decode_h2_kv1_d4_ps1"]
+    assert (
+        "1 of 2 definition(s) arrived with no workload, so nothing can be benched on them until workloads are "
+        "added: gqa_paged_decode_h2_kv1_d4_ps1"
+    ) in report.notes
+    (dataset / "workloads/gemm/gemm_n8_k4.jsonl").unlink()
+    shutil.rmtree(dataset / "traces")  # a trace line brings its workload along
+    monkeypatch.setattr(traces_module, "BARE_DEFINITIONS_SHOWN", 1)
+    bare = read_dataset(dataset)
+    assert bare.definitions_without_workloads == ["gemm_n8_k4", "gqa_paged_decode_h2_kv1_d4_ps1"]
+    [note] = [note for note in bare.notes if "arrived with no workload" in note]
+    assert note.startswith("2 of 2 definition(s)")
+    assert note.endswith(": gemm_n8_k4 and 1 more (--json lists them all under definitionsWithoutWorkloads)")

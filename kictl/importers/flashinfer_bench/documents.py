@@ -26,6 +26,7 @@ from kictl.importers.flashinfer_bench.values import (
     _build,
     _content_key,
     _describe_non_finite,
+    _did_you_mean,
     _load_json,
     _object,
     _path,
@@ -232,7 +233,7 @@ class _DocumentReader(_Walker):
         refused = self.refused_definitions.get(name)
         if refused is not None:
             return f"definition {name} was not imported: the registry has another Definition of that name ({refused})"
-        return f"definition {name} is not in the dataset (or was skipped)"
+        return f"definition {name} is not in the dataset (or was skipped){_did_you_mean(name, self.definitions)}"
 
     def _workload_line(self, line: _Line) -> None:
         definition = self._definition_of(line)

@@ -100,6 +100,7 @@ def import_flashinfer_bench(
         skipped=dataset.skipped,
         notes=dataset.notes,
         missing_blobs=dataset.missing_blobs,
+        definitions_without_workloads=dataset.definitions_without_workloads,
         blobs_new=sum(blob_new.values()),
         blobs_present=len(blob_new) - sum(blob_new.values()),
     )

@@ -68,6 +68,10 @@ _FOLDER_KINDS = {
 MAX_INTEGER_DIGITS = 30
 #: A temporary file of the store (``.<name>.<random>.tmp``) older than this was left by a killed writer.
 STALE_TEMPORARY_S = 60.0
+#: How alike (difflib's ratio) a name must be to one the dataset has for a skip message to suggest it.
+NEAR_NAME_CUTOFF = 0.8
+#: Definitions without workloads named in the note (``--json`` lists them all).
+BARE_DEFINITIONS_SHOWN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,8 @@ class Dataset:
     skipped: list[Skipped] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     missing_blobs: list[MissingBlob] = field(default_factory=list)
+    #: names of the dataset's Definitions that no workload of the dataset names
+    definitions_without_workloads: list[str] = field(default_factory=list)
 
     def by_kind(self, kind: str) -> list[StoredRecord]:
         return [record for record in self.records.values() if record.kind == kind]
@@ -153,6 +159,8 @@ class ImportReport:
     missing_blobs: list[MissingBlob]
     blobs_new: int
     blobs_present: int
+    #: names of the dataset's Definitions that arrived with no workload (nothing to bench them on yet)
+    definitions_without_workloads: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -197,6 +205,7 @@ class ImportReport:
                 {"path": blob.path, "inputs": blob.inputs, "workloads": list(blob.workloads)}
                 for blob in self.missing_blobs
             ],
+            "definitionsWithoutWorkloads": list(self.definitions_without_workloads),
             "notes": list(self.notes),
         }
 

@@ -14,6 +14,7 @@ from kictl import canon
 from kictl.families.gpus import find_gpu, normalize_product
 from kictl.importers.flashinfer_bench.documents import _DocumentReader, _Solution
 from kictl.importers.flashinfer_bench.model import (
+    BARE_DEFINITIONS_SHOWN,
     COMPARABILITY_FAMILY,
     COMPARATOR,
     CORRECTNESS_REFERENCE,
@@ -30,6 +31,7 @@ from kictl.importers.flashinfer_bench.model import (
 from kictl.importers.flashinfer_bench.values import (
     _build,
     _describe_non_finite,
+    _did_you_mean,
     _number,
     _object,
     _path,
@@ -157,7 +159,8 @@ class _Reader(_DocumentReader):
             alias = f"{name[len(definition) + 1 :]}_{definition}"
             found = self.solutions.get(alias)
         if found is None:
-            raise _Skip(f"$.solution: solution {name} is not in the dataset (or was skipped)")
+            near = _did_you_mean(name, self.solutions)
+            raise _Skip(f"$.solution: solution {name} is not in the dataset (or was skipped){near}")
         if found.definition != definition:
             raise _Skip(f"$.solution: solution {found.record.name} implements {found.definition}, not {definition}")
         return found, alias
@@ -262,6 +265,7 @@ class _Reader(_DocumentReader):
 
     def _finish_notes(self) -> None:
         notes = self.dataset.notes
+        self._note_bare_definitions()
         for trace_name, solution_name in sorted(self.aliases.items()):
             notes.append(f"traces name solution {solution_name} as {trace_name} (2025 shape); matched")
         if self.naive_timestamps:
@@ -298,4 +302,18 @@ class _Reader(_DocumentReader):
             notes.append(
                 f"{len(self.missing)} safetensors file(s) named by {inputs} input(s) are not in the dataset; "
                 "those inputs are kept with their path and missing: true"
+            )
+
+    def _note_bare_definitions(self) -> None:
+        """Name the definitions that no workload of the dataset names: nothing can be benched on them yet."""
+        named = {record.raw["spec"]["definitionDigest"] for record in self.dataset.by_kind("Workload")}
+        bare = sorted(name for name, known in self.definitions.items() if known.record.digest not in named)
+        self.dataset.definitions_without_workloads = bare
+        if bare:
+            shown = ", ".join(bare[:BARE_DEFINITIONS_SHOWN])
+            more = len(bare) - BARE_DEFINITIONS_SHOWN
+            rest = f" and {more} more (--json lists them all under definitionsWithoutWorkloads)" if more > 0 else ""
+            self.dataset.notes.append(
+                f"{len(bare)} of {len(self.definitions)} definition(s) arrived with no workload, so nothing can be "
+                f"benched on them until workloads are added: {shown}{rest}"
             )

@@ -4,14 +4,16 @@ the source alone.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from kictl import canon
 from kictl.errors import RecordError
-from kictl.importers.flashinfer_bench.model import _NON_FINITE_STRINGS, MAX_INTEGER_DIGITS
+from kictl.importers.flashinfer_bench.model import _NON_FINITE_STRINGS, MAX_INTEGER_DIGITS, NEAR_NAME_CUTOFF
 from kictl.records import (
     API_VERSION,
     StoredRecord,
@@ -130,6 +132,12 @@ def _unexpected(exc: BaseException) -> str:
         return "cannot be imported: nested too deeply"
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"cannot be imported: {type(exc).__name__}: {text[:200]}"
+
+
+def _did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean X?"`` naming the known name nearest to ``name`` (difflib), or ``""`` when none is near."""
+    near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=NEAR_NAME_CUTOFF)
+    return f"; did you mean {near[0]}?" if near else ""
 
 
 def _sha256_text(text: str) -> str:
