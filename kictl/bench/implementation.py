@@ -8,7 +8,12 @@
   ``dependencies``, ``license``, ``availability``, ``revision``,
   ``description``, ``author``, ``targetHardware``, ``buildCommands``) plus an
   optional ``sources`` list of relative paths (default: every ``*.py`` below
-  the folder);
+  the folder), or ``"definitionReference": true`` for a folder that is the
+  definition's reference: it holds no copy, and its one source is
+  ``reference.py`` with the Definition record's ``reference`` text (the record
+  is built from ``definitions/<family>/<name>/reference.py``).  The record
+  embeds sources by content (path, sha256, text), so a pointer that resolves to
+  the same bytes gives the same Implementation digest as the copy it replaces;
 * the digest (or a unique prefix, or the name) of an Implementation record in
   the registry.
 
@@ -59,7 +64,10 @@ _MANIFEST_MEMBERS = {
     "targetHardware",
     "buildCommands",
     "sources",
+    "definitionReference",
 }
+#: The file name a folder with ``definitionReference`` gives the definition's reference text.
+REFERENCE_FILE = "reference.py"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +165,9 @@ def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
         if not isinstance(manifest.get(member), str):
             raise RecordError(f"{where}: $.{member}: a string is required")
     listed = manifest.pop("sources", None)
+    points_at_reference = manifest.pop("definitionReference", False)
+    if points_at_reference is not False:
+        return _reference_folder(folder, manifest, listed, points_at_reference, definition, where)
     if listed is None:
         paths = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
     elif isinstance(listed, list) and all(isinstance(item, str) for item in listed):
@@ -166,6 +177,29 @@ def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
     sources = [_source(folder / relative, relative) for relative in paths]
     members = {"runtime": "python", **manifest, "sources": sources}
     members["name"] = f"{manifest['name']}_{_content_tag(sources)}"
+    return _build(members, definition, where)
+
+
+def _reference_folder(
+    folder: Path, manifest: dict[str, Any], listed: Any, flag: Any, definition: StoredRecord, where: str
+) -> StoredRecord:
+    """The Implementation of a folder whose manifest says it is the definition's reference (no copy kept)."""
+    if flag is not True:
+        raise RecordError(f"{where}: $.definitionReference: true is the only value (or leave it out)")
+    if listed is not None:
+        raise RecordError(f"{where}: $.sources: a folder that is the definition's reference lists no sources")
+    copies = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    if copies:
+        raise RecordError(
+            f"{where}: the folder is the definition's reference (definitionReference) but holds {copies[0]}; "
+            "remove it: the source is the Definition's reference"
+        )
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    content = spec.reference.encode("utf-8")
+    source = {"path": REFERENCE_FILE, "sha256": canon.sha256_hex(content), "content": spec.reference}
+    members = {"runtime": "python", **manifest, "sources": [source]}
+    members["name"] = f"{manifest['name']}_{_content_tag([source])}"
     return _build(members, definition, where)
 
 

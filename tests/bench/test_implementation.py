@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,60 @@ def test_bundled_implementations_load_and_the_reference_is_the_reference(
         loaded = load_implementation(str(folder), record, bundled_registry)
         assert loaded.name.startswith(folder.name + "_")
         assert loaded.is_reference == (folder.name == "reference"), folder
-    family = record.raw["spec"]["family"]
-    copy = (IMPLEMENTATIONS / definition / "reference" / "reference.py").read_bytes()
-    assert copy == (REPO_ROOT / "definitions" / family / definition / "reference.py").read_bytes()
+    # the reference folder points at the definition's reference.py and holds no copy of it
+    assert not list((IMPLEMENTATIONS / definition / "reference").glob("*.py"))
+
+
+def test_bundled_implementation_digests_are_those_of_the_stored_records(tmp_path: Path) -> None:
+    """Every bundled folder gives the digest its record in registry/records has; a pointer gives a copy's digest.
+
+    An Implementation embeds its sources by content (path, sha256, text): a folder whose manifest says
+    ``definitionReference`` yields the same record, byte for byte, as a folder holding a copy of the
+    definition's reference.py, so the runs measured against the copies still name these folders' records.
+    """
+    registry = Registry(REPO_ROOT)
+    stored = {record.name: record.digest for record in registry.iter_records(["Implementation"])}
+    matched = 0
+    for folder in sorted(path for path in IMPLEMENTATIONS.glob("*/*") if path.is_dir()):
+        definition = registry.resolve(folder.parent.name, ["Definition"])
+        loaded = load_implementation(str(folder), definition, registry)
+        if loaded.name in stored:
+            assert loaded.record.digest == stored[loaded.name], folder
+            matched += 1
+        if folder.name != "reference":
+            continue
+        copy = tmp_path / folder.parent.name
+        shutil.copytree(folder, copy)
+        manifest = json.loads((copy / "implementation.json").read_text())
+        assert manifest.pop("definitionReference") is True
+        (copy / "implementation.json").write_text(json.dumps(manifest), encoding="utf-8")
+        family = definition.raw["spec"]["family"]
+        shutil.copy(REPO_ROOT / "definitions" / family / definition.name / "reference.py", copy / "reference.py")
+        assert load_implementation(str(copy), definition, registry).record.raw == loaded.record.raw, folder
+    assert matched >= 9  # the implementations of the three attention definitions, run on the H200
+
+
+def test_a_reference_pointer_is_only_a_pointer(bundled_registry: Registry, tmp_path: Path) -> None:
+    definition = _definition(bundled_registry)
+    folder = tmp_path / "ref"
+    shutil.copytree(IMPLEMENTATIONS / RMSNORM / "reference", folder)
+    manifest = json.loads((folder / "implementation.json").read_text())
+    loaded = load_implementation(str(folder), definition, bundled_registry)
+    assert loaded.is_reference
+    assert [(f.path, f.content.decode()) for f in loaded.load_message().files] == [
+        ("reference.py", definition.raw["spec"]["reference"])
+    ]
+    for changes, problem in (
+        ({"definitionReference": "yes"}, r"\$\.definitionReference: true is the only value"),
+        ({"sources": ["reference.py"]}, r"\$\.sources: a folder that is the definition's reference lists no sources"),
+    ):
+        (folder / "implementation.json").write_text(json.dumps({**manifest, **changes}), encoding="utf-8")
+        with pytest.raises(RecordError, match=problem):
+            load_implementation(str(folder), definition, bundled_registry)
+    (folder / "implementation.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (folder / "reference.py").write_text("def run(hidden_states, weight):\n    return weight\n", encoding="utf-8")
+    with pytest.raises(RecordError, match=r"holds reference\.py; remove it"):
+        load_implementation(str(folder), definition, bundled_registry)
 
 
 def test_a_registry_digest_is_loaded_from_the_record(bundled_registry: Registry) -> None:
