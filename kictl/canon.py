@@ -20,6 +20,11 @@ This module is the only path between JSON values and bytes in kictl.
   values and key order as JCS, indented by two spaces, one trailing newline
   (DESIGN §4).  Removing its insignificant whitespace gives the JCS bytes.
 * ``record_digest`` is ``"sha256:" + hex(sha256(JCS({apiVersion, kind, spec})))``.
+
+Why one module of some 600 lines: it is the only path between bytes and
+values, and the parser, the writer and the digest must agree on every rule
+(number ranges, depth, key order); keeping them side by side is how a reader
+checks that they do.
 """
 
 from __future__ import annotations
