@@ -12,7 +12,8 @@ into an ``InputPlan`` — plain data that crosses a process boundary — and
   the GPU's model (torch spreads the draw by its number of SMs), so a GPU run
   and a CPU run see different values, and every worker of a session (one
   device) the same ones.  Drawing on the CPU cost the h24 attention suite
-  about 5 s of its 21 s on the H200 (call AR of RESULTS.md).  Offset 0 (the timed inputs) uses the seed as given;
+  about 5 s of its 21 s on the H200 (call AR, benchmarks/HISTORY-2026-12-01.md).  Offset 0 (the timed
+  inputs) uses the seed as given;
   offset ``k`` (correctness round ``k``) uses ``derive_seed(seed, k)``.  A
   random input without a seed is seeded from the workload's digest and the
   input's name.

@@ -24,8 +24,9 @@ DEFAULT_TIME_BUDGET_S = 2.0
 #: What caps the GPU's default fixed count (``fixed_count_budget``): 0.3 s of timed calls (the parent's wall
 #: time of its timed-call requests; staging and audits not counted), as a profiler's repetition is capped by
 #: time (``triton.testing.do_bench``: 100 ms).  On the H200 a kernel's call takes 1.2-2.1 ms with the harness,
-#: so a kernel makes 130-300 calls (medians' relative errors 0.1-0.9%, calls AQ and AY of RESULTS.md); a host-bound
-#: reference (3-20 ms a call) stops after ``loop.MIN_CALLS_UNDER_BUDGET``.  1 s until session 7 (call AQ: the
+#: so a kernel makes 130-300 calls (medians' relative errors 0.1-0.9%, calls AQ and AY of
+#: benchmarks/HISTORY-2026-12-01.md); a host-bound reference (3-20 ms a call) stops after
+#: ``loop.MIN_CALLS_UNDER_BUDGET``.  1 s until session 7 (call AQ: the
 #: suite 33.5 s at 1 s, 24.7 s at 0.3 s, FlashInfer's medians the same within 1.6%).
 GPU_COUNT_BUDGET_S = 0.3
 DEFAULT_INPUT_SETS = 4
@@ -167,7 +168,7 @@ def pinned_cpus(threads: int) -> tuple[int, ...]:
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
 #: What the experiments with a touch buffer read (``timing.CudaEventTimer.cold_translations``): one byte per
 #: this many.  Not part of kictl's protocol: on the H200 it did not make a small kernel's figure independent
-#: of what ran before it (RESULTS.md, "What moves a small kernel's figure").
+#: of what ran before it (benchmarks/HISTORY-2026-12-01.md, "What moves a small kernel's figure").
 TOUCH_STRIDE_BYTES = 64 * 1024
 
 

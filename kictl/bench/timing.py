@@ -62,8 +62,8 @@ SPIN_DEFAULT_NS = 200_000
 #: Before each timed call's L2 flush the GPU timers launch fewer than this many one-element fills, the count
 #: drawn at random (``CudaEventTimer.shift_launch_phase``).  On the H200 the gap between a call's dependent
 #: kernels is about 2 µs at one phase in four of the count of kernels launched before, and 1.1 µs at the others
-#: (benchmarks/RESULTS.md, calls BB-BE): a harness that launched the same kernels before every call would time
-#: every call at one phase, and a run would read a small multi-kernel call 0.9 µs apart from another run.
+#: (benchmarks/HISTORY-2026-12-01.md, calls BB-BE): a harness that launched the same kernels before every call
+#: would time every call at one phase, and a run would read a small multi-kernel call 0.9 µs apart from another run.
 LAUNCH_PHASES = 8
 
 _perf_counter_ns = time.perf_counter_ns
@@ -313,7 +313,7 @@ class CudaEventTimer:
         """Read one byte in every ``TOUCH_STRIDE_BYTES`` of the touch buffer, if the timer has one (one kernel,
         before the L2 flush, which evicts the bytes read): the GPU's address translations then hold that
         buffer's pages rather than the call's.  An experiment, not kictl's protocol: on the H200 it did not
-        make a small kernel's figure independent of what ran before it (RESULTS.md)."""
+        make a small kernel's figure independent of what ran before it (benchmarks/HISTORY-2026-12-01.md)."""
         if self.touch_sink is not None:
             self.touch_sink.copy_(self.touch_view)
 
