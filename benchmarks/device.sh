@@ -15,9 +15,7 @@ if [ $# -lt 1 ]; then
   echo "usage: bash benchmarks/device.sh SCRIPT [ARGS...] | gpu-tests" >&2
   exit 2
 fi
-: "${OUT:?device.sh writes under \$OUT (the device tool's output folder)}"
-. benchmarks/h200_setup.sh >/dev/null || exit 5
-export FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer
+: "${OUT:?device.sh writes under \$OUT, the output folder of the device tool}"
 limit=${KICTL_DEVICE_TIMEOUT:-540}
 script=$1
 shift
@@ -37,6 +35,8 @@ else
       --metrics gpu__time_duration.sum --csv --log-file "$OUT/$name.ncu.csv" "${cmd[@]}")
   fi
 fi
+. benchmarks/h200_setup.sh >/dev/null || exit 5
+export FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer
 echo "device.sh: ${cmd[*]} (limit ${limit} s)"
 timeout "$limit" "${cmd[@]}" >"$OUT/$name.log" 2>&1
 status=$?
