@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """kictl bench's attention suite on one GPU, and a check of its timer (issue 4).
 
-Claim (README.md "Performance"; RESULTS.md "Timer truth: ... graph-replay figure"): kictl bench's timer reads
-0.96-1.13x an independent CUDA-graph replay figure in the default mode and 0.98-1.02x with `--cuda-graph` (aim:
-within 5%). Machine and command: the H200, `bash benchmarks/device.sh h200_suite.py --phase timer --repeats 3
---graph-repeats 3`.
+Claim (README.md "Performance"; RESULTS.md "Timer truth: `kictl bench` against an independent graph-replay
+figure"): kictl bench's timer reads 0.96-1.13x an independent CUDA-graph replay figure in the default mode and
+0.98-1.02x with `--cuda-graph` (aim: within 5%). Machine and command: the H200, `bash benchmarks/device.sh
+h200_suite.py --phase timer --repeats 3 --graph-repeats 3`.
 
 Run from the repository root on the GPU machine, in one call, after
 ``flashinfer-python`` and ``apache-tvm-ffi`` are installed::

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Issue 11 on the H200: `kictl bench`'s timers against Nsight Compute on every bundled attention workload.
 
-Claim (README.md "Performance"; RESULTS.md "Timer truth: three separate processes"): three separate `kictl bench`
-processes agree within 2% on 15 of 19 attention workloads; the four calls of 6-13 us spread 2.0-7.1% (0.16-0.45
-us). Machine and command: the H200, `bash benchmarks/device.sh h200_timer_check.py --passes cupti,cupti,cupti`.
+Claim (README.md "Performance"; RESULTS.md "Timer truth: three separate `kictl bench` processes"): three separate
+`kictl bench` processes agree within 2% on 15 of 19 attention workloads; the four calls of 6-13 us spread 2.0-7.1%
+(0.16-0.45 us). Machine and command: the H200, `bash benchmarks/device.sh h200_timer_check.py --passes
+cupti,cupti,cupti`.
 
 Run from the repository root on the GPU machine after ``. benchmarks/h200_setup.sh``::
 
