@@ -184,3 +184,27 @@ def resolve_among(reference: str, candidates: Sequence[NamedT], *, what: str = "
     """The one of ``candidates`` that ``reference`` names, in ``resolve``'s order; raises ``NotFoundError``."""
     match = resolve(reference, ListCatalogue(Match(c.digest, c.name, c.kind) for c in candidates), what=what)
     return next(c for c in candidates if c.digest == match.digest)
+
+
+# --------------------------------------------------------------------------- folded names
+
+_SEPARATORS = frozenset(" -_.:/+")
+#: ASCII characters a reader easily takes for one another, each folded to one representative (after lowering
+#: case): a name that folds to another record's folded name would borrow that record's row label or page.
+_FOLDS = {"0": "o", "1": "l", "i": "l", "|": "l", "5": "s", "2": "z", "8": "b"}
+
+
+def fold_name(name: str) -> str:
+    """The folded form of a record name or GPU product: what two names must not share (docs/review.md).
+
+    Names and products are ASCII (``kictl.records``), so no Unicode skeleton is
+    needed: case is dropped, separators (space ``-`` ``_`` ``.`` ``:`` ``/`` ``+``)
+    are dropped, ``rn`` reads as ``m`` and ``vv`` as ``w``, and the digits and
+    letters that look alike fold together (``0``/``o``, ``1``/``l``/``i``/``|``,
+    ``5``/``s``, ``2``/``z``, ``8``/``b``).  Any character outside ASCII is kept
+    as it is, so a non-ASCII name never folds onto an ASCII one by accident
+    (records refuse them anyway).
+    """
+    text = "".join(char for char in name.lower() if char not in _SEPARATORS)
+    text = text.replace("rn", "m").replace("vv", "w")
+    return text.translate({ord(key): value for key, value in _FOLDS.items()})

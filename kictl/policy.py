@@ -58,10 +58,15 @@ def load_policy(path: Path) -> Policy:
         data = path.read_bytes()
     except OSError as exc:
         raise RegistryError(f"cannot read: {exc.strerror}", path=str(path)) from exc
-    canon.parse_json(data, source=str(path))
+    return parse_policy(data, str(path))
+
+
+def parse_policy(data: bytes, source: str) -> Policy:
+    """The policy in ``data`` (strict JSON); raises ``RecordError`` naming ``source``."""
+    canon.parse_json(data, source=source)
     try:
         return Policy.model_validate_json(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = canon.format_path(tuple(first["loc"]))
-        raise RecordError(first["msg"], path=str(path), pointer=where) from exc
+        raise RecordError(first["msg"], path=source, pointer=where) from exc

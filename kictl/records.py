@@ -62,6 +62,9 @@ Digest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 HexSha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
 #: Names are printable ASCII without spaces (docs/records.md: no Unicode normalisation happens).
 Name = Annotated[str, StringConstraints(pattern=r"^[!-~]+$", max_length=256)]
+#: a device's product name: printable ASCII (single spaces allowed inside), so that no look-alike letter can
+#: open a board of its own (``kictl.lookup.fold_name`` catches the ASCII look-alikes in review)
+Product = Annotated[str, StringConstraints(pattern=r"^[!-~]+( [!-~]+)*$", max_length=128)]
 FamilyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9-]*$", max_length=128)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0)]
 NonNegativeFloat = Annotated[float, Field(ge=0.0)]
@@ -370,7 +373,8 @@ class BenchmarkProtocolSpec(WireModel):
 
 class Hardware(WireModel):
     vendor: str | None = None
-    product: str
+    #: printable ASCII, like every name (docs/records.md "Names"): "Н200" with a Cyrillic En is refused
+    product: Product
     architecture: str | None = None
     compute_capability: str | None = None
     sm_count: NonNegativeInt | None = None

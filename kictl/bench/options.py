@@ -58,6 +58,8 @@ class BenchOptions:
     input_sets: int = DEFAULT_INPUT_SETS
     #: GPU timer: auto (CUPTI where it attaches, else events, said on stderr), cupti, events or graph
     timer: str = "auto"
+    #: the session's input secret, given by a rerun request (``kictl.rerun.request``); ``None``: drawn afresh
+    input_secret: str | None = None
 
 
 TIMERS = ("auto", "cupti", "events", "graph")

@@ -262,7 +262,7 @@ class _Session:
         self.say = say
         self.isolation = isolation
         #: drawn now, never shown to a worker; seeds every value the rounds and the timed calls get
-        self.secret = secrets.token_hex(16)
+        self.secret = options.input_secret or secrets.token_hex(16)
         self.round_labels = [f"round {n}" for n in range(1, options.rounds + 1)]
         iterations = counts[1]
         sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])

@@ -22,6 +22,7 @@ from kictl import render
 from kictl.errors import KictlError
 from kictl.render import short as short
 from kictl.render import table as table
+from kictl.terminal import json_safe, terminal_safe
 
 if TYPE_CHECKING:
     from kictl.store import Registry
@@ -70,7 +71,7 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
         except KictlError as exc:
             if STATE.debug:
                 raise
-            print(f"error: {exc.diagnostics()}", file=sys.stderr)
+            print(terminal_safe(f"error: {exc.diagnostics()}"), file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
 
     return wrapper
@@ -88,14 +89,14 @@ def open_registry(path: Path | None) -> Registry:
 
 def emit_json(document: Any) -> None:
     """One JSON document on stdout."""
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_safe(json.dumps(document, indent=2, ensure_ascii=False)) + "\n")
 
 
 def out(line: str = "") -> None:
-    """A line of data on stdout."""
-    sys.stdout.write(line + "\n")
+    """A line of data on stdout (``kictl.terminal``: nothing a record says can drive the terminal)."""
+    sys.stdout.write(terminal_safe(line) + "\n")
 
 
 def err(line: str = "") -> None:
-    """A line of logging on stderr."""
-    sys.stderr.write(line + "\n")
+    """A line of logging on stderr (made terminal-safe like ``out``)."""
+    sys.stderr.write(terminal_safe(line) + "\n")

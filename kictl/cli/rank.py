@@ -60,7 +60,7 @@ _rank = LazyModule("kictl.rank")
 _index = LazyModule("kictl.index")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
-DEFAULT_EVIDENCE = "unsigned"
+DEFAULT_EVIDENCE = "disputed"
 
 WIDTH = render.WIDTH
 
@@ -76,7 +76,12 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 
 def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     target = open_registry(registry)
-    policy = target.policy()
+    from kictl.trust.readers import policy_standing
+
+    standing = policy_standing(target)
+    if standing.note:
+        err(f"warning: {standing.note}")
+    policy = standing.policy
     index = _index.QueryIndex.open(target)
     report = index.report
     if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():

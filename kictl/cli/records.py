@@ -21,6 +21,7 @@ from kictl.cli._common import (
     short,
 )
 from kictl.errors import RecordError
+from kictl.terminal import json_safe
 
 FilesArgument = Annotated[
     list[Path],
@@ -169,7 +170,7 @@ def show(
         out("attestations: none")
     if report.failures:
         err(f"warning: {len(report.failures)} verification failure(s); run `kictl verify {short(digest)}`")
-    sys.stdout.write(canon.pretty_bytes(record.raw).decode("utf-8"))
+    sys.stdout.write(json_safe(canon.pretty_bytes(record.raw).decode("utf-8")))
 
 
 def register(app: typer.Typer) -> None:

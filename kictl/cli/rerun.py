@@ -107,6 +107,15 @@ def rerun(
         Path | None,
         typer.Option("--out", help="Write the unsigned results here, for `kictl attest rerun DIR --key K`."),
     ] = None,
+    request_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--request",
+            metavar="FILE",
+            help="The rerun request the signing side made (`kictl attest request`): its runs are rerun with "
+            "the input secret and seed salt it gives. Without it the results cannot be signed.",
+        ),
+    ] = None,
     sign: Annotated[
         Path | None,
         typer.Option(
@@ -134,34 +143,56 @@ def rerun(
     Each run's job is rebuilt from its records: the Implementation's embedded
     sources, the Workload, the Definition and its reference, the protocol's
     timer, warm-up, iterations, trials, correctness rounds and tolerances.
-    Correctness rounds use fresh secret seeds. The verdict: agrees (within the
-    policy's rerunTolerance), disagrees, failed (the rerun did not pass) or
-    inconclusive (not signable). A run from another GPU product or
+    Correctness rounds use fresh secret seeds: the ones a rerun request
+    (--request, made by the signer before this job) gives. The verdict: agrees
+    (not slower than claimed beyond the policy's rerunTolerance; a faster
+    rerun agrees), disagrees (slower beyond it and beyond both runs' noise),
+    failed (the rerun did not pass) or inconclusive (not signable). A run from another GPU product or
     comparability family is refused unless --force. Exit 0 when every rerun
     agrees, 1 when some do not (results are written all the same), 2 usage,
     3 unknown or invalid records, 4 I/O, 5 refused here, or no GPU, or no key.
     """
     from kictl.rerun import rerun_runs, sign_results, write_results
+    from kictl.rerun.request import RerunRequest, read_request
 
     if out_dir is not None and sign is not None:
         raise UsageError("give --out DIR (sign elsewhere with `kictl attest rerun`) or --sign KEY, not both")
+    if request_path is not None and sign is not None:
+        raise UsageError("--sign KEY makes its own rerun request; --request FILE is for `--out DIR`")
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
+    request: RerunRequest | None = None
+    if request_path is not None:
+        request = read_request(request_path)
     if sign is not None:
-        from kictl.rerun.attest import key_roles
+        from kictl.rerun.attest import key_roles, make_key_request
+        from kictl.rerun.job import select_runs
 
         key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
+        request = make_key_request(sign, select_runs(target, list(runs or ()), base=base))
     with _progress() as say:
         report = rerun_runs(
-            target, list(runs or ()), base=base, device=device, force=force, timeout_s=timeout, progress=say
+            target,
+            list(runs or ()),
+            base=base,
+            device=device,
+            force=force,
+            timeout_s=timeout,
+            progress=say,
+            request=request,
         )
+    for warning in report.warnings:
+        err(f"warning: {warning}")
     results = list(report.results.results)
     names = {digest: (job.implementation.name, job.workload.name) for digest, job in report.jobs.items()}
     if out_dir is not None:
         path, _ = write_results(out_dir, report.results, report.records)
         err(f"wrote {len(results)} result(s) and {len(report.records)} record(s) to {path.parent}")
-        err(f"next: kictl attest rerun {out_dir} --key VERIFIER_KEY (on a machine that holds the key)")
+        if request is None:
+            err("warning: no --request: these results are bound to no rerun request and cannot be signed")
+        else:
+            err(f"next: kictl attest rerun {out_dir} --key VERIFIER_KEY (the key that made the request)")
     elif sign is not None:
         with tempfile.TemporaryDirectory(prefix="kictl-rerun-out-") as scratch:
             write_results(Path(scratch), report.results, report.records)
@@ -186,6 +217,54 @@ def rerun(
         raise CheckFailed(f"{len(unsettled)} of {len(results)} rerun(s) do not agree: {summary}")
 
 
+@attest_app.command("request")
+@guarded
+def attest_request(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(help="BenchmarkRun digests, unique prefixes of 8+ hex digits, or names.", show_default=False),
+    ] = None,
+    key: Annotated[Path, typer.Option("--key", help="The verifier's private key file.", show_default=False)] = Path(),
+    out_file: Annotated[
+        Path, typer.Option("--out", help="Where to write the request (give it to the GPU job).", show_default=False)
+    ] = Path(),
+    base: Annotated[
+        str | None,
+        typer.Option(
+            "--base", help="Also every BenchmarkRun the branch adds since REV.", metavar="REV", show_default=False
+        ),
+    ] = None,
+    valid_for: Annotated[
+        float, typer.Option("--valid-for", help="Hours the GPU job has to make the reruns.", min=0.01)
+    ] = 6.0,
+    registry: RegistryOption = None,
+) -> None:
+    """Make a rerun request before the GPU job starts: a fresh nonce, the job's window and the runs.
+
+    The request carries the input secret and seed salt the GPU job must use,
+    derived from the request and this key, so that `kictl attest rerun` with
+    the same key can recheck that results were made for this request, inside
+    its window. Give the file to `kictl rerun --request FILE --out DIR`. Exit
+    0 written, 2 usage, 3 unknown runs, 4 I/O, 5 no usable key.
+    """
+    from kictl.rerun.attest import key_roles, make_key_request
+    from kictl.rerun.job import select_runs
+    from kictl.rerun.request import write_request
+
+    if key == Path() or out_file == Path():
+        raise UsageError("give --key KEY and --out FILE")
+    target = open_registry(registry)
+    key_roles(target, key)
+    digests = select_runs(target, list(runs or ()), base=base)
+    request = make_key_request(key, digests, hours=valid_for)
+    write_request(out_file, request)
+    err(
+        f"wrote a rerun request for {len(digests)} run(s), nonce {request.body.nonce}, open until "
+        f"{request.body.not_after}, to {out_file}"
+    )
+    out(str(out_file))
+
+
 @attest_app.command("rerun")
 @guarded
 def attest_rerun(
@@ -197,11 +276,24 @@ def attest_rerun(
             "--require-verifier", help="Refuse a key without the verifier role (else it signs a community rerun)."
         ),
     ] = False,
+    written_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--written",
+            metavar="FILE",
+            help="Also write the path of every file this signing wrote (relative to the registry), one a line: "
+            "what a workflow uploads.",
+        ),
+    ] = None,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Check a rerun's unsigned results and sign a rerun attestation about each original.
 
+    Checks that the results were made for a rerun request of this key
+    (`kictl attest request`): runs asked for, the input secret and seed salt
+    derived from the request (never the original's, never zero), times inside
+    the request's window and not in the future, a nonce not signed before.
     Checks that every record hashes to its digest, that each result reruns the
     run it names (same definition, workload, implementation and protocol
     settings, on the same GPU product), and that its verdict is what its
@@ -216,6 +308,10 @@ def attest_rerun(
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder written by `kictl rerun --out`")
     report = sign_results(target, folder, key, require_verifier=require_verifier)
+    if written_file is not None:
+        from kictl.store import write_atomic
+
+        write_atomic(written_file, "".join(f"{path}\n" for path in report.written).encode())
     for warning in report.warnings:
         err(f"warning: {warning}")
     for item in report.skipped:

@@ -11,6 +11,7 @@ import typer
 
 from kictl.cli._common import RegistryOption, emit_json, err, guarded, open_registry
 from kictl.errors import CheckFailed, RegistryError, UsageError
+from kictl.terminal import terminal_safe
 
 
 class Format(StrEnum):
@@ -62,9 +63,9 @@ def review_command(
     if chosen is Format.json:
         emit_json(document)
     elif chosen is Format.markdown:
-        typer.echo(render_markdown(report), nl=False)
+        typer.echo(terminal_safe(render_markdown(report)), nl=False)
     else:
-        typer.echo(render_text(report), nl=False)
+        typer.echo(terminal_safe(render_text(report)), nl=False)
     err(f"review: {report.summary()}")
     if not report.ok:
         raise CheckFailed(f"{len(report.lints)} lint(s): the PR cannot be merged as it is")

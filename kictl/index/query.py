@@ -17,6 +17,7 @@ from kictl.index._common import _COLUMNS, _TABLES, INDEX_FILE, SCHEMA_VERSION
 from kictl.index.facts import DefinitionFacts, ImplementationFacts, RunFacts, SyncReport, WorkFacts, WorkloadFacts
 from kictl.index.maintenance import _apply_changes, _build_into, _families_version, _read_disk, _scan_shards, _set_meta
 from kictl.index.parsing import _SqlCatalogue
+from kictl.layout import KICTL_DIR
 from kictl.lookup import resolve
 from kictl.records import (
     KINDS,
@@ -65,6 +66,19 @@ class QueryIndex:
         head = current_commit(registry.root)
         path = registry.kictl_dir / INDEX_FILE
         conn: sqlite3.Connection | None = None
+        from kictl.trust.readers import derived_file_trusted
+
+        if path.exists() and not derived_file_trusted(registry, f"{KICTL_DIR}/{INDEX_FILE}"):
+            # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten
+            report.reasons.append(
+                f"git tracks {KICTL_DIR}/{INDEX_FILE}: a committed index is ignored; indexing in memory"
+            )
+            conn = _connect(":memory:")
+            _build_into(conn, head, registry, report)
+            report.mode = "memory"
+            index = cls(registry, conn, persistent=False, report=report)
+            report.seconds = time.perf_counter() - started
+            return index
         try:
             conn = cls._open_existing(path, head, registry, report)
         except (sqlite3.Error, OSError) as exc:

@@ -14,9 +14,10 @@ T = TypeVar("T")
 #: (nobody the trust root knows vouches for the run) is above ``disputed`` (a verifier's rerun contradicts
 #: it) and below ``reported`` (a valid submission signature).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
-#: Leaderboards show unsigned runs, labelled and ranked after signed ones they tie with; disputed runs need
-#: ``--evidence disputed``.
-DEFAULT_EVIDENCE = "unsigned"
+#: Leaderboards show every run by default: unsigned runs labelled and ranked after signed ones they tie with,
+#: disputed runs labelled and ranked after every undisputed run (a verifier contradicted their claim; hiding
+#: them would let a slower run look like the record without saying why).  ``--evidence`` raises the minimum.
+DEFAULT_EVIDENCE = "disputed"
 #: The level of a run nothing is known about: no attestation verified, so no signature.
 NO_EVIDENCE = "unsigned"
 _EVIDENCE_ORDER = {level: position for position, level in enumerate(EVIDENCE_LEVELS)}
@@ -52,7 +53,8 @@ def leave_out_verifier_reruns(registry: Registry, runs: Sequence[T]) -> list[T]:
 
 
 def runs_and_evidence(registry: Registry, runs: Sequence[T]) -> tuple[list[T], dict[str, str]]:
-    """``leave_out_verifier_reruns`` and ``obtain_evidence`` of what is left, from one pass over the attestations.
+    """``leave_out_verifier_reruns`` (and validly retracted runs) and ``obtain_evidence`` of what is left, from one
+    pass over the attestations.
 
     Raises ``CheckFailed`` when the trust root does not verify.
     """

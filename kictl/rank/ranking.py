@@ -5,12 +5,14 @@ the reference.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from kictl.index import DefinitionFacts, RunFacts
+from kictl.lookup import fold_name
 from kictl.policy import Policy
 from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, evidence_rank
 from kictl.rank.floors import FloorEstimate
@@ -31,10 +33,16 @@ class RankedRow:
     stale: bool
     below_floor: bool | None  # None where no floor is known
     tied: bool  # shares its rank with the row above
+    #: another row of the group shows a name that folds to this one's (``kictl.lookup.fold_name``): the label
+    #: then carries the implementation's digest, so that no row can pass for another
+    ambiguous: bool = False
 
     @property
     def implementation_label(self) -> str:
-        return self.run.implementation_name or self.run.implementation
+        name = self.run.implementation_name or self.run.implementation
+        if self.ambiguous:
+            return f"{name}@{self.run.implementation.removeprefix('sha256:')[:12]}"
+        return name
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document of this result (stdlib ``json`` types only)."""
@@ -119,10 +127,12 @@ def _evidence_ok(level: str, minimum: str) -> bool:
     return evidence_rank(level) >= _EVIDENCE_ORDER[minimum]
 
 
-def _run_order(run: RunFacts, evidence: Mapping[str, str]) -> tuple[int, int, str, str]:
-    """Latency, then the stronger evidence, then the earlier observation, then the smaller digest."""
+def _run_order(run: RunFacts, evidence: Mapping[str, str]) -> tuple[bool, int, int, str, str]:
+    """Undisputed runs first (a disputed claim never ranks above one nobody contradicted), then latency,
+    then the stronger evidence, then the earlier observation, then the smaller digest."""
     assert run.latency_ns is not None
-    return (run.latency_ns, -evidence_rank(evidence.get(run.digest, NO_EVIDENCE)), run.observed_at, run.digest)
+    level = evidence.get(run.digest, NO_EVIDENCE)
+    return (level == "disputed", run.latency_ns, -evidence_rank(level), run.observed_at, run.digest)
 
 
 def _order_and_rank(
@@ -130,6 +140,7 @@ def _order_and_rank(
 ) -> list[tuple[RunFacts, int, bool]]:
     """``(run, rank, tied)`` in row order: by latency, ties within the noise broken by evidence.
 
+    Disputed runs come after every other run (``_run_order``), labelled by their evidence.
     A cluster is a run (its leader) and the following runs that tie with it.
     Inside a cluster the stronger evidence comes first (stable otherwise), and
     only runs of the same level share a rank, numbered by the position of the
@@ -193,7 +204,7 @@ def rank_group(
     rows: list[RankedRow] = []
     for run, rank, tied in ordered:
         assert run.latency_ns is not None
-        first_ns = ordered[0][0].latency_ns
+        first_ns = ordered[0][0].latency_ns  # the first undisputed run, when there is one (_run_order)
         assert first_ns is not None
         speedup: float | None = None
         source: str | None = None
@@ -215,5 +226,7 @@ def rank_group(
                 tied=tied,
             )
         )
+    folded = Counter(fold_name(row.implementation_label) for row in rows)
+    rows = [replace(row, ambiguous=True) if folded[fold_name(row.implementation_label)] > 1 else row for row in rows]
     name = runs[0].workload_name if runs and runs[0].workload_name else key.workload
     return RankedGroup(key, name, tuple(rows), reference_ns, floor, excluded)

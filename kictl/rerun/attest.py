@@ -2,7 +2,14 @@
 
 The results come from a machine that ran submitted code, so nothing in them
 is taken on trust.  ``check_results`` re-derives everything from the records
-in the folder and the registry:
+in the folder, the registry and the signing key:
+
+* the results are bound to a rerun request this key made before the GPU job
+  started (``kictl.rerun.request``): each original was asked for, each rerun's
+  ``inputSecret`` and seed salt are the ones derived from the request (so not
+  the original's, not zero, not made up), the results and every rerun are
+  dated inside the request's window and not in the future, and no rerun of
+  the folder is already in the registry (a replay);
 
 * every record in ``records.json`` hashes to the digest its manifest key names;
 * each original is a passed BenchmarkRun of this registry, and its job is
@@ -12,14 +19,15 @@ in the folder and the registry:
   with the original's comparability family, primary statistic, warm-up,
   iterations, trials, correctness rounds and tolerances (the family stands for
   the timer), on an environment with the original's GPU product;
-* the verdict and ratio the result states are what its records give with the
-  tolerance it states; the verdict that is signed is re-judged with this
-  registry's ``rerunTolerance``.
+* the verdict, ratio and status the result states are what its records give
+  with the tolerance it states; the verdict that is signed is re-judged with
+  this registry's ``rerunTolerance`` (as every reader reads it,
+  ``kictl.trust.readers``).
 
 ``sign_results`` then adds the reruns' records to the registry and signs one
 ``rerun`` attestation per original: subject the original, predicate
-``{runDigest, ratio, verdict, note}`` (``kictl.trust.RerunPredicate``); the note
-says the statistic, both latencies, the tolerance, the rerun's spread, the
+``{runDigest, ratio, verdict, tolerance, nonce, note}`` (``kictl.trust.RerunPredicate``); the
+note says the statistic, both latencies, the tolerance, the rerun's spread, the
 product and the seed salt.  All or nothing: a single problem and nothing is
 written.  Inconclusive results are reported and never signed.
 """
@@ -27,16 +35,22 @@ written.  Inconclusive results are reported and never signed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import trust
 from kictl.errors import CheckFailed, KictlError
 from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
 from kictl.rerun.job import ProtocolSettings, RerunJob, build_job
+from kictl.rerun.request import RequestBody, RerunRequest, check_binding, check_request, check_time, make_request
 from kictl.rerun.results import RerunResult, read_results
+from kictl.rerun.session import cpu_tolerance_warnings
 from kictl.rerun.verdict import SIGNABLE, Judgement, judge
 from kictl.store import Registry, Transaction
+from kictl.trust.readers import reader_policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +62,7 @@ class CheckedRerun:
     rerun: StoredRecord | None
     records: tuple[StoredRecord, ...]  # the rerun's run, protocol and environment
     judgement: Judgement
+    nonce: str | None = None  # of the request the rerun was made for
 
     @property
     def signable(self) -> bool:
@@ -67,8 +82,10 @@ class CheckedRerun:
         predicate: dict[str, Any] = {"runDigest": self.rerun.digest, "verdict": judged.verdict, "note": note[:4096]}
         if judged.ratio is not None:
             predicate["ratio"] = judged.ratio
-        if "tolerance" in trust.RerunPredicate.model_fields:  # once the predicate states it (issue 14)
+        if judged.tolerance > 0:
             predicate["tolerance"] = judged.tolerance
+        if self.nonce is not None:
+            predicate["nonce"] = self.nonce
         return predicate
 
 
@@ -81,6 +98,8 @@ class AttestReport:
     skipped: list[CheckedRerun] = field(default_factory=list)
     added: int = 0
     warnings: list[str] = field(default_factory=list)
+    #: every file this signing wrote (records and envelopes), relative to the registry root, sorted
+    written: list[str] = field(default_factory=list)
 
 
 def _settings(settings: ProtocolSettings) -> dict[str, Any]:
@@ -95,16 +114,32 @@ def _find(registry: Registry, records: dict[str, StoredRecord], digest: str) -> 
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class _Binding:
+    """What a result is checked against: the request, the signing key and the signer's clock."""
+
+    body: RequestBody
+    private_key: Ed25519PrivateKey
+    now: datetime
+
+
 def _check_one(
-    registry: Registry, result: RerunResult, records: dict[str, StoredRecord], tolerance: float
+    registry: Registry,
+    result: RerunResult,
+    records: dict[str, StoredRecord],
+    tolerance: float,
+    binding: _Binding,
 ) -> CheckedRerun:
     """Raises ``CheckFailed`` (or another ``KictlError``) naming what does not hold."""
+    body = binding.body
+    if result.original not in body.runs:
+        raise CheckFailed(f"the rerun request (nonce {body.nonce}) did not ask for it")
     job = build_job(registry, result.original)
     if result.rerun is None:
         if result.verdict != "inconclusive":
             raise CheckFailed(f"it claims {result.verdict} without a rerun BenchmarkRun")
         judged = judge(job.run_spec, None, tolerance=tolerance, missing=result.reason)
-        return CheckedRerun(result, job, None, (), judged)
+        return CheckedRerun(result, job, None, (), judged, body.nonce)
     if result.rerun == result.original:
         raise CheckFailed("the rerun it names is the original run itself")
     rerun = records.get(result.rerun)
@@ -118,6 +153,19 @@ def _check_one(
     for member in ("definitionDigest", "workloadDigest", "implementationDigest"):
         if rerun.raw["spec"].get(member) != job.run.raw["spec"].get(member):
             raise CheckFailed(f"the rerun {rerun.digest} has another {member} than the original")
+    if registry.has_record(rerun.digest):
+        raise CheckFailed(f"its rerun {rerun.digest} is already in the registry: a rerun is signed once")
+    check_binding(
+        body,
+        binding.private_key,
+        original=result.original,
+        original_secret=original.input_secret,
+        rerun_secret=spec.input_secret,
+        seed_salt=result.seed_salt,
+    )
+    check_time("the rerun was observed at", spec.observed_at, body, now=binding.now)
+    if result.status != spec.status:
+        raise CheckFailed(f"it states status {result.status}; its rerun BenchmarkRun says {spec.status}")
     if parse_timestamp(spec.observed_at) < parse_timestamp(original.observed_at):
         raise CheckFailed(f"the rerun was observed at {spec.observed_at}, before the original ({original.observed_at})")
     protocol = _find(registry, records, spec.protocol_digest)
@@ -153,22 +201,41 @@ def _check_one(
     # ... and what is signed is judged with this registry's tolerance.
     judged = judge(original, spec, tolerance=tolerance, comparable=comparable)
     own = tuple(record for record in (rerun, protocol, environment) if record.digest in records)
-    return CheckedRerun(result, job, rerun, own, judged)
+    return CheckedRerun(result, job, rerun, own, judged, body.nonce)
 
 
-def check_results(registry: Registry, folder: Path) -> list[CheckedRerun]:
-    """Check every result of ``folder`` against its records and the registry.
+def check_results(
+    registry: Registry, folder: Path, key_path: Path, *, now: datetime | None = None
+) -> list[CheckedRerun]:
+    """Check every result of ``folder`` against its request, its records, the registry and the key at ``key_path``.
 
-    Raises ``CheckFailed`` listing every problem, ``UsageError`` for a folder
-    without results, ``RecordError`` for malformed files or digests.
+    Raises ``CheckFailed`` listing every problem (a folder made for no request
+    of this key, or a request dated in the future, is one problem for all),
+    ``UsageError`` for a folder without results, ``RecordError`` for malformed
+    files or digests, ``EnvError`` for an unusable key.
     """
     document, records = read_results(folder)
-    tolerance = registry.policy().rerun_tolerance
+    private_key = trust.load_private_key(key_path)
+    keyid = trust.keyid_of(private_key.public_key())
+    moment = now or datetime.now(UTC)
+    if document.request is None:
+        raise CheckFailed(
+            "the results name no rerun request: only reruns made for a request of the signing key "
+            "(`kictl attest request`, then `kictl rerun --request`) can be signed"
+        )
+    body = document.request
+    check_request(body, keyid, now=moment)
+    check_time("the results were written at", document.created_at, body, now=moment)
+    nonce_used = _nonce_signed(registry, body)
+    if nonce_used is not None:
+        raise CheckFailed(f"the rerun request (nonce {body.nonce}) was signed before: {nonce_used}")
+    binding = _Binding(body, private_key, moment)
+    tolerance = reader_policy(registry).rerun_tolerance
     checked: list[CheckedRerun] = []
     problems: list[str] = []
     for result in document.results:
         try:
-            checked.append(_check_one(registry, result, records, tolerance))
+            checked.append(_check_one(registry, result, records, tolerance, binding))
         except KictlError as exc:
             problems.append(f"rerun of {result.original}: {exc.message}")
     if problems:
@@ -176,6 +243,38 @@ def check_results(registry: Registry, folder: Path) -> list[CheckedRerun]:
             f"{len(problems)} of {len(document.results)} rerun result(s) do not check out", details=problems
         )
     return checked
+
+
+def _nonce_signed(registry: Registry, body: RequestBody) -> str | None:
+    """An envelope about one of ``body``'s runs whose ``rerun`` predicate states ``body.nonce``; never raises.
+
+    The payload is read without verifying it: any envelope that claims the
+    nonce, valid or not, is reason enough to refuse signing it again.
+    """
+    import base64
+    import json
+
+    for digest in body.runs:
+        folder = registry.attestation_folder(digest)
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            try:
+                statement = json.loads(base64.b64decode(json.loads(path.read_bytes())["payload"]))
+                nonce = statement["predicate"].get("nonce")
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                continue
+            if nonce == body.nonce:
+                return registry.relative(path)
+    return None
+
+
+def make_key_request(key_path: Path, runs: list[str], *, hours: float = 6.0) -> RerunRequest:
+    """A rerun request for ``runs`` by the key at ``key_path``; raises ``EnvError``/``UsageError``."""
+    from datetime import timedelta
+
+    private_key = trust.load_private_key(key_path)
+    return make_request(runs, private_key, trust.keyid_of(private_key.public_key()), window=timedelta(hours=hours))
 
 
 def key_roles(registry: Registry, key_path: Path) -> tuple[str, tuple[str, ...]]:
@@ -205,7 +304,10 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
             + (f" (its roles: {', '.join(roles)})" if roles else " (it is not listed)")
         )
     report = AttestReport(warnings=trust.signing_warnings(registry, key_path, "rerun"))
-    report.checked = check_results(registry, folder)
+    report.checked = check_results(registry, folder, key_path)
+    report.warnings.extend(
+        cpu_tolerance_warnings([item.job for item in report.checked], reader_policy(registry).rerun_tolerance)
+    )
     with Transaction() as transaction:
         added: dict[str, StoredRecord] = {}
         for item in report.checked:
@@ -215,7 +317,9 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
             for record in item.records:
                 if not registry.has_record(record.digest):
                     added.setdefault(record.digest, record)
-        registry.add(list(added.values()), transaction=transaction)
+        for done in registry.add(list(added.values()), transaction=transaction):
+            if done.created:
+                report.written.append(registry.relative(done.path))
         report.added = len(added)
         for item in report.checked:
             if item.signable:
@@ -228,4 +332,6 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
                     transaction=transaction,
                 )
                 report.signed.append((item, path))
+                report.written.append(registry.relative(path))
+    report.written.sort()
     return report

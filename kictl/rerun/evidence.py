@@ -21,6 +21,7 @@ from pathlib import Path
 from kictl import canon, trust
 from kictl.errors import KictlError
 from kictl.store import Registry
+from kictl.trust.readers import reader_policy
 
 
 def verifier_reruns(registry: Registry) -> dict[str, tuple[str, ...]]:
@@ -42,7 +43,7 @@ def verifier_reruns(registry: Registry) -> dict[str, tuple[str, ...]]:
     if not folders:
         return {}
     root = trust.registry_root(registry)
-    tolerance = registry.policy().rerun_tolerance
+    tolerance = reader_policy(registry).rerun_tolerance
     times = trust.signing_times(registry)
     now = datetime.now(UTC).replace(microsecond=0)
     found: dict[str, list[str]] = {}

@@ -22,21 +22,22 @@ settings become the session's options.  Before it runs, every source's
 SHA-256 is checked against the record; afterwards, the session must report
 exactly the Implementation record it was given.
 
-Fresh seeds.  ``kictl bench`` draws its correctness rounds' seeds as a public
-function of the workload's seeds (``kictl.bench.inputs.derive_seed``), so an
-implementation could be tuned to them.  Until the bench draws secret seeds
-itself (issue 10), ``execute`` salts that function with 128 random bits for
-the duration of the session: offset 0 (the workload's own seeds, used for the
-timed calls) is unchanged, every correctness round gets seeds nobody could
-know in advance.  The salt is returned and recorded with the rerun's result
-after the fact.  Input plans are made in this (the parent) process, so the
-salted function is the one that decides.  The seam is not thread-safe: one
-rerun session per process at a time.
+Fresh seeds.  Every input value of a bench session is seeded from the
+session's ``inputSecret`` (recorded in each run afterwards); a rerun made for
+a request (``kictl.rerun.request``) uses the secret the request gives, which
+the signer can recompute and no one else can.  The rounds' index structures
+come from ``kictl.bench.inputs.derive_seed``, a public function of the
+workload's seeds, which ``execute`` salts with the request's ``seedSalt`` (128
+random bits without a request) for the duration of the session: offset 0 (the
+timed calls' structure) is unchanged.  Input plans are made in this (the
+parent) process, so the salted function is the one that decides.  The seam is
+not thread-safe: one rerun session per process at a time.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import secrets
 import tempfile
@@ -177,6 +178,8 @@ def execute(
     device: str,
     timeout_s: float,
     progress: ProgressCallback | None = None,
+    input_secret: str | None = None,
+    seed_salt: str | None = None,
 ) -> Execution:
     """Run each implementation on each workload with the protocol's settings, as ``kictl bench`` does.
 
@@ -184,6 +187,8 @@ def execute(
     Raises ``RecordError`` when a source does not match its hash or the
     session ran other implementations, ``EnvError`` when the device or a
     worker cannot start, and whatever ``run_bench`` raises for bad records.
+    ``input_secret`` and ``seed_salt`` come from a rerun request; without one
+    both are drawn here.
     """
     from kictl.bench.session import run_bench
 
@@ -191,8 +196,11 @@ def execute(
         check_sources(implementation)
     wanted_impls = list(dict.fromkeys(implementation.digest for implementation in implementations))
     wanted = list(dict.fromkeys(workload.digest for workload in workloads))
-    options = _options(settings, device, timeout_s, [canon.digest_hex(digest) for digest in wanted])
-    salt = secrets.token_hex(16)
+    options = dataclasses.replace(
+        _options(settings, device, timeout_s, [canon.digest_hex(digest) for digest in wanted]),
+        input_secret=input_secret or secrets.token_hex(16),
+    )
+    salt = seed_salt or secrets.token_hex(16)
     with tempfile.TemporaryDirectory(prefix="kictl-rerun-") as scratch, fresh_correctness_seeds(salt):
         report = run_bench(registry, definition.digest, wanted_impls, options, workdir=Path(scratch), progress=progress)
     ran = sorted(record.digest for record in report.records if record.kind == "Implementation")

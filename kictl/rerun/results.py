@@ -6,7 +6,8 @@ The folder holds two files:
   the original's digest, the rerun's BenchmarkRun digest, the verdict and the
   numbers behind it (ratio, statistic, both latencies, tolerance, spreads),
   the device product it ran on, whether it was forced, and the salt of the
-  correctness rounds' fresh seeds (recorded after the fact).
+  correctness rounds' fresh seeds; and the body of the rerun request the
+  reruns were made for (``kictl.rerun.request``).
 * ``records.json``: a manifest ``{"<kind>/<hex>": record}`` of the records the
   reruns made (BenchmarkRuns, BenchmarkProtocols, ExecutionEnvironments);
   ``kictl add`` reads it too.
@@ -36,6 +37,7 @@ from kictl.records import (
     record_from_value,
     records_in_document,
 )
+from kictl.rerun.request import RequestBody
 from kictl.store import write_atomic
 
 RESULTS_FILE = "reruns.json"
@@ -74,6 +76,8 @@ class RerunResults(WireModel):
     kictl_version: str
     created_at: Timestamp
     results: tuple[RerunResult, ...]
+    #: the request the reruns were made for (``kictl.rerun.request``): without it nothing can be signed
+    request: RequestBody | None = None
 
 
 def write_results(folder: Path, results: RerunResults, records: list[StoredRecord]) -> tuple[Path, Path]:

@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import kictl
-from kictl.errors import EnvError
+from kictl.errors import EnvError, UsageError
+from kictl.policy import Policy
 from kictl.records import BenchmarkRunSpec, StoredRecord, format_timestamp
 from kictl.rerun import execute
 from kictl.rerun.job import RerunJob, build_job, group_jobs, refusals, select_runs
+from kictl.rerun.request import RerunRequest
 from kictl.rerun.results import RerunResult, RerunResults
 from kictl.rerun.verdict import judge
 from kictl.store import Registry
+from kictl.trust.readers import reader_policy
 
 ProgressCallback = Callable[[str], None]
 
@@ -38,6 +41,7 @@ class RerunReport:
     results: RerunResults
     records: list[StoredRecord] = field(default_factory=list)
     jobs: dict[str, RerunJob] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _run_spec(record: StoredRecord | None) -> BenchmarkRunSpec | None:
@@ -57,6 +61,7 @@ def rerun_runs(
     force: bool = False,
     timeout_s: float = 600.0,
     progress: ProgressCallback | None = None,
+    request: RerunRequest | None = None,
 ) -> RerunReport:
     """Rerun the selected runs here and judge each against its original.
 
@@ -66,11 +71,28 @@ def rerun_runs(
     or would be measured in another comparability family here (nothing runs
     then; ``force`` runs them and their verdict is ``inconclusive``), and
     ``EnvError`` when the device is missing.
+
+    With ``request`` (made by the signing side, ``kictl.rerun.request``) the
+    runs are the request's (``references`` and ``base`` may only narrow them)
+    and every session uses the input secret and seed salt it gives; without
+    one they are drawn here, and the results can be looked at but not signed.
     """
     say = progress or (lambda _text: None)
-    digests = select_runs(registry, references, base=base)
+    if request is not None:
+        if request.input_secret is None or request.seed_salt is None:
+            raise UsageError(
+                "the rerun request carries no inputSecret and seedSalt: it is not the one made for this job"
+            )
+        asked = list(request.body.runs)
+        digests = select_runs(registry, references, base=base) if references or base else asked
+        extra = [digest for digest in digests if digest not in asked]
+        if extra:
+            raise UsageError(f"the rerun request does not ask for {', '.join(extra)}")
+    else:
+        digests = select_runs(registry, references, base=base)
     jobs = [build_job(registry, digest) for digest in digests]
-    tolerance = registry.policy().rerun_tolerance
+    tolerance = reader_policy(registry).rerun_tolerance
+    warnings = cpu_tolerance_warnings(jobs, tolerance)
     # Refuse before any submitted code runs.
     devices: dict[str, str] = {}
     products: dict[str, str] = {}
@@ -104,6 +126,8 @@ def rerun_runs(
             device=chosen,
             timeout_s=timeout_s,
             progress=say,
+            input_secret=request.input_secret if request is not None else None,
+            seed_salt=request.seed_salt if request is not None else None,
         )
         for job in group:
             executed = done.runs[(job.implementation.digest, job.workload.digest)]
@@ -150,5 +174,21 @@ def rerun_runs(
         kictl_version=kictl.__version__,
         created_at=format_timestamp(datetime.now(UTC)),
         results=tuple(results),
+        request=request.body if request is not None else None,
     )
-    return RerunReport(results=document, records=list(records.values()), jobs={job.run.digest: job for job in jobs})
+    return RerunReport(
+        results=document,
+        records=list(records.values()),
+        jobs={job.run.digest: job for job in jobs},
+        warnings=warnings,
+    )
+
+
+def cpu_tolerance_warnings(jobs: Sequence[RerunJob], tolerance: float) -> list[str]:
+    """A CPU rerun judged at the default ``rerunTolerance`` says little: a shared CPU's timings vary more."""
+    if tolerance > Policy().rerun_tolerance or not any(job.settings.device == "cpu" for job in jobs):
+        return []
+    return [
+        f"CPU rerun at rerunTolerance ±{tolerance:.0%}, the default made for GPUs: a shared CPU's timings often vary "
+        "more than that, so a slower rerun may dispute an honest run; a CPU registry sets a wider rerunTolerance"
+    ]

@@ -4,29 +4,33 @@
 original protocol's primary statistic.  ``ratio`` is the rerun's latency over
 the original's (above 1: the original claimed to be faster than the rerun
 found), rounded to six significant digits, the value the attestation states.
-With ``d = |ratio - 1|`` and ``t`` the policy's ``rerunTolerance``:
+The test is one-sided: a claim is disputed only by a rerun *slower* than it.
+With ``slower = ratio - 1`` and ``t`` the policy's ``rerunTolerance``:
 
 * ``failed``: the rerun did not pass (its status says why: wrong results on
   fresh seeds, a crash, a timeout, a failed integrity check).
-* ``agrees``: the rerun passed and ``d <= t``.  This is exactly the test
-  ``kictl.trust`` applies to a verifier's ``agrees`` (an ``agrees`` beyond the
-  tolerance would count as a dispute), so a signed verdict always means what
-  it says.
-* ``inconclusive``: ``t < d <= t + min(s, t)`` where ``s`` is the rerun's own
-  spread (half the p10-p90 range over the median): the difference is within
-  the noise this machine showed, so neither agreement nor a dispute can be
-  claimed.  The allowance is the *rerun's* noise only, measured by the
-  verifier: the original's spread is a claim and is never allowed to widen
-  anything; and it is capped at ``t``, so a deliberately noisy
-  implementation cannot turn every dispute into "inconclusive".  Also
-  ``inconclusive``: a forced rerun on another GPU or comparability family,
-  and a workload this machine could not judge.  An inconclusive result is
-  never signed: the ``rerun`` predicate has no such verdict.
-* ``disagrees``: beyond both, faster or slower.
+* ``agrees``: the rerun passed and ``slower <= t``, including every rerun
+  faster than claimed, however much faster: a faster machine, a quieter
+  moment or a better driver is no evidence against the author.  This is
+  exactly the test ``kictl.trust`` applies to a verifier's signed ratio, so a
+  signed verdict always means what it says.
+* ``inconclusive``: ``t < slower <= t + min(n, t)`` where ``n`` is the noise
+  of both runs, ``sqrt(s_rerun² + s_original²)``, each ``s`` half the run's
+  p10-p90 range over its median: the difference is within the noise the two
+  runs showed, so neither agreement nor a dispute can be claimed.  The
+  allowance is capped at ``t``, and it can only turn a dispute into
+  ``inconclusive`` (never signed), never into agreement: the original's spread
+  is a claim, so a run that claims a wide spread can at most avoid a verdict,
+  within ``2t``.  Also ``inconclusive``: a forced rerun on another GPU or
+  comparability family, and a workload this machine could not judge.  An
+  inconclusive result is never signed: the ``rerun`` predicate has no such
+  verdict.
+* ``disagrees``: slower beyond both.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -99,14 +103,16 @@ def judge(
         return verdict("failed", f"{rerun.status}: {detail[0][:300]}" if detail else rerun.status)
     if ratio is None:
         return verdict("inconclusive", f"the rerun has no {statistic} to compare")
-    distance = abs(ratio - 1.0)
-    if distance <= tolerance:
-        return verdict("agrees", f"within ±{tolerance:.0%}")
-    allowance = min(spread or 0.0, tolerance)
-    if distance <= tolerance + allowance:
+    slower = ratio - 1.0
+    if slower <= tolerance:
+        if slower < -tolerance:
+            return verdict("agrees", f"the rerun is {-slower:.1%} faster than claimed (a faster rerun never disputes)")
+        return verdict("agrees", f"within +{tolerance:.0%}")
+    noise = math.hypot(spread or 0.0, original_spread or 0.0)
+    allowance = min(noise, tolerance)
+    if slower <= tolerance + allowance:
         return verdict(
             "inconclusive",
-            f"{distance:.1%} off, beyond ±{tolerance:.0%} but within the rerun's own spread of ±{allowance:.1%}",
+            f"{slower:.1%} slower, beyond +{tolerance:.0%} but within both runs' noise of ±{allowance:.1%}",
         )
-    direction = "slower" if ratio > 1 else "faster"
-    return verdict("disagrees", f"the rerun is {distance:.1%} {direction} than claimed (tolerance ±{tolerance:.0%})")
+    return verdict("disagrees", f"the rerun is {slower:.1%} slower than claimed (tolerance +{tolerance:.0%})")

@@ -19,6 +19,7 @@ from kictl.records import (
 from kictl.review._common import _CONTROL, _DEFINITION_FILES
 from kictl.review.files import _FileChecks
 from kictl.review.model import Checks
+from kictl.review.names import _NameChecks
 from kictl.review.report import ReviewReport
 from kictl.review.revision import _policy_from_bytes, read_paths, record_path_digest
 from kictl.review.runs import _RunChecks
@@ -53,7 +54,7 @@ def _displayable(changes: list[Change]) -> tuple[list[Change], set[str]]:
     return shown, odd
 
 
-class _Review(_FileChecks, _RunChecks):
+class _Review(_FileChecks, _RunChecks, _NameChecks):
     """One review, in its steps; ``review`` is its entry point."""
 
     def run(self, policy: Policy | None) -> None:
@@ -171,6 +172,7 @@ class _Review(_FileChecks, _RunChecks):
                     self.lint("dangling-reference", f"attests {subject}, which neither base nor head has", path)
         for folder in sorted(folders):
             self._definition_folder(folder)
+        self._names(self.new_records)
 
         runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
         self._consistency(runs)

@@ -17,6 +17,7 @@ from kictl.layout import (
 )
 from kictl.policy import Policy
 from kictl.records import (
+    BenchmarkProtocol,
     BenchmarkRun,
     Definition,
     ExecutionEnvironment,
@@ -35,6 +36,16 @@ from kictl.review.state import _ReviewBase
 
 class _RunChecks(_ReviewBase):
     """The checks of the new runs: physical floors, signatures, imported numbers, and the leaderboards they move."""
+
+    def _measured_on_cpu(self, run: BenchmarkRun) -> bool:
+        """Whether the run's protocol measured a CPU (its device, or a CPU timer where the device is not said)."""
+        protocol = self.record(run.spec.protocol_digest)
+        if protocol is None or not isinstance(protocol.model, BenchmarkProtocol):
+            return False
+        measurement = protocol.model.spec.measurement
+        if measurement.device is not None:
+            return measurement.device == "cpu"
+        return measurement.timer == "perf_counter_ns"
 
     def _run_context(self, run: BenchmarkRun) -> tuple[StoredRecord, StoredRecord, StoredRecord] | None:
         """The workload, definition and environment of a run, when head has all three."""
@@ -82,7 +93,16 @@ class _RunChecks(_ReviewBase):
             product = environment.model.spec.hardware.product
             gpu = find_gpu(product)
             if gpu is None:
-                unknown_gpus[product] += 1
+                if self._measured_on_cpu(run):
+                    unknown_gpus[product] += 1  # a CPU: no datasheet floor exists, its family ranks CPUs only
+                else:
+                    self.lint(
+                        "unknown-gpu",
+                        f"ran on GPU product {product!r}, which has no datasheet figures in kictl: its physical "
+                        "floor cannot be checked, so its speed is not accepted (add the product to "
+                        "kictl/families/gpus.py in a code PR first)",
+                        path,
+                    )
                 continue
             key = (workload.digest, gpu.product)
             if key not in floors:

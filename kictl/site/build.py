@@ -41,13 +41,14 @@ from pathlib import Path
 from typing import Any
 
 from kictl import __version__, trust
-from kictl.errors import RegistryError
+from kictl.errors import CheckFailed, RegistryError
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import GroupKey, group_of, group_runs
 from kictl.records import parse_timestamp
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
+from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
 SITE_FORMAT = 2
@@ -247,7 +248,7 @@ def build_site(
         ctx = SiteContext(
             registry=target,
             index=index,
-            policy=target.policy(),
+            policy=reader_policy(target),
             moment=moment,
             base_url=base_url.rstrip("/") + "/" if base_url else None,
             evidence={digest: summary.level for digest, summary in summaries.items()},
@@ -443,8 +444,10 @@ def build_site(
             Page("style.css", fingerprint("style", pages.stylesheet()), lambda: {"style.css": pages.stylesheet()})
         )
 
+        check_paths(site_pages)
         old_pages: dict[str, Any] = previous.get("pages") or {}
         new_pages: dict[str, Any] = {}
+        owners: dict[str, str] = {}  # file (folded) -> the page that writes it
         report.pages = len(site_pages)
         for number, page in enumerate(site_pages, start=1):
             before = old_pages.get(page.path)
@@ -453,10 +456,12 @@ def build_site(
                 and before.get("fingerprint") == page.fingerprint
                 and all((out / name).is_file() for name in before.get("files", ()))
             ):
+                claim_files(owners, page.path, before.get("files", ()))
                 new_pages[page.path] = before
                 continue
             files = page.render()
             report.rendered += 1
+            claim_files(owners, page.path, files)
             for name, data in sorted(files.items()):
                 try:
                     if _write(out / name, data):
@@ -481,6 +486,39 @@ def build_site(
         _write(out / STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _path_key(path: str) -> str:
+    """Paths that one web server or file system may serve as one: case and Unicode case folded."""
+    return path.casefold()
+
+
+def check_paths(site_pages: Sequence[Page]) -> None:
+    """Two pages never share a path (issue 29: a definition named ``RMSNORM_H4096`` took over
+    ``d/rmsnorm_h4096/``, two environments shared one GPU page).  Raises ``CheckFailed`` naming both.
+    """
+    seen: dict[str, Page] = {}
+    clashes: list[str] = []
+    for page in site_pages:
+        first = seen.setdefault(_path_key(page.path), page)
+        if first is not page:
+            clashes.append(f"{page.path}: written for two pages ({first.path} and {page.path})")
+    if clashes:
+        raise CheckFailed(
+            f"{len(clashes)} site path(s) would be written twice: the later page would silently replace the "
+            "earlier; rename one of the records (`kictl review` lints such names as name-taken)",
+            details=clashes,
+        )
+
+
+def claim_files(owners: dict[str, str], path: str, names: Iterable[str]) -> None:
+    """Record that page ``path`` writes ``names``; raises ``CheckFailed`` when another page of this build does."""
+    for name in sorted(names):
+        other = owners.setdefault(_path_key(name), path)
+        if other != path:
+            raise CheckFailed(
+                f"site file {name} would be written by two pages ({other} and {path}); rename one of the records"
+            )
 
 
 def _keys(runs: Iterable[RunFacts]) -> list[GroupKey]:

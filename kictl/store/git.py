@@ -67,7 +67,8 @@ class GitHistory:
             output: str = self.repo.git.execute(["git", *args], stdout_as_string=True, env=env)
         except git.GitCommandError as exc:
             stderr = (exc.stderr or "").strip().splitlines()
-            raise RegistryError(f"git {args[0]} failed: {stderr[-1] if stderr else exc}") from exc
+            last = stderr[-1].strip("'") if stderr else str(exc)
+            raise RegistryError(f"git {args[0]} failed: {last}") from exc
         return output
 
     # ----------------------------------------------------------------- revisions
@@ -79,6 +80,9 @@ class GitHistory:
         try:
             return str(self.repo.commit(rev).hexsha)
         except (git.BadName, git.BadObject, ValueError) as exc:
+            damage = store_damage(self.root, rev)
+            if damage is not None:
+                raise RegistryError(damage) from exc
             names = [ref.name for ref in self.repo.refs]
             near = closest(rev, names)
             details = [f"closest known: {', '.join(near)}"] if near else []
@@ -88,7 +92,10 @@ class GitHistory:
         """The sha of HEAD, or ``None`` in a repository without commits."""
         try:
             return str(self.repo.head.commit.hexsha)
-        except ValueError:
+        except ValueError as exc:
+            damage = store_damage(self.root, "HEAD")
+            if damage is not None:
+                raise RegistryError(damage) from exc
             return None
 
     def merge_base(self, a: str, b: str) -> str:
@@ -376,6 +383,35 @@ def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
     return _parse_merged(done.stdout)
 
 
+def store_damage(root: Path, rev: str) -> str | None:
+    """One line saying the git store at ``root`` is corrupt, when ``rev`` names an object git cannot read;
+    ``None`` when it is not (or ``rev`` names nothing).  Never raises.
+
+    ``rev-parse --verify`` without peeling reads only the refs; peeling to the
+    commit reads the object.  A name that resolves but does not peel is a store
+    with missing or damaged objects, not an unknown revision or an empty
+    repository.
+    """
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+
+    try:
+        named = git("rev-parse", "--verify", "-q", rev)
+        if named.returncode != 0 or not named.stdout.strip():
+            return None
+        peeled = git("cat-file", "-e", f"{named.stdout.strip()}^{{commit}}")
+    except OSError:
+        return None
+    if peeled.returncode == 0:
+        return None
+    lines = [line for line in peeled.stderr.strip().splitlines() if line.strip()]
+    fatal = next((line for line in reversed(lines) if "corrupt" in line or "missing" in line), None)
+    reason = (fatal or (lines[-1] if lines else "its commit cannot be read")).removeprefix("fatal: ")
+    return f"the git store of {root} is corrupt ({rev} = {named.stdout.strip()[:12]}: {reason}); `git fsck` says more"
+
+
 def current_commit(root: Path) -> str | None:
     """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
 
@@ -400,6 +436,9 @@ def current_commit(root: Path) -> str | None:
     sha = done.stdout.strip()
     if done.returncode == 0 and sha:
         return sha
+    damage = store_damage(root, "HEAD")
+    if damage is not None:  # HEAD names a commit git cannot read: never read that as "no commit yet"
+        raise RegistryError(damage)
     probe = subprocess.run(
         ["git", "-C", str(root), "rev-parse", "--git-dir"], capture_output=True, text=True, check=False
     )

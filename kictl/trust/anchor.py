@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kictl import canon
-from kictl.errors import CheckFailed, KictlError, RegistryError, UsageError
+from kictl.errors import CheckFailed, RegistryError, UsageError
 from kictl.layout import KICTL_DIR, ROOT_FILE
 from kictl.store import Registry, write_atomic
 
@@ -140,14 +140,9 @@ def _state_is_tracked(registry: Registry) -> bool:
     Fails closed: a git error counts as tracked (the local pins are then ignored
     and ``kictl verify`` says which version to pin).
     """
-    if not registry.is_git_repository():
-        return False
-    try:
-        if registry.git.head() is None:
-            return False  # no commit yet: nothing can be tracked
-        return bool(registry.git.list_files("HEAD", STATE_FILE))
-    except KictlError:
-        return True
+    from kictl.trust.readers import derived_file_trusted  # the one rule for every derived file
+
+    return not derived_file_trusted(registry, STATE_FILE)
 
 
 def _local_anchors(registry: Registry) -> tuple[str, ...]:
@@ -223,8 +218,8 @@ def check_rollback(registry: Registry, version: int) -> None:
         state["highestVersion"] = max(version, seen) if isinstance(seen, int) else version
         try:
             _write_state(registry, state)
-        except OSError:
-            pass
+        except (OSError, RegistryError):
+            pass  # a read-only registry (a CI cache, a mounted checkout) is read all the same
 
 
 def reanchor(

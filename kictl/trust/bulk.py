@@ -15,6 +15,7 @@ from kictl.lookup import hex_prefix
 from kictl.records import KINDS
 from kictl.store import Registry
 from kictl.trust.evidence import AttestationResult, RecordTrust, _read_envelopes, _signing_times, judge_attestations
+from kictl.trust.readers import reader_policy
 from kictl.trust.root import _now, registry_root
 
 
@@ -173,7 +174,7 @@ def trust_summaries(registry: Registry, digests: Iterable[str] | None = None) ->
     if not attested:
         return summaries
     root = registry_root(registry)
-    tolerance = registry.policy().rerun_tolerance
+    tolerance = reader_policy(registry).rerun_tolerance
     times = _signing_times(registry)
     now = _now()
     for digest, paths in attested.items():
@@ -210,7 +211,7 @@ def verifier_rerun_runs(registry: Registry) -> set[str]:
     if not attested:
         return set()
     root = registry_root(registry)
-    tolerance = registry.policy().rerun_tolerance
+    tolerance = reader_policy(registry).rerun_tolerance
     times = _signing_times(registry)
     now = _now()
     found: set[str] = set()
@@ -245,7 +246,9 @@ def _reruns_named(results: Iterable[AttestationResult]) -> set[str]:
 
 
 def ranking_trust(registry: Registry, digests: Iterable[str]) -> tuple[dict[str, str], set[str]]:
-    """``(evidence_levels(registry, digests), verifier_rerun_runs(registry))`` in one pass, as a leaderboard needs.
+    """``(evidence_levels(registry, digests), verifier_rerun_runs(registry) | retracted runs)`` in one pass, as a
+    leaderboard needs: the second set is every run a leaderboard leaves out (a verifier's own rerun, a run
+    validly retracted by its own submitter or a maintainer).
 
     The trust root chain is verified once and the git history read once; the
     envelopes of ``digests`` are all verified, those of other records only
@@ -258,7 +261,7 @@ def ranking_trust(registry: Registry, digests: Iterable[str]) -> tuple[dict[str,
     if not attested:
         return levels, set()
     root = registry_root(registry)
-    tolerance = registry.policy().rerun_tolerance
+    tolerance = reader_policy(registry).rerun_tolerance
     times = _signing_times(registry)
     now = _now()
     reruns: set[str] = set()
@@ -275,6 +278,8 @@ def ranking_trust(registry: Registry, digests: Iterable[str]) -> tuple[dict[str,
         reruns |= _reruns_named(results)
         if digest in wanted:
             levels[digest] = summary.level
+            if summary.retracted:
+                reruns.add(digest)
     return levels, reruns
 
 

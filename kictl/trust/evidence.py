@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from kictl.store import Registry
 from kictl.trust._common import Level
 from kictl.trust.attestations import AttestationRejected, Signer, VerifiedAttestation, _check_role, _verify_core
 from kictl.trust.models import RerunPredicate
+from kictl.trust.readers import reader_policy
 from kictl.trust.root import RootChain, TrustRoot, _now, _read, load_root, root_chain
 
 
@@ -75,7 +76,13 @@ class RecordTrust:
 
 
 def _rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
-    return predicate.verdict == "agrees" and predicate.ratio is not None and abs(predicate.ratio - 1.0) <= tolerance
+    """The reader's rule for a verifier's ``rerun`` (docs/rerun.md "Verdicts"): it agrees unless it failed or
+    its rerun was slower than the claim by more than ``tolerance``.  One-sided: a faster rerun never disputes.
+    The ratio decides, not the verdict word (an older kictl signed "disagrees" for a faster rerun).
+    """
+    if predicate.verdict == "failed" or predicate.ratio is None:
+        return False
+    return predicate.ratio - 1.0 <= tolerance
 
 
 def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
@@ -87,6 +94,26 @@ def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
     if agree:
         return "verified"
     return "reported" if submitted else "unsigned"
+
+
+def record_owners(attestations: Iterable[tuple[datetime, VerifiedAttestation]]) -> set[str]:
+    """The record's own submitter(s): the submitter keys of its earliest valid ``submission`` (docs/trust.md).
+
+    Only they (and maintainers) may retract it.  A submitter who signs a
+    submission of someone else's record later does not become its owner; two
+    submissions signed at the same earliest time (one commit) both own it.
+    """
+    earliest: datetime | None = None
+    owners: set[str] = set()
+    for signed_at, att in attestations:
+        if att.predicate_type != "submission" or not att.has_role("submitter"):
+            continue
+        keys = {signer.keyid for signer in att.signers if "submitter" in signer.roles}
+        if earliest is None or signed_at < earliest:
+            earliest, owners = signed_at, set(keys)
+        elif signed_at == earliest:
+            owners |= keys
+    return owners
 
 
 def judge_attestations(
@@ -111,10 +138,9 @@ def judge_attestations(
             cores.append((path, signed_at, committed, None, exc.message))
         except CheckFailed as exc:
             cores.append((path, signed_at, committed, None, exc.message))
-    submitters: set[str] = set()
-    for _, _, _, att, _ in cores:
-        if att is not None and att.predicate_type == "submission" and att.has_role("submitter"):
-            submitters.update(signer.keyid for signer in att.signers if "submitter" in signer.roles)
+    submitters = record_owners(
+        (signed_at, att) for _, signed_at, _, att, failure in cores if att is not None and failure is None
+    )
     results: list[AttestationResult] = []
     agree = disagree = community = reviews = 0
     counted: set[tuple[str, bytes]] = set()
@@ -373,7 +399,9 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
         )
         return report
     envelopes = _read_envelopes(registry, paths, _signing_times(registry), now)
-    results, trust = judge_attestations(subject, root, envelopes, rerun_tolerance=registry.policy().rerun_tolerance)
+    results, trust = judge_attestations(
+        subject, root, envelopes, rerun_tolerance=reader_policy(registry).rerun_tolerance
+    )
     report.attestations = results
     report.trust = trust
     for result in results:

@@ -36,7 +36,9 @@ class RerunPredicate(_Model):
     run_digest: Digest
     ratio: Annotated[float, Field(gt=0.0)] | None = None
     verdict: Literal["agrees", "disagrees", "failed"]
-    tolerance: Annotated[float, Field(gt=0.0)] | None = None  # the ± the verifier judged with (policy)
+    tolerance: Annotated[float, Field(gt=0.0)] | None = None  # the + the verifier judged with (policy)
+    #: the nonce of the rerun request the rerun was made for (kictl.rerun.request): signed once
+    nonce: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] | None = None
     note: Text | None = None
 
     @model_validator(mode="after")

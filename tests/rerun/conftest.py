@@ -120,6 +120,7 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Origin:
         public = trust.load_public_key(keys / f"{owner}.key.pub")
         trust.add_key(registry, public, owner=owner, roles=[role], keys=[maintainer], not_before=EPOCH)
     set_tolerance(root, TIGHT)
+    trust.sign_policy(registry, keys=[maintainer])  # readers count a policy only when the trust root signs it
     commit(root, "Trust root and policy")
     submitter = keys / "submitter.key"
     rms = IMPLEMENTATIONS / "rmsnorm_h4096"
@@ -190,8 +191,16 @@ class Reruns:
         return {row["original"]: row for row in json.loads(self.result.stdout)}
 
 
-def _rerun(root: Path, folder: Path, digests: list[str]) -> Reruns:
-    result = invoke("rerun", *digests, "--registry", root, "--out", folder, "--json")
+def make_request(root: Path, digests: list[str], key: Path, path: Path) -> Path:
+    """``kictl attest request``: what the signing side writes before the GPU job starts."""
+    made = invoke("attest", "request", *digests, "--key", key, "--out", path, "--registry", root)
+    assert made.exit_code == 0, made.output
+    return path
+
+
+def _rerun(root: Path, folder: Path, digests: list[str], key: Path) -> Reruns:
+    request = make_request(root, digests, key, folder.parent / "request.json")
+    result = invoke("rerun", "--request", request, "--registry", root, "--out", folder, "--json")
     return Reruns(root=root, folder=folder, result=result)
 
 
@@ -200,7 +209,7 @@ def tight(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> Reruns:
     """Reruns at the origin's tolerance (0.25): the paced run, its edited copy, the seed-tuned run."""
     folder = tmp_path_factory.mktemp("tight") / "out"
     runs = origin.runs
-    return _rerun(origin.root, folder, [runs["paced"], runs["edited"], runs["tuned"]])
+    return _rerun(origin.root, folder, [runs["paced"], runs["edited"], runs["tuned"]], origin.key("verifier"))
 
 
 @pytest.fixture(scope="session")
@@ -209,7 +218,8 @@ def wide(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> Reruns:
     base = tmp_path_factory.mktemp("wide")
     registry = clone(origin.root, base / "registry")
     set_tolerance(registry.root, WIDE)
+    trust.sign_policy(registry, keys=[trust.load_private_key(origin.key("maintainer"))])
     commit(registry.root, "A tolerance for a shared CPU")
     runs = origin.runs
     digests = [runs[name] for name in ("rmsnorm_torch", "rmsnorm_reference", "gemm_torch", "gemm_reference")]
-    return _rerun(registry.root, base / "out", digests)
+    return _rerun(registry.root, base / "out", digests, origin.key("verifier"))

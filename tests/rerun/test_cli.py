@@ -16,7 +16,7 @@ import pytest
 from kictl.rerun import verifier_reruns
 from kictl.store import Registry
 from tests.conftest import RunCli, copy_bundled
-from tests.rerun.conftest import WIDE, Origin, Reruns, clone, commit
+from tests.rerun.conftest import WIDE, Origin, Reruns, clone, commit, make_request
 
 pytestmark = pytest.mark.slow  # the shared fixtures run kictl bench and kictl rerun (tens of seconds, once)
 
@@ -92,12 +92,26 @@ def test_a_made_up_claim_disagrees_and_becomes_disputed(
     commit(registry.root, "Verifier reruns")
     assert _verify(cli, registry.root, origin.runs["edited"])["level"] == "disputed"
     assert _verify(cli, registry.root, origin.runs["paced"])["level"] == "verified"
-    # the default leaderboard (reported and better) drops the disputed claim; the verified run stands
-    assert origin.runs["edited"] not in _rows(cli, registry.root, "rmsnorm_h4096", "b1", "reported")
+    # the default leaderboard shows a disputed claim, labelled, after every undisputed run (the seed-tuned
+    # implementation's only passed run; the paced implementation's row is its verified run, not the edited
+    # copy); --evidence reported leaves it out
+    default = cli("leaderboard", "rmsnorm_h4096", "--workload", "b1", "--registry", registry.root, "--json")
+    assert default.exit_code == 0, default.output
+    (rows,) = [
+        group["rows"]
+        for group in json.loads(default.stdout)
+        if origin.runs["paced"] in {row["run"] for row in group["rows"]}
+    ]
+    assert rows[-1]["run"] == origin.runs["tuned"], rows
+    assert rows[-1]["evidence"] == "disputed"
+    assert all(row["evidence"] != "disputed" for row in rows[:-1])
+    assert next(row for row in rows if row["run"] == origin.runs["paced"])["evidence"] == "verified"
+    assert origin.runs["edited"] not in {row["run"] for row in rows}
+    assert origin.runs["tuned"] not in _rows(cli, registry.root, "rmsnorm_h4096", "b1", "reported")
     verified = _rows(cli, registry.root, "rmsnorm_h4096", "b1", "verified")
     assert verified[origin.runs["paced"]]["evidence"] == "verified"
     everything = _rows(cli, registry.root, "rmsnorm_h4096", "b1", "disputed")
-    assert everything[origin.runs["edited"]]["evidence"] == "disputed"
+    assert everything[origin.runs["tuned"]]["evidence"] == "disputed"
 
 
 def test_a_submission_tuned_to_the_published_seeds_fails_on_fresh_ones(
@@ -131,15 +145,12 @@ def test_a_key_without_the_verifier_role_changes_nothing(
     assert "no verifier role" in refused.stderr
     assert _attestation_files(registry) == before
     assert not registry.has_record(tight.verdicts[origin.runs["paced"]]["rerun"])
-    signed = _attest(cli, registry, tight.folder, origin.key("community"))
-    assert signed.exit_code == 0, signed.output
-    assert "is no verifier: this rerun counts as a community rerun" in signed.stderr
-    commit(registry.root, "Community reruns")
+    # results made for the verifier's request cannot be signed by another key, verifier or not
+    refused = _attest(cli, registry, tight.folder, origin.key("community"))
+    assert refused.exit_code == 1, refused.output
+    assert "the rerun request was made by key" in refused.stderr
+    assert _attestation_files(registry) == before
     assert verifier_reruns(registry) == {}
-    for name in ("paced", "edited", "tuned"):
-        report = _verify(cli, registry.root, origin.runs[name])
-        assert report["level"] == "reported", report
-        assert report["communityReruns"] == 1
 
 
 def test_a_rerun_on_another_gpu_product_is_refused(
@@ -151,7 +162,8 @@ def test_a_rerun_on_another_gpu_product_is_refused(
     assert "cannot be rerun comparably" in refused.stderr
     assert "it ran on Imaginary CPU 9000" in refused.stderr
     assert not out.exists()
-    forced = cli("rerun", origin.runs["elsewhere"], "--force", "--registry", origin.root, "--out", out, "--json")
+    request = make_request(origin.root, [origin.runs["elsewhere"]], origin.key("verifier"), tmp_path / "request.json")
+    forced = cli("rerun", "--request", request, "--force", "--registry", origin.root, "--out", out, "--json")
     assert forced.exit_code == 1, forced.output
     (row,) = json.loads(forced.stdout)
     assert row["verdict"] == "inconclusive"

@@ -1,4 +1,5 @@
-"""The verdict rules, on hand-made runs: agrees, disagrees both ways, inconclusive within capped noise, failed."""
+"""The verdict rules, on hand-made runs: one-sided (a faster rerun agrees), inconclusive within both runs'
+capped noise, failed."""
 
 from __future__ import annotations
 
@@ -44,23 +45,48 @@ def test_agrees_exactly_when_kictl_trust_counts_the_signed_ratio_as_agreement(re
     assert (judged.verdict == "agrees") == trust._rerun_agrees(predicate, 0.1)
 
 
-@pytest.mark.parametrize(("rerun_ns", "word"), [(1300, "slower"), (700, "faster")])
-def test_beyond_it_disagrees_either_way(rerun_ns: int, word: str) -> None:
-    judged = judge(run(1000), run(rerun_ns, p10=rerun_ns - 5, p90=rerun_ns + 5), tolerance=0.1)
-    assert judged.verdict == "disagrees"
-    assert word in judged.reason
+def test_a_rerun_26_percent_slower_disagrees_and_26_percent_faster_agrees() -> None:
+    original = run(1000, p10=990, p90=1010)
+    slower = judge(original, run(1260, p10=1250, p90=1270), tolerance=0.1)
+    assert slower.verdict == "disagrees"
+    assert "26.0% slower" in slower.reason
+    faster = judge(original, run(740, p10=735, p90=745), tolerance=0.1)
+    assert (faster.verdict, faster.ratio) == ("agrees", 0.74)
+    assert "26.0% faster" in faster.reason
 
 
-def test_inside_the_reruns_own_noise_it_is_inconclusive() -> None:
+@pytest.mark.parametrize("rerun_ns", [1, 100, 500, 899])
+def test_however_much_faster_a_rerun_is_it_never_disputes(rerun_ns: int) -> None:
+    judged = judge(run(1000), run(rerun_ns), tolerance=0.1)
+    assert judged.verdict == "agrees"
+    assert judged.ratio is not None
+    predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": judged.ratio, "verdict": "agrees"})
+    assert trust._rerun_agrees(predicate, 0.1)
+
+
+def test_a_faster_rerun_an_older_kictl_signed_as_disagrees_counts_as_agreement() -> None:
+    predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": 0.74, "verdict": "disagrees"})
+    assert trust._rerun_agrees(predicate, 0.1)
+    slower = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": 1.26, "verdict": "agrees"})
+    assert not trust._rerun_agrees(slower, 0.1)  # a signed "agrees" beyond the tolerance is not believed
+    failed = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "verdict": "failed"})
+    assert not trust._rerun_agrees(failed, 0.1)
+
+
+def test_inside_both_runs_noise_it_is_inconclusive() -> None:
     noisy = run(1150, p10=1000, p90=1300)  # spread ±13%
     assert judge(run(1000), noisy, tolerance=0.1).verdict == "inconclusive"
+    # the original's measured noise counts too: each run ±5%, together ±7.1%, covering 15% against +10%
+    assert judge(run(1000, p10=950, p90=1050), run(1150, p10=1093, p90=1208), tolerance=0.1).verdict == "inconclusive"
+    assert judge(run(1000, p10=999, p90=1001), run(1150, p10=1149, p90=1151), tolerance=0.1).verdict == "disagrees"
 
 
-def test_the_noise_allowance_is_capped_and_never_the_originals() -> None:
+def test_the_noise_allowance_is_capped_and_never_makes_agreement() -> None:
     very_noisy = run(1250, p10=100, p90=5000)  # a rerun that spreads ±196% widens by 10% at most
     assert judge(run(1000), very_noisy, tolerance=0.1).verdict == "disagrees"
-    claimed_noisy = run(1000, p10=10, p90=90_000)  # the original's claimed spread widens nothing
+    claimed_noisy = run(1000, p10=10, p90=90_000)  # a claimed spread of ±4500% widens by 10% at most
     assert judge(claimed_noisy, run(1300, p10=1299, p90=1301), tolerance=0.1).verdict == "disagrees"
+    assert judge(claimed_noisy, run(1150, p10=1149, p90=1151), tolerance=0.1).verdict == "inconclusive"
 
 
 def test_a_rerun_that_did_not_pass_failed_with_its_status() -> None:

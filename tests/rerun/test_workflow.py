@@ -58,7 +58,21 @@ def test_started_only_by_the_rerun_label_or_by_hand() -> None:
     text = WORKFLOW.read_text()
     assert re.search(r"^on:\n  pull_request_target: .*\n    types: \[labeled\]\n  workflow_dispatch:\n", text, re.M)
     assert re.search(r"^permissions: \{\}$", text, re.M)
-    assert "if: github.event_name == 'workflow_dispatch' || github.event.label.name == 'rerun'" in _jobs()["rerun"]
+    for job in ("request", "rerun"):
+        assert "if: github.event_name == 'workflow_dispatch' || github.event.label.name == 'rerun'" in _jobs()[job]
+
+
+def test_the_request_is_made_with_the_key_before_the_gpu_job_and_carries_no_key() -> None:
+    jobs = _jobs()
+    request = jobs["request"]
+    assert "runs-on: ubuntu-latest" in request
+    assert "environment: rerun-signing" in request
+    assert "attest request" in request
+    assert "trap 'rm -f \"$key\"' EXIT" in request
+    assert "path: request/" in request  # the request folder, never the key file ($RUNNER_TEMP)
+    assert "cp -R tool/registry/trust pr/registry/trust" in request
+    assert "needs: request" in jobs["rerun"]
+    assert '--request "$RUNNER_TEMP/request/request.json"' in jobs["rerun"]
 
 
 def test_the_gpu_job_has_no_secrets_and_no_permissions() -> None:
@@ -71,12 +85,13 @@ def test_the_gpu_job_has_no_secrets_and_no_permissions() -> None:
     assert "persist-credentials: false" in job
     assert "--out results" in job
     assert "attest" not in job
+    assert "KICTL_VERIFIER_KEY" not in job
 
 
 def test_the_signing_job_runs_no_code_from_the_pull_request() -> None:
     job = _jobs()["sign"]
     assert "runs-on: ubuntu-latest" in job
-    assert "needs: rerun" in job
+    assert "needs: [request, rerun]" in job
     assert "environment: rerun-signing" in job
     permissions = re.search(r"    permissions:\n((?:      .*\n)+)", job)
     assert permissions is not None
@@ -91,6 +106,10 @@ def test_the_signing_job_runs_no_code_from_the_pull_request() -> None:
     assert "--require-verifier" in job
     assert "trap 'rm -f \"$key\"' EXIT" in job
     assert "(umask 077 && printf" in job
+    # exactly what kictl reports writing is uploaded: a listing of the checkout is shaped by the PR's .gitignore
+    assert '--written "$RUNNER_TEMP/written.txt"' in job
+    assert "ls-files" not in job
+    assert 'done < "$RUNNER_TEMP/written.txt"' in job
     # untrusted values reach the shell only through the environment
     for line in WORKFLOW.read_text().splitlines():
         if "${{" in line and not line.lstrip().startswith("#"):
