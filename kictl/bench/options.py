@@ -57,6 +57,11 @@ class BenchOptions:
     input_sets: int = DEFAULT_INPUT_SETS
     #: GPU timer: auto (CUPTI where it attaches, else events, said on stderr), cupti, events or graph
     timer: str = "auto"
+    #: latency, or energy (issue 31: kictl/bench/energy_loop.py; its own family, kictl-nvml-energy)
+    measure: str = "latency"
+    #: energy: seconds per back-to-back loop and how many loops (trials)
+    energy_loop_s: float = 1.5
+    energy_trials: int = 3
 
 
 TIMERS = ("auto", "cupti", "events", "graph")
