@@ -12,8 +12,8 @@ then prints per workload and implementation: joules per call (idle subtracted) o
 energy and latency against the honest kernel's.
 
 The power-hungry variant is the bundled torch_sdpa implementation with `benchmarks/energy/hungry_tail.py`
-appended: the same outputs, plus a Triton kernel of 64 blocks on a side stream spinning on fused multiply-adds
-for ~70% of the call's device time (calibrated in setup()).
+appended: the same outputs, plus a Triton kernel of 16 blocks on a side stream spinning on fused multiply-adds
+(16 of the 132 SMs) for ~70% of the call's device time (calibrated in setup()).
 
     python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...]
 
@@ -73,6 +73,7 @@ def bench(definition: str, impls: list[str], out: Path, args: argparse.Namespace
         "--out",
         str(out),
         "--json",
+        *[part for workload in args.workload or () for part in ("--workload", workload)],
     ]
     if args.no_sandbox:
         command.append("--no-sandbox")
@@ -177,6 +178,8 @@ def main() -> int:
     parser.add_argument("--loop", type=float, default=1.0)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--no-sandbox", action="store_true")
+    parser.add_argument("--workload", action="append", default=None, help="only these workloads (repeatable)")
+    parser.add_argument("--no-reference", action="store_true", help="leave the reference out of process 1")
     args = parser.parse_args()
     definitions = args.definition or [PREFILL]
     args.out.mkdir(parents=True, exist_ok=True)
@@ -194,7 +197,7 @@ def main() -> int:
             continue
         impl_dir = ROOT / "implementations" / definition
         impls = [str(impl_dir / TORCH_IMPL[definition])]
-        if number == 1 and definition == PREFILL:
+        if number == 1 and definition == PREFILL and not args.no_reference:
             impls.insert(0, str(impl_dir / "reference"))
         if definition == PREFILL:
             impls.append(str(variant))

@@ -2,14 +2,15 @@
 # --------------------------------------------------------------------------- the power-hungry variant (issue 31)
 # Appended by benchmarks/energy.py to the bundled torch_sdpa implementation: the same maths, plus redundant
 # work that changes no output. Each call first launches, on a side stream, a Triton kernel of SPIN_BLOCKS
-# blocks that runs a chain of fused multiply-adds on registers for about SPIN_SHARE of the call's device time
-# (calibrated in setup()), so it occupies SMs the attention leaves idle; the call's stream waits for it at the
-# end. Latency should stay within a few percent; the board's energy per call should rise.
+# blocks (16 of the H200's 132 SMs) that runs a chain of fused multiply-adds on registers for about SPIN_SHARE
+# of the call's device time (calibrated in setup()), so it occupies SMs the attention leaves idle; the call's
+# stream waits for it at the end. Latency should stay within a few percent; the energy per call should rise.
 
 import triton
 import triton.language as tl
 
-SPIN_BLOCKS = 64
+SPIN_BLOCKS = 16
+SPIN_WIDTH = 128
 SPIN_SHARE = 0.7
 _SPIN = {"iterations": 0}
 
@@ -32,7 +33,7 @@ def _spin_kernel(buffer, iterations, BLOCK: tl.constexpr):
 def _spin(stream, iterations):
     buffer = _SPIN["buffer"]
     with torch.cuda.stream(stream):
-        _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=256, num_warps=8)
+        _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=SPIN_WIDTH, num_warps=4)
 
 
 _run_plain = run
@@ -53,7 +54,7 @@ def _device_ms(function, repeat=5):
 def setup(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale):
     if not q.is_cuda:
         return
-    _SPIN["buffer"] = torch.zeros(SPIN_BLOCKS * 256, dtype=torch.float32, device=q.device)
+    _SPIN["buffer"] = torch.zeros(SPIN_BLOCKS * SPIN_WIDTH, dtype=torch.float32, device=q.device)
     _SPIN["stream"] = torch.cuda.Stream(device=q.device)
     call_ms = _device_ms(lambda: _run_plain(q, k_cache, v_cache, qo_indptr, kv_indptr, kv_indices, sm_scale))
     probe = 20000

@@ -48,6 +48,10 @@ PACE_CHECK = "energyLoopPace"
 #: How long the calibration loop runs (s): it also warms the loop's path.
 CALIBRATE_S = 0.1
 MAX_LOOP_CALLS = 5_000_000
+#: A trial's loop that took less than this share of ``loop_s`` is run again with its count resized (the
+#: calls got faster since the calibration: caches, clocks), at most ``RESIZE_ATTEMPTS`` times in all.
+SHORT_LOOP = 0.8
+RESIZE_ATTEMPTS = 3
 METHOD_TEXT = (
     "NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ), read by kictl's parent every "
     "{poll_ms:g} ms: the idle draw over {idle_s:g} s with the worker held still, then {trials} back-to-back "
@@ -158,12 +162,12 @@ class EnergyPhase:
         sets = len(driver.timed_plans)
         timed = [s for s in evidence.samples if s > 0]
         guess_ns = statistics.median(timed) if timed else 1_000_000
-        count = max(1, min(MAX_LOOP_CALLS, int(CALIBRATE_S * 1e9 / max(1.0, guess_ns))))
-        span = self._loop(driver, count, 0, secrets.randbelow(2**31))
-        if span is None:
-            return
-        per_call = (span[1] - span[0]) / count
-        count = max(1, min(MAX_LOOP_CALLS, int(self.loop_s * 1e9 / max(1.0, per_call))))
+        count = _calls_for(CALIBRATE_S / 2, guess_ns)
+        for seconds in (CALIBRATE_S, self.loop_s):  # twice: a first loop's calls are slower than later ones
+            span = self._loop(driver, count, 0, secrets.randbelow(2**31))
+            if span is None:
+                return
+            count = _calls_for(seconds, (span[1] - span[0]) / count)
         poller = energy.Poller(self.counter, self.poll_s)
         idle_trace = poller.watch(self.idle_s)
         found.traces.append(idle_trace)
@@ -177,14 +181,20 @@ class EnergyPhase:
         chosen, shift = 0, 0
         for n in range(self.trials):
             chosen, shift = (n + 1) % sets, secrets.randbelow(2**31)
-            poller = energy.Poller(self.counter, self.poll_s)
-            poller.start()
-            span = self._loop(driver, count, chosen, shift)
-            reading = self.clock_reading()  # right after the loop: the clocks and reasons it ran under
-            trace = poller.stop()
+            for _ in range(RESIZE_ATTEMPTS):  # a loop far shorter than asked is made again, resized
+                poller = energy.Poller(self.counter, self.poll_s)
+                poller.start()
+                span = self._loop(driver, count, chosen, shift)
+                reading = self.clock_reading()  # right after the loop: the clocks and reasons it ran under
+                trace = poller.stop()
+                if span is None:
+                    return
+                took_s = (span[1] - span[0]) / 1e9
+                if took_s >= SHORT_LOOP * self.loop_s:
+                    break
+                count = _calls_for(self.loop_s, (span[1] - span[0]) / count)
             found.traces.append(trace)
-            if span is None:
-                return
+            assert span is not None
             if reading is not None:
                 clocks.append(reading)
             found.loop_spans.append(span)
@@ -252,6 +262,11 @@ class EnergyPhase:
             out["status"] = "reward_hack"
             out["statusDetail"] = "; ".join(f"{name}: {checks[name]['detail']}" for name in failed)[:2000]
         return out
+
+
+def _calls_for(seconds: float, ns_per_call: float) -> int:
+    """How many calls fill ``seconds`` at ``ns_per_call`` (at least one, at most ``MAX_LOOP_CALLS``)."""
+    return max(1, min(MAX_LOOP_CALLS, int(seconds * 1e9 / max(1.0, ns_per_call))))
 
 
 def loop_pace(ns_per_call: float, timed_ns: list[int]) -> tuple[bool, str]:
