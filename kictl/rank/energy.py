@@ -207,6 +207,21 @@ def in_bounds(index: QueryIndex, definition: DefinitionFacts, run: RunFacts, ene
     return all(check["result"] != "failed" for check in checks.values())
 
 
+def bounds_of(index: QueryIndex, pairs: Sequence[tuple[RunFacts, RunEnergy]]) -> dict[str, bool]:
+    """``in_bounds`` of each run (by digest); a run whose definition is unknown is judged without a work model."""
+    from kictl.families.energy import check_record
+
+    out: dict[str, bool] = {}
+    for run, energy in pairs:
+        definition = index.definition(run.definition) if run.definition else None
+        if definition is not None:
+            out[run.digest] = in_bounds(index, definition, run, energy)
+        else:
+            checks = check_record(energy.model_dump(mode="json", by_alias=True), None)
+            out[run.digest] = all(check["result"] != "failed" for check in checks.values())
+    return out
+
+
 def _ties(a: EnergyRow | RunEnergy, b: RunEnergy, tolerance: float) -> bool:
     first = a.energy if isinstance(a, EnergyRow) else a
     allowed = max(tolerance, first.spread, b.spread)
@@ -427,7 +442,11 @@ def energy_group_changes(before: QueryIndex, after: QueryIndex, *, policy: Polic
                 if energy_key(run, energy) == key
             ]
             evidence = {run.digest: NO_EVIDENCE for run, _ in pairs}
-            ranked.append(rank_energy_group(key, pairs, policy=policy, evidence=evidence, now=moment))
+            ranked.append(
+                rank_energy_group(
+                    key, pairs, policy=policy, evidence=evidence, now=moment, in_bounds_of=bounds_of(index, pairs)
+                )
+            )
         old_group, new_group = ranked
         old_leader, new_leader = old_group.leader, new_group.leader
         out.append(
@@ -466,7 +485,9 @@ def energy_history(index: QueryIndex, target: str, *, policy: Policy) -> dict[st
         order = {info.sha: position for position, info in enumerate(registry.git.commits())}
     runs, evidence = runs_and_evidence(registry, [run for run in runs if run.comparability == ENERGY_FAMILY])
     groups_out = []
-    for key, members in sorted(group_energy_runs(energy_runs(index, runs)).items()):
+    pairs = energy_runs(index, runs)
+    bounded = bounds_of(index, pairs)
+    for key, members in sorted(group_energy_runs(pairs).items()):
         steps: dict[int, list[tuple[RunFacts, RunEnergy]]] = {}
         for pair in members:
             info = added.get(index.path_of(pair[0].digest) or "")
@@ -476,7 +497,9 @@ def energy_history(index: QueryIndex, target: str, *, policy: Policy) -> dict[st
         previous: EnergyRow | None = None
         for position in sorted(steps):
             seen.extend(steps[position])
-            leader = rank_energy_group(key, seen, policy=policy, evidence=evidence, now=datetime.now(UTC)).leader
+            leader = rank_energy_group(
+                key, seen, policy=policy, evidence=evidence, now=datetime.now(UTC), in_bounds_of=bounded
+            ).leader
             if leader is None or (previous is not None and previous.run.digest == leader.run.digest):
                 continue
             info = added.get(index.path_of(steps[position][0][0].digest) or "")
