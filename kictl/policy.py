@@ -25,6 +25,17 @@ class FloorPolicy(WireModel):
     model: Literal["datasheet"] = "datasheet"
 
 
+class EnergyPolicy(WireModel):
+    """What energy runs (family ``kictl-nvml-energy``, issue 31) must show to rank: ``None`` asks nothing."""
+
+    #: Only runs whose board's enforced power limit was exactly this (mW) rank.
+    power_limit_milliwatts: int | None = Field(default=None, ge=1)
+    #: Only runs whose clocks held during the loops (no throttling, SM clock within 5%) rank.
+    steady_clocks: bool = False
+    #: Relative difference under which two energy figures tie (raised to the runs' own spread).
+    tie_tolerance: float = Field(default=0.03, ge=0.0, le=1.0)
+
+
 class Policy(WireModel):
     api_version: Literal["kernelindex.dev/v1alpha1"] = "kernelindex.dev/v1alpha1"
     kind: Literal["Policy"] = "Policy"
@@ -39,11 +50,13 @@ class Policy(WireModel):
     #: Prefix of a record's permalink; the digest is appended.
     permalink_base: str = "https://kernelindex.dev/r/"
     floor: FloorPolicy = Field(default_factory=FloorPolicy)
+    #: How energy runs rank (issue 31); absent: the defaults of ``EnergyPolicy``.
+    energy: EnergyPolicy | None = None
 
 
 def default_policy_document() -> dict[str, object]:
     """The policy a new registry starts with, as JSON."""
-    return Policy().model_dump(mode="json", by_alias=True)
+    return Policy().model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def load_policy(path: Path) -> Policy:

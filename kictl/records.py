@@ -332,6 +332,18 @@ class CorrectnessProtocol(WireModel):
     rounds: PositiveInt | None = None
 
 
+class EnergyMethod(WireModel):
+    """``measurement.energy`` of an energy protocol (issue 31; kictl/bench/energy.py says the method)."""
+
+    counter: str
+    method: str
+    idle_s: NonNegativeFloat
+    loop_s: NonNegativeFloat
+    settle_s: NonNegativeFloat
+    trials: PositiveInt
+    cache: Literal["warm"]
+
+
 class Measurement(WireModel):
     timer: str
     primary_statistic: Statistic
@@ -355,6 +367,8 @@ class Measurement(WireModel):
     #: Adaptive repetition: stop once the median's relative error is below this, or the budget is spent.
     target_relative_error: NonNegativeFloat | None = None
     time_budget_s: NonNegativeFloat | None = None
+    #: The energy family (``kictl-nvml-energy``, issue 31): how energy per call was measured.
+    energy: EnergyMethod | None = None
 
 
 class Comparability(WireModel):
@@ -490,6 +504,42 @@ class IntegrityCheck(WireModel):
     detail: str | None = None
 
 
+class EnergyTrial(WireModel):
+    """One back-to-back loop of an energy run (issue 31)."""
+
+    calls: PositiveInt
+    loop_ns: NonNegativeInt
+    joules_per_call: NonNegativeFloat
+    board_joules_per_call: NonNegativeFloat
+    board_watts: NonNegativeFloat
+    idle_watts: NonNegativeFloat
+    window_ms: NonNegativeFloat
+    counter_steps: NonNegativeInt
+    uncertainty: NonNegativeFloat
+
+
+class RunEnergy(WireModel):
+    """A run's energy per call (issue 31): the median of its trials, idle draw subtracted."""
+
+    counter: str
+    joules_per_call: NonNegativeFloat
+    board_joules_per_call: NonNegativeFloat
+    average_watts: NonNegativeFloat
+    idle_watts: NonNegativeFloat
+    calls_per_joule: NonNegativeFloat | None = None
+    ns_per_call: NonNegativeInt
+    spread: NonNegativeFloat
+    counter_period_ms: NonNegativeFloat
+    counter_period_range_ms: tuple[NonNegativeFloat, NonNegativeFloat]
+    counter_unit_millijoules: PositiveInt
+    uncertainty: NonNegativeFloat
+    power_limit_milliwatts: NonNegativeInt | None = None
+    trials: tuple[EnergyTrial, ...] = Field(min_length=1)
+    clocks: tuple[ClockReading, ...] | None = None
+    clocks_steady: bool | None = None
+    clocks_detail: str | None = None
+
+
 class BenchmarkRunSpec(WireModel):
     status: Status
     status_detail: str | None = None
@@ -507,6 +557,8 @@ class BenchmarkRunSpec(WireModel):
     #: The secret drawn at bench time that seeded the correctness rounds' and timed calls' values (issue 10),
     #: disclosed once the run is over so that anyone can rebuild those inputs.
     input_secret: str | None = None
+    #: Energy per call, in runs of the ``kictl-nvml-energy`` family (issue 31).
+    energy: RunEnergy | None = None
 
     @model_validator(mode="after")
     def _passed_has_timing(self) -> BenchmarkRunSpec:

@@ -60,6 +60,11 @@ class BenchOptions:
     timer: str = "auto"
     #: the session's input secret, given by a rerun request (``kictl.rerun.request``); ``None``: drawn afresh
     input_secret: str | None = None
+    #: latency, or energy (issue 31: kictl/bench/energy_loop.py; its own family, kictl-nvml-energy)
+    measure: str = "latency"
+    #: energy: seconds per back-to-back loop and how many loops (trials)
+    energy_loop_s: float = 1.5
+    energy_trials: int = 3
 
 
 TIMERS = ("auto", "cupti", "events", "graph")

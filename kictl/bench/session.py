@@ -33,11 +33,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from kictl import canon, families, lookup
 from kictl.bench import correctness, sandbox, wire
+from kictl.bench.energy_loop import EnergyPhase, energy_work
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
 from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
@@ -284,7 +286,8 @@ class _Session:
                 cpus=cpus,
                 threads=options.threads,
                 progress=say,
-                cupti=not label.startswith("reference"),  # kictl's reference workers time nothing
+                # kictl's reference workers time nothing; energy loops run without CUPTI's records (issue 31)
+                cupti=not label.startswith("reference") and options.measure != "energy",
             )
 
         self.workers = {
@@ -303,6 +306,14 @@ class _Session:
         self.nvml: Any = None
         #: when each worker (by label) was last spawned, for the progress lines
         self.started: dict[str, float] = {}
+        #: energy (issue 31): the parent's NVML energy counter; EnvError (exit 5) where there is none
+        self.energy = (
+            EnergyPhase(
+                device, clock_reading=self.clock_reading, loop_s=options.energy_loop_s, trials=options.energy_trials
+            )
+            if options.measure == "energy"
+            else None
+        )
 
     @property
     def all_workers(self) -> list[Any]:
@@ -515,6 +526,10 @@ class _Session:
                     for _, driver, _ in drivers:
                         if driver.active:
                             _guarded(driver, driver.step)
+        if self.energy is not None:  # energy (issue 31): after the timed calls, each worker still armed
+            with phase("energy"):
+                for _, driver, _ in drivers:
+                    _guarded(driver, partial(self.energy.measure, driver))
         after = self.clock_reading()
         for _, driver, _ in drivers:
             driver.evidence.clocks = [reading for reading in (before, after) if reading is not None]
@@ -628,6 +643,8 @@ class _Session:
             context.floor_ns, context.floor_text = None, "no datasheet floor for a CPU"
         try:
             members = evaluate(driver.evidence, context, refs, self.options.statistic, self.options.rounds)
+            if self.energy is not None:  # energy (issue 31): the figure, its bounds and checks
+                members = self.energy.judge(members, driver, energy_work(self.spec, workload, self.registry))
             return build_run(
                 members, impl, workload, self.definition, protocol, env_record, context.synthesized, self.secret
             )
@@ -721,6 +738,8 @@ class _Session:
             len(self.set_labels),
             self.timer_name,
         )
+        if self.energy is not None:  # energy (issue 31): its own family, the method in the measurement
+            spec = self.energy.protocol(spec)
         key = canon.sha256_hex(canon.canonical_bytes(spec))
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)

@@ -264,6 +264,27 @@ class Stop(Message):
     TYPE: ClassVar[str] = "stop"
 
 
+# energy (issue 31): kictl/bench/energy_loop.py drives it
+
+
+@dataclass(frozen=True, slots=True)
+class Loop(Message):
+    """``count`` calls of run() back to back on the staged values, one device synchronisation at the end;
+    the last call's outputs are kept for an ``Audit``."""
+
+    TYPE: ClassVar[str] = "loop"
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Looped(Message):
+    """The loop is over (the worker's own wall time of it is a claim; the parent times it itself)."""
+
+    TYPE: ClassVar[str] = "looped"
+    calls: int
+    notes: tuple[Note, ...] = ()
+
+
 # worker -> parent
 
 
@@ -406,6 +427,8 @@ MESSAGES: dict[str, type[Message]] = {
         Finished,
         Failed,
         HarnessError,
+        Loop,  # energy (issue 31)
+        Looped,
     )
 }
 STATUSES_FROM_WORKER = frozenset({"compile_error", "runtime_error"})

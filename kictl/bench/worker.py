@@ -66,6 +66,7 @@ _ALLOWED = frozenset(
         wire.Audit.TYPE,
         wire.Finish.TYPE,
         wire.Stop.TYPE,
+        wire.Loop.TYPE,  # energy (issue 31)
     }
 )
 
@@ -365,6 +366,8 @@ class Worker:
             return self.audit()
         if isinstance(request, wire.Finish):
             return self.finish()
+        if isinstance(request, wire.Loop):  # energy (issue 31)
+            return self.loop(request.count)
         raise Failure("runtime_error", f"unexpected request {request.TYPE}")  # pragma: no cover
 
     # ----------------------------------------------------------------- loading
@@ -677,6 +680,38 @@ class Worker:
                 Check.NO_WORK_OUTSIDE_CALLS,
                 f"{sample.outside} kernel(s), copies or memsets ran outside the timed call's window on the device",
             )
+
+    def loop(self, count: int) -> wire.Message:
+        """Energy (issue 31): ``count`` calls back to back on the staged values, through the timer's own call
+        (a graph timer replays its graph), then one synchronisation; the last call's outputs kept for an audit.
+        The parent reads the energy counter and its own clock around this request."""
+        if self.timer is None or count <= 0:
+            raise Failure("runtime_error", "kictl asked for a loop before arming")
+        self.last = None
+        timer = self.timer
+        step: Callable[[], Any] = self.timed_call
+        if isinstance(timer, timing.CudaGraphTimer):  # a replay of the graph captured from one call
+
+            def step() -> Any:
+                return timer._timed(self.timed_call)
+
+        outputs: Any = None
+        try:
+            for _ in range(count):
+                outputs = step()
+            if self.cuda:
+                timing.original("synchronize")(self.device)
+        except BaseException:
+            raise Failure("runtime_error", _traceback_tail(self.folder)) from None
+        notes: list[wire.Note] = []
+        try:
+            self.last = normalize(outputs, self.names)
+        except OutputStructureError as exc:
+            self.last = str(exc)
+            _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a loop call {exc}")
+        else:
+            self.output_notes(self.last, notes, "a loop call")
+        return wire.Looped(calls=count, notes=tuple(notes))
 
     def audit(self) -> wire.Message:
         if isinstance(self.last, str):

@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
-from kictl.errors import CheckFailed, UsageError
+from kictl.errors import CheckFailed, EnvError, UsageError
 
 
 @contextlib.contextmanager
@@ -90,6 +90,19 @@ def bench(
             "graph (events around a CUDA-graph replay)."
         ),
     ] = "auto",
+    measure: Annotated[
+        str,
+        typer.Option(
+            help="What to measure: latency (the timer's figure per call), or energy (NVML's energy counter "
+            "over back-to-back loops after the timed calls, idle draw subtracted: its own family, "
+            "kictl-nvml-energy; exit 5 where the GPU has no energy counter).",
+        ),
+    ] = "latency",
+    energy_loop: Annotated[
+        float,
+        typer.Option(help="--measure energy: seconds of each back-to-back loop (the counter steps every ~0.1 s)."),
+    ] = 1.5,
+    energy_trials: Annotated[int, typer.Option(help="--measure energy: back-to-back loops (trials) per run.")] = 3,
     time_setup: Annotated[
         bool, typer.Option("--time-setup", help="Time setup() (e.g. a FlashInfer plan) together with run().")
     ] = False,
@@ -200,6 +213,26 @@ def bench(
         if out_dir is not None:
             raise UsageError("--sign signs runs added to the registry; sign an --out folder with `kictl submit`")
         trust.load_private_key(sign)  # a missing, loose or locked key fails now, not after the benchmark
+    from kictl.bench.energy_loop import MEASURE_NAMES
+
+    if measure not in MEASURE_NAMES:
+        raise UsageError(f"--measure {measure}: not one of {', '.join(MEASURE_NAMES)}")
+    if measure == "energy":
+        if timer == "cupti" or time_setup:
+            raise UsageError("--measure energy times with CUDA events or graph replays (--timer events|graph)")
+        if timer == "auto":  # energy workers run without CUPTI: its records would cost the loop host time
+            timer = "events"
+        if energy_loop < 0.8 or energy_trials < 1:
+            raise UsageError(
+                "--energy-loop must be at least 0.8 s (five counter steps after the ramp), --energy-trials at least 1"
+            )
+        from kictl.bench.options import resolve_device
+
+        if resolve_device(device) == "cpu":
+            raise EnvError(
+                "--measure energy needs a GPU with an energy counter and the CPU has none "
+                "(kictl does not estimate energy from power samples)"
+            )
     options = BenchOptions(
         device=device,
         warmup=warmup,
@@ -220,6 +253,9 @@ def bench(
         target_error=target_error,
         time_budget_s=time_budget,
         input_sets=input_sets,
+        measure=measure,
+        energy_loop_s=energy_loop,
+        energy_trials=energy_trials,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
@@ -289,6 +325,7 @@ def bench(
                     "maximumRelativeError": run.maximum_relative_error,
                     "matchedRatio": run.matched_ratio,
                     "run": run.run.digest if run.run is not None else None,
+                    **_energy_json(run),
                 }
                 for run in report.runs
             ]
@@ -307,12 +344,15 @@ def bench(
                     "-" if run.speedup is None else f"{run.speedup:.2f}x",
                     _number(run.maximum_absolute_error),
                     _number(run.maximum_relative_error),
+                    *(_energy_cells(run) if measure == "energy" else []),
                 ]
                 for run in report.runs
                 if run.implementation == name
             ]
             headers = ["workload", "status", options.statistic, "vs ref", "max abs err", "max rel err"]
-            for line in table(headers, rows, right=(2, 3, 4, 5)):
+            if measure == "energy":
+                headers += ["J/call", "W", "idle W", "spread"]
+            for line in table(headers, rows, right=tuple(range(2, len(headers)))):
                 out(line)
     failed = [run for run in report.runs if run.status != "passed"]
     for run in failed:
@@ -329,6 +369,32 @@ def bench(
         )
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(report.runs)} runs did not pass")
+
+
+def _run_energy(run: object) -> dict[str, object] | None:
+    record = getattr(run, "run", None)
+    energy = getattr(getattr(getattr(record, "model", None), "spec", None), "energy", None)
+    return None if energy is None else energy.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _energy_json(run: object) -> dict[str, object]:
+    """``--json`` members of an energy run (issue 31): the record's ``energy`` member as published."""
+    energy = _run_energy(run)
+    return {} if energy is None else {"energy": energy}
+
+
+def _energy_cells(run: object) -> list[str]:
+    from kictl.rank.energy import format_joules
+
+    energy = _run_energy(run)
+    if energy is None:
+        return ["-", "-", "-", "-"]
+    return [
+        format_joules(float(energy["joulesPerCall"])),  # type: ignore[arg-type]
+        f"{float(energy['averageWatts']):.0f}",  # type: ignore[arg-type]
+        f"{float(energy['idleWatts']):.1f}",  # type: ignore[arg-type]
+        f"{100 * float(energy['spread']):.1f}%",  # type: ignore[arg-type]
+    ]
 
 
 def register(app: typer.Typer) -> None:

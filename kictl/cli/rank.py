@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 #: ``kictl.rank`` and the index, imported on first use (``kictl --help`` never pays for them).
 _rank = LazyModule("kictl.rank")
 _index = LazyModule("kictl.index")
+#: energy (issue 31): its ranking and its text views
+_energy = LazyModule("kictl.rank.energy")
+_energy_views = LazyModule("kictl.cli.energy_views")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
 DEFAULT_EVIDENCE = "disputed"
@@ -273,6 +276,9 @@ def leaderboard(
             help=f"Minimum evidence level: {', '.join(EVIDENCE_LEVELS)} (weakest first; disputed shows every run).",
         ),
     ] = DEFAULT_EVIDENCE,
+    metric: Annotated[
+        str, typer.Option("--metric", help="latency (the latency boards) or energy (joules per call, issue 31).")
+    ] = "latency",
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -284,8 +290,19 @@ def leaderboard(
     with the comparison key and the physical floor. Exit 3 for an unknown
     definition or workload, 2 for an unknown GPU or evidence level.
     """
+    _energy.check_metric(metric)
     _, policy, index = _open(registry)
     with index:
+        if metric == "energy":  # energy groups (kictl.rank.energy): workload, GPU, power limit, family
+            energy_board = _energy.energy_leaderboard(
+                index, definition, policy=policy, gpu=gpu, workload=workload, min_evidence=evidence
+            )
+            if as_json:
+                emit_json(energy_board.to_json())
+            else:
+                for line in _energy_views.render_energy_board(energy_board):
+                    out(line)
+            return
         if workload is None:
             result = _rank.definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
             if as_json:
@@ -512,10 +529,15 @@ def diff(
         if records:
             record_result = _rank.diff_records(index, a, b, policy=policy)
             equal = record_result.equal
+            energy_diff = _energy.energy_record_diff(  # energy (issue 31): two energy runs' figures
+                index, record_result.before.digest, record_result.after.digest, policy=policy
+            )
             if as_json:
-                emit_json(record_result.to_json())
+                emit_json({**record_result.to_json(), **({"energy": energy_diff} if energy_diff else {})})
             else:
                 for line in _render_record_diff(record_result, samples=samples):
+                    out(line)
+                for line in _energy_views.render_energy_diff(energy_diff) if energy_diff else []:
                     out(line)
         else:
             revisions = {ref: _as_revision(target, ref) for ref in (a, b)}
@@ -530,10 +552,13 @@ def diff(
                 )
             state_result = _rank.diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
+            energy_changes = _energy.energy_group_changes(index.snapshot(a), index.snapshot(b), policy=policy)
             if as_json:
-                emit_json(state_result.to_json())
+                emit_json({**state_result.to_json(), **({"energyGroups": energy_changes} if energy_changes else {})})
             else:
                 for line in _render_state_diff(state_result, a, b):
+                    out(line)
+                for line in _energy_views.render_energy_changes(energy_changes) if energy_changes else []:
                     out(line)
     if not equal:
         raise typer.Exit(CheckFailed.exit_code)
@@ -580,6 +605,9 @@ def _render_history(result: History) -> list[str]:
 @guarded
 def history_command(
     target: Annotated[str, typer.Argument(help=f"A definition, implementation or run: {REFERENCE_HELP}.")],
+    metric: Annotated[
+        str, typer.Option("--metric", help="latency (#1 by latency) or energy (#1 by joules per call, issue 31).")
+    ] = "latency",
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -589,7 +617,17 @@ def history_command(
     implementation: its runs and the groups they are in; for a run: the records
     it names and its group. Exit 3 for an unknown target.
     """
+    _energy.check_metric(metric)
     _, policy, index = _open(registry)
+    if metric == "energy":  # energy (issue 31)
+        with index:
+            energy_result = _energy.energy_history(index, target, policy=policy)
+        if as_json:
+            emit_json(energy_result)
+            return
+        for line in _energy_views.render_energy_history(energy_result):
+            out(line)
+        return
     with index:
         result = _rank.history(index, target, policy=policy)
     if as_json:

@@ -1,0 +1,318 @@
+"""Energy per call inside a ``kictl bench`` session (``--measure energy``, issue 31).
+
+The session calls :meth:`EnergyPhase.measure` for each implementation right
+after its timed calls, while its worker is still armed: the inputs staged by
+the harness, the implementation's ``setup()`` done, its timer ready.  From
+there the method of ``kictl.bench.energy`` runs with the harness's walls:
+
+- the loop is the worker's (``wire.Loop``: the harness's own call path, the
+  graph timer's replay where ``--timer graph`` is asked), on input sets the
+  parent stages (``wire.Stage``, a fresh random shift per trial);
+- the energy counter and the clock around each loop are the *parent's*
+  (``EnergyCounter`` is never opened in a worker), so nothing the
+  implementation's process says enters the figure;
+- the last call of the last loop is audited (``wire.Audit``) and judged with
+  the timed calls' audits (``timedOutputsCorrect``);
+- the loop's time per call must not be far below the timed calls' figure
+  (``energyLoopPace``): a loop that skips work is caught there, by the audit,
+  or by the energy floor; threads and processes left are noted as after a
+  timed call;
+- the figure must lie between the physical floor and the power limit × time
+  per call (``kictl.families.energy``), or the run fails with the check named.
+
+:meth:`EnergyPhase.judge` turns what was gathered into the run record's
+``energy`` member and its checks; :meth:`EnergyPhase.protocol` makes the
+protocol's family ``kictl-nvml-energy`` and writes the method into its
+measurement.
+"""
+
+from __future__ import annotations
+
+import secrets
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kictl.bench import energy, wire
+from kictl.bench.integrity import Check
+from kictl.errors import EnvError
+
+FAMILY = "kictl-nvml-energy"
+MEASURE_NAMES = ("latency", "energy")
+#: The loop's time per call may be this fraction of the timed calls' median at least (warm caches and no
+#: flush make it faster than a cold call, but not by more than this); below, work was skipped.
+PACE_FRACTION = 0.25
+PACE_CHECK = "energyLoopPace"
+#: How long the calibration loop runs (s): it also warms the loop's path.
+CALIBRATE_S = 0.1
+MAX_LOOP_CALLS = 5_000_000
+#: A trial's loop that took less than this share of ``loop_s`` is run again with its count resized (the
+#: calls got faster since the calibration: caches, clocks), at most ``RESIZE_ATTEMPTS`` times in all.
+SHORT_LOOP = 0.8
+RESIZE_ATTEMPTS = 3
+METHOD_TEXT = (
+    "NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ), read by kictl's parent every "
+    "{poll_ms:g} ms: the idle draw over {idle_s:g} s with the worker held still, then {trials} back-to-back "
+    "loops of {loop_s:g} s each (run() called on harness-staged inputs with no synchronisation between calls, "
+    "warm caches, no L2 flush, one synchronisation at the end; a fresh random shift of the inputs per loop), "
+    "each loop's board power taken between the first counter step {settle_s:g} s after its start and the last "
+    "step before its end; joules per call = (loop power - idle power) x the parent's wall time of the loop / "
+    "calls; median of the loops, spread (max-min)/median; the last call audited against the reference"
+)
+
+
+@dataclass
+class EnergyEvidence:
+    """What the parent gathered for one run (``figure`` or ``error``)."""
+
+    figure: energy.Figure | None = None
+    error: str | None = None
+    pace: tuple[bool, str] | None = None
+    traces: list[list[energy.Poll]] = field(default_factory=list)
+    #: each loop's (start, end) on the parent's clock, and its calls
+    loop_spans: list[tuple[int, int]] = field(default_factory=list)
+    calls: int = 0
+
+
+class EnergyPhase:
+    """The energy measurement of one session (one GPU); raises ``EnvError`` where the GPU has no counter."""
+
+    def __init__(
+        self,
+        device: str,
+        counter: Any = None,
+        *,
+        idle_s: float = energy.IDLE_S,
+        loop_s: float = energy.LOOP_S,
+        settle_s: float = energy.SETTLE_S,
+        trials: int = energy.TRIALS,
+        poll_s: float = energy.POLL_S,
+        clock_reading: Callable[[], dict[str, Any] | None] | None = None,
+    ) -> None:
+        if counter is None:
+            if not device.startswith("cuda"):
+                raise EnvError(
+                    f"--measure energy needs a GPU with an energy counter; {device} has none "
+                    "(kictl does not estimate energy from power samples)"
+                )
+            counter = energy.EnergyCounter(int(device.split(":")[1]) if ":" in device else 0)
+        self.counter = counter
+        self.idle_s, self.loop_s, self.settle_s, self.trials, self.poll_s = idle_s, loop_s, settle_s, trials, poll_s
+        self.clock_reading = clock_reading or (lambda: None)
+        self.evidence: dict[int, EnergyEvidence] = {}
+
+    # ----------------------------------------------------------------- the protocol
+
+    def method(self) -> dict[str, Any]:
+        """The protocol's ``measurement.energy``."""
+        text = METHOD_TEXT.format(
+            poll_ms=self.poll_s * 1000,
+            idle_s=self.idle_s,
+            trials=self.trials,
+            loop_s=self.loop_s,
+            settle_s=self.settle_s,
+        )
+        return {
+            "counter": energy.COUNTER,
+            "method": text,
+            "idleS": self.idle_s,
+            "loopS": self.loop_s,
+            "settleS": self.settle_s,
+            "trials": self.trials,
+            "cache": "warm",
+        }
+
+    def protocol(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """``spec`` (a BenchmarkProtocol spec) as an energy protocol: its own family, the method recorded."""
+        measurement = {**spec["measurement"], "energy": self.method()}
+        return {**spec, "measurement": measurement, "comparability": {"family": FAMILY}}
+
+    # ----------------------------------------------------------------- measuring
+
+    def measure(self, driver: Any) -> None:
+        """The energy trials of one implementation, after its timed calls (its worker still armed)."""
+        if driver.evidence.failure is not None or not getattr(driver, "armed", False):
+            return
+        found = EnergyEvidence()
+        self.evidence[id(driver)] = found
+        try:
+            self._measure(driver, found)
+        except energy.EnergyError as exc:
+            found.error = str(exc)
+
+    def _loop(self, driver: Any, count: int, input_set: int, shift: int) -> tuple[int, int] | None:
+        """Stage, then one loop of ``count`` calls: the parent's (start, end) ns, or None if the run failed."""
+        if driver._ask(wire.Stage(input_set=input_set, shift=shift), wire.Staged) is None:
+            return None
+        started = time.perf_counter_ns()
+        answer = driver._ask(wire.Loop(count=count), wire.Looped)
+        ended = time.perf_counter_ns()
+        if answer is None:
+            return None
+        if not isinstance(answer, wire.Looped) or answer.calls != count:
+            driver.evidence.note(Check.WIRE_INTACT, f"a loop of {count} calls answered {answer}")
+            driver.fail("reward_hack", "wireIntact: a loop's answer does not match its request")
+            return None
+        return started, ended
+
+    def _measure(self, driver: Any, found: EnergyEvidence) -> None:
+        evidence = driver.evidence
+        sets = len(driver.timed_plans)
+        timed = [s for s in evidence.samples if s > 0]
+        guess_ns = statistics.median(timed) if timed else 1_000_000
+        count = _calls_for(CALIBRATE_S / 2, guess_ns)
+        for seconds in (CALIBRATE_S, self.loop_s):  # twice: a first loop's calls are slower than later ones
+            span = self._loop(driver, count, 0, secrets.randbelow(2**31))
+            if span is None:
+                return
+            count = _calls_for(seconds, (span[1] - span[0]) / count)
+        poller = energy.Poller(self.counter, self.poll_s)
+        idle_trace = poller.watch(self.idle_s)
+        found.traces.append(idle_trace)
+        idle_steps = energy.steps(idle_trace)
+        if not idle_steps:
+            raise energy.EnergyError("the energy counter did not move while idle")
+        idle = energy.power_between(idle_steps, idle_trace[0].t_ns, idle_trace[-1].t_ns, "idle window")
+        all_steps = list(idle_steps)
+        trials: list[energy.Trial] = []
+        clocks: list[dict[str, Any]] = []
+        chosen, shift = 0, 0
+        for n in range(self.trials):
+            chosen, shift = (n + 1) % sets, secrets.randbelow(2**31)
+            for _ in range(RESIZE_ATTEMPTS):  # a loop far shorter than asked is made again, resized
+                poller = energy.Poller(self.counter, self.poll_s)
+                poller.start()
+                span = self._loop(driver, count, chosen, shift)
+                reading = self.clock_reading()  # right after the loop: the clocks and reasons it ran under
+                trace = poller.stop()
+                if span is None:
+                    return
+                took_s = (span[1] - span[0]) / 1e9
+                if took_s >= SHORT_LOOP * self.loop_s:
+                    break
+                count = _calls_for(self.loop_s, (span[1] - span[0]) / count)
+            found.traces.append(trace)
+            assert span is not None
+            if reading is not None:
+                clocks.append(reading)
+            found.loop_spans.append(span)
+            found.calls = count
+            trials.append(energy.trial_from_trace(trace, idle, span[0], span[1], count, int(self.settle_s * 1e9)))
+            all_steps += energy.steps(trace)
+            threads = driver.worker.thread_count()
+            if threads > driver.threads_armed:
+                evidence.note(
+                    Check.NO_THREADS_LEFT,
+                    f"{threads - driver.threads_armed} thread(s) more than before the timed calls were alive "
+                    "after an energy loop",
+                )
+            driver._processes("after an energy loop")
+        audited = driver._ask(wire.Audit(), wire.Outputs)
+        if audited is None:
+            return
+        assert isinstance(audited, wire.Outputs)
+        index = len(evidence.samples) + len(evidence.audits)  # a number no timed call has
+        evidence.audits.append((index, chosen, shift, driver._tensors(audited, "an energy loop's last call")))
+        limit = self.counter.power_limit_mw() if hasattr(self.counter, "power_limit_mw") else None
+        found.figure = energy.summarize(trials, sorted(all_steps, key=lambda s: s.t_ns), limit, clocks)
+        found.pace = loop_pace(found.figure.ns_per_call, timed)
+        keep_traces(found, driver.label)
+
+    # ----------------------------------------------------------------- judging
+
+    def judge(self, members: dict[str, Any], driver: Any, work: Any) -> dict[str, Any]:
+        """The run's members with ``energy`` and its checks; a run without a figure or outside the bounds fails."""
+        from kictl.bench.gpu_state import GpuReading, clocks_steady
+        from kictl.families.energy import bounds
+
+        if members.get("status") != "passed":
+            return members
+        found = self.evidence.get(id(driver))
+        if found is None or found.figure is None:
+            why = found.error if found is not None and found.error else "no energy was measured"
+            return {"status": "runtime_error", "statusDetail": f"kictl could not measure energy: {why}"}
+        figure = found.figure
+        energy_json = energy.figure_json(figure)
+        if figure.clocks:
+            readings = [
+                GpuReading(
+                    int(c["smClockMhz"]),
+                    int(c["memoryClockMhz"]),
+                    int(c["temperatureC"]),
+                    int(c["powerMilliwatts"]),
+                    tuple(c["throttleReasons"]),
+                )
+                for c in figure.clocks
+            ]
+            steady, detail = clocks_steady(readings)
+            energy_json["clocksSteady"] = steady
+            if detail:
+                energy_json["clocksDetail"] = detail
+        checks = bounds(work, figure.power_limit_mw, figure.ns_per_call).checks(
+            figure.joules_per_call, figure.board_joules_per_call
+        )
+        ok, detail = found.pace or (True, "")
+        checks[PACE_CHECK] = {"result": "passed" if ok else "failed", "detail": detail}
+        integrity = {**members.get("integrity", {}), **checks}
+        out = {**members, "energy": energy_json, "integrity": integrity}
+        failed = [name for name, check in checks.items() if check["result"] == "failed"]
+        if failed:
+            out["status"] = "reward_hack"
+            out["statusDetail"] = "; ".join(f"{name}: {checks[name]['detail']}" for name in failed)[:2000]
+        return out
+
+
+def _calls_for(seconds: float, ns_per_call: float) -> int:
+    """How many calls fill ``seconds`` at ``ns_per_call`` (at least one, at most ``MAX_LOOP_CALLS``)."""
+    return max(1, min(MAX_LOOP_CALLS, int(seconds * 1e9 / max(1.0, ns_per_call))))
+
+
+def loop_pace(ns_per_call: float, timed_ns: list[int]) -> tuple[bool, str]:
+    """Whether the loop's time per call is plausible against the timed calls' median (``energyLoopPace``)."""
+    if not timed_ns:
+        return True, "no timed figure to compare with"
+    median = statistics.median(timed_ns)
+    text = f"{ns_per_call:.0f} ns per call in the loop against a timed median of {median:.0f} ns"
+    if ns_per_call < PACE_FRACTION * median:
+        return False, text + f" (below {PACE_FRACTION:g}×: calls in the loop did less work)"
+    return True, text
+
+
+def energy_work(spec: Any, workload: Any, registry: Any) -> Any:
+    """The workload's bytes and FLOPs (``families.work``) for the energy floor; None where no model exists."""
+    from kictl import families
+    from kictl.errors import KictlError
+
+    try:
+        return families.work(spec, workload.model.spec, registry.read_blob)
+    except (KictlError, KeyError, ValueError):
+        return None
+
+
+#: A folder: each run's raw counter readings are written there as JSON (``benchmarks/energy.py`` keeps them
+#: as the recorded traces the tests read; nothing else reads this).
+TRACE_ENV = "KICTL_ENERGY_TRACES"
+
+
+def keep_traces(found: EnergyEvidence, label: str) -> None:
+    """Write the run's raw counter readings where ``TRACE_ENV`` names a folder."""
+    import json
+    import os
+    import re
+    from pathlib import Path
+
+    folder = os.environ.get(TRACE_ENV)
+    if not folder:
+        return
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", label)[:120] + ".json"
+    document = {
+        "label": label,
+        "idle": [[poll.t_ns, poll.mj] for poll in found.traces[0]] if found.traces else [],
+        "loops": [[[poll.t_ns, poll.mj] for poll in trace] for trace in found.traces[1:]],
+        "loopSpans": found.loop_spans,
+        "calls": found.calls,
+    }
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / name).write_text(json.dumps(document) + "\n")

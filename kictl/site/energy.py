@@ -1,0 +1,158 @@
+"""The energy board of a definition page (issue 31), beside its latency boards.
+
+Where the definition has energy runs (family ``kictl-nvml-energy``), its page
+gets a section per energy group: the ranked table (``kictl leaderboard DEF
+--metric energy``, the same ``kictl.rank.energy`` code), and per workload an
+SVG plot of joules per call against latency with the Pareto front drawn and
+its points filled.  The numbers are in the table; the plot has a text
+alternative.  ``energy.json`` beside the page is the command's ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from kictl.site.html import esc, latency, link, table
+
+if TYPE_CHECKING:
+    from kictl.index import DefinitionFacts
+    from kictl.rank.energy import EnergyBoard, EnergyGroup
+
+Files = dict[str, bytes]
+
+
+def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> bytes:
+    """Joules per call (y) against latency (x), log-log, one labelled point per implementation (name, latency ns,
+    joules, on the front); the Pareto front joined by a step line: SVG bytes."""
+    import matplotlib
+
+    from kictl.site.plots import _RC, _figure, _svg
+
+    with matplotlib.rc_context(_RC):
+        figure = _figure(6.5, 4.2, right=0.97)
+        figure.subplots_adjust(bottom=0.14)
+        axes = figure.add_subplot()
+        for name, ns, joules, front in points:
+            axes.plot(
+                [ns / 1e3],
+                [joules * 1e3],
+                marker="o",
+                markersize=6,
+                linestyle="none",
+                markerfacecolor="C0" if front else "white",
+                markeredgecolor="C0",
+            )
+            axes.annotate(name, (ns / 1e3, joules * 1e3), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        front_points = sorted((ns / 1e3, joules * 1e3) for _, ns, joules, on in points if on)
+        if len(front_points) > 1:
+            axes.plot(
+                [x for x, _ in front_points],
+                [y for _, y in front_points],
+                drawstyle="steps-post",
+                linewidth=0.8,
+                color="C0",
+                label="Pareto front",
+            )
+            axes.legend(fontsize=7, frameon=False)
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("latency (µs, log scale; cold L2)")
+        axes.set_ylabel("energy per call (mJ, log scale; idle subtracted)")
+        axes.set_title(title, fontsize=9)
+        axes.grid(True, which="major", linewidth=0.3, alpha=0.6)
+        return _svg(figure)
+
+
+def _group_rows(page: str, group: EnergyGroup, run_link: Any) -> list[list[str]]:
+    from kictl.rank.energy import format_joules
+
+    return [
+        [
+            f"{row.rank}{'=' if row.tied else ''}",
+            esc(row.implementation_label),
+            f'<a href="{esc(run_link(page, row.run.digest))}" data-joules="{row.joules_per_call!r}">'
+            f"{esc(format_joules(row.joules_per_call))}</a>",
+            f"{row.times_vs_first:.2f}×",
+            f"{row.energy.average_watts:.0f}",
+            f"{row.energy.idle_watts:.1f}",
+            f"{100 * row.energy.spread:.1f}%",
+            esc(latency(row.run.latency_ns)),
+            "yes" if row.pareto else "–",
+            esc(row.evidence),
+        ]
+        for row in group.rows
+    ]
+
+
+def energy_section(
+    page: str, definition: DefinitionFacts, board: EnergyBoard, run_link: Any
+) -> tuple[str, Files, list[tuple[str, str]]]:
+    """The definition page's energy section (HTML), its files (plots, ``energy.json``) and their doc lines.
+
+    Empty where the definition has no energy runs.
+    """
+    if not board.groups:
+        return "", {}, []
+    folder = page.rsplit("/", 1)[0] + "/" if "/" in page else ""
+    files: Files = {
+        folder + "energy.json": (json.dumps(board.to_json(), indent=2, sort_keys=True) + "\n").encode(),
+    }
+    body = [
+        '<section aria-labelledby="energy"><h2 id="energy">Energy per call</h2>',
+        "<p>Board energy from NVML's energy counter over long back-to-back loops (warm caches), the idle draw "
+        "subtracted; ranked only against energy runs of the same GPU product and power limit. Board power, not "
+        "the kernel's alone.</p>",
+    ]
+    for number, group in enumerate(board.groups, start=1):
+        key = group.key
+        label = f"{group.workload_name} · {key.gpu} · {key.power_limit_mw / 1000:.0f} W limit"
+        body.append(f'<h3 id="energy-{number}">{esc(label)}</h3>')
+        body.append(
+            table(
+                f"Energy ranking of {label}",
+                ["#", "implementation", "J/call", "× #1", "W", "idle W", "spread", "latency", "Pareto", "evidence"],
+                _group_rows(page, group, run_link),
+                numeric=(2, 3, 4, 5, 6, 7),
+                row_header=1,
+                table_id=f"energy-table-{number}",
+            )
+        )
+        points = [
+            (row.implementation_label, float(row.run.latency_ns), row.joules_per_call, row.pareto)
+            for row in group.rows
+            if row.run.latency_ns
+        ]
+        if points:
+            name = f"energy.{number}.svg"
+            files[folder + name] = energy_plot(f"{definition.name} {group.workload_name} on {key.gpu}", points)
+            front = [p[0] for p in points if p[3]]
+            alt = (
+                f"Scatter plot, log-log: energy per call against latency of {len(points)} implementation(s) on "
+                f"{group.workload_name}; on the Pareto front: {', '.join(front)}; the numbers are in the table above."
+            )
+            body.append(
+                f'<figure><img src="{esc(name)}" alt="{esc(alt)}" width="650" loading="lazy">'
+                f"<figcaption>Joules per call against latency on {esc(label)}; filled points are on the "
+                "Pareto front.</figcaption></figure>"
+            )
+        body.append(f"<p>comparison key <code>{esc(key.digest)}</code></p>")
+    body.append(f"<p>{link(page, folder + 'energy.json', 'energy.json')}</p>")
+    body.append("</section>")
+    docs = [("energy.json", f"`kictl leaderboard {definition.name} --metric energy --json`")]
+    return "\n".join(body), files, docs
+
+
+def definition_energy(ctx: Any, page: str, definition: DefinitionFacts) -> tuple[str, Files, list[tuple[str, str]]]:
+    """``energy_section`` of a definition from the build's context (its index, policy, evidence and moment)."""
+    from kictl.rank.energy import energy_leaderboard
+    from kictl.site.pages import _rel_run
+
+    board = energy_leaderboard(
+        ctx.index,
+        definition.digest,
+        policy=ctx.policy,
+        evidence={d: level for d, level in ctx.evidence.items() if d not in ctx.reruns},
+        now=ctx.moment,
+    )
+    return energy_section(page, definition, board, _rel_run)

@@ -1,0 +1,139 @@
+"""``kictl bench --measure energy`` through the real harness on the CPU (issue 31).
+
+NVML's energy counter cannot run here, so the one stand-in is ``StepCounter``: a counter that moves every
+100 ms like the H200's (MEASURED.md), drawing the idle 85.6 W, and 560 W more while the parent's energy
+loop request is in flight.  Everything else is real: the sandboxed worker, its loop, the audit, the record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kictl.bench import energy, energy_loop
+from kictl.bench.session import BenchOptions, run_bench
+from kictl.errors import EnvError
+from kictl.records import BenchmarkProtocolSpec, BenchmarkRunSpec
+from kictl.store import Registry
+from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED, invoke
+
+RMSNORM = "rmsnorm_h4096"
+
+
+class StepCounter:
+    """A millijoule counter that steps every ``period_s``: ``idle_w`` always, ``busy_w`` more while ``busy``."""
+
+    def __init__(self, idle_w: float = 85.6, busy_w: float = 560.0, period_s: float = 0.1) -> None:
+        self.idle_w, self.busy_w, self.period_s = idle_w, busy_w, period_s
+        self.busy = threading.Event()
+        self._lock = threading.Lock()
+        self._start = time.perf_counter_ns()
+        self._mj = 1_000_000_000.0
+        self._shown = int(self._mj)
+        self._last = self._start
+
+    def _advance(self) -> None:
+        now = time.perf_counter_ns()
+        boundary = self._start + int((now - self._start) // (self.period_s * 1e9) * self.period_s * 1e9)
+        if boundary > self._last:
+            watts = self.idle_w + (self.busy_w if self.busy.is_set() else 0.0)
+            self._mj += watts * (boundary - self._last) / 1e6
+            self._last = boundary
+            self._shown = int(self._mj)
+
+    def read(self) -> energy.Poll:
+        with self._lock:
+            self._advance()
+            return energy.Poll(time.perf_counter_ns(), self._shown)
+
+    def power_limit_mw(self) -> int:
+        return 700_000
+
+
+@pytest.fixture
+def counter(monkeypatch: pytest.MonkeyPatch) -> StepCounter:
+    """The session's energy phase on the CPU with ``StepCounter`` in place of NVML."""
+    made = StepCounter()
+    original = energy_loop.EnergyPhase._loop
+
+    def loop(self: Any, driver: Any, count: int, input_set: int, shift: int) -> Any:
+        made.busy.set()
+        try:
+            return original(self, driver, count, input_set, shift)
+        finally:
+            made.busy.clear()
+
+    class CpuPhase(energy_loop.EnergyPhase):
+        def __init__(self, device: str, counter: Any = None, **options: Any) -> None:
+            super().__init__(device, made, **{**options, "idle_s": 0.6, "settle_s": 0.1})
+
+    monkeypatch.setattr(energy_loop.EnergyPhase, "_loop", loop)
+    monkeypatch.setattr("kictl.bench.session.EnergyPhase", CpuPhase)
+    return made
+
+
+def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
+    shared_registry: Registry, counter: StepCounter
+) -> None:
+    options = BenchOptions(
+        device="cpu",
+        workloads=("b1",),
+        rounds=1,
+        warmup=1,
+        iterations=5,
+        trials=1,
+        measure="energy",
+        energy_loop_s=0.8,
+        energy_trials=2,
+        no_sandbox=bool(UNSANDBOXED),
+    )
+    report = run_bench(shared_registry, RMSNORM, [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")], options)
+    (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
+    assert summary.status == "passed", summary.detail
+    assert summary.run is not None
+    spec = summary.run.model.spec
+    assert isinstance(spec, BenchmarkRunSpec)
+    found = spec.energy
+    assert found is not None
+    # the board drew 560 W above idle during the loops: joules per call = 560 W x the loop's time per call
+    assert found.average_watts == pytest.approx(645.6, rel=0.03)
+    assert found.idle_watts == pytest.approx(85.6, rel=0.03)
+    assert found.joules_per_call == pytest.approx(560 * found.ns_per_call / 1e9, rel=0.05)
+    assert found.counter_period_ms == pytest.approx(100, abs=3)
+    assert len(found.trials) == 2
+    assert found.power_limit_milliwatts == 700_000
+    assert spec.integrity is not None
+    for check in ("energyAboveFloor", "energyBelowCeiling", "energyLoopPace", "timedOutputsCorrect"):
+        assert spec.integrity[check].result == "passed", (check, spec.integrity[check])
+    # the loop's last call was audited with the timed calls' audits
+    assert "audited" in (spec.integrity["timedOutputsCorrect"].detail or "")
+    protocols = [r for r in report.records if r.kind == "BenchmarkProtocol"]
+    assert protocols
+    protocol = protocols[0].model.spec
+    assert isinstance(protocol, BenchmarkProtocolSpec)
+    assert protocol.comparability.family == "kictl-nvml-energy"
+    assert protocol.measurement.energy is not None
+    assert "nvmlDeviceGetTotalEnergyConsumption" in protocol.measurement.energy.method
+
+
+def test_no_energy_counter_is_an_environment_error(shared_registry: Registry, tmp_path: Path) -> None:
+    with pytest.raises(EnvError, match=r"no energy counter|has none"):
+        energy_loop.EnergyPhase("cpu")
+    result = invoke(
+        "bench", RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm", "--device", "cpu",
+        "--measure", "energy", "--registry", shared_registry.root, "--out", tmp_path, *UNSANDBOXED,
+    )  # fmt: skip
+    assert result.exit_code == 5, result.output
+    assert "does not estimate energy from power samples" in result.output
+
+
+def test_measure_and_its_options_are_checked(shared_registry: Registry, tmp_path: Path) -> None:
+    impl = str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")
+    base = ("bench", RMSNORM, "--impl", impl, "--device", "cpu", "--registry", str(shared_registry.root))
+    assert invoke(*base, "--measure", "joules").exit_code == 2
+    assert invoke(*base, "--measure", "energy", "--timer", "cupti").exit_code == 2
+    assert invoke(*base, "--measure", "energy", "--energy-loop", "0.2").exit_code == 2
