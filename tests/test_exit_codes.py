@@ -48,6 +48,7 @@ REQUIRED: dict[str, list[str]] = {
     "import flashinfer-bench": ["DIR"],
     "rerun": ["gemm_tiny", "--out", "OUT"],
     "attest rerun": ["DIR", "--key", "KEY"],
+    "attest request": ["gemm_tiny", "--key", "KEY", "--out", "OUT"],
     "site build": ["OUT"],
     "validate": [],
     "definitions compile": [],

@@ -220,14 +220,14 @@ def rerun(
 @attest_app.command("request")
 @guarded
 def attest_request(
+    key: Annotated[Path, typer.Option("--key", help="The verifier's private key file.", show_default=False)],
+    out_file: Annotated[
+        Path, typer.Option("--out", help="Where to write the request (give it to the GPU job).", show_default=False)
+    ],
     runs: Annotated[
         list[str] | None,
         typer.Argument(help="BenchmarkRun digests, unique prefixes of 8+ hex digits, or names.", show_default=False),
     ] = None,
-    key: Annotated[Path, typer.Option("--key", help="The verifier's private key file.", show_default=False)] = Path(),
-    out_file: Annotated[
-        Path, typer.Option("--out", help="Where to write the request (give it to the GPU job).", show_default=False)
-    ] = Path(),
     base: Annotated[
         str | None,
         typer.Option(
@@ -251,8 +251,6 @@ def attest_request(
     from kictl.rerun.job import select_runs
     from kictl.rerun.request import write_request
 
-    if key == Path() or out_file == Path():
-        raise UsageError("give --key KEY and --out FILE")
     target = open_registry(registry)
     key_roles(target, key)
     digests = select_runs(target, list(runs or ()), base=base)

@@ -250,7 +250,7 @@ def test_run_below_its_floor(cli: RunCli, pr: Pr) -> None:
     assert "of workload m128 on H200 (bandwidth-bound)" in message
 
 
-def test_run_on_a_gpu_without_datasheet_is_reported_as_not_checked(cli: RunCli, pr: Pr) -> None:
+def test_run_on_a_gpu_without_datasheet_is_refused_not_waved_through(cli: RunCli, pr: Pr) -> None:
     environment = factories.environment("MysteryGPU-9000")
     run = pr.base.run_like(median_ns=1_000)
     run["spec"]["environmentDigest"] = canon.record_digest(environment)
@@ -259,9 +259,9 @@ def test_run_on_a_gpu_without_datasheet_is_reported_as_not_checked(cli: RunCli, 
     pr.add_envelope(run, envelope(run))
     pr.commit()
     reviewed = run_review(cli, pr)
-    assert reviewed.exit_code == 0, reviewed.json_result.output
-    floors = [item for item in reviewed.document["notChecked"] if item["check"] == "floors"]
-    assert floors == [{"check": "floors", "reason": "1 run(s) on GPUs without datasheet figures: MysteryGPU-9000"}]
+    assert reviewed.exit_code == 1, reviewed.json_result.output  # no floor is no free pass (issue 29)
+    _only(reviewed.lint_codes, "unknown-gpu")
+    assert "'MysteryGPU-9000', which has no datasheet figures" in reviewed.document["lints"][0]["message"]
 
 
 def test_file_name_with_a_newline_is_not_read(cli: RunCli, pr: Pr) -> None:
@@ -286,9 +286,9 @@ def test_terminal_escapes_from_a_record_are_not_printed(cli: RunCli, pr: Pr) -> 
     pr.add_envelope(run, envelope(run))
     pr.commit()
     result = cli("review", "--registry", pr.root, "--base", "main")
-    assert result.exit_code == 0, result.output
-    assert "\x1b" not in result.stdout
-    assert "Mystery?[2J GPU" in result.stdout
+    assert result.exit_code == 1, result.output  # a product is printable ASCII: a schema lint
+    assert "\x1b" not in result.stdout + result.stderr
+    assert "schema" in result.stdout
 
 
 def test_submodule_in_place_of_a_record(cli: RunCli, pr: Pr) -> None:
