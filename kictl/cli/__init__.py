@@ -24,7 +24,8 @@ from kictl.cli._help import HelpGroup
 
 EPILOG = (
     "Exit codes: 0 ok, 1 a check said no, 2 usage, 3 invalid or unknown record/digest/name, "
-    "4 registry/git/I/O, 5 environment (no GPU, no key)."
+    "4 registry/git/I/O, 5 environment (no GPU, no key). "
+    "Docs: README.md and docs/*.md in the kictl repository; each command's --help names its page."
 )
 
 
@@ -43,6 +44,7 @@ def make_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=False,
+        rich_markup_mode=None,  # plain help and usage errors (kictl/cli/_help.py says why)
         cls=HelpGroup,
     )
 
