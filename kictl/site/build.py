@@ -566,6 +566,7 @@ def build_site(
         old_pages: dict[str, Any] = previous.get("pages") or {}
         new_pages: dict[str, Any] = {}
         report.pages = len(site_pages)
+        say(f"rendering {len(site_pages)} pages")
         for number, page in enumerate(site_pages, start=1):
             before = old_pages.get(page.path)
             if (
