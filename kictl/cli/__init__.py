@@ -51,11 +51,17 @@ def make_app(command: str | None = None) -> typer.Typer:
     @app.callback()
     def _root(
         debug: Annotated[bool, typer.Option("--debug", help="Re-raise errors with their traceback.")] = False,
+        verbose: Annotated[
+            bool,
+            typer.Option("--verbose", help="Let the tools kictl drives (Ray) log as they do; also KICTL_VERBOSE=1."),
+        ] = False,
         version: Annotated[
             bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
         ] = False,
     ) -> None:
         STATE.debug = debug
+        if verbose:
+            os.environ["KICTL_VERBOSE"] = "1"  # read where Ray is started (kictl/executors/ray_executor.py)
 
     names = (COMMANDS[command],) if command in COMMANDS else GROUPS
     for name in names:
