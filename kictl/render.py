@@ -129,12 +129,53 @@ def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
     ) or [indent]
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[int] = ()) -> list[str]:
-    """Plain aligned columns (no wrapping: digests stay whole); ``right`` are right-aligned column indexes."""
+def terminal_width() -> int | None:
+    """The columns of the terminal stdout writes to; ``None`` when stdout is no terminal (then nothing is cut)."""
+    import shutil
+    import sys
+
+    try:
+        if not sys.stdout.isatty():
+            return None
+    except (AttributeError, ValueError):
+        return None
+    return shutil.get_terminal_size((WIDTH, 24)).columns
+
+
+#: The narrowest a name column is cut to when a table must fit a terminal.
+MIN_CUT = 12
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Sequence[int] = (),
+    cut: Sequence[int] = (),
+    width: int | None = None,
+) -> list[str]:
+    """Plain aligned columns (no wrapping: digests stay whole); ``right`` are right-aligned column indexes.
+
+    Names are given whole.  Where ``width`` is given (a terminal's, less any
+    indent) and the table is wider, the ``cut`` columns (names) are cut, the
+    widest first and none below ``MIN_CUT``, an ellipsis marking each cut; a
+    file or a pipe (``width`` None) gets every name whole.
+    """
     widths = [len(header) for header in headers]
     for row in rows:
         for index, cell in enumerate(row):
             widths[index] = max(widths[index], len(cell))
+    if width is not None and cut:
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        while excess > 0:
+            widest = max(cut, key=lambda index: widths[index])
+            floor = max(MIN_CUT, len(headers[widest]))
+            if widths[widest] <= floor:
+                break
+            step = min(excess, widths[widest] - floor)
+            widths[widest] -= step
+            excess -= step
+        rows = [[fit(cell, widths[index]) if index in cut else cell for index, cell in enumerate(row)] for row in rows]
 
     def line(cells: Sequence[str]) -> str:
         parts = []

@@ -24,7 +24,8 @@ from kictl.cli._help import HelpGroup
 
 EPILOG = (
     "Exit codes: 0 ok, 1 a check said no, 2 usage, 3 invalid or unknown record/digest/name, "
-    "4 registry/git/I/O, 5 environment (no GPU, no key)."
+    "4 registry/git/I/O, 5 environment (no GPU, no key). "
+    "Docs: README.md and docs/*.md in the kictl repository; each command's --help names its page."
 )
 
 
@@ -43,17 +44,24 @@ def make_app(command: str | None = None) -> typer.Typer:
         no_args_is_help=True,
         pretty_exceptions_show_locals=False,
         add_completion=False,
+        rich_markup_mode=None,  # plain help and usage errors (kictl/cli/_help.py says why)
         cls=HelpGroup,
     )
 
     @app.callback()
     def _root(
         debug: Annotated[bool, typer.Option("--debug", help="Re-raise errors with their traceback.")] = False,
+        verbose: Annotated[
+            bool,
+            typer.Option("--verbose", help="Let the tools kictl drives (Ray) log as they do; also KICTL_VERBOSE=1."),
+        ] = False,
         version: Annotated[
             bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")
         ] = False,
     ) -> None:
         STATE.debug = debug
+        if verbose:
+            os.environ["KICTL_VERBOSE"] = "1"  # read where Ray is started (kictl/executors/ray_executor.py)
 
     names = (COMMANDS[command],) if command in COMMANDS else GROUPS
     for name in names:

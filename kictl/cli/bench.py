@@ -5,46 +5,42 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
 from kictl.errors import CheckFailed, EnvError, UsageError
 
+if TYPE_CHECKING:
+    from kictl.store import Registry
 
-@contextlib.contextmanager
-def _progress(lines: bool = False) -> Iterator[object]:
-    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise.
 
-    ``lines``: every step as a line ``t=SECONDS text`` on stderr instead, terminal or not (``--timings``),
-    so that a session that stalls shows where.
+def _progress(lines: bool = False) -> contextlib.AbstractContextManager[Callable[[str], None]]:
+    """Progress on stderr (kictl/progress.py): a live line on a terminal, ``t=SECONDS text`` lines elsewhere.
+
+    ``lines``: the plain lines on a terminal too (``--timings``), so that a session that stalls shows where.
     """
-    if lines:
-        began = time.perf_counter()
-        lock = threading.Lock()
+    from kictl.progress import progress
 
-        def say(text: str) -> None:
-            with lock:
-                err(f"t={time.perf_counter() - began:.1f}s {text}")
+    return progress(lines=lines)
 
-        yield say
-        return
+
+def _size_warnings(target: Registry, definition: str, workloads: list[str] | None, device: str, **counts: Any) -> None:
+    """Warn before jobs too large for the device (kictl/families/practical.py); silent where it cannot tell."""
+    from kictl.bench.options import resolve_device
+    from kictl.errors import KictlError
+    from kictl.progress import size_warnings
+
     try:
-        from rich.console import Console
-    except ImportError:
-        yield lambda _text: None
-        return
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda _text: None
-        return
-    with console.status("starting") as status:
-        yield lambda text: status.update(text)
+        resolved = resolve_device(device)
+    except KictlError:
+        return  # the bench says what is wrong with the device
+    for line in size_warnings(target, definition, tuple(workloads or ()), device=resolved, **counts):
+        err(line)
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -259,6 +255,18 @@ def bench(
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
+    if devices is None and executor == "local":  # one device known here; scale-out workers pick theirs
+        _size_warnings(
+            target,
+            definition,
+            workload,
+            device,
+            threads=threads,
+            warmup=warmup,
+            rounds=rounds,
+            iterations=iterations,
+            trials=trials,
+        )
     with _progress(lines=timings) as say:
         if scaled or skip_existing:
             from kictl.executors import run_bench_jobs
@@ -273,7 +281,7 @@ def bench(
                 executor=executor,
                 ray_address=ray_address,
                 skip_done=skip_existing,
-                progress=say,  # type: ignore[arg-type]
+                progress=say,
             )
             if shard is not None:
                 err(f"shard {shard}: {outcome.in_shard} of {outcome.planned} jobs")
@@ -282,7 +290,7 @@ def bench(
             for failure in outcome.device_failures:
                 err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
         else:
-            report = run_bench(target, definition, impl, options, progress=say)  # type: ignore[arg-type]
+            report = run_bench(target, definition, impl, options, progress=say)
     if device.strip().lower() == "auto":  # said once the run is done, so that an error stays the first line
         from kictl.bench.options import resolve_device
 

@@ -77,6 +77,24 @@ def _wrap(text: str, indent: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ") or [indent]
 
 
+def _line(text: str) -> str:
+    """``text`` whole, or cut to the terminal's width when stdout is a terminal too narrow for it."""
+    width = render.terminal_width()
+    return text if width is None else fit(text, width)
+
+
+def _room(indent: int = 0) -> int | None:
+    """The columns a table has on the terminal (``None``: stdout is no terminal, nothing is cut)."""
+    width = render.terminal_width()
+    return None if width is None else width - indent
+
+
+#: What the summary's columns and marks mean, in one line under each board (docs/leaderboards.md says more).
+SUMMARY_LEGEND = "vs floor: record ÷ physical floor · evidence: unsigned < reported < verified · docs/leaderboards.md"
+#: The same for one workload's groups.
+GROUP_LEGEND = "1= tied within noise · * not committed · × ref: speed-up over the reference · docs/leaderboards.md"
+
+
 def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     target = open_registry(registry)
     from kictl.trust.readers import policy_standing
@@ -107,7 +125,7 @@ def _floor_note(group: RankedGroup) -> str:
 def _render_definition(result: DefinitionBoard) -> list[str]:
     definition = result.definition
     lines = [
-        fit(f"{definition.name}  ({definition.family}, {len(result.workloads)} workloads)", WIDTH),
+        _line(f"{definition.name}  ({definition.family}, {len(result.workloads)} workloads)"),
         f"digest    {definition.digest}",
     ]
     if result.baseline is not None:
@@ -115,47 +133,70 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
             lines.append("baseline  the definition's reference")
         else:
             why = "named by the policy" if result.baseline.source == "policy" else "the FlashInfer wrapper"
-            lines.append(fit(f"baseline  {result.baseline.name} ({why})", WIDTH))
+            lines.append(_line(f"baseline  {result.baseline.name} ({why})"))
     else:
         lines.append("baseline  none (no policy baseline, FlashInfer wrapper or reference run)")
     lines.append(f"evidence  {result.min_evidence} or better")
     if not result.boards:
         lines.append("")
         lines.append("no passed runs" + (f" on {result.gpu}" if result.gpu else ""))
+    axes = _rank.distinguishing_axes(result.workloads)
+    by_digest = {workload.digest: workload for workload in result.workloads}
     for board in result.boards:
         lines.append("")
         lines.append(
-            fit(
+            _line(
                 f"{board.gpu} · {board.comparability} · {board.statistic}: "
-                f"records on {len(board.records)} of {len(result.workloads)} workloads",
-                WIDTH,
+                f"records on {len(board.records)} of {len(result.workloads)} workloads"
             )
         )
+        if board.baseline is not None and board.baseline.instead_of is not None:
+            lines.extend(
+                _wrap(
+                    f"speed-ups over the reference ({board.baseline.name}) here: "
+                    f"{board.baseline.instead_of} has no run on this board",
+                    "  ",
+                )
+            )
         rows = []
         for record in board.records:
             leader = record.leader
             holder = leader.implementation_label
             extra = len(record.group.first()) - 1
             if extra:
-                holder = f"{fit(holder, 17)} +{extra} tied"
+                holder = f"{holder} +{extra} tied"
             baseline = "-" if record.baseline_unbeaten is None else "unbeaten" if record.baseline_unbeaten else "beaten"
+            workload = by_digest.get(record.group.key.workload)
             rows.append(
                 [
-                    fit(record.group.workload_name, 22),
+                    record.group.workload_name,
+                    *([_rank.axes_label(workload, axes) if workload else "-"] if axes else []),
                     latency(leader.latency_ns),
-                    fit(holder, 26),
+                    holder,
                     leader.evidence,
                     baseline,
                     _floor_note(record.group),
                     "stale" if leader.stale else "",
                 ]
             )
+        shift = 1 if axes else 0
         lines.extend(
             "  " + line
             for line in table(
-                ["workload", "record", "implementation", "evidence", "baseline", "vs floor", "stale"],
+                [
+                    "workload",
+                    *(["axes"] if axes else []),
+                    "record",
+                    "implementation",
+                    "evidence",
+                    "baseline",
+                    "vs floor",
+                    "stale",
+                ],
                 rows,
-                right=(1, 5),
+                right=(1 + shift, 5 + shift),
+                cut=(0, 2 + shift, *((1,) if axes else ())),
+                width=_room(2),
             )
         )
         if any(record.leader.below_floor for record in board.records):
@@ -163,7 +204,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
         lines.append("")
         rows = [
             [
-                fit(summary.name, 36),
+                summary.name,
                 f"{summary.covered}/{summary.workloads}",
                 str(summary.wins),
                 "-"
@@ -172,12 +213,18 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
             ]
             for summary in board.implementations
         ]
+        over = "reference" if board.baseline is not None and board.baseline.instead_of is not None else "baseline"
         lines.extend(
             "  " + line
             for line in table(
-                ["implementation", "covered", "wins", "geomean vs baseline (workloads)"], rows, right=(1, 2, 3)
+                ["implementation", "covered", "wins", f"geomean vs {over} (workloads)"],
+                rows,
+                right=(1, 2, 3),
+                cut=(0,),
+                width=_room(2),
             )
         )
+        lines.append(SUMMARY_LEGEND)
     if result.challenges:
         lines.append("")
         # a product name is one word here ("RTX 4090"): no line breaks inside it
@@ -191,7 +238,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
 
 def _render_group(group: RankedGroup) -> list[str]:
     lines = [
-        fit(f"{group.key.gpu} · {group.key.comparability} · {group.key.statistic}", WIDTH),
+        _line(f"{group.key.gpu} · {group.key.comparability} · {group.key.statistic}"),
         f"comparison key {group.comparison_key}",
     ]
     if group.floor is not None:
@@ -212,7 +259,7 @@ def _render_group(group: RankedGroup) -> list[str]:
         rows.append(
             [
                 f"{row.rank}{mark}",
-                fit(row.implementation_label, 24),
+                row.implementation_label,
                 latency(row.latency_ns),
                 ratio(row.times_vs_first),
                 ratio(row.speedup_over_reference),
@@ -226,6 +273,8 @@ def _render_group(group: RankedGroup) -> list[str]:
             ["rank", "implementation", "latency", "× vs #1", "× ref", "evidence", "observed", "notes"],
             rows,
             right=(2, 3, 4),
+            cut=(1,),
+            width=_room(),
         )
     )
     if any(not row.run.committed for row in group.rows):
@@ -234,6 +283,7 @@ def _render_group(group: RankedGroup) -> list[str]:
     if left_out:
         words = {"notPassed": "not passed", "evidence": "below the evidence level", "notBest": "not their best"}
         lines.append("left out: " + ", ".join(f"{count} {words[name]}" for name, count in left_out.items()))
+    lines.append(GROUP_LEGEND)
     return lines
 
 
@@ -247,7 +297,7 @@ def _tied_below(group: RankedGroup, row: RankedRow) -> bool:
 def _render_workload(result: WorkloadBoard) -> list[str]:
     workload = result.workload
     axes = " · ".join(f"{name} = {value}" for name, value in sorted(workload.axes.items()))
-    lines = [fit(f"{result.definition.name} / {workload.name}", WIDTH), f"workload  {workload.digest}"]
+    lines = [_line(f"{result.definition.name} / {workload.name}"), f"workload  {workload.digest}"]
     lines.extend(_wrap(f"axes      {axes}"))
     lines.append(f"evidence  {result.min_evidence} or better")
     if not result.groups:
@@ -323,10 +373,10 @@ def leaderboard(
 
 
 def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: str) -> list[str]:
-    lines = [fit(f"floor of {definition_name} on {gpu} (an estimate, never evidence)", WIDTH)]
+    lines = [_line(f"floor of {definition_name} on {gpu} (an estimate, never evidence)")]
     rows = [
         [
-            fit(estimate.workload_name, 24),
+            estimate.workload_name,
             f"{estimate.bytes:,}",
             "-" if estimate.flops is None else f"{estimate.flops:,}",
             latency(estimate.bandwidth_bound_ns),
@@ -337,7 +387,13 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
         for estimate in estimates
     ]
     lines.extend(
-        table(["workload", "bytes", "FLOPs", "bandwidth", "compute", "floor", "bound"], rows, right=(1, 2, 3, 4, 5))
+        table(
+            ["workload", "bytes", "FLOPs", "bandwidth", "compute", "floor", "bound"],
+            rows,
+            right=(1, 2, 3, 4, 5),
+            cut=(0,),
+            width=_room(),
+        )
     )
     by_inputs: dict[tuple[str, ...], list[str]] = {}
     for estimate in estimates:
@@ -421,7 +477,7 @@ def _key_comparison(result: RecordDiff) -> str | None:
 
 def _render_record_diff(result: RecordDiff, *, samples: bool = False) -> list[str]:
     key_line = _key_comparison(result)
-    lines = [] if key_line is None or result.equal else [fit(key_line, WIDTH)]
+    lines = [] if key_line is None or result.equal else [_line(key_line)]
     lines += [
         f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
         f"b  {result.after.digest}  {fit(result.after.kind + ' ' + result.after.name, 20)}",
@@ -442,9 +498,9 @@ def _render_record_diff(result: RecordDiff, *, samples: bool = False) -> list[st
             f"{change.path}: {_value(change.before, change.before_present, room)}"
             f" → {_value(change.after, change.after_present, room)}"
         )
-        lines.append(fit(line, WIDTH))
+        lines.append(_line(line))
     for path, count in hidden.items():
-        lines.append(fit(f"{path}: {count} sample(s) differ (--samples lists them)", WIDTH))
+        lines.append(_line(f"{path}: {count} sample(s) differ (--samples lists them)"))
     return lines
 
 
@@ -460,15 +516,15 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
     for change in result.groups:
         lines.append("")
         label = f"{change.definition or '?'} / {change.workload_name} on {change.key.gpu}"
-        lines.append(fit(f"{label} ({change.key.comparability}, {change.key.statistic})", WIDTH))
+        lines.append(_line(f"{label} ({change.key.comparability}, {change.key.statistic})"))
         lines.append(f"  comparison key {change.key.digest}")
         if change.new_first and change.after_leader is not None:
-            now = f"{fit(change.after_leader.implementation_label, 60)} {latency(change.after_leader.latency_ns)}"
-            lines.append(f"  new #1: {now}")
+            now = f"{change.after_leader.implementation_label} {latency(change.after_leader.latency_ns)}"
+            lines.append(_line(f"  new #1: {now}"))
             if change.before_leader is not None:
-                was = f"{fit(change.before_leader.implementation_label, 60)} {latency(change.before_leader.latency_ns)}"
+                was = f"{change.before_leader.implementation_label} {latency(change.before_leader.latency_ns)}"
                 margin = f"; {change.margin:.3f}× faster" if change.margin else ""
-                lines.append(f"    was: {was}{margin}")
+                lines.append(_line(f"    was: {was}{margin}"))
             else:
                 lines.append("    the group's first ranked run")
         for rank in change.rank_changes:
@@ -477,11 +533,9 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
             times_ = latency(rank.after_ns)
             if rank.before_ns != rank.after_ns:
                 times_ = f"{latency(rank.before_ns)} → {latency(rank.after_ns)}"
-            lines.append(fit(f"  rank {before_rank} → {after_rank}: {fit(rank.name, 50)} ({times_})", WIDTH))
+            lines.append(_line(f"  rank {before_rank} → {after_rank}: {rank.name} ({times_})"))
         for row in change.became_stale:
-            lines.append(
-                fit(f"  became stale: {row.implementation_label} (observed {day(row.run.observed_at)})", WIDTH)
-            )
+            lines.append(_line(f"  became stale: {row.implementation_label} (observed {day(row.run.observed_at)})"))
     return lines
 
 
@@ -568,37 +622,36 @@ def diff(
 
 
 def _render_history(result: History) -> list[str]:
-    lines = [fit(f"{result.kind} {result.name}", WIDTH), f"digest {result.digest}", "", "entered the registry:"]
+    lines = [_line(f"{result.kind} {result.name}"), f"digest {result.digest}", "", "entered the registry:"]
     rows = [
         [
             day(entry.date),
             entry.commit[:12] if entry.commit else "uncommitted",
-            fit(entry.author or "-", 16),
+            entry.author or "-",
             entry.kind,
-            fit(entry.name, 30),
+            entry.name,
         ]
         for entry in result.entries
     ]
-    lines.extend("  " + line for line in table(["date", "commit", "author", "kind", "name"], rows))
+    lines.extend(
+        "  " + line for line in table(["date", "commit", "author", "kind", "name"], rows, cut=(4, 2), width=_room(2))
+    )
     if result.groups:
         lines.append("")
         lines.append("#1 over time:")
     for group in result.groups:
         lines.append(
-            fit(f"  {group.workload_name} on {group.key.gpu} ({group.key.comparability}, {group.key.statistic})", WIDTH)
+            _line(f"  {group.workload_name} on {group.key.gpu} ({group.key.comparability}, {group.key.statistic})")
         )
         lines.append(f"    comparison key {group.key.digest}")
         for change in group.changes:
             commit = change.commit[:12] if change.commit else "uncommitted"
             lines.append(
-                fit(
-                    f"    {day(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}",
-                    WIDTH,
-                )
+                _line(f"    {day(change.date)}  {commit:<12}  {change.implementation} {latency(change.latency_ns)}")
             )
             if change.previous_implementation is not None:
                 previous = f"{change.previous_implementation} {latency(change.previous_latency_ns)}"
-                lines.append(fit(f"{'':30}was {previous}", WIDTH))
+                lines.append(_line(f"{'':30}was {previous}"))
     return lines
 
 
@@ -642,8 +695,14 @@ def history_command(
 
 def citation_text(cite: Citation) -> str:
     added = f"added in commit {cite.commit[:12]}, {day(cite.committed)}" if cite.commit else "not yet committed"
+    measured = ""
+    if cite.kind == "BenchmarkRun":
+        figure = f"{cite.statistic} {latency(cite.latency_ns)}" if cite.latency_ns is not None else "no figure"
+        who = f"submitted by {', '.join(cite.submitters)}" if cite.submitters else "no valid submission signature"
+        measured = f" {cite.gpu or 'unknown GPU'}, {figure}, {who} ({cite.evidence or 'unsigned'})."
     return (
-        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
+        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}.{measured} {cite.permalink} '
+        f"({added}; accessed {cite.accessed})."
     )
 
 

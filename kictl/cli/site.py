@@ -9,7 +9,6 @@ folder cannot be written), 5 environment (matplotlib missing).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +16,7 @@ import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out
 from kictl.errors import RegistryError, UsageError
+from kictl.progress import progress
 
 app = typer.Typer(
     help="The index's static pages: build them from the registry, serve them locally.", no_args_is_help=True
@@ -51,8 +51,9 @@ def build(
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} exists and is not a folder")
     target = open_registry(registry)
-    progress = err if sys.stderr.isatty() else None
-    report = build_site(target, out_dir, base_url=base_url, incremental=incremental, progress=progress)
+    with progress() as say:  # a live line on a terminal, `t=SECONDS what` lines elsewhere (CI logs, | tee)
+        say("reading the registry and judging its attestations")
+        report = build_site(target, out_dir, base_url=base_url, incremental=incremental, progress=say)
     if as_json:
         emit_json(
             {

@@ -30,6 +30,7 @@ from kictl.cli._common import (
     table,
 )
 from kictl.errors import CheckFailed, UsageError
+from kictl.render import terminal_width
 
 if TYPE_CHECKING:
     from kictl import trust as trust_core
@@ -150,13 +151,8 @@ def sign(
 # --------------------------------------------------------------------------- verify
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _signers(result: trust_core.AttestationResult) -> str:
-    names = ", ".join(f"{_cut(s.owner, 20)} ({s.keyid[:8]})" for s in result.signers)
-    return _cut(names, 32) or "-"
+    return ", ".join(f"{s.owner} ({s.keyid[:8]})" for s in result.signers) or "-"
 
 
 def _detail(result: trust_core.AttestationResult) -> str:
@@ -184,8 +180,11 @@ def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
     for result in results:
         when = _records.format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
         state = "valid" if result.valid else "INVALID"
-        rows.append([result.predicate_type or "?", state, _signers(result), when, _cut(_detail(result), 22)])
-    lines = ["  " + line for line in table(["type", "state", "signed by", "signed (UTC)", "says"], rows)]
+        rows.append([result.predicate_type or "?", state, _signers(result), when, _detail(result)])
+    # names whole; cut only to fit a terminal (issue 30)
+    width = terminal_width()
+    headers = ["type", "state", "signed by", "signed (UTC)", "says"]
+    lines = ["  " + line for line in table(headers, rows, cut=(2, 4), width=None if width is None else width - 2)]
     if not all(result.committed for result in results):
         lines.append("  * not committed yet: signing time is now")
     return lines

@@ -15,11 +15,26 @@ checked, written and (for reruns) signed: worker nodes never hold a key.
 starts a local one (and shuts it down on ``close``); any other address is
 passed to ``ray.init(address=...)`` (``auto``, ``ray://head:10001``).  Every
 node needs the same kictl installed (``pip install 'kictl[cluster]'``).
+
+Ray stays quiet unless ``kictl --verbose`` (``KICTL_VERBOSE=1``): its own
+INFO and WARNING lines and the actors' output are not forwarded to the
+driver (``ray_init_options``).  A local instance kictl starts keeps its
+session files in a temporary folder of its own, and its authentication token
+in the environment of this process (a fresh random one) rather than in
+``~/.ray/auth_token``: kictl writes nothing in the user's home that it was not
+asked for.  A user's own ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``/
+``RAY_AUTH_TOKEN_PATH`` are left as they are.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import secrets
+import shutil
+import sys
+import tempfile
 from typing import Any
 
 from kictl import canon
@@ -38,6 +53,32 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise EnvError("--executor ray needs Ray: pip install 'kictl[cluster]'") from exc
     return ray
+
+
+def verbose() -> bool:
+    """Whether ``kictl --verbose`` (or ``KICTL_VERBOSE=1``) asked tools such as Ray to speak."""
+    return os.environ.get("KICTL_VERBOSE", "") not in ("", "0")
+
+
+def ray_init_options(*, starting: bool) -> dict[str, Any]:
+    """Keywords for ``ray.init``: quiet unless ``verbose()``; a local instance's files in a temporary folder.
+
+    ``starting``: kictl starts the local instance (not joining a cluster), so
+    it chooses where the instance's session files go.
+    """
+    loud = verbose()
+    options: dict[str, Any] = {"log_to_driver": loud, "logging_level": logging.INFO if loud else logging.ERROR}
+    if starting:
+        options["_temp_dir"] = tempfile.mkdtemp(prefix="kictl-ray-")
+    return options
+
+
+def keep_token_out_of_home() -> None:
+    """Give a local instance a fresh token in this process's environment (Ray would write ``~/.ray/auth_token``)."""
+    if any(name in os.environ for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")):
+        return  # the user's choice stands
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 
 class _KictlActor:
@@ -92,18 +133,23 @@ class RayExecutor(Executor):
         self.init_options = dict(init_options or {})
         self._ray: Any = None
         self._started_ray = False
+        self._temp_dir: str | None = None  # a local instance's session files (removed on close unless verbose)
         self._actors: dict[str, Any] = {}
         self._inflight: dict[Any, str] = {}
         self.nodes: dict[str, str] = {}
 
     def _connect(self) -> Any:
+        if self.address is None and "ray" not in sys.modules:
+            keep_token_out_of_home()  # before Ray reads its configuration
         ray = import_ray()
         try:
             if self.address is not None:
-                ray.init(address=self.address, **self.init_options)
+                ray.init(address=self.address, **{**ray_init_options(starting=False), **self.init_options})
                 self._started_ray = True
             elif not ray.is_initialized():
-                ray.init(include_dashboard=False, **self.init_options)
+                options = {**ray_init_options(starting=True), **self.init_options}
+                self._temp_dir = options.get("_temp_dir")
+                ray.init(include_dashboard=False, **options)
                 self._started_ray = True
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise EnvError(f"cannot reach a Ray cluster at {self.address or 'a new local instance'}: {exc}") from exc
@@ -208,6 +254,9 @@ class RayExecutor(Executor):
         self._inflight.clear()
         if self._started_ray:
             ray.shutdown()
+        if self._temp_dir is not None and not verbose():
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
         self._ray = None
 
 

@@ -124,8 +124,11 @@ from kictl.rank.leaderboards import (
     WorkloadBoard,
     WorkloadRecord,
     _now,
+    axes_key,
+    axes_label,
     choose_baseline,
     definition_leaderboard,
+    distinguishing_axes,
     workload_leaderboard,
 )
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
@@ -175,6 +178,8 @@ __all__ = [
     "WorkloadBoard",
     "WorkloadRecord",
     "_now",
+    "axes_key",
+    "axes_label",
     "bibtex",
     "bibtex_escape",
     "check_evidence_level",
@@ -186,6 +191,7 @@ __all__ = [
     "diff_records",
     "diff_revisions",
     "diff_states",
+    "distinguishing_axes",
     "estimate_floor",
     "evidence_rank",
     "floors",

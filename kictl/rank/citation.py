@@ -1,10 +1,11 @@
 """``kictl cite``: how to cite a record (title, digest, permalink, the commit that added it, the access
-date).
+date); for a run also what a reader checks a figure by: the GPU, the figure and its statistic, the
+submitter whose signature vouches for it, and the evidence level.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +29,11 @@ class Citation:
     commit: str | None
     committed: str | None  # the commit's date
     accessed: str  # YYYY-MM-DD
+    gpu: str | None = None  # a run's GPU product
+    latency_ns: int | None = None  # a run's figure, in its primary statistic
+    statistic: str | None = None
+    submitters: tuple[str, ...] = ()  # owners of the keys whose valid submission signatures vouch for the run
+    evidence: str | None = None  # a run's evidence level
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +45,11 @@ class Citation:
             "commit": self.commit,
             "committed": self.committed,
             "accessed": self.accessed,
+            "gpu": self.gpu,
+            "latencyNs": self.latency_ns,
+            "primaryStatistic": self.statistic,
+            "submitters": list(self.submitters),
+            "evidence": self.evidence,
         }
 
 
@@ -89,7 +100,7 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         if info is not None:
             commit, date = info.sha, info.date
     moment = _now(accessed)
-    return Citation(
+    cite = Citation(
         kind=kind,
         digest=digest,
         name=name,
@@ -98,6 +109,28 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         commit=commit,
         committed=date,
         accessed=moment.strftime("%Y-%m-%d"),
+    )
+    if record.kind != "BenchmarkRun":
+        return cite
+    from kictl import trust
+
+    (run,) = index.runs([digest])
+    report = trust.check_record(registry, digest)
+    submitters = sorted(
+        {
+            signer.owner
+            for result in report.attestations
+            if result.valid and result.counts_for == "submission"
+            for signer in result.signers
+        }
+    )
+    return replace(
+        cite,
+        gpu=run.gpu,
+        latency_ns=run.latency_ns,
+        statistic=run.statistic,
+        submitters=tuple(submitters),
+        evidence=report.level,
     )
 
 
@@ -129,14 +162,27 @@ def bibtex(cite: Citation) -> str:
         if cite.commit and cite.committed
         else ("not yet committed")
     )
+    measured = _measured(cite)
     lines = [
         f"@misc{{kernelindex_{hex_digest[:12]},",
         f"  title        = {{{{{bibtex_escape(cite.title)}}}}},",
         "  author       = {{KernelIndex}},",
         f"  year         = {{{year}}},",
         f"  howpublished = {{\\url{{{cite.permalink}}}}},",
-        f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}, {added}; accessed {cite.accessed}}},",
+        f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}{bibtex_escape(measured)}, {added}; "
+        f"accessed {cite.accessed}}},",
         f"  urldate      = {{{cite.accessed}}}",
         "}",
     ]
     return "\n".join(lines)
+
+
+def _measured(cite: Citation) -> str:
+    """``, H200, median 9536 ns, submitted by alice (reported)`` for a run; empty for other records."""
+    if cite.kind != "BenchmarkRun":
+        return ""
+    parts = [cite.gpu or "unknown GPU"]
+    if cite.latency_ns is not None and cite.statistic is not None:
+        parts.append(f"{cite.statistic} {cite.latency_ns} ns")
+    parts.append(f"submitted by {', '.join(cite.submitters)}" if cite.submitters else "no valid submission signature")
+    return ", " + ", ".join(parts) + f" ({cite.evidence or 'unsigned'})"

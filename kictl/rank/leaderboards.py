@@ -27,6 +27,8 @@ class Baseline:
 
     name: str
     source: str  # "policy", "flashinfer" or "reference"
+    #: on one board: the usual baseline this one stands in for, which has no run there (the reference does)
+    instead_of: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,8 @@ class Board:
     statistic: str
     records: tuple[WorkloadRecord, ...]
     implementations: tuple[ImplementationSummary, ...]
+    #: what this board's speed-ups are over: the definition's baseline, or the reference where it has no run here
+    baseline: Baseline | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The ``--json`` document of this result (stdlib ``json`` types only)."""
@@ -67,6 +71,13 @@ class Board:
             "gpu": self.gpu,
             "comparabilityFamily": self.comparability,
             "primaryStatistic": self.statistic,
+            "baseline": None
+            if self.baseline is None
+            else {
+                "implementation": self.baseline.name,
+                "source": self.baseline.source,
+                "insteadOf": self.baseline.instead_of,
+            },
             "records": [
                 {
                     "workload": record.group.key.workload,
@@ -245,8 +256,9 @@ def definition_leaderboard(
         )
         if ranked.rows:
             sections.setdefault((key.gpu, key.comparability, key.statistic), []).append(ranked)
+    axes = distinguishing_axes(workloads)
     boards = [
-        _board(section, ranked_groups, len(workloads), baseline, definition)
+        _board(section, ranked_groups, len(workloads), baseline, definition, by_digest, axes)
         for section, ranked_groups in sorted(sections.items())
     ]
     measured = {run.gpu for run in all_runs if run.gpu is not None and run.status == "passed"}
@@ -264,20 +276,62 @@ def definition_leaderboard(
     )
 
 
+def distinguishing_axes(workloads: Sequence[WorkloadFacts]) -> tuple[str, ...]:
+    """The variable axes, in the workloads' order, that tell ``workloads`` apart: each one kept tells more apart.
+
+    ``("batch_size", "num_kv_indices")`` for decode workloads that share a batch
+    size but not a KV length; ``("M",)`` for GEMMs that differ in M only; ``()``
+    for one workload.  Imported workloads are named by uuids: these axes are
+    what a reader tells them apart by (``axes_label``) and sorts them by.
+    """
+    order: list[str] = []
+    for workload in workloads:
+        order.extend(name for name in workload.axes if name not in order)
+    chosen: list[str] = []
+    told_apart = 1
+    for name in order:
+        seen = {tuple(workload.axes.get(axis) for axis in (*chosen, name)) for workload in workloads}
+        if len(seen) > told_apart:
+            chosen.append(name)
+            told_apart = len(seen)
+        if told_apart == len(workloads):
+            break
+    return tuple(chosen)
+
+
+def axes_label(workload: WorkloadFacts, axes: Sequence[str]) -> str:
+    """``batch_size=1 num_kv_indices=73``: the values of ``axes`` (``distinguishing_axes``) of ``workload``."""
+    return " ".join(f"{name}={workload.axes[name]}" for name in axes if name in workload.axes)
+
+
+def axes_key(workload: WorkloadFacts | None, axes: Sequence[str], name: str) -> tuple[Any, ...]:
+    """Sort key: the ``axes`` values (a missing one first), then the name in natural order."""
+    values = tuple(
+        (0, 0) if workload is None or axis not in workload.axes else (1, workload.axes[axis]) for axis in axes
+    )
+    return (*values, natural_key(name))
+
+
 def _board(
     section: tuple[str, str, str],
     ranked_groups: list[RankedGroup],
     total: int,
     baseline: Baseline | None,
     definition: DefinitionFacts,
+    by_digest: Mapping[str, WorkloadFacts],
+    axes: Sequence[str],
 ) -> Board:
     records = []
     covered: dict[str, set[str]] = {}
     wins: dict[str, int] = {}
     names: dict[str, str] = {}
     logs: dict[str, list[float]] = {}
+    baseline = _board_baseline(ranked_groups, baseline, definition)
     by_reference = baseline is not None and baseline.source == "reference"
-    for group in sorted(ranked_groups, key=lambda g: (natural_key(g.workload_name), g.key.workload)):
+    for group in sorted(
+        ranked_groups,
+        key=lambda g: (axes_key(by_digest.get(g.key.workload), axes, g.workload_name), g.key.workload),
+    ):
         base_row = None
         if baseline is not None:
             base_row = next(
@@ -318,7 +372,28 @@ def _board(
         )
     summaries.sort(key=lambda s: (-s.wins, -(s.geomean_speedup or 0.0), -s.covered, s.name, s.digest))
     gpu, comparability, statistic = section
-    return Board(gpu, comparability, statistic, tuple(records), tuple(summaries))
+    return Board(gpu, comparability, statistic, tuple(records), tuple(summaries), baseline)
+
+
+def _board_baseline(
+    ranked_groups: Sequence[RankedGroup], baseline: Baseline | None, definition: DefinitionFacts
+) -> Baseline | None:
+    """``baseline``, or the reference where ``baseline`` has no ranked run on this board and the reference has.
+
+    A FlashInfer wrapper measured on a GPU only leaves a CPU board without
+    speed-ups; over the reference (a run of it, or the reference latency a
+    harness measured) the board still ranks by how much faster than the
+    definition's own code each implementation is.
+    """
+    if baseline is None or baseline.source == "reference":
+        return baseline
+    rows = [row for group in ranked_groups for row in group.rows]
+    if any(row.implementation_label == baseline.name for row in rows):
+        return baseline
+    if not any(row.speedup_over_reference for row in rows):
+        return baseline
+    references = sorted({row.implementation_label for row in rows if is_reference(row.run, definition)})
+    return Baseline(references[0] if references else "reference", "reference", instead_of=baseline.name)
 
 
 def workload_leaderboard(

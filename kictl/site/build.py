@@ -449,6 +449,7 @@ def build_site(
         new_pages: dict[str, Any] = {}
         owners: dict[str, str] = {}  # file (folded) -> the page that writes it
         report.pages = len(site_pages)
+        say(f"rendering {len(site_pages)} pages")
         for number, page in enumerate(site_pages, start=1):
             before = old_pages.get(page.path)
             if (

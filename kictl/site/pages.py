@@ -50,6 +50,7 @@ from kictl.site.html import (
 if TYPE_CHECKING:
     from kictl import trust
     from kictl.index import DefinitionFacts, ImplementationFacts, RunFacts
+    from kictl.rank import DefinitionBoard
     from kictl.site.context import SiteContext
 
 Files = dict[str, bytes]
@@ -1112,6 +1113,21 @@ EVIDENCE_LEGEND = (
 )
 
 
+def _best_results(path: str, board: DefinitionBoard) -> str:
+    """Per GPU board: the implementation with most records (wins), its share and geometric-mean speed-up."""
+    parts = []
+    for section in board.boards:
+        if not section.implementations:
+            continue
+        best = section.implementations[0]  # sorted by wins, then speed-up (kictl.rank)
+        speedup = "" if best.geomean_speedup is None else f", {best.geomean_speedup:.2f}× the baseline"
+        parts.append(
+            f"<b>{esc(section.gpu)}</b>: {_impl_link(path, best.digest, best.name)} "
+            f"({best.wins} of {len(section.records)} records{esc(speedup)})"
+        )
+    return "<br>".join(parts) or "no passed run yet"
+
+
 def render_index(ctx: SiteContext) -> Files:
     path = "index.html"
     counts = ctx.index.counts()
@@ -1119,12 +1135,6 @@ def render_index(ctx: SiteContext) -> Files:
         "<p>GPU-kernel benchmark results as signed, content-addressed records: what was measured, on which "
         "machine, by which protocol, and how sure we are. Runs are ranked only against truly comparable runs "
         "(same workload, GPU, protocol family and statistic).</p>",
-        table(
-            "Records in the registry",
-            ["kind", "records"],
-            [[esc(kind), str(count)] for kind, count in sorted(counts.items())],
-            numeric=(1,),
-        ),
     ]
     rows_json = []
     by_family: dict[str, list[list[str]]] = {}
@@ -1139,6 +1149,7 @@ def render_index(ctx: SiteContext) -> Files:
         by_family.setdefault(definition.family, []).append(
             [
                 link(path, definition_path(ctx, definition), definition.name),
+                _best_results(path, board),
                 str(workloads),
                 str(stored),
                 str(records),
@@ -1161,10 +1172,10 @@ def render_index(ctx: SiteContext) -> Files:
         body.append(f"<h3>{esc(family)}</h3>")
         body.append(
             table(
-                f"Definitions of {family}",
-                ["definition", "workloads", "runs", "records", "GPUs measured"],
+                f"Definitions of {family}, with the implementation that holds most records on each GPU",
+                ["definition", "best results", "workloads", "runs", "records", "GPUs measured"],
                 rows,
-                numeric=(1, 2, 3),
+                numeric=(2, 3, 4),
             )
         )
     body.append("</section>")
@@ -1202,6 +1213,16 @@ def render_index(ctx: SiteContext) -> Files:
     )
     body.extend(f"<dt>{badge(label, kind)}</dt><dd>{esc(text)}</dd>" for label, kind, text in EVIDENCE_LEGEND)
     body.append("</dl></section>")
+    body.append('<section aria-labelledby="counts"><h2 id="counts">Records in the registry</h2>')
+    body.append(
+        table(
+            "Records in the registry",
+            ["kind", "records"],
+            [[esc(kind), str(count)] for kind, count in sorted(counts.items())],
+            numeric=(1,),
+        )
+    )
+    body.append("</section>")
     files: Files = {"index.json": documents.dumps(rows_json)}
     files[path] = _html(
         ctx, path, "KernelIndex", "\n".join(body), documents=[("index.json", "`kictl definitions list --json`")]

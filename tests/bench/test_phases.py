@@ -110,11 +110,13 @@ def test_timings_flag_prints_steps_and_phases(
         for parts in (line.split() for line in lines if line.startswith("request torch_rmsnorm_1c6d2a "))
     }
     assert requests == {"check": 1, "arm": 1, "stage": 1, "call": 1, "audit": 1, "ping": 15}, requests
-    # without the flag: no timing lines (stderr not being a terminal, no progress either)
+    # without the flag: no phase or request lines; stderr not being a terminal, the steps as progress lines (issue 30)
     quiet = cli(*args, "--registry", bundled_registry.root, "--out", tmp_path / "again", "--json")
     assert quiet.exit_code == 0, quiet.output
     assert not parse_phases(quiet.stderr)
-    assert not [line for line in quiet.stderr.splitlines() if line.startswith("t=")]
+    assert not [line for line in quiet.stderr.splitlines() if line.startswith("request ")]
+    progress = [line for line in quiet.stderr.splitlines() if line.startswith("t=")]
+    assert any(line.endswith("b1: done (torch_rmsnorm_1c6d2a passed)") for line in progress), progress
 
 
 def test_a_long_wait_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -200,3 +200,16 @@ def test_serve_answers_on_loopback(site_world: SiteWorld) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_the_front_page_leads_with_the_definitions_and_their_best_results(site_world: SiteWorld) -> None:
+    html = page_of(site_world.out, "index.html")
+    definitions = html.index('id="definitions"')
+    assert definitions < html.index('id="latest"') < html.index('id="counts"')
+    assert "best results" in html[definitions:]
+    # the definition of the tampered run is still led by the FlashInfer wrapper, on the H200
+    row = html[html.index(f">{DEFINITION}<") :]
+    row = row[: row.index("</tr>")]
+    assert "<b>H200</b>" in row
+    assert "flashinfer_wrapper" in row
+    assert re.search(r"\(\d+ of \d+ records", row)
