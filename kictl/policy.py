@@ -39,6 +39,10 @@ class Policy(WireModel):
     #: Prefix of a record's permalink; the digest is appended.
     permalink_base: str = "https://kernelindex.dev/r/"
     floor: FloorPolicy = Field(default_factory=FloorPolicy)
+    #: What a leaderboard does with a run under an open harness advisory (docs/advisories.md): "rank" (it
+    #: ranks, labelled), "apart" (below every unmarked run of its group, labelled) or "drop" (left out until
+    #: a controlled rerun by an unaffected harness clears it).
+    advised_runs: Literal["rank", "apart", "drop"] = "apart"
 
 
 def default_policy_document() -> dict[str, object]:

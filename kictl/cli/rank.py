@@ -136,7 +136,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
                     fit(record.group.workload_name, 22),
                     latency(leader.latency_ns),
                     fit(holder, 26),
-                    leader.evidence,
+                    render.with_advisories(leader.evidence, leader.advisories),
                     baseline,
                     _floor_note(record.group),
                     "stale" if leader.stale else "",
@@ -208,7 +208,7 @@ def _render_group(group: RankedGroup) -> list[str]:
                 latency(row.latency_ns),
                 ratio(row.times_vs_first),
                 ratio(row.speedup_over_reference),
-                row.evidence,
+                render.with_advisories(row.evidence, row.advisories),
                 day(row.run.observed_at),
                 ", ".join(notes),
             ]
@@ -224,7 +224,12 @@ def _render_group(group: RankedGroup) -> list[str]:
         lines.append("* not committed yet")
     left_out = {name: count for name, count in group.excluded.items() if count}
     if left_out:
-        words = {"notPassed": "not passed", "evidence": "below the evidence level", "notBest": "not their best"}
+        words = {
+            "notPassed": "not passed",
+            "evidence": "below the evidence level",
+            "notBest": "not their best",
+            "advisory": "under a harness advisory (policy advisedRuns: drop)",
+        }
         lines.append("left out: " + ", ".join(f"{count} {words[name]}" for name, count in left_out.items()))
     return lines
 
@@ -599,8 +604,10 @@ def history_command(
 
 def citation_text(cite: Citation) -> str:
     added = f"added in commit {cite.commit[:12]}, {day(cite.committed)}" if cite.commit else "not yet committed"
+    advised = f" Measured by a harness under advisory {', '.join(cite.advisories)}." if cite.advisories else ""
     return (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
+        + advised
     )
 
 

@@ -126,6 +126,16 @@ def rerun(
         ),
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    advisory: Annotated[
+        str | None,
+        typer.Option(
+            "--advisory",
+            metavar="ID",
+            help="Also rerun every run this harness advisory marks that this machine can rerun comparably "
+            "(CPU runs here, GPU runs on their GPU product); the others are listed.",
+            show_default=False,
+        ),
+    ] = None,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -152,10 +162,19 @@ def rerun(
         from kictl.rerun.attest import key_roles
 
         key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
+    references = list(runs or ())
+    if advisory is not None:  # docs/advisories.md: rerun what an advisory marks, with a fixed harness
+        from kictl.advisories.rerun import runnable_advised_runs
+
+        here, elsewhere = runnable_advised_runs(target, advisory)
+        for digest, why in elsewhere:
+            err(f"not rerun here: {digest}: {why}")
+        err(f"advisory {advisory}: {len(here)} marked run(s) to rerun here, {len(elsewhere)} elsewhere")
+        references += here
+        if not references and base is None:
+            raise CheckFailed(f"advisory {advisory} marks no run this machine can rerun")
     with _progress() as say:
-        report = rerun_runs(
-            target, list(runs or ()), base=base, device=device, force=force, timeout_s=timeout, progress=say
-        )
+        report = rerun_runs(target, references, base=base, device=device, force=force, timeout_s=timeout, progress=say)
     results = list(report.results.results)
     names = {digest: (job.implementation.name, job.workload.name) for digest, job in report.jobs.items()}
     if out_dir is not None:

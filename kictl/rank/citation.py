@@ -28,6 +28,8 @@ class Citation:
     commit: str | None
     committed: str | None  # the commit's date
     accessed: str  # YYYY-MM-DD
+    #: the open harness advisories that mark the run (docs/advisories.md): a citation says so
+    advisories: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class Citation:
             "commit": self.commit,
             "committed": self.committed,
             "accessed": self.accessed,
+            "advisories": list(self.advisories),
         }
 
 
@@ -89,6 +92,10 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         if info is not None:
             commit, date = info.sha, info.date
     moment = _now(accessed)
+    from kictl.rank._common import advisory_marks
+
+    facts = index.runs([digest]) if kind == "BenchmarkRun" else []
+    marks = advisory_marks(registry, facts).get(digest, ())
     return Citation(
         kind=kind,
         digest=digest,
@@ -98,6 +105,7 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         commit=commit,
         committed=date,
         accessed=moment.strftime("%Y-%m-%d"),
+        advisories=marks,
     )
 
 
@@ -120,6 +128,13 @@ def bibtex_escape(text: str) -> str:
     return "".join(_BIBTEX_SPECIAL.get(char, char) for char in text)
 
 
+def _advised(cite: Citation) -> str:
+    """``; measured by a harness under advisory KI-...`` when an advisory marks the run, else nothing."""
+    if not cite.advisories:
+        return ""
+    return f"; measured by a harness under advisory {', '.join(cite.advisories)} (docs/advisories.md)"
+
+
 def bibtex(cite: Citation) -> str:
     """A ``@misc`` BibTeX entry for the citation."""
     hex_digest = canon.digest_hex(cite.digest)
@@ -135,7 +150,8 @@ def bibtex(cite: Citation) -> str:
         "  author       = {{KernelIndex}},",
         f"  year         = {{{year}}},",
         f"  howpublished = {{\\url{{{cite.permalink}}}}},",
-        f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}, {added}; accessed {cite.accessed}}},",
+        f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}, {added}; accessed {cite.accessed}"
+        f"{_advised(cite)}}},",
         f"  urldate      = {{{cite.accessed}}}",
         "}",
     ]

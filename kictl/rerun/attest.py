@@ -206,6 +206,10 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
         )
     report = AttestReport(warnings=trust.signing_warnings(registry, key_path, "rerun"))
     report.checked = check_results(registry, folder)
+    from kictl.selftest import harness_protocols, require_sound_harness  # docs/advisories.md "Selftest"
+
+    measured = harness_protocols(record for item in report.checked if item.signable for record in item.records)
+    require_sound_harness(registry, folder, measured)
     with Transaction() as transaction:
         added: dict[str, StoredRecord] = {}
         for item in report.checked:

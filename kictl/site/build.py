@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kictl import __version__, trust
+from kictl.advisories.marks import Marks, RunRef, run_marks
 from kictl.errors import KictlError, RegistryError
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
@@ -186,6 +187,8 @@ class SiteContext:
     summaries: dict[str, trust.RecordTrust]
     #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
     reruns: frozenset[str] = frozenset()
+    #: the harness advisories that mark runs (docs/advisories.md): badges, evidence lines, show/verify JSON
+    marks: Marks = field(default_factory=Marks)
     states: dict[str, RunState] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
@@ -373,6 +376,7 @@ def build_site(
             evidence={digest: summary.level for digest, summary in summaries.items()},
             summaries=summaries,
             reruns=reruns,
+            marks=run_marks(target, [RunRef(run.digest, run.protocol, run.status) for run in runs]),
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit
@@ -449,7 +453,15 @@ def build_site(
                 key.digest,
                 ctx.policy.model_dump(mode="json"),
                 [
-                    (r.digest, r.implementation, r.latency_ns, r.status, r.observed_at, ctx.evidence.get(r.digest))
+                    (
+                        r.digest,
+                        r.implementation,
+                        r.latency_ns,
+                        r.status,
+                        r.observed_at,
+                        ctx.evidence.get(r.digest),
+                        ctx.marks.run_json(r.digest),
+                    )
                     for r in members
                 ],
                 [ctx.stale(r) for r in members],
@@ -462,7 +474,15 @@ def build_site(
 
         def run_line(run: RunFacts) -> list[Any]:
             state = ctx.states[run.digest]
-            return [run.digest, state.fingerprint, state.ok, state.submitted, state.retracted, added_commit(run.digest)]
+            return [
+                run.digest,
+                state.fingerprint,
+                state.ok,
+                state.submitted,
+                state.retracted,
+                added_commit(run.digest),
+                ctx.marks.run_json(run.digest),
+            ]
 
         site_pages: list[Page] = []
         for key, members in sorted(ctx.groups.items()):
