@@ -339,7 +339,8 @@ def result_file() -> Path:
 
 
 def write_result(report: SelftestReport, also: Path | None = None) -> list[Path]:
-    """Keep the report in ``result_file()`` (the latest per harness identity and device kind) and ``also``/.
+    """Keep the report in ``result_file()`` (the latest per harness identity and device kind) and write it alone
+    to ``also``/ (the results folder a verifier signs from).
 
     Raises ``RegistryError`` (exit 4) when a file cannot be written.
     """
@@ -348,15 +349,18 @@ def write_result(report: SelftestReport, also: Path | None = None) -> list[Path]
     try:
         value = json.loads(path.read_bytes())
         if isinstance(value, dict) and isinstance(value.get("results"), list):
-            kept = {_result_key(item): item for item in value["results"] if isinstance(item, dict)}
+            for item in value["results"]:  # one result per harness and device kind: the latest decides
+                for device in item.get("devices") or [] if isinstance(item, dict) else []:
+                    kept[_result_key({**item, "devices": [device]})] = {**item, "devices": [device]}
     except (OSError, ValueError):
         kept = {}
     mine = report.to_json()
     for device in report.devices or ["none"]:
         kept[_result_key({**mine, "devices": [device]})] = {**mine, "devices": [device]}
-    data = (json.dumps({"results": sorted(kept.values(), key=_result_key)}, indent=2) + "\n").encode()
+    everything = (json.dumps({"results": sorted(kept.values(), key=_result_key)}, indent=2) + "\n").encode()
+    this_run = (json.dumps({"results": [mine]}, indent=2) + "\n").encode()
     written = []
-    for target in (path, None if also is None else also / RESULT_FILE):
+    for target, data in ((path, everything), (None if also is None else also / RESULT_FILE, this_run)):
         if target is None:
             continue
         try:
