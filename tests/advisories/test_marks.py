@@ -213,3 +213,22 @@ def test_show_lists_the_runs_an_advisory_marks(board: Board, cli: RunCli) -> Non
     assert f"advisory   {ID} version 1 (open)" in text.stdout
     unknown = cli("advisory", "show", "KI-2026-0099", "--registry", board.registry.root)
     assert unknown.exit_code == 3, unknown.output
+
+
+def test_rerun_advisory_lists_what_this_machine_cannot_rerun(board: Board, cli: RunCli) -> None:
+    """The walk-through's runs name a GPU product ("CPU") this machine is not, or a CUDA device: none runs here.
+
+    (tests/rerun runs real reruns; here only the selection ``kictl rerun --advisory`` makes is checked.)
+    """
+    from kictl.advisories.rerun import runnable_advised_runs
+
+    publish(board, board.setup.maintainer)
+    here, elsewhere = runnable_advised_runs(board.registry, ID)
+    assert here == []
+    assert sorted(digest for digest, _ in elsewhere) == sorted(board.runs[k].digest for k in ("first", "old"))
+    result = cli("rerun", "--advisory", ID, "--out", "out", "--registry", board.registry.root)
+    assert result.exit_code == 1, result.output
+    assert f"advisory {ID} marks no run this machine can rerun" in result.stderr
+    assert result.stderr.count("not rerun here: sha256:") == 2
+    unknown = cli("rerun", "--advisory", "KI-2026-0042", "--out", "out", "--registry", board.registry.root)
+    assert unknown.exit_code == 3, unknown.output
