@@ -9,6 +9,7 @@ One place names the folders and files of a registry (see ``docs/records.md``)::
     registry/trust/root.json                            the current trust root
     registry/trust/<N>.root.json                        every version of the trust root
     registry/policy.json                                staleness, tolerances, floor model
+    registry/advisories/<KI-YYYY-NNNN>/<N>.dsse.json    harness advisories, signed (docs/advisories.md)
     .kictl/                                             derived data, never committed
 
 Paths here are POSIX strings relative to the registry root (what git and a PR
@@ -29,6 +30,8 @@ RECORDS_DIR = f"{REGISTRY_DIR}/records"
 ATTESTATIONS_DIR = f"{REGISTRY_DIR}/attestations"
 BLOBS_DIR = f"{REGISTRY_DIR}/blobs"
 TRUST_DIR = f"{REGISTRY_DIR}/trust"
+#: harness advisories: ``<ID>/<version>.dsse.json`` (docs/advisories.md)
+ADVISORIES_DIR = f"{REGISTRY_DIR}/advisories"
 POLICY_FILE = f"{REGISTRY_DIR}/policy.json"
 ROOT_FILE = f"{TRUST_DIR}/root.json"
 ENVELOPE_SUFFIX = ".dsse.json"
@@ -149,7 +152,7 @@ def area(path: str) -> str:
     """Which part of the registry a path belongs to.
 
     One of ``record``, ``blob``, ``attestation``, ``root`` (the current trust
-    root), ``trust`` (the rest of ``registry/trust/``), ``policy``,
+    root), ``trust`` (the rest of ``registry/trust/``), ``policy``, ``advisory``,
     ``registry-other``, ``definition`` and ``outside``.
     """
     if path.startswith(f"{RECORDS_DIR}/"):
@@ -164,6 +167,8 @@ def area(path: str) -> str:
         return "trust"
     if path == POLICY_FILE:
         return "policy"
+    if path.startswith(f"{ADVISORIES_DIR}/"):
+        return "advisory"
     if path.startswith(f"{REGISTRY_DIR}/"):
         return "registry-other"
     if path.startswith(f"{DEFINITIONS_DIR}/"):

@@ -52,6 +52,10 @@ class Policy(WireModel):
     floor: FloorPolicy = Field(default_factory=FloorPolicy)
     #: How energy runs rank (issue 31); absent: the defaults of ``EnergyPolicy``.
     energy: EnergyPolicy | None = None
+    #: What a leaderboard does with a run under an open harness advisory (docs/advisories.md): "rank" (it
+    #: ranks, labelled), "apart" (below every unmarked run of its group, labelled) or "drop" (left out until
+    #: a controlled rerun by an unaffected harness clears it).
+    advised_runs: Literal["rank", "apart", "drop"] = "apart"
 
 
 def default_policy_document() -> dict[str, object]:

@@ -192,3 +192,14 @@ _HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
 def compact_hex(text: str) -> str:
     """``text`` with each run of 64 hex digits cut to 12 and an ellipsis, for a terminal (JSON keeps them whole)."""
     return _HEX64.sub(lambda match: match.group(0)[:12] + "…", text)
+
+
+def with_advisories(level: str, advisories: Sequence[str]) -> str:
+    """An evidence level with the harness advisories that mark the run (docs/advisories.md).
+
+    ``verified · harness advisory KI-2026-0001``; the level alone when none marks it.
+    """
+    if not advisories:
+        return level
+    noun = "advisories" if len(advisories) > 1 else "advisory"
+    return f"{level} · harness {noun} {', '.join(advisories)}"

@@ -6,6 +6,7 @@ Areas with fixtures of their own keep them in their folder's conftest.py
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -53,6 +54,22 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "author@example.org")
     monkeypatch.chdir(tmp_path)
+    home = tmp_path / "kictl-config"  # the user's kictl config: trust pins, this machine's selftest results
+    monkeypatch.setenv("KICTL_CONFIG_HOME", str(home))
+    plant_selftest_record(home)
+
+
+def plant_selftest_record(home: Path) -> None:
+    """A passing ``kictl selftest`` of this harness on the CPU and CUDA, as ``kictl attest rerun`` requires.
+
+    Tests that sign reruns are about the reruns, not the selftest (tests/test_selftest.py runs the real one
+    and tests/advisories/ the refusals); a test that wants no record deletes ``home / "selftest.json"``.
+    """
+    from kictl.bench.results import harness_identity
+
+    record = {"harness": harness_identity(), "ok": True, "missed": [], "sandboxed": True, "devices": ["cpu", "cuda"]}
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "selftest.json").write_text(json.dumps({"results": [record]}))
 
 
 @pytest.fixture

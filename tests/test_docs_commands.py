@@ -96,6 +96,11 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     ),
     (r": kictl site build", "writes the whole site (tests/site builds it)"),
     (r"^bench\.md: kictl bench", "minutes of CPU benchmarks with cheats; tests/bench runs the same cheats"),
+    (r": kictl selftest\b", "runs the exploit corpus (minutes); tests/bench/test_cheats.py runs its CPU session"),
+    (
+        r"^advisories\.md: kictl (advisory|leaderboard)\b",
+        "shows the walk-through's registry with a signed advisory (tests/advisories runs the flow with real keys)",
+    ),
 )
 
 

@@ -56,6 +56,11 @@ REQUIRED: dict[str, list[str]] = {
     "trust show": [],
     "trust sign-policy": ["--key", "KEY"],
     "trust verify": [],
+    "advisory add": ["FILE", "--key", "KEY"],
+    "advisory withdraw": ["KI-2026-0001", "--reason", "why", "--key", "KEY"],
+    "advisory list": [],
+    "advisory show": ["KI-2026-0001"],
+    "selftest": ["--entry", "honest_slow_loop"],
 }
 
 

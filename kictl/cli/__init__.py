@@ -70,7 +70,20 @@ def make_app(command: str | None = None) -> typer.Typer:
 
 
 #: The command modules, in the order ``kictl --help`` lists their commands.
-GROUPS = ("records", "bench", "definitions", "trust", "rank", "importers", "submit", "review", "rerun", "site")
+GROUPS = (
+    "records",
+    "bench",
+    "definitions",
+    "trust",
+    "rank",
+    "importers",
+    "submit",
+    "review",
+    "rerun",
+    "site",
+    "advisory",
+    "selftest",
+)
 #: Which module adds each top-level command (tests/test_startup.py holds this equal to what they register).
 COMMANDS = {
     **dict.fromkeys(("init", "digest", "add", "validate", "show"), "records"),
@@ -83,6 +96,8 @@ COMMANDS = {
     "review": "review",
     **dict.fromkeys(("rerun", "attest"), "rerun"),
     "site": "site",
+    "advisory": "advisory",
+    "selftest": "selftest",
 }
 
 

@@ -173,7 +173,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
                     *([_rank.axes_label(workload, axes) if workload else "-"] if axes else []),
                     latency(leader.latency_ns),
                     holder,
-                    leader.evidence,
+                    render.with_advisories(leader.evidence, leader.advisories),
                     baseline,
                     _floor_note(record.group),
                     "stale" if leader.stale else "",
@@ -263,7 +263,7 @@ def _render_group(group: RankedGroup) -> list[str]:
                 latency(row.latency_ns),
                 ratio(row.times_vs_first),
                 ratio(row.speedup_over_reference),
-                row.evidence,
+                render.with_advisories(row.evidence, row.advisories),
                 day(row.run.observed_at),
                 ", ".join(notes),
             ]
@@ -281,7 +281,12 @@ def _render_group(group: RankedGroup) -> list[str]:
         lines.append("* not committed yet")
     left_out = {name: count for name, count in group.excluded.items() if count}
     if left_out:
-        words = {"notPassed": "not passed", "evidence": "below the evidence level", "notBest": "not their best"}
+        words = {
+            "notPassed": "not passed",
+            "evidence": "below the evidence level",
+            "notBest": "not their best",
+            "advisory": "under a harness advisory (policy advisedRuns: drop)",
+        }
         lines.append("left out: " + ", ".join(f"{count} {words[name]}" for name, count in left_out.items()))
     lines.append(GROUP_LEGEND)
     return lines
@@ -696,13 +701,14 @@ def history_command(
 def citation_text(cite: Citation) -> str:
     added = f"added in commit {cite.commit[:12]}, {day(cite.committed)}" if cite.commit else "not yet committed"
     measured = ""
+    advised = f" Measured by a harness under advisory {', '.join(cite.advisories)}." if cite.advisories else ""
     if cite.kind == "BenchmarkRun":
         figure = f"{cite.statistic} {latency(cite.latency_ns)}" if cite.latency_ns is not None else "no figure"
         who = f"submitted by {', '.join(cite.submitters)}" if cite.submitters else "no valid submission signature"
         measured = f" {cite.gpu or 'unknown GPU'}, {figure}, {who} ({cite.evidence or 'unsigned'})."
     return (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}.{measured} {cite.permalink} '
-        f"({added}; accessed {cite.accessed})."
+        f"({added}; accessed {cite.accessed})." + advised
     )
 
 

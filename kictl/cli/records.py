@@ -132,6 +132,7 @@ def show(
 ) -> None:
     """Print a record found by digest, digest prefix or name, with its evidence level and attestations."""
     from kictl.cli.trust import attestation_lines
+    from kictl.render import with_advisories
     from kictl.trust import check_record, resolve_digest
 
     target = open_registry(registry)
@@ -139,6 +140,9 @@ def show(
     record = target.load(digest)
     path = target.relative(target.record_path(record.kind, digest))
     report = check_record(target, digest)
+    from kictl.advisories import record_marks  # harness advisories (docs/advisories.md)
+
+    marks = record_marks(target, digest)
     if as_json:
         emit_json(
             {
@@ -147,6 +151,7 @@ def show(
                 "name": record.name,
                 "path": path,
                 "evidence": report.trust.to_json(),
+                "advisories": marks.run_json(digest),
                 "attestations": [result.to_json() for result in report.attestations],
                 "failures": report.failures,
                 "record": record.raw,
@@ -161,7 +166,7 @@ def show(
     extras = [f"{trust.community_reruns} community rerun(s)", f"{trust.reviews} review(s)"]
     if trust.retracted:
         extras.insert(0, "RETRACTED")
-    out(f"evidence: {trust.level} · " + " · ".join(extras))
+    out(f"evidence: {with_advisories(trust.level, marks.of(digest))} · " + " · ".join(extras))
     if report.attestations:
         out(f"attestations ({len(report.attestations)}):")
         for line in attestation_lines(report.attestations):

@@ -135,6 +135,16 @@ def rerun(
         ),
     ] = False,
     timeout: Annotated[float, typer.Option(help="Seconds allowed per implementation and workload.")] = 600.0,
+    advisory: Annotated[
+        str | None,
+        typer.Option(
+            "--advisory",
+            metavar="ID",
+            help="Also rerun every run this harness advisory marks that this machine can rerun comparably "
+            "(CPU runs here, GPU runs on their GPU product); the others are listed.",
+            show_default=False,
+        ),
+    ] = None,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -162,6 +172,17 @@ def rerun(
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
+    references = list(runs or ())
+    if advisory is not None:  # docs/advisories.md: rerun what an advisory marks, with a fixed harness
+        from kictl.advisories.rerun import runnable_advised_runs
+
+        here, elsewhere = runnable_advised_runs(target, advisory)
+        for digest, why in elsewhere:
+            err(f"not rerun here: {digest}: {why}")
+        err(f"advisory {advisory}: {len(here)} marked run(s) to rerun here, {len(elsewhere)} elsewhere")
+        references += here
+        if not references and base is None:
+            raise CheckFailed(f"advisory {advisory} marks no run this machine can rerun")
     request: RerunRequest | None = None
     if request_path is not None:
         request = read_request(request_path)
@@ -170,11 +191,11 @@ def rerun(
         from kictl.rerun.job import select_runs
 
         key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
-        request = make_key_request(sign, select_runs(target, list(runs or ()), base=base))
+        request = make_key_request(sign, select_runs(target, references, base=base))
     with _progress() as say:
         report = rerun_runs(
             target,
-            list(runs or ()),
+            references,
             base=base,
             device=device,
             force=force,

@@ -190,8 +190,8 @@ def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
     return lines
 
 
-def _level_line(trust: trust_core.RecordTrust) -> str:
-    parts: list[str] = [trust.level]
+def _level_line(trust: trust_core.RecordTrust, advisories: tuple[str, ...] = ()) -> str:
+    parts: list[str] = [render.with_advisories(trust.level, advisories)]
     if trust.retracted:
         parts.append("RETRACTED")
     parts.append(f"{trust.community_reruns} community rerun(s)")
@@ -215,12 +215,15 @@ def verify(
     target = open_registry(registry)
     digest = trust_core.resolve_digest(target, reference)
     report = trust_core.check_record(target, digest)
+    from kictl.advisories import record_marks  # harness advisories (docs/advisories.md): shown, never a failure
+
+    marks = record_marks(target, digest)
     if as_json:
-        emit_json(report.to_json())
+        emit_json({**report.to_json(), "advisories": marks.run_json(digest)})
     else:
         out(f"record     {report.digest}")
         out(f"kind       {report.kind}  {report.name or '?'}")
-        out(f"evidence   {_level_line(report.trust)}")
+        out(f"evidence   {_level_line(report.trust, marks.of(digest))}")
         root = f"trust root version {report.root_version}" if report.root_version else "trust root invalid"
         out(f"checked    {len(report.records)} record(s), {len(report.blobs)} blob(s); {root}")
         if report.anchor is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from kictl.errors import UsageError
 from kictl.store import Registry
@@ -63,6 +63,23 @@ def runs_and_evidence(registry: Registry, runs: Sequence[T]) -> tuple[list[T], d
     levels, reruns = trust.ranking_trust(registry, [getattr(run, "digest", "") for run in runs])
     kept = [run for run in runs if getattr(run, "digest", None) not in reruns]
     return kept, {digest: level for digest, level in levels.items() if digest not in reruns}
+
+
+def advisory_marks(registry: Registry, runs: Sequence[Any]) -> dict[str, tuple[str, ...]]:
+    """Run digest → the open harness advisories that mark it (docs/advisories.md), for ``rank_group``.
+
+    ``runs`` are ``RunFacts`` (digest, protocol, status).  Nothing is imported or verified when the
+    registry has no ``registry/advisories/``.  Raises ``CheckFailed`` when there are advisories and the
+    trust root does not verify.
+    """
+    from kictl.layout import ADVISORIES_DIR
+
+    if not (registry.root / ADVISORIES_DIR).is_dir():
+        return {}
+    from kictl.advisories import RunRef, run_marks
+
+    refs = [RunRef(run.digest, run.protocol, run.status) for run in runs]
+    return run_marks(registry, refs).marked
 
 
 #: ``digests -> {digest: level}``: where a caller's evidence levels come from when not from the

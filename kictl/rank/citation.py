@@ -34,6 +34,8 @@ class Citation:
     statistic: str | None = None
     submitters: tuple[str, ...] = ()  # owners of the keys whose valid submission signatures vouch for the run
     evidence: str | None = None  # a run's evidence level
+    #: the open harness advisories that mark the run (docs/advisories.md): a citation says so
+    advisories: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +52,7 @@ class Citation:
             "primaryStatistic": self.statistic,
             "submitters": list(self.submitters),
             "evidence": self.evidence,
+            "advisories": list(self.advisories),
         }
 
 
@@ -100,6 +103,10 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         if info is not None:
             commit, date = info.sha, info.date
     moment = _now(accessed)
+    from kictl.rank._common import advisory_marks
+
+    facts = index.runs([digest]) if kind == "BenchmarkRun" else []
+    marks = advisory_marks(registry, facts).get(digest, ())
     cite = Citation(
         kind=kind,
         digest=digest,
@@ -109,6 +116,7 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         commit=commit,
         committed=date,
         accessed=moment.strftime("%Y-%m-%d"),
+        advisories=marks,
     )
     if record.kind != "BenchmarkRun":
         return cite
@@ -153,6 +161,13 @@ def bibtex_escape(text: str) -> str:
     return "".join(_BIBTEX_SPECIAL.get(char, char) for char in text)
 
 
+def _advised(cite: Citation) -> str:
+    """``; measured by a harness under advisory KI-...`` when an advisory marks the run, else nothing."""
+    if not cite.advisories:
+        return ""
+    return f"; measured by a harness under advisory {', '.join(cite.advisories)} (docs/advisories.md)"
+
+
 def bibtex(cite: Citation) -> str:
     """A ``@misc`` BibTeX entry for the citation."""
     hex_digest = canon.digest_hex(cite.digest)
@@ -170,7 +185,7 @@ def bibtex(cite: Citation) -> str:
         f"  year         = {{{year}}},",
         f"  howpublished = {{\\url{{{cite.permalink}}}}},",
         f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}{bibtex_escape(measured)}, {added}; "
-        f"accessed {cite.accessed}}},",
+        f"accessed {cite.accessed}{_advised(cite)}}},",
         f"  urldate      = {{{cite.accessed}}}",
         "}",
     ]

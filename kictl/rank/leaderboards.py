@@ -14,7 +14,7 @@ from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.families.gpus import GPUS
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
-from kictl.rank._common import DEFAULT_EVIDENCE, check_evidence_level, runs_and_evidence
+from kictl.rank._common import DEFAULT_EVIDENCE, advisory_marks, check_evidence_level, runs_and_evidence
 from kictl.rank.floors import FloorEstimate, estimate_floor, resolve_gpu
 from kictl.rank.groups import group_runs, is_reference
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
@@ -88,6 +88,7 @@ class Board:
                     "run": record.leader.run.digest,
                     "latencyNs": record.leader.latency_ns,
                     "evidence": record.leader.evidence,
+                    "advisories": list(record.leader.advisories),
                     "stale": record.leader.stale,
                     "tiedForFirst": [row.implementation_label for row in record.group.first()[1:]],
                     "baselineUnbeaten": record.baseline_unbeaten,
@@ -239,6 +240,7 @@ def definition_leaderboard(
         runs, evidence = runs_and_evidence(index.registry, runs)
     else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
         runs = [run for run in runs if run.digest not in reruns]
+    marks = advisory_marks(index.registry, runs)  # harness advisories (docs/advisories.md)
     baseline = choose_baseline(definition, all_runs, policy)
     groups, loose = group_runs(runs)
     sections: dict[tuple[str, str, str], list[RankedGroup]] = {}
@@ -253,6 +255,7 @@ def definition_leaderboard(
             min_evidence=min_evidence,
             definition=definition,
             floor=floor,
+            advisories=marks,
         )
         if ranked.rows:
             sections.setdefault((key.gpu, key.comparability, key.statistic), []).append(ranked)
@@ -422,6 +425,7 @@ def workload_leaderboard(
         runs, evidence = runs_and_evidence(index.registry, runs)
     else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
         runs = [run for run in runs if run.digest not in reruns]
+    marks = advisory_marks(index.registry, runs)  # harness advisories (docs/advisories.md)
     groups, loose = group_runs(runs)
     ranked = [
         rank_group(
@@ -433,6 +437,7 @@ def workload_leaderboard(
             min_evidence=min_evidence,
             definition=definition,
             floor=_floor_for(index, definition, workload, key.gpu),
+            advisories=marks,
         )
         for key in sorted(groups)
     ]

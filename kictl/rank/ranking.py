@@ -36,6 +36,8 @@ class RankedRow:
     #: another row of the group shows a name that folds to this one's (``kictl.lookup.fold_name``): the label
     #: then carries the implementation's digest, so that no row can pass for another
     ambiguous: bool = False
+    #: the open harness advisories that mark the run (docs/advisories.md); ranked by the policy's advisedRuns
+    advisories: tuple[str, ...] = ()
 
     @property
     def implementation_label(self) -> str:
@@ -64,6 +66,7 @@ class RankedRow:
             "noiseNs": run.noise_ns,
             "noiseSource": run.noise_source or "policy",
             "committed": run.committed,
+            "advisories": list(self.advisories),
         }
 
 
@@ -178,8 +181,17 @@ def rank_group(
     min_evidence: str = DEFAULT_EVIDENCE,
     definition: DefinitionFacts | None = None,
     floor: FloorEstimate | None = None,
+    advisories: Mapping[str, tuple[str, ...]] | None = None,
 ) -> RankedGroup:
-    """The leaderboard of one comparison group, by the rules in this module's docstring."""
+    """The leaderboard of one comparison group, by the rules in this module's docstring.
+
+    ``advisories`` (run digest → the open harness advisories that mark it, ``kictl.advisories.run_marks``)
+    are applied as ``policy.advisedRuns`` says (docs/advisories.md): ``rank`` labels the rows, ``apart``
+    ranks marked runs below every unmarked one (an implementation's unmarked run is its best), ``drop``
+    leaves them out (``excluded.advisory``).
+    """
+    marked = advisories or {}
+    mode = policy.advised_runs if marked else "rank"
     excluded = {"notPassed": 0, "evidence": 0, "notBest": 0}
     passed = []
     for run in runs:
@@ -189,17 +201,25 @@ def rank_group(
             excluded["notPassed"] += 1
         elif not _evidence_ok(evidence.get(run.digest, NO_EVIDENCE), min_evidence):
             excluded["evidence"] += 1
+        elif mode == "drop" and marked.get(run.digest):
+            excluded["advisory"] = excluded.get("advisory", 0) + 1
         else:
             passed.append(run)
     references = [run for run in runs if run.status == "passed" and run.latency_ns and is_reference(run, definition)]
     reference_ns = min(run.latency_ns for run in references if run.latency_ns) if references else None
+    apart = mode == "apart"
     best: dict[str, RunFacts] = {}
-    for run in sorted(passed, key=lambda run: _run_order(run, evidence)):
+    for run in sorted(passed, key=lambda run: (apart and bool(marked.get(run.digest)), _run_order(run, evidence))):
         if run.implementation in best:
             excluded["notBest"] += 1
         else:
             best[run.implementation] = run
-    ordered = _order_and_rank(list(best.values()), evidence, policy.tie_tolerance)
+    if apart:
+        clean = _order_and_rank([r for r in best.values() if not marked.get(r.digest)], evidence, policy.tie_tolerance)
+        below = _order_and_rank([r for r in best.values() if marked.get(r.digest)], evidence, policy.tie_tolerance)
+        ordered = clean + [(run, rank + len(clean), tied) for run, rank, tied in below]
+    else:
+        ordered = _order_and_rank(list(best.values()), evidence, policy.tie_tolerance)
     cutoff = stale_cutoff(policy, now)
     rows: list[RankedRow] = []
     for run, rank, tied in ordered:
@@ -224,6 +244,7 @@ def rank_group(
                 stale=run.observed_at < cutoff,
                 below_floor=None if floor is None else run.latency_ns < floor.floor_ns,
                 tied=tied,
+                advisories=marked.get(run.digest, ()),
             )
         )
     folded = Counter(fold_name(row.implementation_label) for row in rows)

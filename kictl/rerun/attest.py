@@ -308,6 +308,10 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
     report.warnings.extend(
         cpu_tolerance_warnings([item.job for item in report.checked], reader_policy(registry).rerun_tolerance)
     )
+    from kictl.selftest import harness_protocols, require_sound_harness  # docs/advisories.md "Selftest"
+
+    measured = harness_protocols(record for item in report.checked if item.signable for record in item.records)
+    require_sound_harness(registry, folder, measured)
     with Transaction() as transaction:
         added: dict[str, StoredRecord] = {}
         for item in report.checked:

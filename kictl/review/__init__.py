@@ -29,6 +29,8 @@ Lints (issue 7):
   from ``kictl.families``.
 * ``unsigned-run``, ``bad-attestation``, ``trust-root-threshold``: signatures
   and the trust root (docs/trust.md), through the trust seam below.
+* ``bad-advisory``: a harness advisory version that does not verify against
+  the base's trust root (``kictl.advisories.review``, docs/advisories.md).
 
 Hints: ``new-first``, ``rank-change``, ``rerun-suggested`` and ``stale-group``
 through the leaderboard seam; ``source-native-no-rerun``,

@@ -34,6 +34,8 @@ LINTS: dict[str, str] = {
     "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",
     "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
     "or whose versions are not kept in order",
+    "bad-advisory": "a harness advisory version that does not verify: unsigned or not by a maintainer key, "
+    "malformed, or out of order (docs/advisories.md)",
 }
 #: Hint codes; they advise and never fail the review.
 HINTS: dict[str, str] = {

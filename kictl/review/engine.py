@@ -91,6 +91,7 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
             policy = self._base_policy()
 
         folders: set[str] = set()
+        advisory_changes: list[Change] = []  # registry/advisories/ (docs/advisories.md)
         root_change: Change | None = None
         trust_versions: list[str] = []  # added files under registry/trust/
         for change in report.changes:
@@ -106,6 +107,8 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
                     f"data files are mode {_REGULAR}",
                     change.path,
                 )
+            elif area == "advisory":
+                advisory_changes.append(change)
             elif area == "outside":
                 self.lint(
                     "path-not-allowed",
@@ -152,6 +155,8 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
             elif area == "policy":
                 self._policy_change(change)
         self._trust_changes(root_change, trust_versions)
+        if advisory_changes:
+            self._advisories(advisory_changes)
 
         new = [record for _, record in self.new_records]
         for record in new:
@@ -180,6 +185,19 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
         verdicts = self._signatures(runs)
         self._source_native(runs, verdicts)
         self._leaderboards(policy, [record.digest for _, record in runs])
+
+    def _advisories(self, changes: list[Change]) -> None:
+        """Harness advisories, judged by the base's trust root (``kictl.advisories.review``)."""
+        from kictl.advisories.review import review_advisories
+        from kictl.layout import ADVISORIES_DIR, ROOT_FILE
+
+        report = self.report
+        added = [change.path for change in changes if change.status == "A" and change.path not in report.odd_names]
+        head = read_paths(self.git, report.head, added)
+        known = {path for rev in (report.merge_base, report.base) for path in self.git.list_files(rev, ADVISORIES_DIR)}
+        root = read_paths(self.git, report.base, [ROOT_FILE]).get(ROOT_FILE)
+        for code, message, path in review_advisories(changes, head, known, root, self.signing_bound()):
+            self.lint(code, message, path)
 
     def _base_policy(self) -> Policy:
         data = read_paths(self.git, self.report.base, [POLICY_FILE]).get(POLICY_FILE)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from kictl import __version__, trust
+from kictl.advisories.marks import RunRef, run_marks
 from kictl.errors import CheckFailed, RegistryError
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import GroupKey, group_of, group_runs
@@ -254,6 +255,7 @@ def build_site(
             evidence={digest: summary.level for digest, summary in summaries.items()},
             summaries=summaries,
             reruns=reruns,
+            marks=run_marks(target, [RunRef(run.digest, run.protocol, run.status) for run in runs]),
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit
@@ -330,7 +332,15 @@ def build_site(
                 key.digest,
                 ctx.policy.model_dump(mode="json"),
                 [
-                    (r.digest, r.implementation, r.latency_ns, r.status, r.observed_at, ctx.evidence.get(r.digest))
+                    (
+                        r.digest,
+                        r.implementation,
+                        r.latency_ns,
+                        r.status,
+                        r.observed_at,
+                        ctx.evidence.get(r.digest),
+                        ctx.marks.run_json(r.digest),
+                    )
                     for r in members
                 ],
                 [ctx.stale(r) for r in members],
@@ -343,7 +353,15 @@ def build_site(
 
         def run_line(run: RunFacts) -> list[Any]:
             state = ctx.states[run.digest]
-            return [run.digest, state.fingerprint, state.ok, state.submitted, state.retracted, added_commit(run.digest)]
+            return [
+                run.digest,
+                state.fingerprint,
+                state.ok,
+                state.submitted,
+                state.retracted,
+                added_commit(run.digest),
+                ctx.marks.run_json(run.digest),
+            ]
 
         site_pages: list[Page] = []
         for key, members in sorted(ctx.groups.items()):

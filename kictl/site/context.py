@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from kictl import trust
+from kictl.advisories.marks import Marks
 from kictl.errors import KictlError
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
@@ -66,6 +67,8 @@ class SiteContext:
     summaries: dict[str, trust.RecordTrust]
     #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
     reruns: frozenset[str] = frozenset()
+    #: the harness advisories that mark runs (docs/advisories.md): badges, evidence lines, show/verify JSON
+    marks: Marks = field(default_factory=Marks)
     states: dict[str, RunState] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)

@@ -51,7 +51,11 @@ def history_group(result: History, comparison_key: str) -> dict[str, Any] | None
     return next((group for group in document["groups"] if group["comparisonKey"] == comparison_key), None)
 
 
-def show(report: trust.VerifyReport, raw: Any, path: str) -> dict[str, Any]:
+#: a record no harness advisory marks (``kictl.advisories.Marks.run_json``)
+NO_ADVISORIES: dict[str, Any] = {"marked": [], "cleared": []}
+
+
+def show(report: trust.VerifyReport, raw: Any, path: str, advisories: dict[str, Any] | None = None) -> dict[str, Any]:
     """``kictl show REF --json``: the record with its evidence, attestations and verification failures."""
     return {
         "digest": report.digest,
@@ -59,15 +63,16 @@ def show(report: trust.VerifyReport, raw: Any, path: str) -> dict[str, Any]:
         "name": report.name,
         "path": path,
         "evidence": report.trust.to_json(),
+        "advisories": advisories or NO_ADVISORIES,
         "attestations": [result.to_json() for result in report.attestations],
         "failures": report.failures,
         "record": raw,
     }
 
 
-def verify(report: trust.VerifyReport) -> dict[str, Any]:
+def verify(report: trust.VerifyReport, advisories: dict[str, Any] | None = None) -> dict[str, Any]:
     """``kictl verify REF --json``."""
-    return report.to_json()
+    return {**report.to_json(), "advisories": advisories or NO_ADVISORIES}
 
 
 def cite(citation: Citation) -> dict[str, Any]:

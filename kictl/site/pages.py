@@ -29,6 +29,7 @@ from kictl.errors import KictlError
 from kictl.families.gpus import GPUS, find_gpu
 from kictl.rank import DEFAULT_EVIDENCE, NO_EVIDENCE, GroupKey, RankedGroup, RankedRow, bibtex, citation, full_axes
 from kictl.records import DefinitionSpec
+from kictl.render import with_advisories
 from kictl.site import documents
 from kictl.site.html import (
     badge,
@@ -115,6 +116,7 @@ def run_badges(ctx: SiteContext, digest: str, *, stale: bool = False) -> str:
         parts.append(badge("retracted", "bad"))
     if stale:
         parts.append(badge("stale", "warn"))
+    parts.extend(badge(f"harness advisory {advisory}", "warn") for advisory in ctx.marks.of(digest))
     return " ".join(parts)
 
 
@@ -210,6 +212,7 @@ def _excluded(group: RankedGroup) -> str:
         "notPassed": "not passed",
         "evidence": "below the evidence level",
         "notBest": "not their implementation's best",
+        "advisory": "under a harness advisory (policy: drop)",
     }
     left = [f"{count} {words.get(name, name)}" for name, count in sorted(group.excluded.items()) if count]
     return f"<p>Left out of the ranking: {esc(', '.join(left))}.</p>" if left else ""
@@ -857,7 +860,8 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
         body.append("<p>None.</p>")
     trust_line = report.trust
     body.append(
-        f"<p>Evidence {esc(trust_line.level)} · {trust_line.community_reruns} community rerun(s) · "
+        f"<p>Evidence {esc(with_advisories(trust_line.level, ctx.marks.of(run.digest)))} · "
+        f"{trust_line.community_reruns} community rerun(s) · "
         f"{trust_line.reviews} review(s) · trust root version {esc(report.root_version or '–')}.</p></section>"
     )
     manifest, manifest_rows = _manifest(ctx, report)
@@ -881,7 +885,7 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
     added = f"added in commit {cite.commit[:12]}, {date(cite.committed)}" if cite.commit else "not yet committed"
     text = (
         f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
-    )
+    ) + (f" Measured by a harness under advisory {', '.join(cite.advisories)}." if cite.advisories else "")
     body.append('<section aria-labelledby="cite"><h2 id="cite">Cite</h2>')
     body.append(
         deflist(
@@ -895,9 +899,14 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
     body.append(f'<p id="citation" class="citation">{esc(text)}</p>')
     body.append(f"<details><summary>BibTeX</summary><pre><code>{esc(bibtex(cite))}</code></pre></details></section>")
     files[_beside(path, "show.json")] = documents.dumps(
-        documents.show(report, raw_spec, ctx.registry.relative(ctx.registry.record_path("BenchmarkRun", run.digest)))
+        documents.show(
+            report,
+            raw_spec,
+            ctx.registry.relative(ctx.registry.record_path("BenchmarkRun", run.digest)),
+            ctx.marks.run_json(run.digest),
+        )
     )
-    files[_beside(path, "verify.json")] = documents.dumps(documents.verify(report))
+    files[_beside(path, "verify.json")] = documents.dumps(documents.verify(report, ctx.marks.run_json(run.digest)))
     files[_beside(path, "cite.json")] = documents.dumps(documents.cite(cite))
     docs = [
         ("show.json", f"`kictl show {short(run.digest)} --json`"),

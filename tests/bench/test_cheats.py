@@ -19,65 +19,30 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
+from kictl.selftest import judge, load_corpus
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, rows
 
 pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 
 RMSNORM = "rmsnorm_h4096"
-HONEST = ("honest_slow_loop", "honest_noncontiguous_output", "honest_reused_buffer")
+#: The CPU session of the exploit corpus (tests/assets/cheats/corpus.json, issue 28): what each entry must do.
+#: A new cheat is listed there (class, expected check, advisories), never here.
+CORPUS = load_corpus(CHEATS)
+SESSION = "rmsnorm-cpu"
+_CPU = {name: entry.expect[SESSION] for name, entry in CORPUS.corpus.entries.items() if SESSION in entry.expect}
+HONEST = tuple(sorted(name for name, expect in _CPU.items() if expect.status == "passed"))
 #: Would-be cheats that gain nothing: none left (the caches keyed on identity, pointer, version or sampled
 #: values are all caught; the probes write through ``.data``, so a (pointer, ``_version``) key sees no change).
 GAIN_NOTHING: tuple[str, ...] = ()
-CAUGHT_BY = {
-    # issue 4's cheats
-    "rmsnorm_mutates_inputs": "inputsUnchanged",
-    "rmsnorm_cached_output": "outputsFresh",
-    "rmsnorm_returns_input": "outputsNotAliasInputs",
-    "rmsnorm_starts_thread": "noThreadsLeft",
-    "rmsnorm_patches_timer": "timerNotPatched",
-    "rmsnorm_partial_write": "outputsFullyWritten",
-    # issue 10, class 1: code execution in kictl's process
-    "wire_pickle_payload": "wireIntact",
-    "wire_forged_frame": "wireIntact",
-    # class 2: the timer from the same interpreter
-    "timer_clock_swapped_in_setup": "samplesConsistent",
-    "timer_forged_samples": "samplesConsistent",
-    "timer_reads_harness_frames": "timedOutputsCorrect",
-    # the timer object's own clock replaced (found in the caller's frames): nothing at module level changes
-    "timer_instance_patched": "timerNotPatched",
-    # class 3: answers that do not depend on the timed call's values
-    "values_cached_by_identity": "timedOutputsCorrect",
-    "values_precomputed_in_setup": "timedOutputsCorrect",
-    "values_cached_by_data_ptr": "outputsFresh",
-    # its probes find it (timedOutputsCorrect); or, where a correctness round's fresh tensors reuse the last
-    # round's addresses (the allocator's choice), the cache answers the round and two rounds agree (outputsFresh)
-    "values_cached_by_version": ("timedOutputsCorrect", "outputsFresh"),
-    # a cache keyed on a sample of the values: the probes (the last call's values with a few swapped) hit it
-    "values_cached_by_samples": "timedOutputsCorrect",
-    # class 4: work that escapes the measurement
-    "escape_lazy_subclass": "plainTensorOutputs",
-    "escape_raw_thread": "noThreadsLeft",
-    "escape_daemon": "noProcessesLeft",
-    # class 3: precomputed from the published seeds: one answer for every input
-    "values_from_public_seeds": "outputsFresh",
-    # class 5: reaching other processes finds none; the zeros it answers with are judged as they are
-    "reach_parent_stdout": "outputsFresh",
+CAUGHT_BY: dict[str, str | tuple[str, ...]] = {
+    name: expect.checks[0] if len(expect.checks) == 1 else tuple(expect.checks)
+    for name, expect in _CPU.items()
+    if expect.checks is not None
 }
 FAILS_AS = {
-    # class 5: the reference cannot be reached; a wrong formula is judged wrong
-    "reach_reference_worker": ("incorrect_numerical", "outside tolerance"),
-    # class 6: the implementation's own failure, nobody else's
-    "drop_raising_iter": ("incorrect_shape", "returned a Trap"),
-    "drop_sigalrm": ("runtime_error", "KeyboardInterrupt"),
-    "drop_lone_surrogate": ("runtime_error", "ValueError: broken \ufffd text \ufffd with \ufffd[2J escapes"),
-    # broken implementations (issue 4)
-    "rmsnorm_crashes": ("runtime_error", "SIGSEGV"),
-    "rmsnorm_raises": ("runtime_error", "ValueError: this kernel does not support"),
-    "rmsnorm_hangs": ("timeout", "no answer within 10 s to check"),
-    "rmsnorm_syntax_error": ("compile_error", "SyntaxError"),
-    "rmsnorm_wrong_values": ("incorrect_numerical", "outside tolerance"),
-    "rmsnorm_wrong_dtype": ("incorrect_dtype", "dtype float32, expected bfloat16"),
-    "rmsnorm_wrong_shape": ("incorrect_shape", "shape [63, 4096], expected [64, 4096]"),
+    name: (expect.status, expect.detail or "")
+    for name, expect in _CPU.items()
+    if expect.status not in ("passed", "reward_hack")
 }
 
 
@@ -176,3 +141,12 @@ def test_runtime_error_detail_is_relative_to_the_implementation(session_result: 
     assert 'File "rmsnorm_raises.py", line 5, in run' in detail, detail
     assert "kictl" not in detail, detail
     assert "/tmp" not in detail, detail
+
+
+def test_the_selftest_judges_every_cpu_entry_caught(session_result: Result) -> None:
+    """``kictl selftest``'s judge over this session (the corpus's CPU session): every entry as the corpus says."""
+    found = _by_implementation(session_result)
+    missed = [
+        name for name, expect in _CPU.items() if not judge(expect, found[name]["status"], found[name]["statusDetail"])
+    ]
+    assert missed == []

@@ -1,0 +1,84 @@
+"""Harness advisories (DESIGN §13, docs/advisories.md): when a hole in the harness is found, which published
+results it touches.
+
+An advisory is a document signed by a maintainer key of the trust root and
+kept under ``registry/advisories/<ID>/<version>.dsse.json``.  It names the
+harness versions (or commits), timers, devices and isolation it affects, the
+class of exploit, the version that fixed it and the exploit-corpus entries
+that demonstrate it.  Readers (``leaderboard``, ``verify``, ``show``,
+``cite``, the site, ``--json``) mark every run whose protocol matches; the
+policy's ``advisedRuns`` decides whether marked runs rank, rank apart or drop
+out; a controlled rerun by an unaffected harness clears the mark for its run.
+
+Why its own signed document and not a seventh record kind: a record is
+immutable and names a measurement by digest, while an advisory names a range
+of harness builds and must be updated by its maintainers (withdrawn, its range
+corrected); and its authority is a maintainer's signature, not a submission.
+So it is kept like the trust root, versioned, each version signed.
+
+The package, by concern::
+
+    document   the advisory's schema and which protocols it matches
+    published  signing, verifying against the trust root, the registry's set
+    marks      which runs are marked, which reruns clear them, the policy's modes
+"""
+
+from __future__ import annotations
+
+from kictl.advisories.document import (
+    KIND,
+    Advisory,
+    Affects,
+    Fixed,
+    VersionRange,
+    advisory_value,
+    load_advisory_bytes,
+    new_advisory,
+    parse_advisory,
+    protocol_matches,
+)
+from kictl.advisories.marks import ADVISED_RUNS, Marks, RunRef, affected_runs, label, record_marks, run_marks
+from kictl.advisories.published import (
+    PAYLOAD_TYPE,
+    AdvisorySet,
+    VerifiedAdvisory,
+    advisory_path,
+    has_advisories,
+    load_advisories,
+    parse_advisory_path,
+    publish_advisory,
+    signed_envelope,
+    verify_advisory,
+    withdrawn,
+)
+
+__all__ = [
+    "ADVISED_RUNS",
+    "KIND",
+    "PAYLOAD_TYPE",
+    "Advisory",
+    "AdvisorySet",
+    "Affects",
+    "Fixed",
+    "Marks",
+    "RunRef",
+    "VerifiedAdvisory",
+    "VersionRange",
+    "advisory_path",
+    "advisory_value",
+    "affected_runs",
+    "has_advisories",
+    "label",
+    "load_advisories",
+    "load_advisory_bytes",
+    "new_advisory",
+    "parse_advisory",
+    "parse_advisory_path",
+    "protocol_matches",
+    "publish_advisory",
+    "record_marks",
+    "run_marks",
+    "signed_envelope",
+    "verify_advisory",
+    "withdrawn",
+]

@@ -1,0 +1,89 @@
+"""``kictl review`` of a PR's advisory files (docs/review.md, docs/advisories.md): as strict as records.
+
+Each added ``registry/advisories/<ID>/<N>.dsse.json`` must verify against the
+*base's* trust root at the review's signing bound (a PR cannot bring the key
+that signs it): a maintainer signature, a valid document in normal form, the
+id and version of its path, and the next version of its id (1 for a new id,
+else one more than the highest version at the base or earlier in the PR).  An
+edited or deleted version file is a published file changed.  Everything else
+under ``registry/advisories/`` is off the layout.  The review never raises
+for bad content: each defect is a finding ``(code, message, path)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+
+from kictl.advisories.published import parse_advisory_path, verify_advisory
+from kictl.errors import KictlError
+from kictl.store import Change
+
+#: The lint of an advisory version that counts for nothing (``kictl.review``'s LINTS explains it).
+LINT = "bad-advisory"
+
+
+def review_advisories(
+    changes: Iterable[Change],
+    head_bytes: Mapping[str, bytes | None],
+    base_paths: Iterable[str],
+    base_root: bytes | None,
+    signed_at: datetime,
+) -> list[tuple[str, str, str]]:
+    """Findings ``(lint code, message, path)`` for the advisory files a PR changes.
+
+    ``base_paths`` are the files under ``registry/advisories/`` at the merge
+    base; ``base_root`` the base tip's ``registry/trust/root.json``.
+    """
+    from kictl.trust.root import load_root
+
+    findings: list[tuple[str, str, str]] = []
+    highest: dict[str, int] = {}
+    for path in base_paths:
+        where = parse_advisory_path(path)
+        if where is not None:
+            highest[where[0]] = max(highest.get(where[0], 0), where[1])
+    root = None
+    if base_root is not None:
+        try:
+            root = load_root(base_root, source="the base's trust root")
+        except KictlError as exc:
+            root_problem = exc.message
+    else:
+        root_problem = "the base has no trust root, so no signature can be valid"
+    added: list[tuple[int, str, str]] = []
+    for change in changes:
+        where = parse_advisory_path(change.path)
+        if change.status != "A":
+            verb = "deletes" if change.status == "D" else "edits"
+            findings.append(
+                (
+                    "published-changed",
+                    f"{verb} a published advisory version: published files are never modified "
+                    "(an update is the next version, signed by a maintainer)",
+                    change.path,
+                )
+            )
+        elif where is None:
+            findings.append(("path-not-allowed", "not an advisory version (<KI-YYYY-NNNN>/<N>.dsse.json)", change.path))
+        else:
+            added.append((where[1], where[0], change.path))
+    for version, advisory_id, path in sorted(added):
+        data = head_bytes.get(path)
+        if data is None:
+            findings.append(("path-not-allowed", "not a regular file", path))
+            continue
+        expected = highest.get(advisory_id, 0) + 1
+        if version != expected:
+            findings.append((LINT, f"{advisory_id} version {version} does not follow version {expected - 1}", path))
+            continue
+        if root is None:
+            findings.append((LINT, root_problem, path))
+            continue
+        try:
+            verify_advisory(data, path=path, root=root, signed_at=signed_at)
+        except KictlError as exc:
+            findings.append((LINT, exc.message, path))
+            continue
+        highest[advisory_id] = version
+    return findings
