@@ -62,7 +62,9 @@ def make_app(command: str | None = None) -> typer.Typer:
 
 
 #: The command modules, in the order ``kictl --help`` lists their commands.
-GROUPS = ("records", "bench", "definitions", "trust", "rank", "importers", "submit", "review", "rerun", "site")
+GROUPS = (
+    "records", "bench", "definitions", "trust", "rank", "importers", "exporters", "submit", "review", "rerun", "site",
+)  # fmt: skip
 #: Which module adds each top-level command (tests/test_startup.py holds this equal to what they register).
 COMMANDS = {
     **dict.fromkeys(("init", "digest", "add", "validate", "show"), "records"),
@@ -71,6 +73,7 @@ COMMANDS = {
     **dict.fromkeys(("keygen", "sign", "verify", "trust"), "trust"),
     **dict.fromkeys(("leaderboard", "floor", "diff", "history", "cite"), "rank"),
     "import": "importers",
+    "export": "exporters",
     "submit": "submit",
     "review": "review",
     **dict.fromkeys(("rerun", "attest"), "rerun"),
@@ -84,6 +87,8 @@ def _register(app: typer.Typer, name: str) -> None:
         app.add_typer(module.app, name="definitions")
     elif name == "importers":
         app.add_typer(module.app, name="import")
+    elif name == "exporters":
+        app.add_typer(module.app, name="export")
     else:
         module.register(app)
 
