@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from kictl import trust
-from kictl.errors import CheckFailed, KictlError
+from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
+from kictl.rerun import heldout
 from kictl.rerun.job import ProtocolSettings, RerunJob, build_job
 from kictl.rerun.results import RerunResult, read_results
 from kictl.rerun.verdict import SIGNABLE, Judgement, judge
@@ -69,6 +70,8 @@ class CheckedRerun:
             predicate["ratio"] = judged.ratio
         if "tolerance" in trust.RerunPredicate.model_fields:  # once the predicate states it (issue 14)
             predicate["tolerance"] = judged.tolerance
+        if self.result.held_out is not None:  # issue 32: the held-out check, redrawn by check_results
+            predicate["heldOut"] = self.result.held_out.model_dump(mode="json", by_alias=True, exclude_none=True)
         return predicate
 
 
@@ -150,6 +153,11 @@ def _check_one(
             f"it claims {result.verdict} (ratio {result.ratio}); its records give {stated.verdict} "
             f"(ratio {stated.ratio}) at tolerance {result.tolerance:g}"
         )
+    if result.held_out is not None:  # issue 32: the held-out shapes must be the ones its disclosed secret draws
+        try:
+            heldout.verify_draw(job.definition, heldout.submitted_shapes(registry, job.definition), result.held_out)
+        except RecordError as exc:
+            raise CheckFailed(exc.message) from exc
     # ... and what is signed is judged with this registry's tolerance.
     judged = judge(original, spec, tolerance=tolerance, comparable=comparable)
     own = tuple(record for record in (rerun, protocol, environment) if record.digest in records)

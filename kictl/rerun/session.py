@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import kictl
 from kictl.errors import EnvError
 from kictl.records import BenchmarkRunSpec, StoredRecord, format_timestamp
-from kictl.rerun import execute
+from kictl.rerun import execute, heldout
 from kictl.rerun.job import RerunJob, build_job, group_jobs, refusals, select_runs
 from kictl.rerun.results import RerunResult, RerunResults
 from kictl.rerun.verdict import judge
@@ -105,6 +105,7 @@ def rerun_runs(
             timeout_s=timeout_s,
             progress=say,
         )
+        held_out = heldout.check_jobs(registry, group, device=chosen, timeout_s=timeout_s, progress=say)  # issue 32
         for job in group:
             executed = done.runs[(job.implementation.digest, job.workload.digest)]
             made = [executed.run, executed.protocol, executed.environment]
@@ -142,6 +143,7 @@ def rerun_runs(
                     forced=bool(reasons),
                     refusals=tuple(reasons),
                     seed_salt=done.seed_salt,
+                    held_out=held_out.get(job.implementation.digest),  # issue 32
                 )
             )
     order = {digest: position for position, digest in enumerate(digests)}
