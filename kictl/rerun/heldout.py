@@ -324,6 +324,64 @@ def verify_draw(
         raise RecordError(f"its held-out verdict {held.verdict!r} does not match its failed shapes")
 
 
+def _claims_held_out(path: Path) -> bool:
+    """Whether an envelope's (unverified) payload carries a held-out verdict other than skipped; never raises."""
+    import base64
+    import json
+
+    try:
+        statement = json.loads(base64.b64decode(json.loads(path.read_bytes())["payload"]))
+        verdict = statement["predicate"]["heldOut"]["verdict"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return verdict in (GENERALIZES, FAILS)
+
+
+def held_out_verdicts(registry: Registry, runs: Sequence[str]) -> dict[str, str]:
+    """``run digest -> generalizes | fails on held-out shapes`` from valid verifier ``rerun`` attestations.
+
+    A run appears only when such an attestation judges it: ``fails on
+    held-out shapes`` when any does, else ``generalizes``.  Only runs with an
+    envelope that claims a held-out verdict are verified (``kictl.trust.check_record``),
+    so readers of a registry without held-out checks pay one directory listing a run.
+    """
+    from kictl import trust
+
+    found: dict[str, str] = {}
+    for run in dict.fromkeys(runs):
+        folder = registry.attestation_folder(run)
+        try:
+            claims = folder.is_dir() and any(_claims_held_out(path) for path in sorted(folder.glob("*.dsse.json")))
+        except OSError:
+            claims = False
+        if not claims:
+            continue
+        try:
+            report = trust.check_record(registry, run)
+        except KictlError:
+            continue
+        verdicts = [
+            result.attestation.predicate_json.get("heldOut", {}).get("verdict")
+            for result in report.attestations
+            if result.valid
+            and result.counts_for == "evidence"
+            and result.predicate_type == "rerun"
+            and result.attestation is not None
+        ]
+        if FAILS in verdicts:
+            found[run] = FAILS
+        elif GENERALIZES in verdicts:
+            found[run] = GENERALIZES
+    return found
+
+
+def with_held_out(group: dict[str, Any], verdicts: Mapping[str, str]) -> dict[str, Any]:
+    """A comparison group's ``--json`` document with each row's ``heldOut`` verdict (``null`` where none)."""
+    for row in group.get("rows", []):
+        row["heldOut"] = verdicts.get(row["run"])
+    return group
+
+
 def generalizing(registry: Registry) -> Callable[[str], bool]:
     """``run digest -> True`` when a valid verifier ``rerun`` attestation says it generalizes and none says otherwise.
 

@@ -60,6 +60,7 @@ from kictl.rank import (
     workload_leaderboard,
 )
 from kictl.records import parse_timestamp
+from kictl.rerun.heldout import held_out_verdicts
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
@@ -187,6 +188,8 @@ class SiteContext:
     #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
     reruns: frozenset[str] = frozenset()
     states: dict[str, RunState] = field(default_factory=dict)
+    #: run digest -> what verifiers' reruns found on held-out shapes (issue 32; kictl.rerun.heldout)
+    held_out: dict[str, str] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
     groups: dict[GroupKey, list[RunFacts]] = field(default_factory=dict)
@@ -373,6 +376,7 @@ def build_site(
             evidence={digest: summary.level for digest, summary in summaries.items()},
             summaries=summaries,
             reruns=reruns,
+            held_out=held_out_verdicts(target, [run.digest for run in runs]),  # issue 32
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit

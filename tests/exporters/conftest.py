@@ -107,8 +107,18 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Signed:
     verified.append(runs["escape/m3"])
     for run in runs.values():
         trust.sign_record(registry, run.digest, submitter.private, predicate_type="submission")
+    held_out = {  # what the verifier's reruns found on held-out shapes (kictl.rerun.heldout)
+        runs["tiled/m4"].digest: "generalizes",
+        runs["plain/m8"].digest: "fails on held-out shapes",
+        runs["escape/m3"].digest: "generalizes",
+    }
     for run in verified:
-        predicate = {"runDigest": "sha256:" + "ab" * 32, "verdict": "agrees", "ratio": 1.0}
+        predicate: dict[str, object] = {"runDigest": "sha256:" + "ab" * 32, "verdict": "agrees", "ratio": 1.0}
+        verdict = held_out.get(run.digest)
+        if verdict is not None:
+            shapes = [{"M": 5, "N": 64, "K": 64}, {"M": 11, "N": 64, "K": 64}]
+            failed = [{"axes": shapes[1], "status": "incorrect_numerical"}] if verdict != "generalizes" else []
+            predicate["heldOut"] = {"verdict": verdict, "shapes": shapes, "failed": failed, "secret": "5e" * 16}
         trust.sign_record(registry, run.digest, verifier.private, predicate_type="rerun", predicate=predicate)
     commit_all(registry, at("2026-06-01"), "signed runs")
     records = {record.name: record for record in (definition, other, other_workload, escape, *workloads.values())}

@@ -170,3 +170,38 @@ def test_cli_writes_and_refuses_an_existing_folder(signed: Signed, tmp_path: Pat
         "--registry", signed.registry.root,
     )  # fmt: skip
     assert unknown.exit_code == 3, unknown.output
+
+
+def test_require_generalizes_reads_the_verifiers_held_out_verdicts(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    """`--require-generalizes`: only winners a verifier's rerun found correct on held-out shapes."""
+    out = tmp_path / "export"
+    result = cli(
+        "export", "flashinfer-trace", out, "--gpu", "H200", "--require-generalizes", "--json",
+        "--registry", signed.registry.root,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert sorted(item["run"] for item in document["exported"]) == sorted(
+        signed.runs[key].digest for key in ("tiled/m4", "escape/m3")
+    )
+    reasons = {item["run"]: item["reason"] for item in document["leftOut"]}
+    assert "held-out shapes" in reasons[signed.runs["plain/m8"].digest]  # its verifier found it fails
+    assert "held-out shapes" in reasons[signed.runs["tiled/m2"].digest]  # no held-out verdict at all
+
+
+def test_leaderboard_and_site_show_the_held_out_verdict(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    root = signed.registry.root
+    shown = cli("leaderboard", "gemm_n64_k64", "--workload", "m8", "--gpu", "H200", "--registry", root)
+    assert shown.exit_code == 0, shown.output
+    (plain,) = [line for line in shown.stdout.splitlines() if line.split()[1:2] == ["plain"]]
+    assert plain.endswith("fails on held-out shapes")
+    document = json.loads(
+        cli("leaderboard", "gemm_n64_k64", "--workload", "m4", "--gpu", "H200", "--registry", root, "--json").stdout
+    )
+    verdicts = {row["implementation"]: row["heldOut"] for row in document[0]["rows"]}
+    assert verdicts == {"tiled": "generalizes", "plain": None}
+    site = tmp_path / "site"
+    built = cli("site", "build", site, "--registry", root)
+    assert built.exit_code == 0, built.output
+    page = (site / "r" / signed.runs["tiled/m4"].digest / "index.html").read_text()
+    assert "generalizes" in page
