@@ -46,6 +46,7 @@ REQUIRED: dict[str, list[str]] = {
     "trust revoke": ["0" * 64, "--reason", "retired", "--key", "KEY"],
     "trust reanchor": ["--maintainer", "KEY.pub", "--key", "KEY"],
     "import flashinfer-bench": ["DIR"],
+    "export flashinfer-trace": ["OUT", "--gpu", "H200"],
     "rerun": ["gemm_tiny", "--out", "OUT"],
     "attest rerun": ["DIR", "--key", "KEY"],
     "attest request": ["gemm_tiny", "--key", "KEY", "--out", "OUT"],

@@ -77,6 +77,7 @@ GROUPS = (
     "trust",
     "rank",
     "importers",
+    "exporters",
     "submit",
     "review",
     "rerun",
@@ -92,6 +93,7 @@ COMMANDS = {
     **dict.fromkeys(("keygen", "sign", "verify", "trust"), "trust"),
     **dict.fromkeys(("leaderboard", "floor", "diff", "history", "cite"), "rank"),
     "import": "importers",
+    "export": "exporters",
     "submit": "submit",
     "review": "review",
     **dict.fromkeys(("rerun", "attest"), "rerun"),
@@ -107,6 +109,8 @@ def _register(app: typer.Typer, name: str) -> None:
         app.add_typer(module.app, name="definitions")
     elif name == "importers":
         app.add_typer(module.app, name="import")
+    elif name == "exporters":
+        app.add_typer(module.app, name="export")
     else:
         module.register(app)
 

@@ -17,6 +17,7 @@ import json
 import re
 import sys
 import textwrap
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -61,6 +62,7 @@ _index = LazyModule("kictl.index")
 #: energy (issue 31): its ranking and its text views
 _energy = LazyModule("kictl.rank.energy")
 _energy_views = LazyModule("kictl.cli.energy_views")
+_heldout = LazyModule("kictl.rerun.heldout")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
 DEFAULT_EVIDENCE = "disputed"
@@ -236,7 +238,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
     return lines
 
 
-def _render_group(group: RankedGroup) -> list[str]:
+def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None) -> list[str]:
     lines = [
         _line(f"{group.key.gpu} · {group.key.comparability} · {group.key.statistic}"),
         f"comparison key {group.comparison_key}",
@@ -255,6 +257,7 @@ def _render_group(group: RankedGroup) -> list[str]:
     rows = []
     for row in group.rows:
         notes = [label for flag, label in ((row.stale, "stale"), (row.below_floor, "BELOW FLOOR")) if flag]
+        notes += [(held_out or {})[row.run.digest]] if row.run.digest in (held_out or {}) else []  # issue 32
         mark = ("=" if row.tied or _tied_below(group, row) else "") + ("" if row.run.committed else "*")
         rows.append(
             [
@@ -299,7 +302,7 @@ def _tied_below(group: RankedGroup, row: RankedRow) -> bool:
     )
 
 
-def _render_workload(result: WorkloadBoard) -> list[str]:
+def _render_workload(result: WorkloadBoard, held_out: Mapping[str, str] | None = None) -> list[str]:
     workload = result.workload
     axes = " · ".join(f"{name} = {value}" for name, value in sorted(workload.axes.items()))
     lines = [_line(f"{result.definition.name} / {workload.name}"), f"workload  {workload.digest}"]
@@ -310,7 +313,7 @@ def _render_workload(result: WorkloadBoard) -> list[str]:
         lines.append("no runs" + (f" on {result.gpu}" if result.gpu else ""))
     for group in result.groups:
         lines.append("")
-        lines.extend(_render_group(group))
+        lines.extend(_render_group(group, held_out))
     if result.unranked:
         lines.append("")
         lines.append(f"{result.unranked} run(s) name a protocol or environment not in the registry")
@@ -367,10 +370,12 @@ def leaderboard(
                     out(line)
             return
         board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
+        # issue 32: what verifiers' reruns found on held-out shapes (kictl.rerun.heldout)
+        held_out = _heldout.held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
         if as_json:
-            emit_json(board.to_json())
+            emit_json([_heldout.with_held_out(group, held_out) for group in board.to_json()])
         else:
-            for line in _render_workload(board):
+            for line in _render_workload(board, held_out):
                 out(line)
 
 

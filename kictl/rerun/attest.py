@@ -42,8 +42,9 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import trust
-from kictl.errors import CheckFailed, KictlError
+from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
+from kictl.rerun import heldout
 from kictl.rerun.job import ProtocolSettings, RerunJob, build_job
 from kictl.rerun.request import RequestBody, RerunRequest, check_binding, check_request, check_time, make_request
 from kictl.rerun.results import RerunResult, read_results
@@ -86,6 +87,8 @@ class CheckedRerun:
             predicate["tolerance"] = judged.tolerance
         if self.nonce is not None:
             predicate["nonce"] = self.nonce
+        if self.result.held_out is not None:  # issue 32: the held-out check, redrawn by check_results
+            predicate["heldOut"] = self.result.held_out.model_dump(mode="json", by_alias=True, exclude_none=True)
         return predicate
 
 
@@ -198,6 +201,11 @@ def _check_one(
             f"it claims {result.verdict} (ratio {result.ratio}); its records give {stated.verdict} "
             f"(ratio {stated.ratio}) at tolerance {result.tolerance:g}"
         )
+    if result.held_out is not None:  # issue 32: the held-out shapes must be the ones its disclosed secret draws
+        try:
+            heldout.verify_draw(job.definition, heldout.submitted_shapes(registry, job.definition), result.held_out)
+        except RecordError as exc:
+            raise CheckFailed(exc.message) from exc
     # ... and what is signed is judged with this registry's tolerance.
     judged = judge(original, spec, tolerance=tolerance, comparable=comparable)
     own = tuple(record for record in (rerun, protocol, environment) if record.digest in records)

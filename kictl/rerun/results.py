@@ -39,6 +39,7 @@ from kictl.records import (
 )
 from kictl.rerun.request import RequestBody
 from kictl.store import write_atomic
+from kictl.trust.models import HeldOutCheck
 
 RESULTS_FILE = "reruns.json"
 RECORDS_FILE = "records.json"
@@ -66,6 +67,7 @@ class RerunResult(WireModel):
     forced: bool = False
     refusals: tuple[str, ...] = ()
     seed_salt: Salt | None = None
+    held_out: HeldOutCheck | None = None  # issue 32: correctness on held-out shapes (kictl.rerun.heldout)
 
 
 class RerunResults(WireModel):

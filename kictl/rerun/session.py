@@ -19,7 +19,7 @@ import kictl
 from kictl.errors import EnvError, UsageError
 from kictl.policy import Policy
 from kictl.records import BenchmarkRunSpec, StoredRecord, format_timestamp
-from kictl.rerun import execute
+from kictl.rerun import execute, heldout
 from kictl.rerun.job import RerunJob, build_job, group_jobs, refusals, select_runs
 from kictl.rerun.request import RerunRequest
 from kictl.rerun.results import RerunResult, RerunResults
@@ -129,6 +129,7 @@ def rerun_runs(
             input_secret=request.input_secret if request is not None else None,
             seed_salt=request.seed_salt if request is not None else None,
         )
+        held_out = heldout.check_jobs(registry, group, device=chosen, timeout_s=timeout_s, progress=say)  # issue 32
         for job in group:
             executed = done.runs[(job.implementation.digest, job.workload.digest)]
             made = [executed.run, executed.protocol, executed.environment]
@@ -166,6 +167,7 @@ def rerun_runs(
                     forced=bool(reasons),
                     refusals=tuple(reasons),
                     seed_salt=done.seed_salt,
+                    held_out=held_out.get(job.implementation.digest),  # issue 32
                 )
             )
     order = {digest: position for position, digest in enumerate(digests)}

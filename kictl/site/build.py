@@ -46,6 +46,7 @@ from kictl.errors import CheckFailed, RegistryError
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import GroupKey, group_of, group_runs
 from kictl.records import parse_timestamp
+from kictl.rerun.heldout import held_out_verdicts
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
@@ -256,6 +257,7 @@ def build_site(
             summaries=summaries,
             reruns=reruns,
             marks=run_marks(target, [RunRef(run.digest, run.protocol, run.status) for run in runs]),
+            held_out=held_out_verdicts(target, [run.digest for run in runs]),  # issue 32
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit

@@ -70,6 +70,8 @@ class SiteContext:
     #: the harness advisories that mark runs (docs/advisories.md): badges, evidence lines, show/verify JSON
     marks: Marks = field(default_factory=Marks)
     states: dict[str, RunState] = field(default_factory=dict)
+    #: run digest -> what verifiers' reruns found on held-out shapes (issue 32; kictl.rerun.heldout)
+    held_out: dict[str, str] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)
     groups: dict[GroupKey, list[RunFacts]] = field(default_factory=dict)

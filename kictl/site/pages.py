@@ -30,6 +30,7 @@ from kictl.families.gpus import GPUS, find_gpu
 from kictl.rank import DEFAULT_EVIDENCE, NO_EVIDENCE, GroupKey, RankedGroup, RankedRow, bibtex, citation, full_axes
 from kictl.records import DefinitionSpec
 from kictl.render import with_advisories
+from kictl.rerun.heldout import with_held_out
 from kictl.site import documents
 from kictl.site.html import (
     badge,
@@ -117,6 +118,9 @@ def run_badges(ctx: SiteContext, digest: str, *, stale: bool = False) -> str:
     if stale:
         parts.append(badge("stale", "warn"))
     parts.extend(badge(f"harness advisory {advisory}", "warn") for advisory in ctx.marks.of(digest))
+    held_out = ctx.held_out.get(digest)  # issue 32: a verifier's rerun on held-out shapes
+    if held_out is not None:
+        parts.append(badge(held_out, "ok" if held_out == "generalizes" else "bad"))
     return " ".join(parts)
 
 
@@ -263,7 +267,8 @@ def render_group(ctx: SiteContext, key: GroupKey) -> Files:
             "× ref: speed-up over the definition's reference.</p>"
         )
         body.append(_excluded(group) + "</section>")
-        files[_beside(path, "leaderboard.json")] = documents.dumps(documents.workload_group(board, group))
+        element = with_held_out(documents.workload_group(board, group), ctx.held_out)  # issue 32: heldOut per row
+        files[_beside(path, "leaderboard.json")] = documents.dumps(element)
     result = ctx.history(definition.digest)
     entry = documents.history_group(result, key.digest)
     changes = next((g.changes for g in result.groups if g.key == key), ())

@@ -29,6 +29,17 @@ class SubmissionPredicate(_Model):
     note: Text | None = None
 
 
+class HeldOutCheck(WireModel):
+    """A rerun's correctness check on held-out shapes (issue 32; drawn and judged by ``kictl.rerun.heldout``)."""
+
+    verdict: Literal["generalizes", "fails on held-out shapes", "skipped"]
+    shapes: tuple[dict[str, Annotated[int, Field(ge=0)]], ...] = ()  # every axis of each drawn shape
+    failed: tuple[dict[str, Any], ...] = ()  # {"axes": shape, "status": run status} per failed shape
+    secret: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] | None = None  # what drew them
+    cap: Annotated[int, Field(ge=0)] | None = None  # at most this value per drawn axis (a CPU rerun)
+    note: Text | None = None
+
+
 class RerunPredicate(_Model):
     """``rerun``: I reran the record; my own BenchmarkRun, the latency ratio (mine over
     the record's primary statistic) and my verdict."""
@@ -40,6 +51,7 @@ class RerunPredicate(_Model):
     #: the nonce of the rerun request the rerun was made for (kictl.rerun.request): signed once
     nonce: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")] | None = None
     note: Text | None = None
+    held_out: HeldOutCheck | None = None  # issue 32: correctness on held-out shapes (kictl.rerun.heldout)
 
     @model_validator(mode="after")
     def _ratio_unless_failed(self) -> RerunPredicate:

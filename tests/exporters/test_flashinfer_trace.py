@@ -1,0 +1,207 @@
+"""``kictl export flashinfer-trace``: only ranked, verified winners of one GPU, read by FlashInfer-Bench 0.1.2.
+
+FlashInfer-Bench (installed ``--no-deps`` in the test environment: its data
+models and apply table import and run on the CPU without flashinfer-python
+and apache-tvm-ffi) reads the export with its own loader and builds its own
+apply table from it; the table must pick the leaderboard's #1 everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kictl.exporters.flashinfer_trace import NothingToExport, export_flashinfer_trace
+from kictl.index import QueryIndex
+from kictl.rank import workload_leaderboard
+from tests.conftest import RunCli
+from tests.exporters.conftest import Signed
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()
+    }
+
+
+def _leaders(signed: Signed, definition: str, workloads: list[str]) -> dict[str, str]:
+    """workload name -> the implementation the verified H200 leaderboard ranks first."""
+    registry = signed.registry
+    leaders = {}
+    with QueryIndex.open(registry) as index:
+        for workload in workloads:
+            board = workload_leaderboard(
+                index, definition, workload, policy=registry.policy(), gpu="H200", min_evidence="verified"
+            )
+            (group,) = board.groups
+            leaders[workload] = group.rows[0].implementation_label
+    return leaders
+
+
+@pytest.fixture
+def fib_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "fib-cache"))
+    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path / "fib-dataset"))
+
+
+def test_flashinfer_bench_loads_the_export_and_apply_picks_the_leaderboard_first(
+    signed: Signed, tmp_path: Path, fib_cache: None
+) -> None:
+    data = pytest.importorskip("flashinfer_bench.data")
+    apply_table = pytest.importorskip("flashinfer_bench.apply.table")
+    apply_config = pytest.importorskip("flashinfer_bench.apply.config")
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(signed.registry, out, gpu="H200")
+    trace_set = data.TraceSet.from_path(str(out))
+    assert sorted(trace_set.definitions) == ["gemm_n64_k64", "gemm_n64_k64_other"]
+    traces = trace_set.traces["gemm_n64_k64"]
+    assert len(traces) == 3 == len(trace_set.workloads["gemm_n64_k64"])
+    assert len(report.exported) == 4
+    # its apply table, built by its own code from the export, picks the leaderboard's #1 for every workload
+    config = apply_config.ApplyConfigRegistry(default=apply_config.ApplyConfig(max_atol=1.0, max_rtol=1.0, aot_ratio=0))
+    table = apply_table.ApplyTable.load_or_build(trace_set, config)
+    chosen = {dict(key.axes)["M"]: name for key, name in table.index["gemm_n64_k64"].items()}
+    leaders = _leaders(signed, "gemm_n64_k64", ["m2", "m4", "m8"])
+    assert leaders == {"m2": "tiled", "m4": "tiled", "m8": "plain"}
+    assert chosen == {2: leaders["m2"], 4: leaders["m4"], 8: leaders["m8"]}
+    # each trace cites its run: digest and permalink
+    exported = {item.run for item in report.exported}
+    for trace in traces:
+        run = trace.evaluation.log.split()[2].rstrip(";")
+        assert run in exported
+        assert f"https://kernelindex.dev/r/{run}" in trace.evaluation.log
+    # the reported-only faster runs (hasty on m2, tiled on m8) and the B200 run are nowhere in the export
+    everything = b"".join(_files(out).values())
+    for key in ("hasty/m2", "tiled/m8", "tiled/m2@B200"):
+        digest = signed.runs[key].digest
+        assert digest.encode() not in everything.replace(b'"run": "' + digest.encode(), b"")
+        assert digest not in {trace.evaluation.log.split()[2].rstrip(";") for trace in traces}
+    left = {item.run: item.reason for item in report.left_out}
+    assert left[signed.runs["hasty/m2"].digest] == "evidence reported is below verified"
+    assert left[signed.runs["tiled/m8"].digest] == "evidence reported is below verified"
+    assert signed.runs["tiled/m2@B200"].digest not in left  # another GPU is not considered at all
+    assert "hasty" not in {solution.name for solutions in trace_set.solutions.values() for solution in solutions}
+
+
+def test_the_same_registry_gives_the_same_bytes(signed: Signed, tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    export_flashinfer_trace(signed.registry, first, gpu="H200")
+    export_flashinfer_trace(signed.registry, second, gpu="h200")
+    assert _files(first) == _files(second)
+    manifest = json.loads((first / "kernelindex.json").read_bytes())
+    assert manifest["selection"] == {
+        "gpu": "H200", "minimumEvidence": "verified", "requireGeneralizes": False, "definitions": [],
+    }  # fmt: skip
+
+
+def test_a_hostile_name_never_becomes_a_path(signed: Signed, tmp_path: Path) -> None:
+    out = tmp_path / "export"
+    export_flashinfer_trace(signed.registry, out, gpu="H200", definitions=["gemm_n64_k64_other"])
+    escape = signed.records["../../escape"]
+    paths = sorted(_files(out))
+    assert f"solutions/gemm/gemm_n64_k64_other/{escape.digest.removeprefix('sha256:')}.json" in paths
+    assert all(".." not in path for path in paths)
+    assert not list(tmp_path.glob("*escape*"))
+    assert not list(out.parent.parent.glob("escape*"))
+    solution = json.loads((out / "solutions/gemm/gemm_n64_k64_other" / f"{escape.digest[7:]}.json").read_bytes())
+    assert solution["name"] == "../../escape"
+
+
+def test_advised_and_non_generalizing_winners_give_way(signed: Signed, tmp_path: Path) -> None:
+    tiled = signed.runs["tiled/m2"].digest
+    report = export_flashinfer_trace(
+        signed.registry,
+        tmp_path / "advised",
+        gpu="H200",
+        definitions=["gemm_n64_k64"],
+        advised=lambda run: run == tiled,
+    )
+    winners = {item.workload: item.implementation for item in report.exported}
+    assert winners == {"m2": "plain", "m4": "tiled", "m8": "plain"}
+    assert {item.run: item.reason for item in report.left_out}[tiled] == "named by an open harness advisory"
+    passing = {signed.runs["plain/m8"].digest}
+    report = export_flashinfer_trace(
+        signed.registry,
+        tmp_path / "general",
+        gpu="H200",
+        definitions=["gemm_n64_k64"],
+        require_generalizes=True,
+        generalizes=passing.__contains__,
+    )
+    assert [item.run for item in report.exported] == [signed.runs["plain/m8"].digest]
+    reasons = {item.run: item.reason for item in report.left_out}
+    assert "held-out shapes" in reasons[signed.runs["tiled/m4"].digest]
+    assert "held-out shapes" in reasons[signed.runs["plain/m4"].digest]  # the next row must generalize too
+
+
+def test_nothing_qualifies_refuses_in_one_line_and_writes_nothing(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    out = tmp_path / "export"
+    result = cli("export", "flashinfer-trace", out, "--gpu", "H100", "--registry", signed.registry.root)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: nothing to export: no run on H100 SXM qualifies at evidence verified")
+    assert result.stderr.count("\n") == 1
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(NothingToExport, match="held-out shapes"):
+        export_flashinfer_trace(signed.registry, out, gpu="H200", require_generalizes=True, generalizes=lambda _: False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_writes_and_refuses_an_existing_folder(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    out = tmp_path / "export"
+    result = cli("export", "flashinfer-trace", out, "--gpu", "H200", "--registry", signed.registry.root, "--json")
+    assert result.exit_code == 0, result.output
+    document: dict[str, Any] = json.loads(result.stdout)
+    assert len(document["exported"]) == 4
+    assert "kernelindex.json" in document["files"]
+    again = cli("export", "flashinfer-trace", out, "--gpu", "H200", "--registry", signed.registry.root)
+    assert again.exit_code == 2
+    assert "exists" in again.stderr
+    bad = cli(
+        "export", "flashinfer-trace", tmp_path / "x", "--gpu", "H200", "--evidence", "great",
+        "--registry", signed.registry.root,
+    )  # fmt: skip
+    assert bad.exit_code == 2, bad.output
+    unknown = cli(
+        "export", "flashinfer-trace", tmp_path / "y", "--gpu", "H200", "--definition", "no_such_definition",
+        "--registry", signed.registry.root,
+    )  # fmt: skip
+    assert unknown.exit_code == 3, unknown.output
+
+
+def test_require_generalizes_reads_the_verifiers_held_out_verdicts(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    """`--require-generalizes`: only winners a verifier's rerun found correct on held-out shapes."""
+    out = tmp_path / "export"
+    result = cli(
+        "export", "flashinfer-trace", out, "--gpu", "H200", "--require-generalizes", "--json",
+        "--registry", signed.registry.root,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert sorted(item["run"] for item in document["exported"]) == sorted(
+        signed.runs[key].digest for key in ("tiled/m4", "escape/m3")
+    )
+    reasons = {item["run"]: item["reason"] for item in document["leftOut"]}
+    assert "held-out shapes" in reasons[signed.runs["plain/m8"].digest]  # its verifier found it fails
+    assert "held-out shapes" in reasons[signed.runs["tiled/m2"].digest]  # no held-out verdict at all
+
+
+def test_leaderboard_and_site_show_the_held_out_verdict(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
+    root = signed.registry.root
+    shown = cli("leaderboard", "gemm_n64_k64", "--workload", "m8", "--gpu", "H200", "--registry", root)
+    assert shown.exit_code == 0, shown.output
+    (plain,) = [line for line in shown.stdout.splitlines() if line.split()[1:2] == ["plain"]]
+    assert plain.endswith("fails on held-out shapes")
+    document = json.loads(
+        cli("leaderboard", "gemm_n64_k64", "--workload", "m4", "--gpu", "H200", "--registry", root, "--json").stdout
+    )
+    verdicts = {row["implementation"]: row["heldOut"] for row in document[0]["rows"]}
+    assert verdicts == {"tiled": "generalizes", "plain": None}
+    site = tmp_path / "site"
+    built = cli("site", "build", site, "--registry", root)
+    assert built.exit_code == 0, built.output
+    page = (site / "r" / signed.runs["tiled/m4"].digest / "index.html").read_text()
+    assert "generalizes" in page
