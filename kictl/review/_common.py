@@ -25,6 +25,7 @@ LINTS: dict[str, str] = {
     "definition-not-compiled": "a new definition folder whose records are not added",
     "below-floor": "a run faster than its physical floor",
     "no-floor": "a passed run whose physical floor cannot be computed, so its speed cannot be checked",
+    "energy-out-of-bounds": "an energy run below its energy floor or above power limit × time per call (issue 31)",
     "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
     "or whose workload's axes do not fit its definition",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",
