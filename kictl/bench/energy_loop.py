@@ -182,11 +182,12 @@ class EnergyPhase:
         for n in range(self.trials):
             chosen, shift = (n + 1) % sets, secrets.randbelow(2**31)
             for _ in range(RESIZE_ATTEMPTS):  # a loop far shorter than asked is made again, resized
-                poller = energy.Poller(self.counter, self.poll_s)
+                # the clocks and throttle reasons in the middle of the loop (else right after it)
+                poller = energy.Poller(self.counter, self.poll_s, self.clock_reading, self.loop_s / 2)
                 poller.start()
                 span = self._loop(driver, count, chosen, shift)
-                reading = self.clock_reading()  # right after the loop: the clocks and reasons it ran under
                 trace = poller.stop()
+                reading = poller.sampled or self.clock_reading()
                 if span is None:
                     return
                 took_s = (span[1] - span[0]) / 1e9
