@@ -41,9 +41,11 @@ from kictl.errors import EnvError
 
 FAMILY = "kictl-nvml-energy"
 MEASURE_NAMES = ("latency", "energy")
-#: The loop's time per call may be this fraction of the timed calls' median at least (warm caches and no
-#: flush make it faster than a cold call, but not by more than this); below, work was skipped.
-PACE_FRACTION = 0.25
+#: The loop's time per call may be this fraction of the timed calls' median at least: warm caches, no flush
+#: and launches enqueued ahead make a loop's call faster than a timed one (a memory-bound kernel whose data
+#: fits in L2 by a few times), not ten times faster; below, calls did less work.  On the CPU (tests only:
+#: no counter) the timed figure holds the wire's round trip, so the check is skipped there.
+PACE_FRACTION = 0.1
 PACE_CHECK = "energyLoopPace"
 #: How long the calibration loop runs (s): it also warms the loop's path.
 CALIBRATE_S = 0.1
@@ -99,6 +101,7 @@ class EnergyPhase:
                 )
             counter = energy.EnergyCounter(int(device.split(":")[1]) if ":" in device else 0)
         self.counter = counter
+        self.device = device
         self.idle_s, self.loop_s, self.settle_s, self.trials, self.poll_s = idle_s, loop_s, settle_s, trials, poll_s
         self.clock_reading = clock_reading or (lambda: None)
         self.evidence: dict[int, EnergyEvidence] = {}
@@ -255,7 +258,13 @@ class EnergyPhase:
             figure.joules_per_call, figure.board_joules_per_call
         )
         ok, detail = found.pace or (True, "")
-        checks[PACE_CHECK] = {"result": "passed" if ok else "failed", "detail": detail}
+        if self.device == "cpu":
+            checks[PACE_CHECK] = {
+                "result": "skipped",
+                "detail": "on the CPU the timed figure holds the wire: " + detail,
+            }
+        else:
+            checks[PACE_CHECK] = {"result": "passed" if ok else "failed", "detail": detail}
         integrity = {**members.get("integrity", {}), **checks}
         out = {**members, "energy": energy_json, "integrity": integrity}
         failed = [name for name, check in checks.items() if check["result"] == "failed"]
