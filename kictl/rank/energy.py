@@ -38,6 +38,7 @@ from kictl.rank._common import DEFAULT_EVIDENCE, NO_EVIDENCE, check_evidence_lev
 from kictl.rank.floors import resolve_gpu, workload_work
 from kictl.rank.groups import stale_cutoff
 from kictl.records import BenchmarkRunSpec, RunEnergy
+from kictl.render import natural_key
 
 ENERGY_FAMILY = "kictl-nvml-energy"
 METRICS = ("latency", "energy")
@@ -376,7 +377,10 @@ def energy_leaderboard(
             min_evidence=min_evidence,
             in_bounds_of=bounds_ok,
         )
-        for key, members in sorted(group_energy_runs(pairs).items())
+        for key, members in sorted(
+            group_energy_runs(pairs).items(),
+            key=lambda item: (natural_key(item[1][0][0].workload_name or item[0].workload), item[0]),
+        )
     ]
     return EnergyBoard(definition, tuple(group for group in groups if group.rows or workload), min_evidence)
 
