@@ -65,13 +65,10 @@ def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
     """The job-identity settings of bench ``options`` on devices of ``device_kind``."""
     from kictl.executors.jobs import BenchSettings
 
-    # energy's options (issue 31) join a job's identity only when energy is measured: a latency job's identity
-    # stays what kictl planned before they existed
-    left_out = {"device", "workloads"} | (
-        {"measure", "energy_loop_s", "energy_trials"} if options.measure == "latency" else set()
-    )
     values = {
-        item.name: getattr(options, item.name) for item in dataclasses.fields(options) if item.name not in left_out
+        item.name: getattr(options, item.name)
+        for item in dataclasses.fields(options)
+        if item.name not in ("device", "workloads")
     }
     return BenchSettings(device_kind=device_kind, options=values)  # type: ignore[arg-type]
 
