@@ -112,6 +112,13 @@ def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
     assert spec.integrity["energyLoopPace"].result == "skipped"  # the CPU's timed figure holds the wire
     # the loop's last call was audited with the timed calls' audits
     assert "audited" in (spec.integrity["timedOutputsCorrect"].detail or "")
+    # what `kictl bench` prints of it: the record's member under --json, four columns in the table
+    from kictl.cli.bench import _energy_cells, _energy_json
+
+    assert _energy_json(summary)["energy"]["joulesPerCall"] == found.joules_per_call  # type: ignore[index]
+    cells = _energy_cells(summary)
+    assert cells[1] == f"{found.average_watts:.0f}"
+    assert cells[0].endswith("J")
     protocols = [r for r in report.records if r.kind == "BenchmarkProtocol"]
     assert protocols
     protocol = protocols[0].model.spec
