@@ -7,6 +7,7 @@ loop request is in flight.  Everything else is real: the sandboxed worker, its l
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from kictl.store import Registry
 from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED, invoke
 
 RMSNORM = "rmsnorm_h4096"
+CHEAT = Path(__file__).resolve().parents[1] / "assets" / "energy" / "cheats" / "rmsnorm_idles_in_loops.py"
 
 
 class StepCounter:
@@ -91,8 +93,23 @@ def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
         energy_trials=2,
         no_sandbox=bool(UNSANDBOXED),
     )
-    report = run_bench(shared_registry, RMSNORM, [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")], options)
+    impls = [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), str(CHEAT)]
+    report = run_bench(shared_registry, RMSNORM, impls, options)
     (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
+    # the cheat computes every staged call and skips the loop's repeated ones: the loop's audit finds it
+    (cheat,) = [run for run in report.runs if run.implementation.startswith("rmsnorm_idles_in_loops")]
+    assert cheat.status == "reward_hack", cheat.detail
+    assert "timedOutputsCorrect" in (cheat.detail or "") or "outputsFullyWritten" in (cheat.detail or ""), cheat.detail
+    assert cheat.run is not None
+    cheat_spec = cheat.run.model.spec
+    assert isinstance(cheat_spec, BenchmarkRunSpec)
+    assert cheat_spec.integrity is not None
+    # every timed call (probes included) was right: only the loop's last call, audited, was not (its number
+    # follows every timed call's)
+    found_wrong = re.search(r"1 of \d+ audited timed calls were wrong: timed call (\d+)", cheat.detail or "")
+    assert found_wrong is not None, cheat.detail
+    assert cheat_spec.timing is not None
+    assert int(found_wrong.group(1)) >= len(cheat_spec.timing.samples or ()), cheat.detail
     assert summary.status == "passed", summary.detail
     assert summary.run is not None
     spec = summary.run.model.spec
