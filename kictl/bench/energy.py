@@ -374,6 +374,13 @@ class EnergyCounter:
         except Exception as exc:
             raise EnvError(f"{COUNTER} failed: {type(exc).__name__}: {exc}") from exc
 
+    def busy_percent(self) -> int | None:
+        """NVML's GPU utilisation: the share of its last sample period (1/6 to 1 s) in which a kernel ran."""
+        try:
+            return int(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+        except Exception:
+            return None
+
     def power_limit_mw(self) -> int | None:
         """The enforced power limit (mW), or None where NVML does not say."""
         try:

@@ -8,6 +8,8 @@ there the method of ``kictl.bench.energy`` runs with the harness's walls:
 - the loop is the worker's (``wire.Loop``: the harness's own call path, the
   graph timer's replay where ``--timer graph`` is asked), on input sets the
   parent stages (``wire.Stage``, a fresh random shift per trial);
+- the idle window must be idle by NVML's utilisation (the parent's reading): a kernel left running through
+  it would raise the idle draw that every figure is net of;
 - the energy counter and the clock around each loop are the *parent's*
   (``EnergyCounter`` is never opened in a worker), so nothing the
   implementation's process says enters the figure;
@@ -53,6 +55,9 @@ MAX_LOOP_CALLS = 5_000_000
 #: A trial's loop that took less than this share of ``loop_s`` is run again with its count resized (the
 #: calls got faster since the calibration: caches, clocks), at most ``RESIZE_ATTEMPTS`` times in all.
 SHORT_LOOP = 0.8
+#: NVML's utilisation at the end of the idle window above which the window was not idle (a persistent kernel
+#: reads 100%; an idle board 0%).
+IDLE_BUSY_PERCENT = 20
 RESIZE_ATTEMPTS = 3
 METHOD_TEXT = (
     "NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ), read by kictl's parent every "
@@ -173,6 +178,15 @@ class EnergyPhase:
             count = _calls_for(seconds, (span[1] - span[0]) / count)
         poller = energy.Poller(self.counter, self.poll_s)
         idle_trace = poller.watch(self.idle_s)
+        # the idle window must be idle: a kernel left running (a thread of the implementation's, another process)
+        # would raise the idle draw and so lower every figure; NVML's utilisation covers the window's last
+        # sample period (at most 1 s of its 1.2 s)
+        busy = self.counter.busy_percent() if hasattr(self.counter, "busy_percent") else None
+        if busy is not None and busy > IDLE_BUSY_PERCENT:
+            raise energy.EnergyError(
+                f"the GPU was busy {busy}% of the idle window's last NVML sample period (kernels ran while the "
+                "worker was held idle): no idle draw to subtract"
+            )
         found.traces.append(idle_trace)
         idle_steps = energy.steps(idle_trace)
         if not idle_steps:

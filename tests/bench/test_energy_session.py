@@ -32,6 +32,7 @@ class StepCounter:
     def __init__(self, idle_w: float = 85.6, busy_w: float = 560.0, period_s: float = 0.1) -> None:
         self.idle_w, self.busy_w, self.period_s = idle_w, busy_w, period_s
         self.busy = threading.Event()
+        self.busy_idle = False
         self._lock = threading.Lock()
         self._start = time.perf_counter_ns()
         self._mj = 1_000_000_000.0
@@ -54,6 +55,10 @@ class StepCounter:
 
     def power_limit_mw(self) -> int:
         return 700_000
+
+    def busy_percent(self) -> int:
+        """NVML's utilisation: 100% while ``busy_idle`` (a kernel left running through the idle window)."""
+        return 100 if self.busy_idle else (100 if self.busy.is_set() else 0)
 
 
 @pytest.fixture
@@ -162,3 +167,17 @@ def test_measure_and_its_options_are_checked(shared_registry: Registry, tmp_path
     assert invoke(*base, "--measure", "joules").exit_code == 2
     assert invoke(*base, "--measure", "energy", "--timer", "cupti").exit_code == 2
     assert invoke(*base, "--measure", "energy", "--energy-loop", "0.2").exit_code == 2
+
+
+def test_an_idle_window_that_is_not_idle_measures_nothing(shared_registry: Registry, counter: StepCounter) -> None:
+    # a kernel left running through the idle window (NVML reads the GPU busy) would raise the idle draw that
+    # every figure is net of: the run gets no figure
+    counter.busy_idle = True
+    options = BenchOptions(
+        device="cpu", workloads=("b1",), rounds=1, warmup=1, iterations=3, trials=1, measure="energy",
+        energy_loop_s=0.8, energy_trials=1, no_sandbox=bool(UNSANDBOXED),
+    )  # fmt: skip
+    report = run_bench(shared_registry, RMSNORM, [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")], options)
+    (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
+    assert summary.status == "runtime_error"
+    assert "busy 100% of the idle window" in (summary.detail or "")
