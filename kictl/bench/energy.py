@@ -374,6 +374,13 @@ class EnergyCounter:
         except Exception as exc:
             raise EnvError(f"{COUNTER} failed: {type(exc).__name__}: {exc}") from exc
 
+    def busy_percent(self) -> int | None:
+        """NVML's GPU utilisation: the share of its last sample period (1/6 to 1 s) in which a kernel ran."""
+        try:
+            return int(self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+        except Exception:
+            return None
+
     def power_limit_mw(self) -> int | None:
         """The enforced power limit (mW), or None where NVML does not say."""
         try:
@@ -385,9 +392,18 @@ class EnergyCounter:
 class Poller:
     """The counter read every ``POLL_S`` in a thread of the parent's, while the parent waits on a worker."""
 
-    def __init__(self, counter: Any, interval_s: float = POLL_S) -> None:
+    def __init__(
+        self,
+        counter: Any,
+        interval_s: float = POLL_S,
+        sample: Any = None,
+        sample_after_s: float = 0.0,
+    ) -> None:
         self.counter = counter
         self.interval_s = interval_s
+        #: ``sample()`` called once, ``sample_after_s`` into the polling (the clocks in the middle of a loop)
+        self.sample, self.sample_after_s = sample, sample_after_s
+        self.sampled: Any = None
         self.trace: list[Poll] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -395,8 +411,11 @@ class Poller:
 
     def _run(self) -> None:
         try:
+            began = time.perf_counter()
             while not self._stop.is_set():
                 self.trace.append(self.counter.read())
+                if self.sample is not None and time.perf_counter() - began >= self.sample_after_s:
+                    self.sampled, self.sample = self.sample(), None
                 time.sleep(self.interval_s)
             self.trace.append(self.counter.read())
         except BaseException as exc:  # handed to the caller by stop()

@@ -616,7 +616,12 @@ def diff(
                 )
             state_result = _rank.diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
-            energy_changes = _energy.energy_group_changes(index.snapshot(a), index.snapshot(b), policy=policy)
+            # energy (issue 31): the energy groups the added or removed runs are in, when any is an energy run
+            moved = [d for kind, d, _ in (*state_result.added, *state_result.removed) if kind == "BenchmarkRun"]
+            energy_changes: list[dict[str, Any]] = []
+            if _energy.touches_energy(index, moved):
+                with index.snapshot(a) as before_state, index.snapshot(b) as after_state:
+                    energy_changes = _energy.energy_group_changes(before_state, after_state, moved, policy=policy)
             if as_json:
                 emit_json({**state_result.to_json(), **({"energyGroups": energy_changes} if energy_changes else {})})
             else:

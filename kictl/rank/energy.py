@@ -38,6 +38,7 @@ from kictl.rank._common import DEFAULT_EVIDENCE, NO_EVIDENCE, check_evidence_lev
 from kictl.rank.floors import resolve_gpu, workload_work
 from kictl.rank.groups import stale_cutoff
 from kictl.records import BenchmarkRunSpec, RunEnergy
+from kictl.render import natural_key
 
 ENERGY_FAMILY = "kictl-nvml-energy"
 METRICS = ("latency", "energy")
@@ -376,7 +377,10 @@ def energy_leaderboard(
             min_evidence=min_evidence,
             in_bounds_of=bounds_ok,
         )
-        for key, members in sorted(group_energy_runs(pairs).items())
+        for key, members in sorted(
+            group_energy_runs(pairs).items(),
+            key=lambda item: (natural_key(item[1][0][0].workload_name or item[0].workload), item[0]),
+        )
     ]
     return EnergyBoard(definition, tuple(group for group in groups if group.rows or workload), min_evidence)
 
@@ -415,14 +419,18 @@ def energy_record_diff(index: QueryIndex, before: str, after: str, *, policy: Po
     }
 
 
-def energy_group_changes(before: QueryIndex, after: QueryIndex, *, policy: Policy) -> list[dict[str, Any]]:
-    """For ``kictl diff REV_A REV_B``: each energy group whose #1 or rows changed between two states."""
-    changed: set[str] = set()
-    old, new = before.all_records(), after.all_records()
-    for digest in new.keys() ^ old.keys():
-        kind = (new.get(digest) or old.get(digest) or ("", ""))[0]
-        if kind == "BenchmarkRun":
-            changed.add(digest)
+def touches_energy(index: QueryIndex, run_digests: Sequence[str]) -> bool:
+    """Whether any of these runs (as ``index`` knows them) is an energy run: only then is a diff's energy part
+    worth the snapshots it needs."""
+    return any(run.comparability == ENERGY_FAMILY for run in index.runs(list(run_digests)))
+
+
+def energy_group_changes(
+    before: QueryIndex, after: QueryIndex, run_digests: Sequence[str], *, policy: Policy
+) -> list[dict[str, Any]]:
+    """For ``kictl diff REV_A REV_B``: each energy group of the runs added or removed (``run_digests``), with its
+    #1 before and after."""
+    changed = set(run_digests)
     touched: set[EnergyKey] = set()
     for index in (before, after):
         for run, energy in energy_runs(index, index.runs(sorted(changed))):

@@ -27,6 +27,7 @@ LINTS: dict[str, str] = {
     "no-floor": "a passed run whose physical floor cannot be computed, so its speed cannot be checked",
     "unknown-gpu": "a passed GPU run on a product without datasheet figures: no floor can check it",
     "name-taken": "a new Implementation, Definition or GPU product whose folded name another record holds",
+    "energy-out-of-bounds": "an energy run below its energy floor or above power limit × time per call (issue 31)",
     "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
     "or whose workload's axes do not fit its definition",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",

@@ -80,6 +80,7 @@ class _RunChecks(_ReviewBase):
             }
         )
         floors: dict[tuple[str, str], families.Floor | None] = {}
+        works: dict[tuple[str, str], families.Work] = {}
         failures: dict[tuple[str, str], str] = {}
         unknown_gpus: Counter[str] = Counter()
         for path, run in passed:
@@ -109,6 +110,7 @@ class _RunChecks(_ReviewBase):
                 try:
                     work = families.work(definition.model.spec, workload.model.spec, self.read_blob)
                     floors[key] = families.floor(work, gpu)
+                    works[key] = work
                 except (KictlError, LookupError, KeyError, ValueError, ArithmeticError, TypeError) as exc:
                     floors[key] = None
                     failures[key] = str(getattr(exc, "message", None) or exc) or type(exc).__name__
@@ -132,6 +134,13 @@ class _RunChecks(_ReviewBase):
                     f"({floor.method}); no run can be faster than its floor",
                     path,
                 )
+            if run.spec.energy is not None:  # energy (issue 31): its floor and ceiling, with the check named
+                from kictl.families.energy import check_record
+
+                energy = run.spec.energy.model_dump(mode="json", by_alias=True)
+                for name, check in check_record(energy, works.get(key)).items():
+                    if check["result"] == "failed":
+                        self.lint("energy-out-of-bounds", f"{name}: {check['detail']}", path)
         if unknown_gpus:
             names = ", ".join(sorted(unknown_gpus))
             self.report.not_checked.append(

@@ -582,9 +582,10 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
     from kictl.site.energy import definition_energy  # energy (issue 31): the energy board beside the latency boards
 
     energy_html, energy_files, energy_docs = definition_energy(ctx, path, definition)
-    body.append(energy_html)
-    files.update(energy_files)
-    docs.extend(energy_docs)
+    if energy_html:
+        body.append(energy_html)
+        files.update(energy_files)
+        docs.extend(energy_docs)
     floor_html, floor_files, floor_docs = _floor_section(ctx, path, definition, board_gpus)
     docs.extend(floor_docs)
     files.update(floor_files)

@@ -209,3 +209,14 @@ def test_the_recorded_runs_lie_within_their_bounds(name: str) -> None:
     work = Work(bytes=500_000_000, flops=200_000_000_000, compute_dtype="bfloat16")
     checks = check_record(EXPECTED[name]["energy"], work)
     assert all(check["result"] == "passed" for check in checks.values()), checks
+
+
+def test_a_loop_ten_times_faster_than_its_timed_calls_did_less_work() -> None:
+    from kictl.bench.energy_loop import loop_pace
+
+    # the H200's torch_sdpa on b16x_q32_kv1024: 6.4 ms a call in the loop, 11.0 ms timed (cold L2)
+    assert loop_pace(6.4e6, [11_000_000, 11_900_000, 10_900_000])[0]
+    ok, detail = loop_pace(0.9e6, [11_000_000, 11_900_000, 10_900_000])
+    assert not ok
+    assert "did less work" in detail
+    assert loop_pace(1.0, [])[0]  # nothing to compare with

@@ -7,6 +7,7 @@ loop request is in flight.  Everything else is real: the sandboxed worker, its l
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from kictl.store import Registry
 from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED, invoke
 
 RMSNORM = "rmsnorm_h4096"
+CHEAT = Path(__file__).resolve().parents[1] / "assets" / "energy" / "cheats" / "rmsnorm_idles_in_loops.py"
 
 
 class StepCounter:
@@ -30,6 +32,7 @@ class StepCounter:
     def __init__(self, idle_w: float = 85.6, busy_w: float = 560.0, period_s: float = 0.1) -> None:
         self.idle_w, self.busy_w, self.period_s = idle_w, busy_w, period_s
         self.busy = threading.Event()
+        self.busy_idle = False
         self._lock = threading.Lock()
         self._start = time.perf_counter_ns()
         self._mj = 1_000_000_000.0
@@ -52,6 +55,10 @@ class StepCounter:
 
     def power_limit_mw(self) -> int:
         return 700_000
+
+    def busy_percent(self) -> int:
+        """NVML's utilisation: 100% while ``busy_idle`` (a kernel left running through the idle window)."""
+        return 100 if self.busy_idle else (100 if self.busy.is_set() else 0)
 
 
 @pytest.fixture
@@ -91,8 +98,23 @@ def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
         energy_trials=2,
         no_sandbox=bool(UNSANDBOXED),
     )
-    report = run_bench(shared_registry, RMSNORM, [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")], options)
+    impls = [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), str(CHEAT)]
+    report = run_bench(shared_registry, RMSNORM, impls, options)
     (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
+    # the cheat computes every staged call and skips the loop's repeated ones: the loop's audit finds it
+    (cheat,) = [run for run in report.runs if run.implementation.startswith("rmsnorm_idles_in_loops")]
+    assert cheat.status == "reward_hack", cheat.detail
+    assert "timedOutputsCorrect" in (cheat.detail or "") or "outputsFullyWritten" in (cheat.detail or ""), cheat.detail
+    assert cheat.run is not None
+    cheat_spec = cheat.run.model.spec
+    assert isinstance(cheat_spec, BenchmarkRunSpec)
+    assert cheat_spec.integrity is not None
+    # every timed call (probes included) was right: only the loop's last call, audited, was not (its number
+    # follows every timed call's)
+    found_wrong = re.search(r"1 of \d+ audited timed calls were wrong: timed call (\d+)", cheat.detail or "")
+    assert found_wrong is not None, cheat.detail
+    assert cheat_spec.timing is not None
+    assert int(found_wrong.group(1)) >= len(cheat_spec.timing.samples or ()), cheat.detail
     assert summary.status == "passed", summary.detail
     assert summary.run is not None
     spec = summary.run.model.spec
@@ -107,10 +129,18 @@ def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
     assert len(found.trials) == 2
     assert found.power_limit_milliwatts == 700_000
     assert spec.integrity is not None
-    for check in ("energyAboveFloor", "energyBelowCeiling", "energyLoopPace", "timedOutputsCorrect"):
+    for check in ("energyAboveFloor", "energyBelowCeiling", "timedOutputsCorrect"):
         assert spec.integrity[check].result == "passed", (check, spec.integrity[check])
+    assert spec.integrity["energyLoopPace"].result == "skipped"  # the CPU's timed figure holds the wire
     # the loop's last call was audited with the timed calls' audits
     assert "audited" in (spec.integrity["timedOutputsCorrect"].detail or "")
+    # what `kictl bench` prints of it: the record's member under --json, four columns in the table
+    from kictl.cli.bench import _energy_cells, _energy_json
+
+    assert _energy_json(summary)["energy"]["joulesPerCall"] == found.joules_per_call  # type: ignore[index]
+    cells = _energy_cells(summary)
+    assert cells[1] == f"{found.average_watts:.0f}"
+    assert cells[0].endswith("J")
     protocols = [r for r in report.records if r.kind == "BenchmarkProtocol"]
     assert protocols
     protocol = protocols[0].model.spec
@@ -137,3 +167,17 @@ def test_measure_and_its_options_are_checked(shared_registry: Registry, tmp_path
     assert invoke(*base, "--measure", "joules").exit_code == 2
     assert invoke(*base, "--measure", "energy", "--timer", "cupti").exit_code == 2
     assert invoke(*base, "--measure", "energy", "--energy-loop", "0.2").exit_code == 2
+
+
+def test_an_idle_window_that_is_not_idle_measures_nothing(shared_registry: Registry, counter: StepCounter) -> None:
+    # a kernel left running through the idle window (NVML reads the GPU busy) would raise the idle draw that
+    # every figure is net of: the run gets no figure
+    counter.busy_idle = True
+    options = BenchOptions(
+        device="cpu", workloads=("b1",), rounds=1, warmup=1, iterations=3, trials=1, measure="energy",
+        energy_loop_s=0.8, energy_trials=1, no_sandbox=bool(UNSANDBOXED),
+    )  # fmt: skip
+    report = run_bench(shared_registry, RMSNORM, [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm")], options)
+    (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
+    assert summary.status == "runtime_error"
+    assert "busy 100% of the idle window" in (summary.detail or "")
