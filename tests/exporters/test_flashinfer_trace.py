@@ -9,6 +9,7 @@ apply table from it; the table must pick the leaderboard's #1 everywhere.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +206,34 @@ def test_leaderboard_and_site_show_the_held_out_verdict(signed: Signed, tmp_path
     assert built.exit_code == 0, built.output
     page = (site / "r" / signed.runs["tiled/m4"].digest / "index.html").read_text()
     assert "generalizes" in page
+
+
+def test_flashinfer_bench_apply_runs_the_exported_winner_on_the_cpu(
+    signed: Signed, tmp_path: Path, fib_cache: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FlashInfer-Bench's apply, enabled on the export, substitutes the leaderboard's #1 for each exported shape."""
+    fib = pytest.importorskip("flashinfer_bench")
+    import torch
+
+    out = tmp_path / "export"
+    export_flashinfer_trace(signed.registry, out, gpu="H200", definitions=["gemm_n64_k64"])
+    config = fib.ApplyConfigRegistry(default=fib.ApplyConfig(max_atol=1.0, max_rtol=1.0, aot_ratio=0))
+    fib.enable_apply(str(out), config)
+    fell_back: list[int] = []
+
+    def fallback(a: Any, b: Any) -> Any:
+        fell_back.append(a.shape[0])
+        return a @ b.T
+
+    try:
+        for m, leader in ((2, "tiled"), (4, "tiled"), (8, "plain"), (3, None)):
+            a, b = torch.randn(m, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)
+            monkeypatch.delenv("KICTL_APPLIED", raising=False)
+            c = fib.apply("gemm_n64_k64", args=(a, b), fallback=fallback)
+            assert torch.equal(c, a @ b.T)
+            if leader is None:
+                assert fell_back == [3]  # a shape with no trace: FlashInfer-Bench falls back
+            else:
+                assert os.environ.get("KICTL_APPLIED") == leader
+    finally:
+        fib.disable_apply()
