@@ -746,7 +746,7 @@ def export_flashinfer_trace(
         for item in report.left_out:
             key = item.reason.split(";")[0]
             counts[key] = counts.get(key, 0) + 1
-        why = "; ".join(f"{count} {reason}" for reason, count in sorted(counts.items(), key=lambda kv: -kv[1])[:3])
+        why = "; ".join(f"{count} {reason}" for reason, count in sorted(counts.items(), key=lambda kv: -kv[1]))
         raise NothingToExport(
             f"nothing to export: no run on {report.gpu} qualifies at evidence {min_evidence}"
             + (" with held-out shapes" if require_generalizes else "")
