@@ -15,9 +15,16 @@ from typing import Any
 
 import pytest
 
-from kictl.exporters.flashinfer_trace import NothingToExport, export_flashinfer_trace
+from kictl.errors import RecordError
+from kictl.exporters.flashinfer_trace import (
+    NothingToExport,
+    definition_document,
+    export_flashinfer_trace,
+    solution_document,
+)
 from kictl.index import QueryIndex
 from kictl.rank import workload_leaderboard
+from kictl.records import record_from_value
 from tests.conftest import RunCli
 from tests.exporters.conftest import Signed
 
@@ -237,3 +244,27 @@ def test_flashinfer_bench_apply_runs_the_exported_winner_on_the_cpu(
                 assert os.environ.get("KICTL_APPLIED") == leader
     finally:
         fib.disable_apply()
+
+
+def test_what_flashinfer_bench_cannot_hold_is_refused_with_the_reason(signed: Signed) -> None:
+    """A source path that leaves the solution's folder, a language or dtype FlashInfer-Bench lacks."""
+    tiled = signed.records["tiled"]
+    raw = json.loads(json.dumps(tiled.raw))
+    raw["spec"]["sources"][0]["path"] = "sub/../../escape.py"
+    raw["spec"]["entryPoint"] = "sub/../../escape.py::run"
+    with pytest.raises(RecordError, match="leads outside the solution's folder"):
+        solution_document(record_from_value(raw), "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    raw = json.loads(json.dumps(tiled.raw))
+    raw["spec"]["runtime"] = "fortran"
+    with pytest.raises(RecordError, match="runtime 'fortran' is none of FlashInfer-Bench's languages"):
+        solution_document(record_from_value(raw), "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    document = solution_document(tiled, "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    assert document["spec"]["destination_passing_style"] is False
+    assert (
+        "destination_passing_style"
+        not in solution_document(tiled, "gemm_n64_k64", kictl_measured=False, hardware="H200")["spec"]
+    )
+    definition = json.loads(json.dumps(signed.records["gemm_n64_k64"].raw))
+    definition["spec"]["inputs"]["A"]["dtype"] = "float64"
+    with pytest.raises(RecordError, match=r"inputs\.A is float64"):
+        definition_document(record_from_value(definition))
