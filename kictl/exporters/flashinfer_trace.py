@@ -245,7 +245,10 @@ def _select(
                 for row in group.rows:
                     if winner is not None:
                         placed[row.run.digest] = (
-                            f"ranked {row.rank} in its comparison group; the export holds each group's #1 only"
+                            f"tied for #{row.rank} with the exported {winner.implementation_label}; the export holds "
+                            "one run a group, the first in the leaderboard's order"
+                            if row.rank == winner.rank
+                            else f"ranked {row.rank} in its comparison group; the export holds each group's #1 only"
                         )
                         continue
                     reason = _refusal(row, advised=advised, generalizes=generalizes)
