@@ -57,6 +57,7 @@ from typing import Any
 
 from kictl import blobs, canon, families
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
+from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, definition_leaderboard, evidence_rank, resolve_gpu
 from kictl.rank._common import runs_and_evidence
@@ -85,15 +86,8 @@ FI_DTYPES = frozenset(
     {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32", "int16", "int8", "bool"}
 )
 FI_LANGUAGES = frozenset({"python", "triton", "cpp", "cuda", "tilelang"})
-#: The index's family -> FlashInfer ``op_type`` (the inverse of ``importers.flashinfer_bench.OP_TYPE_FAMILIES``).
-FAMILY_OP_TYPES = {
-    "gqa-paged-attention": "gqa_paged",
-    "gqa-ragged-attention": "gqa_ragged",
-    "mla-paged-attention": "mla_paged",
-    "mla-ragged-attention": "mla_ragged",
-    "gemm": "gemm",
-    "rmsnorm": "rmsnorm",
-}
+#: The index's family -> FlashInfer ``op_type``: the inverse of the importer's map, so the two cannot drift apart.
+FAMILY_OP_TYPES = {family: op_type for op_type, family in OP_TYPE_FAMILIES.items()}
 #: A name used as a file name as it is; any other name is written under its record's digest.
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _INT_ARRAYS = {"int32": "i", "int64": "q", "int16": "h", "int8": "b"}
