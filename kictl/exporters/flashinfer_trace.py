@@ -57,6 +57,7 @@ from typing import Any
 
 from kictl import blobs, canon, families
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
+from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, definition_leaderboard, evidence_rank, resolve_gpu
 from kictl.rank._common import runs_and_evidence
@@ -85,15 +86,8 @@ FI_DTYPES = frozenset(
     {"float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "int64", "int32", "int16", "int8", "bool"}
 )
 FI_LANGUAGES = frozenset({"python", "triton", "cpp", "cuda", "tilelang"})
-#: The index's family -> FlashInfer ``op_type`` (the inverse of ``importers.flashinfer_bench.OP_TYPE_FAMILIES``).
-FAMILY_OP_TYPES = {
-    "gqa-paged-attention": "gqa_paged",
-    "gqa-ragged-attention": "gqa_ragged",
-    "mla-paged-attention": "mla_paged",
-    "mla-ragged-attention": "mla_ragged",
-    "gemm": "gemm",
-    "rmsnorm": "rmsnorm",
-}
+#: The index's family -> FlashInfer ``op_type``: the inverse of the importer's map, so the two cannot drift apart.
+FAMILY_OP_TYPES = {family: op_type for op_type, family in OP_TYPE_FAMILIES.items()}
 #: A name used as a file name as it is; any other name is written under its record's digest.
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _INT_ARRAYS = {"int32": "i", "int64": "q", "int16": "h", "int8": "b"}
@@ -245,7 +239,10 @@ def _select(
                 for row in group.rows:
                     if winner is not None:
                         placed[row.run.digest] = (
-                            f"ranked {row.rank} in its comparison group; the export holds each group's #1 only"
+                            f"tied for #{row.rank} with the exported {winner.implementation_label}; the export holds "
+                            "one run a group, the first in the leaderboard's order"
+                            if row.rank == winner.rank
+                            else f"ranked {row.rank} in its comparison group; the export holds each group's #1 only"
                         )
                         continue
                     reason = _refusal(row, advised=advised, generalizes=generalizes)
@@ -746,7 +743,7 @@ def export_flashinfer_trace(
         for item in report.left_out:
             key = item.reason.split(";")[0]
             counts[key] = counts.get(key, 0) + 1
-        why = "; ".join(f"{count} {reason}" for reason, count in sorted(counts.items(), key=lambda kv: -kv[1])[:3])
+        why = "; ".join(f"{count} {reason}" for reason, count in sorted(counts.items(), key=lambda kv: -kv[1]))
         raise NothingToExport(
             f"nothing to export: no run on {report.gpu} qualifies at evidence {min_evidence}"
             + (" with held-out shapes" if require_generalizes else "")

@@ -32,6 +32,8 @@ class Signed:
     records: dict[str, StoredRecord]  # name -> record (definitions, workloads, implementations)
 
 
+#: An implementation that says it ran (FlashInfer-Bench's apply runs the exported one in the test process).
+MARKED = 'import os\n\n\ndef run(A, B):\n    os.environ["KICTL_APPLIED"] = "{name}"\n    return A @ B.T\n'
 #: (implementation, workload, latency ns, gpu, verified)
 RUNS = (
     ("hasty", "m2", 500, "H200", False),
@@ -87,7 +89,9 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Signed:
         )
     definition = world.definition()
     workloads = {name: world.workload(definition, name, m) for name, m in (("m2", 2), ("m4", 4), ("m8", 8))}
-    impls = {name: world.implementation(definition, name) for name in ("hasty", "tiled", "plain")}
+    impls = {
+        name: world.implementation(definition, name, MARKED.format(name=name)) for name in ("hasty", "tiled", "plain")
+    }
     impls["reference"] = world.implementation(definition, "reference", REFERENCE)
     protocol = world.protocol()
     environments = {gpu: world.environment(f"NVIDIA {gpu}") for gpu in ("H200", "B200")}

@@ -9,14 +9,22 @@ apply table from it; the table must pick the leaderboard's #1 everywhere.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kictl.exporters.flashinfer_trace import NothingToExport, export_flashinfer_trace
+from kictl.errors import RecordError
+from kictl.exporters.flashinfer_trace import (
+    NothingToExport,
+    definition_document,
+    export_flashinfer_trace,
+    solution_document,
+)
 from kictl.index import QueryIndex
 from kictl.rank import workload_leaderboard
+from kictl.records import record_from_value
 from tests.conftest import RunCli
 from tests.exporters.conftest import Signed
 
@@ -205,3 +213,58 @@ def test_leaderboard_and_site_show_the_held_out_verdict(signed: Signed, tmp_path
     assert built.exit_code == 0, built.output
     page = (site / "r" / signed.runs["tiled/m4"].digest / "index.html").read_text()
     assert "generalizes" in page
+
+
+def test_flashinfer_bench_apply_runs_the_exported_winner_on_the_cpu(
+    signed: Signed, tmp_path: Path, fib_cache: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FlashInfer-Bench's apply, enabled on the export, substitutes the leaderboard's #1 for each exported shape."""
+    fib = pytest.importorskip("flashinfer_bench")
+    import torch
+
+    out = tmp_path / "export"
+    export_flashinfer_trace(signed.registry, out, gpu="H200", definitions=["gemm_n64_k64"])
+    config = fib.ApplyConfigRegistry(default=fib.ApplyConfig(max_atol=1.0, max_rtol=1.0, aot_ratio=0))
+    fib.enable_apply(str(out), config)
+    fell_back: list[int] = []
+
+    def fallback(a: Any, b: Any) -> Any:
+        fell_back.append(a.shape[0])
+        return a @ b.T
+
+    try:
+        for m, leader in ((2, "tiled"), (4, "tiled"), (8, "plain"), (3, None)):
+            a, b = torch.randn(m, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)
+            monkeypatch.delenv("KICTL_APPLIED", raising=False)
+            c = fib.apply("gemm_n64_k64", args=(a, b), fallback=fallback)
+            assert torch.equal(c, a @ b.T)
+            if leader is None:
+                assert fell_back == [3]  # a shape with no trace: FlashInfer-Bench falls back
+            else:
+                assert os.environ.get("KICTL_APPLIED") == leader
+    finally:
+        fib.disable_apply()
+
+
+def test_what_flashinfer_bench_cannot_hold_is_refused_with_the_reason(signed: Signed) -> None:
+    """A source path that leaves the solution's folder, a language or dtype FlashInfer-Bench lacks."""
+    tiled = signed.records["tiled"]
+    raw = json.loads(json.dumps(tiled.raw))
+    raw["spec"]["sources"][0]["path"] = "sub/../../escape.py"
+    raw["spec"]["entryPoint"] = "sub/../../escape.py::run"
+    with pytest.raises(RecordError, match="leads outside the solution's folder"):
+        solution_document(record_from_value(raw), "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    raw = json.loads(json.dumps(tiled.raw))
+    raw["spec"]["runtime"] = "fortran"
+    with pytest.raises(RecordError, match="runtime 'fortran' is none of FlashInfer-Bench's languages"):
+        solution_document(record_from_value(raw), "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    document = solution_document(tiled, "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    assert document["spec"]["destination_passing_style"] is False
+    assert (
+        "destination_passing_style"
+        not in solution_document(tiled, "gemm_n64_k64", kictl_measured=False, hardware="H200")["spec"]
+    )
+    definition = json.loads(json.dumps(signed.records["gemm_n64_k64"].raw))
+    definition["spec"]["inputs"]["A"]["dtype"] = "float64"
+    with pytest.raises(RecordError, match=r"inputs\.A is float64"):
+        definition_document(record_from_value(definition))
