@@ -210,8 +210,9 @@ def protocol_matches(affects: Affects, protocol_spec: Mapping[str, Any]) -> bool
     measurement = protocol_spec.get("measurement") or {}
     if not isinstance(harness, Mapping) or not isinstance(measurement, Mapping):
         return False
-    if harness.get("name") != affects.harness:
-        return False
+    name = harness.get("name")
+    if not isinstance(name, str) or name.strip().casefold() != affects.harness:
+        return False  # "KICTL " is kictl: a name that differs only in case or spaces does not escape
     version = harness.get("version")
     if isinstance(version, str):
         parsed = parse_harness_version(version)

@@ -104,28 +104,44 @@ def _marks_by(advisory: Advisory, spec: Mapping[str, Any] | None, status: str) -
     return advisory.impact == "results" or status != "passed"
 
 
-def _verifier_reruns(registry: Registry, digest: str) -> list[str]:
-    """The rerun BenchmarkRuns that valid verifier ``rerun`` attestations about ``digest`` name."""
-    from kictl.trust.bulk import _intact_subject
-    from kictl.trust.evidence import _envelope_files, _read_envelopes, _signing_times, judge_attestations
-    from kictl.trust.root import _now, registry_root
+class _Reruns:
+    """The rerun BenchmarkRuns that valid verifier ``rerun`` attestations about a run name.
 
-    paths = _envelope_files(registry, digest)
-    subject = _intact_subject(registry, digest) if paths else None
-    if subject is None:
-        return []
-    envelopes = _read_envelopes(registry, paths, _signing_times(registry), _now())
-    results, _ = judge_attestations(
-        subject, registry_root(registry), envelopes, rerun_tolerance=registry.policy().rerun_tolerance
-    )
-    found = []
-    for result in results:
-        attestation = result.attestation
-        if result.counts_for == "evidence" and attestation is not None:
-            run = getattr(attestation.predicate, "run_digest", None)
-            if isinstance(run, str):
-                found.append(run)
-    return found
+    The trust root, the signing times (one ``git log``) and the tolerance are read once, on first use.
+    """
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self.context: tuple[Any, Mapping[str, Any], float, Any] | None = None
+
+    def of(self, digest: str) -> list[str]:
+        from kictl.trust.bulk import _intact_subject
+        from kictl.trust.evidence import _envelope_files, _read_envelopes, _signing_times, judge_attestations
+        from kictl.trust.root import _now, registry_root
+
+        paths = _envelope_files(self.registry, digest)
+        subject = _intact_subject(self.registry, digest) if paths else None
+        if subject is None:
+            return []
+        if self.context is None:
+            registry = self.registry
+            self.context = (
+                registry_root(registry),
+                _signing_times(registry),
+                registry.policy().rerun_tolerance,
+                _now(),
+            )
+        root, times, tolerance, now = self.context
+        envelopes = _read_envelopes(self.registry, paths, times, now)
+        results, _ = judge_attestations(subject, root, envelopes, rerun_tolerance=tolerance)
+        found = []
+        for result in results:
+            attestation = result.attestation
+            if result.counts_for == "evidence" and attestation is not None:
+                run = getattr(attestation.predicate, "run_digest", None)
+                if isinstance(run, str):
+                    found.append(run)
+        return found
 
 
 def run_marks(registry: Registry, runs: Iterable[RunRef], *, advisories: AdvisorySet | None = None) -> Marks:
@@ -143,13 +159,14 @@ def run_marks(registry: Registry, runs: Iterable[RunRef], *, advisories: Advisor
     if not open_:
         return marks
     protocols = _Protocols(registry)
+    verifier_reruns = _Reruns(registry)
     for run in runs:
         spec = protocols.spec(run.protocol)
         hits = [advisory for advisory in open_ if _marks_by(advisory, spec, run.status)]
         if not hits:
             continue
         cleared: list[tuple[str, str]] = []
-        reruns = _verifier_reruns(registry, run.digest)
+        reruns = verifier_reruns.of(run.digest)
         for advisory in list(hits):
             for rerun in reruns:
                 rerun_spec = protocols.run_protocol(rerun)

@@ -12,9 +12,11 @@ for bad content: each defect is a finding ``(code, message, path)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
+from kictl.advisories.document import Advisory, protocol_matches
 from kictl.advisories.published import parse_advisory_path, verify_advisory
 from kictl.errors import KictlError
 from kictl.store import Change
@@ -87,3 +89,69 @@ def review_advisories(
             continue
         highest[advisory_id] = version
     return findings
+
+
+def open_advisories_at(git: Any, rev: str) -> list[Advisory]:
+    """The open advisories of revision ``rev`` as readers would apply them there, read from git objects.
+
+    Each version file is verified with that revision's trust root at the time the main line accepted
+    it (capped at now); the highest valid version per id counts.  Never raises: anything that does
+    not verify counts for nothing.  One ``git ls-tree`` when there are none.
+    """
+    from kictl.layout import ADVISORIES_DIR, ROOT_FILE
+    from kictl.trust.root import _now, load_root
+
+    try:
+        paths = [path for path in git.list_files(rev, ADVISORIES_DIR) if parse_advisory_path(path) is not None]
+        if not paths:
+            return []
+        root_bytes = git.read_paths(rev, [ROOT_FILE]).get(ROOT_FILE)
+        if root_bytes is None:
+            return []
+        root = load_root(root_bytes)
+        data = git.read_paths(rev, paths)
+        times = git.merged_times(ADVISORIES_DIR, rev)
+    except KictlError:
+        return []
+    now = _now()
+    current: dict[str, Advisory] = {}
+    for path in paths:
+        body = data.get(path)
+        if body is None:
+            continue
+        stamp = times.get(path)
+        signed_at = min(datetime.fromtimestamp(stamp, UTC), now) if stamp is not None else now
+        try:
+            advisory, _ = verify_advisory(body, path=path, root=root, signed_at=signed_at)
+        except KictlError:
+            continue
+        held = current.get(advisory.id)
+        if held is None or advisory.version > held.version:
+            current[advisory.id] = advisory
+    return [advisory for _, advisory in sorted(current.items()) if advisory.open]
+
+
+def advised_new_runs(
+    advisories: Sequence[Advisory], runs: Iterable[tuple[str, str, Mapping[str, Any] | None]]
+) -> list[tuple[str, str]]:
+    """``(path, message)`` for each new run ``(path, status, protocol spec)`` an open advisory marks (a hint)."""
+    hints = []
+    for path, status, spec in runs:
+        if spec is None:
+            continue
+        hits = [
+            a.id
+            for a in advisories
+            if protocol_matches(a.affects, spec) and (a.impact == "results" or status != "passed")
+        ]
+        if hits:
+            harness = spec.get("harness") or {}
+            hints.append(
+                (
+                    path,
+                    f"measured by {harness.get('name')} {harness.get('version')}, which open advisory "
+                    f"{', '.join(hits)} names: it is marked as soon as it is merged; a rerun with a fixed harness "
+                    "clears it (docs/advisories.md)",
+                )
+            )
+    return hints

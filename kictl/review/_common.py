@@ -47,6 +47,7 @@ HINTS: dict[str, str] = {
     "source-native-no-rerun": "a run imported from another harness with no rerun attestation",
     "definition-new-version": "a definition gets a new record; older runs stay with the old one",
     "policy-changed": "the registry policy changes",
+    "advised-run": "a new run measured by a harness that an open advisory of the base names",
 }
 
 _DEFINITION_FILES = (definitions.DEFINITION_FILE, definitions.REFERENCE_FILE, definitions.WORKLOADS_FILE)

@@ -15,6 +15,7 @@ from kictl.layout import (
 from kictl.policy import Policy
 from kictl.records import (
     BenchmarkRun,
+    StoredRecord,
 )
 from kictl.review._common import _CONTROL, _DEFINITION_FILES
 from kictl.review.files import _FileChecks
@@ -183,6 +184,7 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
         self._consistency(runs)
         self._floors(runs)
         verdicts = self._signatures(runs)
+        self._advised_runs(runs)
         self._source_native(runs, verdicts)
         self._leaderboards(policy, [record.digest for _, record in runs])
 
@@ -198,6 +200,23 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
         root = read_paths(self.git, report.base, [ROOT_FILE]).get(ROOT_FILE)
         for code, message, path in review_advisories(changes, head, known, root, self.signing_bound()):
             self.lint(code, message, path)
+
+    def _advised_runs(self, runs: list[tuple[str, StoredRecord]]) -> None:
+        """A hint for each new run that an open advisory of the base marks (``kictl.advisories.review``)."""
+        if not runs:
+            return
+        from kictl.advisories.review import advised_new_runs, open_advisories_at
+
+        advisories = open_advisories_at(self.git, self.report.base)
+        if not advisories:
+            return
+        found = []
+        for path, record in runs:
+            protocol = self.record(str(record.raw["spec"].get("protocolDigest")))
+            spec = protocol.raw["spec"] if protocol is not None and protocol.kind == "BenchmarkProtocol" else None
+            found.append((path, str(record.raw["spec"].get("status")), spec))
+        for path, message in advised_new_runs(advisories, found):
+            self.hint("advised-run", message, path)
 
     def _base_policy(self) -> Policy:
         data = read_paths(self.git, self.report.base, [POLICY_FILE]).get(POLICY_FILE)

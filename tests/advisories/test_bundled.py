@@ -19,7 +19,7 @@ from kictl.advisories import AdvisorySet, RunRef, VerifiedAdvisory, parse_adviso
 from kictl.selftest import load_corpus
 from kictl.store import Registry
 from kictl.trust import verifier_rerun_runs
-from tests.conftest import REPO_ROOT, copy_bundled
+from tests.conftest import REPO_ROOT
 
 DRAFTS = sorted((REPO_ROOT / "advisories").glob("KI-*.json"))
 
@@ -40,8 +40,9 @@ def test_the_drafts_are_valid_and_name_corpus_entries() -> None:
 
 
 @pytest.fixture(scope="module")
-def bundled(tmp_path_factory: pytest.TempPathFactory) -> Registry:
-    return copy_bundled(tmp_path_factory.mktemp("advisories") / "bundled", results=True)
+def bundled() -> Registry:
+    """The repository's own registry, read only (its git history gives the signing times)."""
+    return Registry(REPO_ROOT)
 
 
 def test_applied_to_the_bundled_registry_they_mark_what_their_ranges_say(bundled: Registry) -> None:

@@ -78,3 +78,26 @@ def test_an_update_must_be_the_next_version_and_malformed_ones_are_lints(board: 
     assert "does not follow version 1" not in messages
     assert "version 2 does not follow version 0" in messages
     assert "holds KI-2026-0003 version 1, not KI-2026-0004 version 1" in messages
+
+
+def test_a_new_run_of_an_advised_harness_gets_a_hint(board: Board) -> None:
+    from kictl.trust import sign_record
+    from tests.advisories.conftest import _run
+    from tests.trust.conftest import build_records
+
+    publish(board, board.setup.maintainer)
+    commit_all(board.registry, at("2025-08-01"), "an advisory on main")
+    base = _pr(board)
+    implementation = build_records(tag="late").implementation
+    late = _run(board.setup, "late", board.protocols["old"], 500_000, implementation)
+    fixed = _run(board.setup, "late-fixed", board.protocols["fixed"], 600_000, implementation)
+    board.registry.add([implementation, late, fixed])
+    for run in (late, fixed):
+        sign_record(board.registry, run.digest, board.setup.submitter.private)
+    commit_all(board.registry, at("2025-08-02"), "two new runs")
+    report = review(board.registry, base, "pr")
+    assert report.lints == []
+    advised = [finding for finding in report.hints if finding.code == "advised-run"]
+    hexdigest = late.digest.removeprefix("sha256:")
+    assert [finding.path for finding in advised] == [f"registry/records/BenchmarkRun/{hexdigest[:2]}/{hexdigest}.json"]
+    assert ID in advised[0].message
