@@ -285,6 +285,8 @@ def _select(
 
 
 def _refusal(row: RankedRow, *, advised: Advised, generalizes: Generalizes | None) -> str | None:
+    if row.advisories:  # the leaderboard's own marks (kictl.advisories, docs/advisories.md)
+        return f"named by an open harness advisory ({', '.join(row.advisories)})"
     if advised(row.run.digest):
         return "named by an open harness advisory"
     if row.below_floor:

@@ -8,6 +8,7 @@ apply table from it; the table must pick the leaderboard's #1 everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -18,8 +19,10 @@ import pytest
 from kictl.errors import RecordError
 from kictl.exporters.flashinfer_trace import (
     NothingToExport,
+    _refusal,
     definition_document,
     export_flashinfer_trace,
+    no_advisories,
     solution_document,
 )
 from kictl.index import QueryIndex
@@ -143,6 +146,22 @@ def test_advised_and_non_generalizing_winners_give_way(signed: Signed, tmp_path:
     reasons = {item.run: item.reason for item in report.left_out}
     assert "held-out shapes" in reasons[signed.runs["tiled/m4"].digest]
     assert "held-out shapes" in reasons[signed.runs["plain/m4"].digest]  # the next row must generalize too
+
+
+def test_a_row_the_leaderboard_marks_with_an_advisory_is_never_exported(signed: Signed) -> None:
+    """The leaderboard's rows carry the open advisories that mark them (kictl.advisories): the export refuses those
+    rows whatever ``advised`` says, so a marked #1 under the policy's ``rank`` mode cannot reach a serving engine."""
+    with QueryIndex.open(signed.registry) as index:
+        board = workload_leaderboard(
+            index, "gemm_n64_k64", "m2", policy=signed.registry.policy(), gpu="H200", min_evidence="verified"
+        )
+    (group,) = board.groups
+    row = group.rows[0]
+    assert _refusal(row, advised=no_advisories, generalizes=None) is None
+    marked = dataclasses.replace(row, advisories=("KI-2026-0001",))
+    assert _refusal(marked, advised=no_advisories, generalizes=None) == (
+        "named by an open harness advisory (KI-2026-0001)"
+    )
 
 
 def test_nothing_qualifies_refuses_in_one_line_and_writes_nothing(signed: Signed, tmp_path: Path, cli: RunCli) -> None:
