@@ -1,5 +1,10 @@
 """Energy per call on a GPU with `kictl bench --measure energy` (issue 31): the table in RESULTS.md.
 
+Claim (README.md "Energy per call", docs/bench.md; RESULTS.md "Energy per call"): separate processes agree
+within 5% on workloads that draw clearly above idle, and a power-hungry variant ranks below the honest kernel.
+Machine and command: the H200 (after `. benchmarks/h200_setup.sh`), `python3 benchmarks/energy.py --out $OUT/e
+--budget 250 --no-sandbox --definition gqa_paged_prefill_causal_h24_kv4_d128_ps1`.
+
 Runs, one `kictl bench` process at a time (each a separate process, so three of them are three independent
 measurements), for each definition given:
 

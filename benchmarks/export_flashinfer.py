@@ -1,5 +1,9 @@
 """What `kictl export flashinfer-trace` exports from a registry for one GPU, and what it leaves out and why.
 
+Claim (README.md "From the index into serving", docs/exporting.md; RESULTS.md "Export of the bundled
+registry"): the export holds only verified #1 runs on one GPU and says why every other run was left out.
+Machine and command: any CPU, `python benchmarks/export_flashinfer.py --gpu H200`.
+
 Prints two tables: the exported traces (definition, workload, implementation,
 run, evidence) and the runs left out, counted per definition and reason.  With
 ``--require-generalizes`` only winners a verifier found correct on held-out

@@ -1,5 +1,9 @@
 """Start-up cost of read commands as whole processes: CPU time (user + sys) of `kictl ...` on the bundled registry.
 
+Claim (README.md "Performance", CONTRIBUTING.md; RESULTS.md "Start-up"): `kictl --help` and `kictl leaderboard DEF`
+take at most 0.3 s of CPU each as whole processes on the bundled registry. Machine and command: any CPU,
+`python benchmarks/startup.py --runs 15`.
+
 Copies the bundled registry (registry/ and definitions/) into a fresh git repository, warms the
 query index once, then runs each command ``--runs`` times as a child process and reads its CPU
 time from ``os.wait4`` (the child's own rusage, so that other load on the machine adds as little
