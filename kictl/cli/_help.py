@@ -199,6 +199,8 @@ COMMAND_DOCS = {
     "review": "docs/review.md",
     **dict.fromkeys(("rerun", "attest"), "docs/rerun.md"),
     "site": "docs/site.md",
+    **dict.fromkeys(("advisory", "selftest"), "docs/advisories.md"),
+    "export": "docs/exporting.md",
 }
 
 

@@ -66,7 +66,7 @@ class QueryIndex:
         head = current_commit(registry.root)
         path = registry.kictl_dir / INDEX_FILE
         conn: sqlite3.Connection | None = None
-        from kictl.trust.readers import derived_file_trusted
+        from kictl.trust.derived import derived_file_trusted
 
         if path.exists() and not derived_file_trusted(registry, f"{KICTL_DIR}/{INDEX_FILE}"):
             # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten

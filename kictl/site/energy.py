@@ -11,6 +11,7 @@ alternative.  ``energy.json`` beside the page is the command's ``--json``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kictl.site.html import esc, latency, link, table
@@ -143,10 +144,12 @@ def energy_section(
     return "\n".join(body), files, docs
 
 
-def definition_energy(ctx: Any, page: str, definition: DefinitionFacts) -> tuple[str, Files, list[tuple[str, str]]]:
-    """``energy_section`` of a definition from the build's context (its index, policy, evidence and moment)."""
+def definition_energy(
+    ctx: Any, page: str, definition: DefinitionFacts, rel_run: Callable[[str, str], str]
+) -> tuple[str, Files, list[tuple[str, str]]]:
+    """``energy_section`` of a definition from the build's context (its index, policy, evidence and moment);
+    ``rel_run(page, digest)`` is the pages' link to a run (passed in, so this module never imports pages)."""
     from kictl.rank.energy import energy_leaderboard
-    from kictl.site.pages import _rel_run
 
     board = energy_leaderboard(
         ctx.index,
@@ -155,4 +158,4 @@ def definition_energy(ctx: Any, page: str, definition: DefinitionFacts) -> tuple
         evidence={d: level for d, level in ctx.evidence.items() if d not in ctx.reruns},
         now=ctx.moment,
     )
-    return energy_section(page, definition, board, _rel_run)
+    return energy_section(page, definition, board, rel_run)

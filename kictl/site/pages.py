@@ -581,7 +581,7 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
         body.append("<p>No passed run yet.</p>")
     from kictl.site.energy import definition_energy  # energy (issue 31): the energy board beside the latency boards
 
-    energy_html, energy_files, energy_docs = definition_energy(ctx, path, definition)
+    energy_html, energy_files, energy_docs = definition_energy(ctx, path, definition, _rel_run)
     if energy_html:
         body.append(energy_html)
         files.update(energy_files)

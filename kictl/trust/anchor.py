@@ -140,7 +140,7 @@ def _state_is_tracked(registry: Registry) -> bool:
     Fails closed: a git error counts as tracked (the local pins are then ignored
     and ``kictl verify`` says which version to pin).
     """
-    from kictl.trust.readers import derived_file_trusted  # the one rule for every derived file
+    from kictl.trust.derived import derived_file_trusted  # the one rule for every derived file
 
     return not derived_file_trusted(registry, STATE_FILE)
 

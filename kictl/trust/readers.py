@@ -41,7 +41,7 @@ from typing import Literal
 
 from kictl import canon
 from kictl.errors import KictlError
-from kictl.layout import KICTL_DIR, POLICY_FILE
+from kictl.layout import POLICY_FILE
 from kictl.policy import Policy, load_policy, parse_policy
 from kictl.store import Registry
 
@@ -139,29 +139,8 @@ def reader_policy(registry: Registry) -> Policy:
 # --------------------------------------------------------------------------- derived files
 
 
-def tracked_derived_files(registry: Registry) -> set[str]:
-    """Paths under ``.kictl/`` that git tracks (in HEAD or staged), relative to the registry root.
-
-    Raises ``RegistryError`` (exit 4) when git cannot say: a corrupt store is
-    reported, never read as "nothing tracked".
-
-    Derived data is never committed (DESIGN §4): a tracked file there came
-    with the checkout, from whoever wrote the commit, and no reader believes it.
-    """
-    if not (registry.root / KICTL_DIR).exists() or not registry.is_git_repository():
-        return set()
-    history = registry.git
-    staged = history._run("ls-files", "-z", "--", KICTL_DIR)
-    committed = history._run("ls-tree", "-r", "-z", "--name-only", "HEAD", "--", KICTL_DIR) if history.head() else ""
-    return {path for path in (staged + "\0" + committed).split("\0") if path}
-
-
-def derived_file_trusted(registry: Registry, path: str) -> bool:
-    """Whether the derived file ``path`` (relative, under ``.kictl/``) may be read: git does not track it.
-
-    Raises ``RegistryError`` when git cannot say (a corrupt store).
-    """
-    return path not in tracked_derived_files(registry)
+# ``tracked_derived_files`` and ``derived_file_trusted`` live in ``kictl.trust.derived``, so that
+# the anchor code can ask them without importing the trust root.
 
 
 # --------------------------------------------------------------------------- run marks (plug-in point)

@@ -95,7 +95,7 @@ def test_bundled_registry_verifies_from_the_package_anchor(cli: RunCli, bundled:
     assert result.exit_code == 0, result.output
     assert "anchor     trust root version 4 sha256:23620e78bba5e3aa… (pinned in the package)" in result.stdout
     assert "checked    6 record(s), 0 blob(s); trust root version 5" in result.stdout
-    assert "submission  valid  KernelIndex H200 be… (3f47d604)" in result.stdout
+    assert "submission  valid  KernelIndex H200 bench (2026-11-30) (3f47d604)" in result.stdout
     result = cli("verify", RUN, "--registry", bundled.root, "--json")
     document = json.loads(result.stdout)
     assert document["anchor"].startswith("trust root version 4 ")
