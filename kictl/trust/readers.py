@@ -148,7 +148,9 @@ def tracked_derived_files(registry: Registry) -> set[str]:
     Derived data is never committed (DESIGN §4): a tracked file there came
     with the checkout, from whoever wrote the commit, and no reader believes it.
     """
-    if not (registry.root / KICTL_DIR).exists() or not registry.is_git_repository():
+    if not (registry.root / KICTL_DIR).exists() and not (registry.root / KICTL_DIR).is_symlink():
+        return set()
+    if not registry.is_git_repository():
         return set()
     history = registry.git
     staged = history._run("ls-files", "-z", "--", KICTL_DIR)
@@ -157,11 +159,17 @@ def tracked_derived_files(registry: Registry) -> set[str]:
 
 
 def derived_file_trusted(registry: Registry, path: str) -> bool:
-    """Whether the derived file ``path`` (relative, under ``.kictl/``) may be read: git does not track it.
+    """Whether the derived file ``path`` (relative, under ``.kictl/``) may be read: git tracks neither it nor
+    ``.kictl`` itself, and neither is a symbolic link (a committed link could point ``.kictl/`` at files the
+    commit brought under another name).
 
     Raises ``RegistryError`` when git cannot say (a corrupt store).
     """
-    return path not in tracked_derived_files(registry)
+    folder = registry.root / KICTL_DIR
+    if folder.is_symlink() or (registry.root / path).is_symlink():
+        return False
+    tracked = tracked_derived_files(registry)
+    return path not in tracked and KICTL_DIR not in tracked
 
 
 # --------------------------------------------------------------------------- run marks (plug-in point)

@@ -28,6 +28,12 @@ pytestmark = pytest.mark.slow  # uses the shared rerun session of conftest.py
 Edit = Callable[[dict[str, Any], dict[str, Any], Origin], None]
 
 
+@pytest.fixture(scope="module")
+def refusing(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """One copy of the origin for every refused attack: a refusal writes nothing (each test checks it)."""
+    return clone(origin.root, tmp_path_factory.mktemp("refusing") / "registry")
+
+
 def _rerun_record(results: dict[str, Any], records: dict[str, Any], original: str) -> tuple[str, dict[str, Any]]:
     row = next(row for row in results["results"] if row["original"] == original)
     key = f"BenchmarkRun/{canon.digest_hex(row['rerun'])}"
@@ -135,10 +141,17 @@ def _first_salt_zero(results: dict[str, Any], records: dict[str, Any], origin: O
     ],
 )
 def test_attest_rerun_refuses_results_not_made_for_its_request(
-    cli: RunCli, origin: Origin, tight: Reruns, tmp_path: Path, attack: str, edit: Edit, message: str
+    cli: RunCli,
+    origin: Origin,
+    tight: Reruns,
+    refusing: Registry,
+    tmp_path: Path,
+    attack: str,
+    edit: Edit,
+    message: str,
 ) -> None:
     folder = _attack(tight, tmp_path, edit, origin)
-    registry = clone(origin.root, tmp_path / "registry")
+    registry = refusing
     before = set(registry.root.joinpath("registry").rglob("*.json"))
     result = cli(
         "attest", "rerun", folder, "--key", origin.key("verifier"), "--require-verifier", "--registry", registry.root
@@ -149,11 +162,11 @@ def test_attest_rerun_refuses_results_not_made_for_its_request(
 
 
 def test_the_forged_rerun_with_the_request_salt_is_caught_by_its_reused_secret(
-    cli: RunCli, origin: Origin, tight: Reruns, tmp_path: Path
+    cli: RunCli, origin: Origin, tight: Reruns, refusing: Registry, tmp_path: Path
 ) -> None:
     salt = next(row["seedSalt"] for row in tight.verdicts.values())
     folder = _attack(tight, tmp_path, _forged(salt), origin)
-    registry = clone(origin.root, tmp_path / "registry")
+    registry = refusing
     result = cli("attest", "rerun", folder, "--key", origin.key("verifier"), "--registry", registry.root)
     assert result.exit_code == 1, result.output
     assert "reuses the original run's inputSecret" in result.stderr
