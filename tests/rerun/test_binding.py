@@ -109,6 +109,10 @@ def _status(results: dict[str, Any], records: dict[str, Any], origin: Origin) ->
             row["status"] = "reward_hack"
 
 
+def _twice(results: dict[str, Any], records: dict[str, Any], origin: Origin) -> None:
+    results["results"].append(dict(results["results"][0]))
+
+
 def _widened(results: dict[str, Any], records: dict[str, Any], origin: Origin) -> None:
     results["request"]["notAfter"] = "2098-01-01T00:00:00.000Z"
 
@@ -137,6 +141,7 @@ def _first_salt_zero(results: dict[str, Any], records: dict[str, Any], origin: O
         ("a result for a run not asked for", _not_asked, "did not ask for it"),
         ("a hand-written status", _status, "it states status reward_hack"),
         ("a request whose window was widened", _widened, "not the one the rerun request"),
+        ("one run's result twice", _twice, "more than one result for it"),
         ("no request at all", _unbound, "the results name no rerun request"),
     ],
 )
