@@ -37,9 +37,10 @@ def test_json_stays_json_and_reads_back_the_same_string() -> None:
     assert json.loads(safe) == {"title": HOSTILE}
 
 
-@pytest.fixture
-def hostile_run(tmp_path: Path) -> tuple[Path, str]:
-    root = tmp_path / "registry"
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """One registry for the module: every reader only reads it."""
+    root = tmp_path_factory.mktemp("hostile") / "registry"
     create_registry(root)
     records = build_records()
     raw = json.loads(json.dumps(records.run.raw))

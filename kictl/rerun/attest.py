@@ -241,7 +241,12 @@ def check_results(
     tolerance = reader_policy(registry).rerun_tolerance
     checked: list[CheckedRerun] = []
     problems: list[str] = []
+    seen: set[str] = set()
     for result in document.results:
+        if result.original in seen:
+            problems.append(f"rerun of {result.original}: the results hold more than one result for it")
+            continue
+        seen.add(result.original)
         try:
             checked.append(_check_one(registry, result, records, tolerance, binding))
         except KictlError as exc:

@@ -35,7 +35,9 @@ def tracked_derived_files(registry: Registry) -> set[str]:
     Raises ``RegistryError`` (exit 4) when git cannot say: a corrupt store is
     reported, never read as "nothing tracked".
     """
-    if not (registry.root / KICTL_DIR).exists() or not (registry.root / ".git").exists():
+    if not (registry.root / KICTL_DIR).exists() and not (registry.root / KICTL_DIR).is_symlink():
+        return set()
+    if not registry.is_git_repository():
         return set()
     staged = _git(registry, "ls-files", "-z", "--", KICTL_DIR)
     head = current_commit(registry.root)  # raises RegistryError for a HEAD git cannot read
@@ -44,8 +46,14 @@ def tracked_derived_files(registry: Registry) -> set[str]:
 
 
 def derived_file_trusted(registry: Registry, path: str) -> bool:
-    """Whether the derived file ``path`` (relative, under ``.kictl/``) may be read: git does not track it.
+    """Whether the derived file ``path`` (relative, under ``.kictl/``) may be read: git tracks neither it nor
+    ``.kictl`` itself, and neither is a symbolic link (a committed link could point ``.kictl/`` at files the
+    commit brought under another name).
 
     Raises ``RegistryError`` when git cannot say (a corrupt store).
     """
-    return path not in tracked_derived_files(registry)
+    folder = registry.root / KICTL_DIR
+    if folder.is_symlink() or (registry.root / path).is_symlink():
+        return False
+    tracked = tracked_derived_files(registry)
+    return path not in tracked and KICTL_DIR not in tracked

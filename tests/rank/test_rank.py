@@ -216,6 +216,23 @@ def test_evidence_is_an_input_and_filters(world: World, basic: dict[str, StoredR
         _board(world, min_evidence="gold")
 
 
+def test_two_implementations_whose_names_fold_together_carry_their_digests(
+    world: World, basic: dict[str, StoredRecord]
+) -> None:
+    b = basic
+    twin = world.implementation(b["definition"], "FAST", content="# another body\ndef run(A, B):\n    return A @ B.T\n")
+    world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000)
+    world.run(b["m128"], twin, b["protocol"], b["h200"], 20_000)
+    world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 30_000)
+    world.commit("runs")
+    labels = [label for _, label in _names(_board(world))]
+    assert labels == [
+        f"fast@{b['fast'].digest[7:19]}",
+        f"FAST@{twin.digest[7:19]}",
+        "slow",
+    ]
+
+
 def test_speedup_over_the_reference(world: World, basic: dict[str, StoredRecord]) -> None:
     b = basic
     world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000)

@@ -28,6 +28,12 @@ pytestmark = pytest.mark.slow  # uses the shared rerun session of conftest.py
 Edit = Callable[[dict[str, Any], dict[str, Any], Origin], None]
 
 
+@pytest.fixture(scope="module")
+def refusing(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    """One copy of the origin for every refused attack: a refusal writes nothing (each test checks it)."""
+    return clone(origin.root, tmp_path_factory.mktemp("refusing") / "registry")
+
+
 def _rerun_record(results: dict[str, Any], records: dict[str, Any], original: str) -> tuple[str, dict[str, Any]]:
     row = next(row for row in results["results"] if row["original"] == original)
     key = f"BenchmarkRun/{canon.digest_hex(row['rerun'])}"
@@ -103,6 +109,10 @@ def _status(results: dict[str, Any], records: dict[str, Any], origin: Origin) ->
             row["status"] = "reward_hack"
 
 
+def _twice(results: dict[str, Any], records: dict[str, Any], origin: Origin) -> None:
+    results["results"].append(dict(results["results"][0]))
+
+
 def _widened(results: dict[str, Any], records: dict[str, Any], origin: Origin) -> None:
     results["request"]["notAfter"] = "2098-01-01T00:00:00.000Z"
 
@@ -131,14 +141,22 @@ def _first_salt_zero(results: dict[str, Any], records: dict[str, Any], origin: O
         ("a result for a run not asked for", _not_asked, "did not ask for it"),
         ("a hand-written status", _status, "it states status reward_hack"),
         ("a request whose window was widened", _widened, "not the one the rerun request"),
+        ("one run's result twice", _twice, "more than one result for it"),
         ("no request at all", _unbound, "the results name no rerun request"),
     ],
 )
 def test_attest_rerun_refuses_results_not_made_for_its_request(
-    cli: RunCli, origin: Origin, tight: Reruns, tmp_path: Path, attack: str, edit: Edit, message: str
+    cli: RunCli,
+    origin: Origin,
+    tight: Reruns,
+    refusing: Registry,
+    tmp_path: Path,
+    attack: str,
+    edit: Edit,
+    message: str,
 ) -> None:
     folder = _attack(tight, tmp_path, edit, origin)
-    registry = clone(origin.root, tmp_path / "registry")
+    registry = refusing
     before = set(registry.root.joinpath("registry").rglob("*.json"))
     result = cli(
         "attest", "rerun", folder, "--key", origin.key("verifier"), "--require-verifier", "--registry", registry.root
@@ -149,11 +167,11 @@ def test_attest_rerun_refuses_results_not_made_for_its_request(
 
 
 def test_the_forged_rerun_with_the_request_salt_is_caught_by_its_reused_secret(
-    cli: RunCli, origin: Origin, tight: Reruns, tmp_path: Path
+    cli: RunCli, origin: Origin, tight: Reruns, refusing: Registry, tmp_path: Path
 ) -> None:
     salt = next(row["seedSalt"] for row in tight.verdicts.values())
     folder = _attack(tight, tmp_path, _forged(salt), origin)
-    registry = clone(origin.root, tmp_path / "registry")
+    registry = refusing
     result = cli("attest", "rerun", folder, "--key", origin.key("verifier"), "--registry", registry.root)
     assert result.exit_code == 1, result.output
     assert "reuses the original run's inputSecret" in result.stderr

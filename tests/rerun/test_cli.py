@@ -183,3 +183,14 @@ def test_a_rerun_on_another_gpu_product_is_refused(
     assert refused.exit_code == 5, refused.output
     assert "it ran on H200" in refused.stderr
     assert "comparability family is kictl-cuda-device-time" in refused.stderr
+
+
+def test_a_cpu_rerun_at_the_default_tolerance_warns(origin: Origin) -> None:
+    from kictl.rerun.job import build_job
+    from kictl.rerun.session import cpu_tolerance_warnings
+
+    job = build_job(Registry(origin.root), origin.runs["paced"])
+    assert job.settings.device == "cpu"
+    (warning,) = cpu_tolerance_warnings([job], 0.1)
+    assert "CPU rerun at rerunTolerance ±10%" in warning
+    assert cpu_tolerance_warnings([job], 0.25) == []  # a CPU registry that signed a wider tolerance

@@ -6,6 +6,7 @@ Real git repositories, real signed runs (the review fixtures); each attack is on
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -17,8 +18,11 @@ from tests.review.conftest import Pr, envelope, run_review
 
 
 def _codes(cli: RunCli, pr: Pr) -> tuple[list[str], list[dict[str, Any]]]:
-    reviewed = run_review(cli, pr)
-    return reviewed.lint_codes, reviewed.document["lints"]
+    """The review's lints, as JSON (one review: the Markdown rendering is tested once, below)."""
+    result = cli("review", "--registry", str(pr.root), "--base", "main", "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    document = json.loads(result.stdout)
+    return [lint["code"] for lint in document["lints"]], document["lints"]
 
 
 def _environment(pr: Pr, product: str) -> dict[str, Any]:
@@ -87,7 +91,8 @@ def test_a_definition_taking_over_a_page_is_refused_but_a_new_version_is_not(cli
 def test_a_look_alike_gpu_product_is_refused(cli: RunCli, pr: Pr) -> None:
     _run_on(pr, _environment(pr, "H2OO"))
     pr.commit()
-    codes, lints = _codes(cli, pr)
+    reviewed = run_review(cli, pr)  # JSON and Markdown alike, and the Markdown renders
+    codes, lints = reviewed.lint_codes, reviewed.document["lints"]
     assert "name-taken" in codes, lints
     assert "reads as 'H200'" in next(lint["message"] for lint in lints if lint["code"] == "name-taken")
 

@@ -260,3 +260,19 @@ def test_rules_registered_by_other_modules_mark_runs(setup: Setup) -> None:
         from kictl.trust import readers
 
         readers._MARKS.remove(affected)
+
+
+def test_a_committed_link_in_place_of_kictl_is_not_followed(setup: Setup) -> None:
+    from kictl.trust.readers import derived_file_trusted
+
+    registry = setup.registry
+    elsewhere = registry.root / "registry" / "cache"
+    elsewhere.mkdir()
+    (elsewhere / "index.sqlite").write_bytes(b"whatever the commit brought")
+    local = registry.root / ".kictl"
+    local.rename(registry.root / "kictl-local")
+    local.symlink_to(elsewhere)
+    assert not derived_file_trusted(registry, ".kictl/index.sqlite")
+    local.unlink()
+    (registry.root / "kictl-local").rename(local)
+    assert derived_file_trusted(registry, ".kictl/index.sqlite")
