@@ -252,7 +252,7 @@ class WorkerProcess:
         shared = [] if self.region is None else ["--fd-shared", str(self.region.fd)]
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
-        command, executable = sandbox.worker_command(
+        command, executable, inherited = sandbox.worker_command(
             self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
         )
         command += [
@@ -277,16 +277,18 @@ class WorkerProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(to_read, from_write, *([] if self.region is None else [self.region.fd])),
+                    pass_fds=(to_read, from_write, *inherited, *([] if self.region is None else [self.region.fd])),
                     env=sandbox.worker_environment(self.isolation),
                     cwd="/",
                     start_new_session=True,
                 )
             except OSError as exc:
-                for fd in (to_read, to_write, from_read, from_write):
+                for fd in (to_read, to_write, from_read, from_write, *inherited):
                     os.close(fd)
                 self._close_region()
                 raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
+        for fd in inherited:
+            os.close(fd)
         os.close(to_read)
         os.close(from_write)
         self.fd_to, self.fd_from = to_write, from_read

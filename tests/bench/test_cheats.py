@@ -70,6 +70,9 @@ FAILS_AS = {
     "drop_raising_iter": ("incorrect_shape", "returned a Trap"),
     "drop_sigalrm": ("runtime_error", "KeyboardInterrupt"),
     "drop_lone_surrogate": ("runtime_error", "ValueError: broken \ufffd text \ufffd with \ufffd[2J escapes"),
+    # issue 27: a root-run sandbox holds (no capability, locked binds, seccomp)
+    "escape_remount_as_root": ("compile_error", "remount refused: Operation not permitted"),
+    "escape_own_user_namespace": ("compile_error", "unshare refused: Operation not permitted"),
     # broken implementations (issue 4)
     "rmsnorm_crashes": ("runtime_error", "SIGSEGV"),
     "rmsnorm_raises": ("runtime_error", "ValueError: this kernel does not support"),
@@ -169,6 +172,11 @@ def test_nothing_reaches_kictls_output_or_outlives_the_session(session_result: R
     assert "FORGED-TABLE" not in session_result.stderr
     assert "Traceback" not in session_result.stderr, session_result.stderr
     assert _daemons() == []
+    import torch
+
+    site = Path(torch.__file__).parent.parent
+    assert not (site / "kictl_planted_by_escape_remount.py").exists()
+    assert not Path("/usr/kictl_planted_by_own_namespace").exists()
 
 
 def test_runtime_error_detail_is_relative_to_the_implementation(session_result: Result) -> None:
