@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -202,6 +203,8 @@ class WorkerProcess:
         self.fd_from: int | None = None
         #: memory shared with the worker for its large answers (``None``: everything through the pipe)
         self.region: wire.SharedRegion | None = None
+        #: memory the parent stages the timed inputs in (CPU; ``staging``)
+        self.inputs: wire.SharedRegion | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
@@ -217,6 +220,10 @@ class WorkerProcess:
         #: whether the implementation is imported in the running worker
         self.loaded = False
         self._stop_sent = False
+        #: the nonce of the request sent last (``None`` before the first: ``Ready`` answers none)
+        self.nonce: int | None = None
+        #: the most bytes an ``Outputs`` answer may carry (the driver sets it from the definition's outputs)
+        self.output_limit = wire.MAX_BUFFER_BYTES
 
     @property
     def log_path(self) -> Path:
@@ -240,6 +247,7 @@ class WorkerProcess:
         self.starts += 1
         self.environment = None
         self.loaded = False
+        self.nonce = None
         self.pings_ns = []
         self.log_dir.mkdir(parents=True, exist_ok=True)
         to_read, to_write = os.pipe()
@@ -250,6 +258,11 @@ class WorkerProcess:
         # the worker's large answers (outputs) come through memory shared with it alone (wire.SharedRegion)
         self.region = wire.SharedRegion.create(self.label)
         shared = [] if self.region is None else ["--fd-shared", str(self.region.fd)]
+        # on the CPU the timed inputs live in memory the parent writes (kictl.bench.staging)
+        if self.device == "cpu":
+            self.inputs = wire.SharedRegion.create(f"{self.label}-inputs", parent_writes=True)
+        if self.inputs is not None:
+            shared += ["--fd-inputs", str(self.inputs.fd)]
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
         command, executable, inherited = sandbox.worker_command(
@@ -277,7 +290,12 @@ class WorkerProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(to_read, from_write, *inherited, *([] if self.region is None else [self.region.fd])),
+                    pass_fds=(
+                        to_read,
+                        from_write,
+                        *inherited,
+                        *(region.fd for region in (self.region, self.inputs) if region is not None),
+                    ),
                     env=sandbox.worker_environment(self.isolation),
                     cwd="/",
                     start_new_session=True,
@@ -391,8 +409,10 @@ class WorkerProcess:
             self.start()
         assert self.fd_to is not None
         self.asked = message.TYPE
+        # a fresh nonce per request: its answer must echo it, so no answer can be written before it was asked
+        self.nonce = 1 + secrets.randbelow(wire.NONCE_LIMIT - 1)
         try:
-            wire.write_frame(self.fd_to, message)
+            wire.write_frame(self.fd_to, message, nonce=self.nonce)
         except OSError as exc:
             raise self._gone(CRASHED, f"cannot send to the worker: {exc.strerror}") from None
 
@@ -424,7 +444,11 @@ class WorkerProcess:
         assert self.fd_from is not None
         try:
             self._await(deadline)
-            answer = wire.read_frame(self.fd_from, expect, deadline, self.region)
+            # only outputs carry buffers, and no more than the definition's outputs could need (output_limit)
+            most = self.output_limit if wire.Outputs.TYPE in expect else 0
+            answer = wire.read_frame(
+                self.fd_from, expect, deadline, self.region, nonce=self.nonce, max_buffer_bytes=most
+            )
         except wire.WireTimeout:
             limit = f"{timeout:g} s" if timeout is not None else "the deadline"
             asked = f" to {self.asked}" if self.asked else ""
@@ -470,6 +494,10 @@ class WorkerProcess:
             time.sleep(STACK_DUMP_WAIT_S)
 
     def _close_region(self) -> None:
+        if self.inputs is not None:
+            with contextlib.suppress(OSError, BufferError, ValueError):
+                self.inputs.close()
+            self.inputs = None
         if self.region is not None:
             with contextlib.suppress(OSError, BufferError):
                 self.region.close()

@@ -24,7 +24,13 @@ from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, rows
 pytestmark = pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 
 RMSNORM = "rmsnorm_h4096"
-HONEST = ("honest_slow_loop", "honest_noncontiguous_output", "honest_reused_buffer")
+HONEST = (
+    "honest_slow_loop",
+    "honest_noncontiguous_output",
+    "honest_reused_buffer",
+    "honest_float64_math",
+    "honest_offset_view",
+)
 #: Would-be cheats that gain nothing: none left (the caches keyed on identity, pointer, version or sampled
 #: values are all caught; the probes write through ``.data``, so a (pointer, ``_version``) key sees no change).
 GAIN_NOTHING: tuple[str, ...] = ()
@@ -62,6 +68,18 @@ CAUGHT_BY = {
     "values_from_public_seeds": "outputsFresh",
     # class 5: reaching other processes finds none; the zeros it answers with are judged as they are
     "reach_parent_stdout": "outputsFresh",
+    # issue 27: the implementation's code inside kictl's own work (a mode, a hook) refuses the run
+    "hook_function_mode_in_setup": "timerNotPatched",
+    "hook_dispatch_mode_in_run": "timerNotPatched",
+    "hook_profile_function": "timerNotPatched",
+    "hook_trace_in_finish": "timerNotPatched",
+    "hook_audit_hook": "timerNotPatched",
+    # a replaced wire function; an answer written before its request (the nonce)
+    "wire_replaced_write_frame": "timerNotPatched",
+    "wire_pre_answered_call": "wireIntact",
+    # a neighbour slowed between the implementation's own calls
+    "neighbour_slowed_by_timer_signal": "noWorkOutsideCalls",
+    "neighbour_slowed_by_thread": "noThreadsLeft",
 }
 FAILS_AS = {
     # class 5: the reference cannot be reached; a wrong formula is judged wrong
