@@ -85,6 +85,11 @@ IDLE_TICKS_ALLOWED = 2
 #: is a cross-check.  (Tests that drive a fake worker through the CUPTI timer's bookkeeping on the CPU turn it
 #: off: there the figures under test are the fake's.)
 PARENT_CLOCK_ON_CPU = True
+#: The most wall time one run (an implementation on a workload) may hold the session, in seconds, or this many
+#: times ``--timeout`` where that is longer: a worker that answers every request just inside ``--timeout`` ends
+#: as a ``timeout`` once its run has taken this long in all.
+RUN_WALL_S = 3600
+RUN_WALL_TIMEOUTS = 6
 #: The sandbox's CPU time between its own timed calls (while the parent stages, or other workers are timed):
 #: kictl's checks of each call run there after its answer (~0.1 ms), and nothing else may.  A worker that
 #: keeps working between its calls (precomputing, or slowing the workers timed meanwhile) is judged.
@@ -189,6 +194,9 @@ class RunDriver:
         worker.output_limit = wire.outputs_limit(self.outputs)
         self.options = options
         self.evidence = RunEvidence()
+        #: the run's own wall-time cap (``RUN_WALL_S``), from the driver's making
+        self.run_limit_s = max(RUN_WALL_S, RUN_WALL_TIMEOUTS * options.timeout_s)
+        self.run_deadline = time.monotonic() + self.run_limit_s
         self.active = False
         self.calls = 0
         self.busy_ns = 0
@@ -238,8 +246,12 @@ class RunDriver:
 
     def _take(self, expect: type[wire.Message]) -> wire.Message | None:
         """The answer to the request sent last; on any failure of the implementation the driver ends."""
+        left = self.run_deadline - time.monotonic()
+        if left <= 0:
+            self.fail("timeout", f"the run took more than {self.run_limit_s:g} s in all; the worker was stopped")
+            return None
         try:
-            answer = self.worker.receive(self.options.timeout_s, frozenset({expect.TYPE}))
+            answer = self.worker.receive(min(self.options.timeout_s, left), frozenset({expect.TYPE}))
         except ImplementationFailed as exc:
             self.fail(exc.status, exc.detail)
             return None
@@ -462,6 +474,11 @@ class RunDriver:
         if self.cpu_device:
             self.cpu_mark = worker.cpu_ns()
             evidence.call_cpu_ns += max(0, self.cpu_mark - cpu_before)
+        others = worker.process_count()
+        if others:  # a helper process could do the call's work (given the tensors through shared memory)
+            evidence.note(
+                Check.NO_PROCESSES_LEFT, f"{others} process(es) besides the worker alive when a timed call returned"
+            )
         threads = worker.thread_count()
         if threads > self.threads_armed:
             evidence.note(

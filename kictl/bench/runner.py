@@ -85,7 +85,9 @@ class ProcessView:
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last lines of a worker's log ('' when it wrote nothing), made printable."""
     try:
-        data = path.read_bytes()[-64 * 1024 :]
+        with path.open("rb") as log:  # the tail alone: a worker's log may be as large as its cap
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
+            data = log.read(64 * 1024)
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
@@ -367,6 +369,15 @@ class WorkerProcess:
                 threads = len(os.listdir(f"/proc/{self.worker_pid}/task"))
         others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
         return ProcessView(ticks, threads, others, live_ns)
+
+    def process_count(self) -> int:
+        """Processes in the worker's sandbox besides the worker and bubblewrap's own (``/proc`` only, no CPU
+        reads): another process there could do a call's work unseen by the worker's thread count."""
+        if self.process is None:
+            return 0
+        return sum(
+            1 for pid in descendants(self.process.pid) if pid != self.worker_pid and not self._is_sandbox_init(pid)
+        )
 
     def thread_count(self) -> int:
         """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""

@@ -847,6 +847,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         os.setsid()  # its own session and process group (bubblewrap's --new-session does the same)
     fd_in, fd_out = args.fd_in, args.fd_out
     integrity.guard_audit_hooks()  # before anything of an implementation's can add one
+    _cap_files()
     try:
         import torch
 
@@ -908,6 +909,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     worker.profile = (cProfile.Profile(), os.path.join(profile_to, f"worker-{os.getpid()}.prof"))
     worker.profile[0].runcall(worker.serve)
     worker.dump_profile()
+
+
+#: The largest file a worker (and what it starts) may write: its log (stdout and stderr) among them, so a worker
+#: cannot fill kictl's disk; past it the write fails (SIGXFSZ ends the worker, a runtime_error of its own).
+MAX_FILE_BYTES = 1 << 30
+
+
+def _cap_files() -> None:
+    """Cap the size of every file the worker writes, soft and hard (no capability raises it again)."""
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        cap = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
 def _attach_cupti() -> tuple[Any, str | None]:

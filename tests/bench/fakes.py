@@ -110,6 +110,9 @@ class FakeWorker:
     def thread_count(self) -> int:
         return 1
 
+    def process_count(self) -> int:
+        return 0
+
     def cpu_ns(self) -> int:
         return 0
 

@@ -80,6 +80,8 @@ CAUGHT_BY = {
     # a neighbour slowed between the implementation's own calls
     "neighbour_slowed_by_timer_signal": "noWorkOutsideCalls",
     "neighbour_slowed_by_thread": "noThreadsLeft",
+    # a helper process given the (parent-staged, shared) inputs; escape_daemon above is the other of its class
+    "helper_process_shared_inputs": "noProcessesLeft",
 }
 FAILS_AS = {
     # class 5: the reference cannot be reached; a wrong formula is judged wrong

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -469,3 +470,37 @@ def test_large_outputs_come_back_through_the_shared_region(
     assert [run.status for run in report.runs] == ["passed", "passed"], [run.detail for run in report.runs]
     assert len(taken) >= 2 * 2 + 2  # both implementations' rounds, the reference's rounds, the audits
     assert set(taken) == {1024 * 4096 * 2}
+
+
+def test_a_worker_cannot_hold_the_session_past_its_runs_wall_time_cap(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every answer comes inside --timeout, yet the run ends as a timeout once it has taken its cap in all."""
+    monkeypatch.setattr(loop_module, "RUN_WALL_S", 0.6)
+    monkeypatch.setattr(loop_module, "RUN_WALL_TIMEOUTS", 0)
+    report, _ = _session(shared_registry, Behaviour(delays={"call": 0.15}), iterations=40)
+    found = _statuses(report)
+    assert found["rmsnorm_wrong_values"][0] == "timeout", found
+    assert "the run took more than 0.6 s in all" in (found["rmsnorm_wrong_values"][1] or "")
+
+
+def test_a_workers_files_and_log_are_capped(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import errno, signal\n"
+        "from kictl.bench import worker\n"
+        "worker.MAX_FILE_BYTES = 4096\n"
+        "worker._cap_files()\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"f = open({str(tmp_path / 'big')!r}, 'wb', buffering=0)\n"
+        "f.write(b'x' * 4096)\n"
+        "try:\n"
+        "    f.write(b'x')\n"
+        "except OSError as exc:\n"
+        "    print(errno.errorcode[exc.errno])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.stdout.strip() == "EFBIG", done.stderr
+    assert (tmp_path / "big").stat().st_size == 4096
