@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl.bench import sandbox, wire
+from kictl.bench import cgroup, sandbox, wire
 from kictl.errors import EnvError
 
 TIMEOUT = "timeout"
@@ -207,6 +207,8 @@ class WorkerProcess:
         self.region: wire.SharedRegion | None = None
         #: memory the parent stages the timed inputs in (CPU; ``staging``)
         self.inputs: wire.SharedRegion | None = None
+        #: the cgroup every process of the worker's sandbox is in, where one could be made (``cgroup``)
+        self.group: cgroup.SandboxGroup | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
@@ -270,6 +272,10 @@ class WorkerProcess:
         command, executable, inherited = sandbox.worker_command(
             self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
         )
+        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.cgroup)
+        self.group = cgroup.SandboxGroup.create(f"{self.label}-{self.starts}")
+        if self.group is not None:
+            command, executable = self.group.wrap(command, executable), None
         command += [
             "--fd-in",
             str(to_read),
@@ -389,9 +395,14 @@ class WorkerProcess:
             return 0
 
     def cpu_ns(self) -> int:
-        """Time on a CPU of every live thread in the worker's sandbox, in ns (``ProcessView.cpu_ns`` alone)."""
+        """Time on a CPU of everything that ran in the worker's sandbox, in ns: its cgroup's counter (processes
+        that have exited included), else every live thread's (``/proc``)."""
         if self.process is None:
             return 0
+        if self.group is not None:
+            used = self.group.cpu_ns()
+            if used >= 0:
+                return used
         root = self.process.pid
         return sum(cpu_ns_live(pid) for pid in (root, *descendants(root)))
 
@@ -526,6 +537,16 @@ class WorkerProcess:
                 self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        if self.group is not None:
+            # whatever is left in the group (an unsandboxed worker's daemon that left its process group)
+            for left in self.group.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(left, signal.SIGKILL)
+            deadline = time.monotonic() + 2
+            while self.group.pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.group.remove()
+            self.group = None
         for fd in (self.fd_to, self.fd_from):
             if fd is not None:
                 with contextlib.suppress(OSError):

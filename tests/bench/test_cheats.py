@@ -82,6 +82,7 @@ CAUGHT_BY = {
     "neighbour_slowed_by_thread": "noThreadsLeft",
     # a helper process given the (parent-staged, shared) inputs; escape_daemon above is the other of its class
     "helper_process_shared_inputs": "noProcessesLeft",
+    "neighbour_slowed_by_reaped_process": ("noProcessesLeft", "noWorkOutsideCalls"),
 }
 FAILS_AS = {
     # class 5: the reference cannot be reached; a wrong formula is judged wrong
