@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 #: The shell line that joins the groups named by its arguments, then executes the rest of them.
-_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n - 1)); done; exec "$@"'
+_JOIN = 'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ 2>/dev/null > "$1"; shift; n=$((n - 1)); done; exec "$@"'
 
 
 @dataclass
@@ -94,6 +94,11 @@ class SandboxGroup:
         """``command`` (run as ``executable`` when given) preceded by joining this group."""
         program = executable or command[0]
         return ["/bin/sh", "-c", _JOIN, "kictl-join", "1", str(self.procs), program, *command[1:]]
+
+    def joined(self, pid: int) -> bool:
+        """Whether ``pid`` is in the group (a join that failed leaves the worker outside: the caller then
+        drops the group and reads ``/proc``, rather than a counter of nothing)."""
+        return pid in self.pids()
 
     def remove(self) -> None:
         """Remove the group (once its processes are gone; the kernel refuses otherwise, and it stays)."""

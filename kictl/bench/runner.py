@@ -345,6 +345,9 @@ class WorkerProcess:
         self.cupti_error = ready.cupti_error
         self.dependencies_error = ready.dependencies_error
         self.worker_pid = self._find_worker_pid()
+        if self.group is not None and (self.worker_pid is None or not self.group.joined(self.worker_pid)):
+            self.group.remove()  # the join failed here (a hierarchy that refuses it): /proc's counters instead
+            self.group = None
         self.baseline_threads = self.view().threads
         return env
 

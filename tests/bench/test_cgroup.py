@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -36,3 +37,25 @@ def test_a_reaped_processs_cpu_time_stays_in_the_group() -> None:
     finally:
         group.remove()
     assert not group.folder.exists()
+
+
+def test_a_worker_that_could_not_join_its_group_is_read_through_proc(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the hierarchy refuses the join, the worker still starts and its group is dropped (no counter of
+    nothing is believed)."""
+    from kictl.bench import sandbox
+    from kictl.bench.runner import WorkerProcess
+
+    probe = cgroup.SandboxGroup.create("probe")
+    if probe is None:
+        pytest.skip("no cgroup can be made here")
+    probe.remove()
+    monkeypatch.setattr(cgroup.SandboxGroup, "wrap", lambda self, command, executable: command)
+    worker = WorkerProcess("nojoin", "cpu", tmp_path, sandbox.Isolation(None))
+    try:
+        worker.start()
+        assert worker.group is None
+        assert worker.cpu_ns() > 0  # /proc's counters of the live worker
+    finally:
+        worker.stop()
