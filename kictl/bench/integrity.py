@@ -79,6 +79,7 @@ _KICTL_MODULES = (
     "kictl.bench.inputs",
     "kictl.bench.cupti_timer",
     "kictl.bench.gpu_state",
+    "kictl.bench.wire",
 )
 
 
@@ -148,6 +149,85 @@ def _watched() -> dict[str, Any]:
                         if callable(function):
                             found[f"{module_name}.{name}.{member}"] = function
     return found
+
+
+class _AuditGuard:
+    """kictl's audit hook, added before any implementation is imported: it refuses every later audit hook.
+
+    Python calls the hooks already added with ``sys.addaudithook`` (also for the C API's
+    ``PySys_AddAuditHook``) before it adds a new one, and a hook that raises a ``RuntimeError`` there keeps
+    the new one out.  So an implementation cannot add a hook that would run inside kictl's own work (an audit
+    event fires on every ``open``, ``import``, ``compile``, ``ctypes`` call...); the attempt is counted and the
+    run refused (``foreign_hooks``).
+    """
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event == "sys.addaudithook":
+            self.refused += 1
+            raise RuntimeError("kictl's worker refuses audit hooks")
+
+
+AUDIT_GUARD = _AuditGuard()
+_guard_added = False
+
+
+def guard_audit_hooks() -> None:
+    """Add ``AUDIT_GUARD`` (once per process; a worker does it before anything of an implementation's runs)."""
+    global _guard_added
+    if not _guard_added:
+        sys.addaudithook(AUDIT_GUARD)
+        _guard_added = True
+
+
+def foreign_hooks(own_profiler: bool = False) -> list[str]:
+    """What of an implementation's could run inside kictl's own work in this process, active now.
+
+    A trace or profile function (``sys``'s or ``threading``'s, or a ``sys.monitoring`` tool), a torch function
+    or dispatch mode, or an audit hook that tried to get in: each is called by the interpreter or torch in the
+    middle of kictl's staging, audits, flush and checks.  ``own_profiler``: kictl's own cProfile is on
+    (``worker.PROFILE_ENV``, unsandboxed diagnosis), so a profile function is expected.
+    """
+    found = []
+    if sys.gettrace() is not None or getattr(threading, "gettrace", lambda: None)() is not None:
+        found.append("a trace function (settrace)")
+    if not own_profiler and (
+        sys.getprofile() is not None or getattr(threading, "getprofile", lambda: None)() is not None
+    ):
+        found.append("a profile function (setprofile)")
+    monitoring = getattr(sys, "monitoring", None)
+    if monitoring is not None:
+        tools = [tool for tool in range(6) if monitoring.get_tool(tool) is not None]
+        if tools:
+            found.append(f"a sys.monitoring tool ({', '.join(map(str, tools))})")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        functions = getattr(torch._C, "_len_torch_function_stack", None)
+        if functions is not None and functions() > 0:
+            found.append("a torch function mode")
+        dispatch = getattr(torch._C, "_len_torch_dispatch_stack", None)
+        if dispatch is not None and dispatch() > 0:
+            found.append("a torch dispatch mode")
+    if AUDIT_GUARD.refused:
+        found.append(f"an audit hook added ({AUDIT_GUARD.refused} attempt(s), refused)")
+    return found
+
+
+def kictl_torch() -> Any:
+    """A context in which kictl's own torch work runs with torch functions and Python dispatch disabled: no
+    ``__torch_function__`` of a subclass or mode, and no Python dispatch mode, sees it."""
+    import contextlib
+
+    import torch
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._C.DisableTorchFunction())
+    disable = getattr(torch._C, "_DisableTorchDispatch", None)
+    if disable is not None:
+        stack.enter_context(disable())
+    return stack
 
 
 def take_baseline() -> Baseline:

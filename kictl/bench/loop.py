@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kictl.bench import timing, wire
+from kictl.bench import staging, timing, wire
 from kictl.bench.integrity import Check
 from kictl.bench.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
 
@@ -81,6 +81,20 @@ CPU_PER_SAMPLE_FACTOR = 2
 CPU_PER_CALL_NS = 1_000_000
 CPU_SLACK_NS = 20_000_000
 IDLE_TICKS_ALLOWED = 2
+#: On the CPU a call's figure is the parent's clock around it (less the wire's round trip); the worker's sample
+#: is a cross-check.  (Tests that drive a fake worker through the CUPTI timer's bookkeeping on the CPU turn it
+#: off: there the figures under test are the fake's.)
+PARENT_CLOCK_ON_CPU = True
+#: The most wall time one run (an implementation on a workload) may hold the session, in seconds, or this many
+#: times ``--timeout`` where that is longer: a worker that answers every request just inside ``--timeout`` ends
+#: as a ``timeout`` once its run has taken this long in all.
+RUN_WALL_S = 3600
+RUN_WALL_TIMEOUTS = 6
+#: The sandbox's CPU time between its own timed calls (while the parent stages, or other workers are timed):
+#: kictl's checks of each call run there after its answer (~0.1 ms), and nothing else may.  A worker that
+#: keeps working between its calls (precomputing, or slowing the workers timed meanwhile) is judged.
+OUTSIDE_PER_CALL_NS = 1_000_000
+OUTSIDE_SLACK_NS = 50_000_000
 
 
 @dataclass
@@ -110,6 +124,8 @@ class RunEvidence:
     rounds: dict[str, list[Any] | str] = field(default_factory=dict)
     #: timed calls: samples, the parent's wall times, input set of each call
     samples: list[int] = field(default_factory=list)
+    #: CPU: the worker's own samples of the timed calls (the figure is the parent's clock: ``samples``)
+    worker_samples: list[int] = field(default_factory=list)
     walls: list[int] = field(default_factory=list)
     sets: list[int] = field(default_factory=list)
     enqueued_ahead: int | None = None
@@ -131,6 +147,8 @@ class RunEvidence:
     loop_ticks: int = 0
     #: the sandbox's CPU time over the timed calls' requests only (staging excluded), in ns
     call_cpu_ns: int = 0
+    #: ... and between its timed calls (from one answer to the next request; audits excluded), in ns
+    outside_cpu_ns: int = 0
     loop_wall_ns: int = 0
     idle_ticks: int = 0
     threads_allowed: int = 1
@@ -173,8 +191,12 @@ class RunDriver:
         self.setup_plan = setup_plan
         self.timed_plans = list(timed_plans)
         self.outputs = tuple(outputs)
+        worker.output_limit = wire.outputs_limit(self.outputs)
         self.options = options
         self.evidence = RunEvidence()
+        #: the run's own wall-time cap (``RUN_WALL_S``), from the driver's making
+        self.run_limit_s = max(RUN_WALL_S, RUN_WALL_TIMEOUTS * options.timeout_s)
+        self.run_deadline = time.monotonic() + self.run_limit_s
         self.active = False
         self.calls = 0
         self.busy_ns = 0
@@ -195,6 +217,10 @@ class RunDriver:
         self.finished = False
         self.finish_sent = False
         self.idle_from: ProcessView | None = None
+        #: the parent's own staging of the timed inputs (CPU, ``staging``), from ``Arm`` on
+        self.stager: staging.Stager | None = None
+        #: the sandbox's CPU time (ns) when its last timed call's answer came (CPU), less its audits since
+        self.cpu_mark: int | None = None
         #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
         self.cpu_device = options.timer == "perf_counter_ns"
         self.total_fixed = (options.iterations * options.trials) if options.iterations is not None else None
@@ -220,8 +246,12 @@ class RunDriver:
 
     def _take(self, expect: type[wire.Message]) -> wire.Message | None:
         """The answer to the request sent last; on any failure of the implementation the driver ends."""
+        left = self.run_deadline - time.monotonic()
+        if left <= 0:
+            self.fail("timeout", f"the run took more than {self.run_limit_s:g} s in all; the worker was stopped")
+            return None
         try:
-            answer = self.worker.receive(self.options.timeout_s, frozenset({expect.TYPE}))
+            answer = self.worker.receive(min(self.options.timeout_s, left), frozenset({expect.TYPE}))
         except ImplementationFailed as exc:
             self.fail(exc.status, exc.detail)
             return None
@@ -321,6 +351,8 @@ class RunDriver:
             assert isinstance(answer, wire.Outputs)
             evidence.rounds[label] = self._tensors(answer, f"correctness round {label}")
             self._processes("after a correctness call")
+        region = self.worker.inputs
+        offsets = staging.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
         arm = wire.Arm(
             setup_plan=self.setup_plan,
             timed_plans=tuple(self.timed_plans),
@@ -328,11 +360,30 @@ class RunDriver:
             timer=self.options.timer,
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
+            parent_stages=offsets is not None,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
         if self._ask(arm, wire.Armed) is None:
             return
+        if offsets is not None:
+            assert region is not None
+            self.stager = staging.Stager(region, self.timed_plans, offsets, self.setup_plan.inputs)
         self.armed = True
+
+    def _stage(self, input_set: int, shift: int, perturb: int = 0) -> bool:
+        """The next call's values into the timed tensors: written by the parent itself where it can (CPU), else
+        asked of the worker; ``False`` when the run ended."""
+        if self.stager is not None:
+            self.stager.stage(input_set, shift, perturb)
+            return True
+        return self._ask(wire.Stage(input_set=input_set, shift=shift, perturb=perturb), wire.Staged) is not None
+
+    def _inputs_unchanged(self, when: str) -> None:
+        """The parent reads back what it staged (``staging.Stager.changed``)."""
+        if self.stager is not None:
+            changed = self.stager.changed()
+            if changed:
+                self.evidence.note(Check.INPUTS_UNCHANGED, f"{when} changed {', '.join(changed)}")
 
     def warm(self) -> None:
         """The warm-up calls, then the start of the timed calls (one driver at a time: the host's enqueue
@@ -342,8 +393,7 @@ class RunDriver:
         evidence = self.evidence
         self.say(f"{self.label}: {self.options.warmup} warm-up call(s)")
         for n in range(self.options.warmup):
-            stage = wire.Stage(input_set=n % len(self.timed_plans), shift=secrets.randbelow(SHIFTS))
-            if self._ask(stage, wire.Staged) is None:
+            if not self._stage(n % len(self.timed_plans), secrets.randbelow(SHIFTS)):
                 return
             # the last warm-up call settles them all: the timed calls start with none waiting
             answer = self._ask(wire.Call(settle=n == self.options.warmup - 1), wire.Sample)
@@ -404,12 +454,16 @@ class RunDriver:
             chosen = secrets.randbelow(len(self.timed_plans))
             shift = secrets.randbelow(SHIFTS)
         self.last_shift = shift
-        if self._ask(wire.Stage(input_set=chosen, shift=shift, perturb=perturb), wire.Staged) is None:
+        if not self._stage(chosen, shift, perturb):
             return
         worker = self.worker
         # an adaptive count judges every sample as it comes; a fixed count needs them only at the end
         settle = self.total_fixed is None or (index + 1) % SETTLE_EVERY == 0
         cpu_before = worker.cpu_ns() if self.cpu_device else 0
+        if self.cpu_device and self.cpu_mark is not None:
+            # the sandbox's CPU time since its last answer: kictl's checks of that call (after its answer), and
+            # whatever of the implementation's ran while the parent staged or other workers were timed
+            evidence.outside_cpu_ns += max(0, cpu_before - self.cpu_mark)
         started = time.perf_counter_ns()
         answer = self._ask(wire.Call(settle=settle), wire.Sample)
         wall = time.perf_counter_ns() - started
@@ -418,7 +472,13 @@ class RunDriver:
         assert isinstance(answer, wire.Sample)
         self.call_number += 1
         if self.cpu_device:
-            evidence.call_cpu_ns += max(0, worker.cpu_ns() - cpu_before)
+            self.cpu_mark = worker.cpu_ns()
+            evidence.call_cpu_ns += max(0, self.cpu_mark - cpu_before)
+        others = worker.process_count()
+        if others:  # a helper process could do the call's work (given the tensors through shared memory)
+            evidence.note(
+                Check.NO_PROCESSES_LEFT, f"{others} process(es) besides the worker alive when a timed call returned"
+            )
         threads = worker.thread_count()
         if threads > self.threads_armed:
             evidence.note(
@@ -427,6 +487,7 @@ class RunDriver:
                 "when a timed call returned",
             )
         evidence.samples.append(0)
+        evidence.worker_samples.append(0)
         evidence.walls.append(wall)
         evidence.sets.append(chosen)
         self.busy_ns += wall
@@ -443,16 +504,28 @@ class RunDriver:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
         if perturb or secrets.randbelow(index + 1) < AUDIT_WEIGHT:
+            audit_from = worker.cpu_ns() if self.cpu_device else 0
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
                 return
+            if self.cpu_device and self.cpu_mark is not None:
+                # the audit's own copy is kictl's: it does not count as work outside the calls
+                self.cpu_mark += max(0, worker.cpu_ns() - audit_from)
             assert isinstance(audited, wire.Outputs)
             evidence.audits.append((index, chosen, shift, self._tensors(audited, "an audited call")))
+            self._inputs_unchanged("an audited timed call")
         if self._ending(index + 1):
+            self._inputs_unchanged("the last timed call")
             self.active = False
 
     def _sample(self, index: int, ns: int, events_ns: int | None, kernels: int | None, busy_ns: int | None) -> None:
         evidence = self.evidence
+        if self.cpu_device and PARENT_CLOCK_ON_CPU:
+            # the CPU figure is the parent's own clock around the call, less the wire's round trip (the pings'
+            # fastest, before the import); the worker's sample is only a cross-check (consistency_notes)
+            evidence.worker_samples[index] = ns
+            trip = min(evidence.pings_ns) if evidence.pings_ns else 0
+            ns = max(1, evidence.walls[index] - trip)
         if ns < 0:
             evidence.note(Check.SAMPLES_CONSISTENT, f"a negative sample ({ns} ns)")
         evidence.samples[index] = max(0, ns)
@@ -607,10 +680,14 @@ def interleave(drivers: Sequence[RunDriver]) -> None:
 
 
 def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int) -> None:
-    """Judge the samples against what the parent saw (``samplesConsistent``, ``noWorkOutsideCalls``)."""
+    """Judge the samples against what the parent saw (``samplesConsistent``, ``noWorkOutsideCalls``).
+
+    On the CPU the figure is the parent's clock, and the worker's samples are held against it as a cross-check.
+    """
+    reported = evidence.worker_samples if cpu_device and evidence.worker_samples else evidence.samples
     longer = [
         (sample, wall)
-        for sample, wall in zip(evidence.samples, evidence.walls, strict=True)
+        for sample, wall in zip(reported, evidence.walls, strict=False)
         if sample > wall + SAMPLE_SLACK_NS
     ]
     if longer:
@@ -620,9 +697,9 @@ def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int)
             f"{len(longer)} sample(s) longer than the parent's wall time around the call (e.g. {sample} ns "
             f"reported, {wall} ns seen)",
         )
-    if cpu_device and len(evidence.samples) >= GAP_MIN_SAMPLES and evidence.pings_ns:
+    if cpu_device and len(reported) >= GAP_MIN_SAMPLES and evidence.pings_ns:
         # the best-placed call: scheduling delays on a loaded machine only ever add to the gap
-        gap = min(wall - sample for sample, wall in zip(evidence.samples, evidence.walls, strict=True))
+        gap = min(wall - sample for sample, wall in zip(reported, evidence.walls, strict=False))
         allowed = GAP_BASE_NS + 4 * statistics.median(evidence.pings_ns)
         if gap > allowed:
             evidence.note(
@@ -630,19 +707,28 @@ def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int)
                 f"the parent saw every call take at least {gap / 1e6:.1f} ms more than the worker reported, "
                 f"more than the wire explains ({allowed / 1e6:.1f} ms)",
             )
-    if cpu_device and evidence.samples and evidence.call_cpu_ns > 0:
+    if cpu_device and reported and evidence.call_cpu_ns > 0:
+        # the worker's own samples against the sandbox's CPU time: a forged sample is a lie, whatever the figure
         cpu_ns = evidence.call_cpu_ns
-        reported = sum(evidence.samples)
+        reported_sum = sum(reported)
         allowed_cpu = (
-            evidence.threads_allowed * CPU_PER_SAMPLE_FACTOR * reported
-            + len(evidence.samples) * CPU_PER_CALL_NS
+            evidence.threads_allowed * CPU_PER_SAMPLE_FACTOR * reported_sum
+            + len(reported) * CPU_PER_CALL_NS
             + CPU_SLACK_NS
         )
         if cpu_ns > allowed_cpu:
             evidence.note(
                 Check.SAMPLES_CONSISTENT,
-                f"the worker's processes used {cpu_ns / 1e6:.0f} ms of CPU over {len(evidence.samples)} timed calls "
-                f"whose samples add up to {reported / 1e6:.1f} ms (at most {allowed_cpu / 1e6:.0f} ms expected)",
+                f"the worker's processes used {cpu_ns / 1e6:.0f} ms of CPU over {len(reported)} timed calls "
+                f"whose samples add up to {reported_sum / 1e6:.1f} ms (at most {allowed_cpu / 1e6:.0f} ms expected)",
+            )
+    if cpu_device and evidence.samples:
+        allowed_outside = len(evidence.samples) * OUTSIDE_PER_CALL_NS + OUTSIDE_SLACK_NS
+        if evidence.outside_cpu_ns > allowed_outside:
+            evidence.note(
+                Check.NO_WORK_OUTSIDE_CALLS,
+                f"the worker's processes used {evidence.outside_cpu_ns / 1e6:.0f} ms of CPU between its "
+                f"{len(evidence.samples)} timed calls (at most {allowed_outside / 1e6:.0f} ms: kictl's checks)",
             )
     if cpu_device and evidence.loop_wall_ns > 0:
         loop_cpu_ns = evidence.loop_ticks * 1e9 / clock_ticks

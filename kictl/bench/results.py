@@ -181,8 +181,10 @@ def protocol_spec(
     elif not on_gpu:
         timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
         region = (
-            "time.perf_counter_ns read just before and just after each call of run(), one call per request from "
-            "kictl's parent, which checks each sample against its own wall time and the worker's CPU time"
+            "kictl's parent's time.perf_counter_ns around each timed-call request to the worker (one call of run() "
+            "each), less the wire's fastest round trip measured before the import; the inputs staged by the parent "
+            "in memory shared with the worker before each request; the worker's own perf_counter_ns sample around "
+            "the call kept as a cross-check against the parent's wall time and the sandbox's CPU time"
         )
     elif options.cuda_graph:
         timer, family = "cuda_graph_replay", "kictl-cuda-device-time"

@@ -28,6 +28,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl.bench import sandbox, wire
+from kictl.bench import cgroup, sandbox, wire
 from kictl.errors import EnvError
 
 TIMEOUT = "timeout"
@@ -84,7 +85,9 @@ class ProcessView:
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
     """The last lines of a worker's log ('' when it wrote nothing), made printable."""
     try:
-        data = path.read_bytes()[-64 * 1024 :]
+        with path.open("rb") as log:  # the tail alone: a worker's log may be as large as its cap
+            log.seek(max(0, log.seek(0, os.SEEK_END) - 64 * 1024))
+            data = log.read(64 * 1024)
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
@@ -202,6 +205,10 @@ class WorkerProcess:
         self.fd_from: int | None = None
         #: memory shared with the worker for its large answers (``None``: everything through the pipe)
         self.region: wire.SharedRegion | None = None
+        #: memory the parent stages the timed inputs in (CPU; ``staging``)
+        self.inputs: wire.SharedRegion | None = None
+        #: the cgroup every process of the worker's sandbox is in, where one could be made (``cgroup``)
+        self.group: cgroup.SandboxGroup | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
@@ -217,6 +224,10 @@ class WorkerProcess:
         #: whether the implementation is imported in the running worker
         self.loaded = False
         self._stop_sent = False
+        #: the nonce of the request sent last (``None`` before the first: ``Ready`` answers none)
+        self.nonce: int | None = None
+        #: the most bytes an ``Outputs`` answer may carry (the driver sets it from the definition's outputs)
+        self.output_limit = wire.MAX_BUFFER_BYTES
 
     @property
     def log_path(self) -> Path:
@@ -240,6 +251,7 @@ class WorkerProcess:
         self.starts += 1
         self.environment = None
         self.loaded = False
+        self.nonce = None
         self.pings_ns = []
         self.log_dir.mkdir(parents=True, exist_ok=True)
         to_read, to_write = os.pipe()
@@ -250,11 +262,20 @@ class WorkerProcess:
         # the worker's large answers (outputs) come through memory shared with it alone (wire.SharedRegion)
         self.region = wire.SharedRegion.create(self.label)
         shared = [] if self.region is None else ["--fd-shared", str(self.region.fd)]
+        # on the CPU the timed inputs live in memory the parent writes (kictl.bench.staging)
+        if self.device == "cpu":
+            self.inputs = wire.SharedRegion.create(f"{self.label}-inputs", parent_writes=True)
+        if self.inputs is not None:
+            shared += ["--fd-inputs", str(self.inputs.fd)]
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
-        command, executable = sandbox.worker_command(
+        command, executable, inherited = sandbox.worker_command(
             self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
         )
+        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.cgroup)
+        self.group = cgroup.SandboxGroup.create(f"{self.label}-{self.starts}")
+        if self.group is not None:
+            command, executable = self.group.wrap(command, executable), None
         command += [
             "--fd-in",
             str(to_read),
@@ -277,16 +298,23 @@ class WorkerProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=log,
-                    pass_fds=(to_read, from_write, *([] if self.region is None else [self.region.fd])),
+                    pass_fds=(
+                        to_read,
+                        from_write,
+                        *inherited,
+                        *(region.fd for region in (self.region, self.inputs) if region is not None),
+                    ),
                     env=sandbox.worker_environment(self.isolation),
                     cwd="/",
                     start_new_session=True,
                 )
             except OSError as exc:
-                for fd in (to_read, to_write, from_read, from_write):
+                for fd in (to_read, to_write, from_read, from_write, *inherited):
                     os.close(fd)
                 self._close_region()
                 raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
+        for fd in inherited:
+            os.close(fd)
         os.close(to_read)
         os.close(from_write)
         self.fd_to, self.fd_from = to_write, from_read
@@ -317,6 +345,9 @@ class WorkerProcess:
         self.cupti_error = ready.cupti_error
         self.dependencies_error = ready.dependencies_error
         self.worker_pid = self._find_worker_pid()
+        if self.group is not None and (self.worker_pid is None or not self.group.joined(self.worker_pid)):
+            self.group.remove()  # the join failed here (a hierarchy that refuses it): /proc's counters instead
+            self.group = None
         self.baseline_threads = self.view().threads
         return env
 
@@ -348,6 +379,15 @@ class WorkerProcess:
         others = tuple(pid for pid in tree[1:] if pid != self.worker_pid and not self._is_sandbox_init(pid))
         return ProcessView(ticks, threads, others, live_ns)
 
+    def process_count(self) -> int:
+        """Processes in the worker's sandbox besides the worker and bubblewrap's own (``/proc`` only, no CPU
+        reads): another process there could do a call's work unseen by the worker's thread count."""
+        if self.process is None:
+            return 0
+        return sum(
+            1 for pid in descendants(self.process.pid) if pid != self.worker_pid and not self._is_sandbox_init(pid)
+        )
+
     def thread_count(self) -> int:
         """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""
         if self.worker_pid is None:
@@ -358,9 +398,14 @@ class WorkerProcess:
             return 0
 
     def cpu_ns(self) -> int:
-        """Time on a CPU of every live thread in the worker's sandbox, in ns (``ProcessView.cpu_ns`` alone)."""
+        """Time on a CPU of everything that ran in the worker's sandbox, in ns: its cgroup's counter (processes
+        that have exited included), else every live thread's (``/proc``)."""
         if self.process is None:
             return 0
+        if self.group is not None:
+            used = self.group.cpu_ns()
+            if used >= 0:
+                return used
         root = self.process.pid
         return sum(cpu_ns_live(pid) for pid in (root, *descendants(root)))
 
@@ -389,8 +434,10 @@ class WorkerProcess:
             self.start()
         assert self.fd_to is not None
         self.asked = message.TYPE
+        # a fresh nonce per request: its answer must echo it, so no answer can be written before it was asked
+        self.nonce = 1 + secrets.randbelow(wire.NONCE_LIMIT - 1)
         try:
-            wire.write_frame(self.fd_to, message)
+            wire.write_frame(self.fd_to, message, nonce=self.nonce)
         except OSError as exc:
             raise self._gone(CRASHED, f"cannot send to the worker: {exc.strerror}") from None
 
@@ -422,7 +469,11 @@ class WorkerProcess:
         assert self.fd_from is not None
         try:
             self._await(deadline)
-            answer = wire.read_frame(self.fd_from, expect, deadline, self.region)
+            # only outputs carry buffers, and no more than the definition's outputs could need (output_limit)
+            most = self.output_limit if wire.Outputs.TYPE in expect else 0
+            answer = wire.read_frame(
+                self.fd_from, expect, deadline, self.region, nonce=self.nonce, max_buffer_bytes=most
+            )
         except wire.WireTimeout:
             limit = f"{timeout:g} s" if timeout is not None else "the deadline"
             asked = f" to {self.asked}" if self.asked else ""
@@ -468,6 +519,10 @@ class WorkerProcess:
             time.sleep(STACK_DUMP_WAIT_S)
 
     def _close_region(self) -> None:
+        if self.inputs is not None:
+            with contextlib.suppress(OSError, BufferError, ValueError):
+                self.inputs.close()
+            self.inputs = None
         if self.region is not None:
             with contextlib.suppress(OSError, BufferError):
                 self.region.close()
@@ -485,6 +540,16 @@ class WorkerProcess:
                 self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        if self.group is not None:
+            # whatever is left in the group (an unsandboxed worker's daemon that left its process group)
+            for left in self.group.pids():
+                with contextlib.suppress(OSError):
+                    os.kill(left, signal.SIGKILL)
+            deadline = time.monotonic() + 2
+            while self.group.pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.group.remove()
+            self.group = None
         for fd in (self.fd_to, self.fd_from):
             if fd is not None:
                 with contextlib.suppress(OSError):

@@ -13,6 +13,13 @@ started as ``bwrap [options] python -m kictl.bench.worker``:
 * the system and Python folders bound read-only (``/usr``, ``/etc``, the
   interpreter's prefix and every ``sys.path`` folder), the rest of the file
   system absent: no home folder, no keys;
+* ``--unshare-user`` with uid and gid 65534 and ``--cap-drop ALL``: run by root or not, the worker holds no
+  capability, in a user namespace that does not own the mounts it sees, so the read-only binds are locked
+  (no remount, no ``mknod``, no write outside its private ``/tmp``);
+* a seccomp filter (``seccomp``): no mount, namespaces, ``ptrace``, BPF, keyrings, modules, perf counters,
+  ``userfaultfd`` or clock setting, whatever the worker's privileges;
+* kictl's own package as a read-only copy of its Python files (``worker_package``) at ``/kictl-worker``:
+  never the repository it came from, the registry or a key;
 * ``--die-with-parent``, ``--new-session`` (no terminal injection);
 * on CUDA, the ``/dev/nvidia*`` device nodes bound in;
 * JIT caches named in ``$KICTL_SANDBOX_CACHE`` (colon-separated folders,
@@ -33,6 +40,7 @@ which isolation was used (``Isolation.label``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import glob
 import os
@@ -43,6 +51,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from kictl.bench import seccomp
 from kictl.errors import EnvError
 
 ENV_BWRAP = "KICTL_BWRAP"
@@ -52,6 +61,9 @@ ENV_CACHES = "KICTL_SANDBOX_CACHE"
 NO_SANDBOX_LABEL = "none: --no-sandbox (the implementation ran as kictl's user, unconfined)"
 _SYSTEM_FOLDERS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/opt")
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH", "PYTHONPATH")
+#: Where the sandbox sees kictl's package (``worker_package``), and the worker's unprivileged ids.
+PACKAGE_MOUNT = "/kictl-worker"
+SANDBOX_UID = 65534
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +79,9 @@ class Isolation:
             return NO_SANDBOX_LABEL
         return (
             f"bubblewrap {self.version or ''}".strip()
-            + ": own PID, network, IPC and UTS namespaces, private /tmp, read-only system and Python folders, "
-            "no home, --die-with-parent; sources from the record's bytes"
+            + ": own user (uid 65534, no capabilities), PID, network, IPC and UTS namespaces, seccomp filter, "
+            "private /tmp, read-only system and Python folders, no repository, registry or home, --die-with-parent; "
+            "sources from the record's bytes"
         )
 
     @property
@@ -87,18 +100,24 @@ def find_bwrap() -> str | None:
 @functools.cache
 def probe(bwrap: str) -> str:
     """``bwrap``'s version once it has been seen to make a sandbox here; raises ``EnvError`` otherwise."""
+    fd = -1
     try:
+        fd = seccomp.memfd()
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=20, check=False)
         trial = subprocess.run(
-            [*_namespace_args(), *_bind_args(cuda=False), "--", sys.executable, "-c", "pass"],
+            [*_namespace_args(fd), *_bind_args(cuda=False), "--", sys.executable, "-c", "pass"],
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
             executable=bwrap,
+            pass_fds=(fd,),
         )
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError, seccomp.Unsupported) as exc:
         raise EnvError(f"bubblewrap ({bwrap}) cannot run: {exc}") from exc
+    finally:
+        if fd >= 0:
+            os.close(fd)
     if trial.returncode != 0:
         lines = [line for line in trial.stderr.strip().splitlines() if line][-3:]
         raise EnvError(
@@ -122,20 +141,74 @@ def resolve(no_sandbox: bool) -> Isolation:
     return Isolation(found, probe(found))
 
 
-def _python_folders() -> list[str]:
-    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent)}
-    cwd = os.path.realpath(os.getcwd())
-    folders.update(entry for entry in sys.path if entry and os.path.isdir(entry) and os.path.realpath(entry) != cwd)
+def _repository_roots() -> set[str]:
+    """Folders never bound: the checkout kictl runs from (its registry, keys, sources), the working folder, home."""
     import kictl
 
-    folders.add(str(Path(kictl.__file__).resolve().parent.parent))
-    # never the whole file system, nor /tmp over the sandbox's private one
-    return sorted({os.path.realpath(f) for f in folders} - {"/", "/tmp", os.path.realpath(tempfile.gettempdir())})
+    roots = {os.path.realpath(os.getcwd()), os.path.realpath(Path(kictl.__file__).resolve().parent.parent)}
+    home = os.environ.get("HOME")
+    if home and os.path.realpath(home) != "/":
+        roots.add(os.path.realpath(home))
+    return roots
 
 
-def _namespace_args() -> list[str]:
+def _inside(folder: str, roots: set[str]) -> bool:
+    return any(folder == root or folder.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def _contains(folder: str, roots: set[str]) -> bool:
+    return any(root == folder or root.startswith(folder.rstrip("/") + "/") for root in roots)
+
+
+def _python_folders() -> list[str]:
+    """The interpreter's folders and ``sys.path``'s: never one that is or holds the checkout, the working folder
+    or home; of ``sys.path``'s entries inside them, only installed packages (a virtual environment's)."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent)}
+    entries = {os.path.realpath(entry) for entry in sys.path if entry and os.path.isdir(entry)}
+    roots = _repository_roots()
+    kept = set()
+    for folder in {os.path.realpath(f) for f in prefixes} | entries:
+        if folder in {"/", "/tmp", os.path.realpath(tempfile.gettempdir())} or _contains(folder, roots):
+            continue  # never the whole file system, nor /tmp over the sandbox's private one, nor the checkout
+        if folder in entries and _inside(folder, roots) and not folder.endswith(("site-packages", "dist-packages")):
+            continue  # the checkout's own folders on sys.path (an editable install's, the tests')
+        kept.add(folder)
+    return sorted(kept)
+
+
+@functools.cache
+def worker_package() -> str:
+    """A read-only copy of kictl's Python files (the package alone), made once per process, for the sandbox.
+
+    The worker imports ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout
+    kictl runs from (with its registry and any key) is never bound into a sandbox.
+    """
+    import kictl
+
+    source = Path(kictl.__file__).resolve().parent
+    target = Path(tempfile.mkdtemp(prefix="kictl-worker-package-"))
+    atexit.register(shutil.rmtree, target, True)
+    for path in sorted(source.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        copy = target / "kictl" / path.relative_to(source)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    return str(target)
+
+
+def _namespace_args(seccomp_fd: int) -> list[str]:
     return [
         "bwrap",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_UID),
+        "--cap-drop",
+        "ALL",
+        "--seccomp",
+        str(seccomp_fd),
         "--unshare-pid",
         "--unshare-net",
         "--unshare-ipc",
@@ -162,6 +235,7 @@ def _bind_args(*, cuda: bool) -> list[str]:
     for folder in [*_python_folders(), *extra]:
         if not any(folder == system or folder.startswith(system + "/") for system in _SYSTEM_FOLDERS[:1]):
             args += ["--ro-bind-try", folder, folder]
+    args += ["--ro-bind", worker_package(), PACKAGE_MOUNT]
     args += ["--ro-bind-try", "/sys", "/sys"]  # CPU topology for torch's thread pools, the GPU's PCI nodes
     if cuda:
         for node in sorted(glob.glob("/dev/nvidia*")):
@@ -190,16 +264,31 @@ def cache_binds(scratch: Path) -> list[str]:
     return args
 
 
-def worker_command(isolation: Isolation, *, cuda: bool, scratch: Path | None = None) -> tuple[list[str], str | None]:
-    """The command line of one worker, and the executable to run it with (``bwrap``, or none).
+def worker_command(
+    isolation: Isolation, *, cuda: bool, scratch: Path | None = None
+) -> tuple[list[str], str | None, tuple[int, ...]]:
+    """The command line of one worker, the executable to run it with (``bwrap``, or none), and the file
+    descriptors it must inherit (the seccomp filter's), which the caller closes once the process started.
 
     ``scratch`` is a folder of kictl's for this worker's private copies of the JIT caches (``cache_binds``).
     """
-    python = [sys.executable, "-m", "kictl.bench.worker"]
+    return sandboxed(isolation, [sys.executable, "-m", "kictl.bench.worker"], cuda=cuda, scratch=scratch)
+
+
+def sandboxed(
+    isolation: Isolation, argv: list[str], *, cuda: bool, scratch: Path | None = None
+) -> tuple[list[str], str | None, tuple[int, ...]]:
+    """``argv`` in the sandbox every worker gets (``worker_command``'s result for any command)."""
     if isolation.bwrap is None:
-        return python, None
+        return argv, None, ()
     caches = cache_binds(scratch) if scratch is not None else []
-    return [*_namespace_args(), *_bind_args(cuda=cuda), *caches, "--", *python], isolation.bwrap
+    try:
+        fd = seccomp.memfd()
+    except (OSError, seccomp.Unsupported) as exc:
+        raise EnvError(f"cannot make the sandbox's seccomp filter: {exc}") from exc
+    # the sandbox's own root (a tmpfs bubblewrap made) read-only too: the private /tmp is the one place to write
+    command = [*_namespace_args(fd), *_bind_args(cuda=cuda), *caches, "--remount-ro", "/", "--", *argv]
+    return command, isolation.bwrap, (fd,)
 
 
 def worker_environment(isolation: Isolation) -> dict[str, str]:
@@ -213,6 +302,12 @@ def worker_environment(isolation: Isolation) -> dict[str, str]:
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     if isolation.sandboxed:
+        # kictl from its copy; nothing of the checkout (an editable install's path entries are not bound)
+        roots = _repository_roots()
+        kept = [
+            item for item in env.get("PYTHONPATH", "").split(":") if item and not _inside(os.path.realpath(item), roots)
+        ]
+        env["PYTHONPATH"] = ":".join([PACKAGE_MOUNT, *kept])
         env["HOME"] = "/tmp"
         env.setdefault("TRITON_CACHE_DIR", "/tmp/.triton")
         env.setdefault("XDG_CACHE_HOME", "/tmp/.cache")

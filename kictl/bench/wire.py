@@ -3,7 +3,12 @@
 A frame is ``MAGIC``, a 4-byte big-endian header length, a JSON header and
 then the raw bytes of the buffers the header declares::
 
-    b"KIW1" | u32 len | {"type": "...", "body": {...}, "buffers": [n0, n1, ...]} | bytes n0 | bytes n1 | ...
+    b"KIW1" | u32 len | {"type": "...", "body": {...}, "buffers": [n0, ...], "nonce": N} | bytes n0 | ...
+
+Every request the parent sends carries a fresh random ``nonce`` and its answer must echo it (issue 27): an
+answer written before its request was sent (a pre-answered call) cannot know it, and is a ``WireError``.
+Before anything is allocated, a frame's header and buffers are capped by what the reader expects
+(``HEADER_CAPS`` by message type; buffers only where the caller allows them, up to its limit).
 
 The header is parsed strictly (no duplicate keys, no NaN or Infinity, no
 integer beyond ±(2^53-1)), its size and the buffers' sizes are capped, and
@@ -57,6 +62,21 @@ SHARED_MIN = 1 << 20
 #: The shared region's size: a sealed memfd, whose pages exist only once written (a worker's largest answer).
 SHARED_BYTES = 1 << 30
 MAX_STRING = 8000
+#: The largest header each message type may have (bytes), checked before the header is read: a worker that
+#: sends a 4 MiB header where a ``Pong`` is due holds none of the parent's memory.
+HEADER_CAPS = {
+    "pong": 4096,
+    "loaded": 4096,
+    "staged": 1 << 20,
+    "armed": 1 << 20,
+    "sample": 1 << 20,
+    "finished": 1 << 20,
+    "outputs": 1 << 20,
+    "failed": 256 << 10,
+    "harness_error": 256 << 10,
+}
+#: The nonce drawn per request (below 2^53: JSON's safe integers)
+NONCE_LIMIT = 2**52
 MAX_DEPTH = 16
 SAFE_INT = 2**53 - 1
 # the records' tensor dtypes (kictl.records.DType), repeated so a worker need not import pydantic;
@@ -77,6 +97,21 @@ DTYPES = frozenset(
         "bool",
     }
 )
+#: Bytes per element of each dtype (the most an output of a given shape can hold)
+DTYPE_BYTES = {
+    "float64": 8,
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int64": 8,
+    "int32": 4,
+    "int16": 2,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+}
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -156,6 +191,18 @@ class OutputSpec:
     dtype: str
 
 
+def outputs_limit(outputs: typing.Sequence[OutputSpec]) -> int:
+    """The most bytes an ``Outputs`` answer for ``outputs`` may carry: twice what they hold, plus 1 MiB (an
+    output of a wrong shape is judged as one, not as a broken wire, unless it is far larger)."""
+    total = 0
+    for spec in outputs:
+        count = 1
+        for size in spec.shape:
+            count *= max(0, size)
+        total += count * DTYPE_BYTES.get(spec.dtype, 8)
+    return 2 * total + (1 << 20)
+
+
 class Message:
     """Base of every message; ``TYPE`` names it on the wire."""
 
@@ -215,6 +262,8 @@ class Arm(Message):
     timer: str
     time_setup: bool
     flush_bytes: int
+    #: the parent stages every timed call's values in the worker's inputs region (``staging``; CPU)
+    parent_stages: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,6 +387,7 @@ class Outputs(Message):
 @dataclass(frozen=True, slots=True)
 class Staged(Message):
     TYPE: ClassVar[str] = "staged"
+    notes: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,7 +498,7 @@ def _encode_value(value: Any, buffers: list[bytes]) -> Any:
     return value
 
 
-def _frame_parts(message: Message, region: SharedRegion | None = None) -> list[bytes]:
+def _frame_parts(message: Message, region: SharedRegion | None = None, nonce: int = 0) -> list[bytes]:
     """The frame of ``message`` in parts: magic, length and header, then each buffer as it is (no copy).
 
     With a ``region`` (a worker's), each buffer of ``SHARED_MIN`` bytes or more that fits is written there, and
@@ -469,7 +519,7 @@ def _frame_parts(message: Message, region: SharedRegion | None = None) -> list[b
             entries.append(size)
             inline.append(buffer)
     header = json.dumps(
-        {"type": message.TYPE, "body": body, "buffers": entries},
+        {"type": message.TYPE, "body": body, "buffers": entries, "nonce": nonce},
         ensure_ascii=True,
         allow_nan=False,
         separators=(",", ":"),
@@ -497,8 +547,10 @@ class SharedRegion:
         self.map = mmap.mmap(fd, size, mmap.MAP_SHARED, access)
 
     @classmethod
-    def create(cls, label: str, size: int = SHARED_BYTES) -> SharedRegion | None:
-        """A new sealed region (parent's side), or ``None`` where memfds or seals are missing (not Linux)."""
+    def create(cls, label: str, size: int = SHARED_BYTES, parent_writes: bool = False) -> SharedRegion | None:
+        """A new sealed region (parent's side), or ``None`` where memfds or seals are missing (not Linux).
+
+        ``parent_writes``: mapped writable on the parent's side too (``staging``'s inputs region)."""
         try:
             fd = os.memfd_create(f"kictl-{label}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         except (AttributeError, OSError):
@@ -506,7 +558,7 @@ class SharedRegion:
         try:
             os.ftruncate(fd, size)
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
-            return cls(fd, size, writable=False)
+            return cls(fd, size, writable=parent_writes)
         except (AttributeError, OSError, ValueError):
             os.close(fd)
             return None
@@ -525,7 +577,11 @@ class SharedRegion:
             return bytearray(part)
 
     def close(self) -> None:
-        self.map.close()
+        """Unmap (unless tensors still view the mapping: it then goes with them) and close the descriptor."""
+        try:
+            self.map.close()
+        except BufferError:
+            pass
         os.close(self.fd)
 
 
@@ -553,8 +609,10 @@ def _parse_header(raw: bytes) -> dict[str, Any]:
         raise
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise WireError(f"the header is not JSON: {clean_text(str(exc), 200)}") from None
-    if not isinstance(value, dict) or set(value) != {"type", "body", "buffers"}:
-        raise WireError("the header must be an object with exactly type, body and buffers")
+    if not isinstance(value, dict) or set(value) != {"type", "body", "buffers", "nonce"}:
+        raise WireError("the header must be an object with exactly type, body, buffers and nonce")
+    if type(value["nonce"]) is not int or not 0 <= value["nonce"] < NONCE_LIMIT:
+        raise WireError("the header's nonce is not a number the wire uses")
     return value
 
 
@@ -706,22 +764,51 @@ def read_frame(
     allowed: frozenset[str] | None = None,
     deadline: float | None = None,
     region: SharedRegion | None = None,
+    *,
+    nonce: int | None = None,
+    max_buffer_bytes: int = MAX_BUFFER_BYTES,
 ) -> Message:
     """Read and decode one frame from ``fd``, waiting until ``deadline`` (``time.monotonic``) at most; buffers the
     header places in ``region`` are copied out of it first.
 
-    Raises ``WireError``, ``PeerClosed`` or ``WireTimeout``.
+    ``nonce``: the answer must echo it (the parent's request's); ``max_buffer_bytes``: the most its buffers may
+    hold (checked before any is read). Raises ``WireError``, ``PeerClosed`` or ``WireTimeout``.
     """
+    message, echoed = read_frame_nonce(fd, allowed, deadline, region, max_buffer_bytes=max_buffer_bytes)
+    if nonce is not None and echoed != nonce:
+        raise WireError(
+            f"a {message.TYPE} answer that does not echo its request's nonce (written before the request was sent)"
+        )
+    return message
+
+
+def read_frame_nonce(
+    fd: int,
+    allowed: frozenset[str] | None = None,
+    deadline: float | None = None,
+    region: SharedRegion | None = None,
+    *,
+    max_buffer_bytes: int = MAX_BUFFER_BYTES,
+) -> tuple[Message, int]:
+    """``read_frame``'s message and the nonce its header carries (a worker reads its requests with this)."""
     prefix = _read_exact(fd, len(MAGIC) + 4, deadline)
     if prefix[: len(MAGIC)] != MAGIC:
         raise WireError("a frame does not start with the wire's magic bytes")
     (length,) = struct.unpack(">I", prefix[len(MAGIC) :])
-    if length > MAX_HEADER_BYTES:
-        raise WireError(f"a header of {length} bytes is over the limit of {MAX_HEADER_BYTES}")
+    cap = MAX_HEADER_BYTES
+    if allowed is not None and all(kind in HEADER_CAPS for kind in allowed):
+        cap = max(HEADER_CAPS[kind] for kind in allowed)
+    if length > cap:
+        raise WireError(f"a header of {length} bytes is over the limit of {cap}")
     header = _parse_header(_read_exact(fd, length, deadline))
     entries = header["buffers"]
     if type(entries) is not list or len(entries) > MAX_BUFFERS:
         raise WireError("buffers must be a list of sizes")
+    kind = header["type"]
+    if type(kind) is str and kind in HEADER_CAPS and length > HEADER_CAPS[kind]:
+        raise WireError(f"a {kind} header of {length} bytes is over its limit of {HEADER_CAPS[kind]}")
+    if allowed is not None and kind not in allowed:
+        raise WireError(f"a {clean_text(str(kind), 80)} message was not expected here")
     total = shared = 0
     for entry in entries:
         if type(entry) is int and entry >= 0:
@@ -739,8 +826,9 @@ def read_frame(
         # a writer places its buffers one after another: naming the same bytes many times would only make the
         # parent copy them (and hold the copies) many times over
         raise WireError(f"buffers of {shared} bytes placed in a shared region of {region.size}")
-    if total > MAX_BUFFER_BYTES:
-        raise WireError(f"buffers of {total} bytes are over the limit of {MAX_BUFFER_BYTES}")
+    limit = min(MAX_BUFFER_BYTES, max_buffer_bytes)
+    if total > limit:
+        raise WireError(f"buffers of {total} bytes are over the limit of {limit}")
     buffers: list[bytes] = []
     for entry in entries:
         if type(entry) is int:
@@ -748,13 +836,14 @@ def read_frame(
         else:
             assert region is not None
             buffers.append(region.take(entry[0], entry[1]))  # type: ignore[arg-type]
-    return decode(header, buffers, allowed)
+    return decode(header, buffers, allowed), header["nonce"]
 
 
-def write_frame(fd: int, message: Message, region: SharedRegion | None = None) -> None:
+def write_frame(fd: int, message: Message, region: SharedRegion | None = None, nonce: int = 0) -> None:
     """Write ``message``'s frame to ``fd`` in full (blocking); a large buffer goes from where it is, or through
-    ``region`` (a worker's answer)."""
-    for part in _frame_parts(message, region):
+    ``region`` (a worker's answer). ``nonce``: the request's (the parent's fresh one, or the one a worker
+    echoes)."""
+    for part in _frame_parts(message, region, nonce):
         view = memoryview(part)
         while view:
             written = os.write(fd, view)

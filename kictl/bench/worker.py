@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import faulthandler
 import gc
 import hashlib
@@ -46,7 +47,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kictl.bench import environment, integrity, timing, wire
+from kictl.bench import environment, integrity, staging, timing, wire
 from kictl.bench.integrity import Check
 
 TAIL_LINES = 25
@@ -305,14 +306,36 @@ class Worker:
         self.profile: tuple[Any, str] | None = None
         #: memory shared with the parent, through which large answers go (``wire.SharedRegion``)
         self.region: wire.SharedRegion | None = None
+        #: memory the parent writes the timed inputs into (CPU; ``staging``), and whether it does for this run
+        self.input_region: wire.SharedRegion | None = None
+        self.parent_stages = False
+        #: the nonce of the request being answered (the answer echoes it)
+        self.nonce = 0
+        #: notes for the next answer that can carry them (``hook_notes``)
+        self.pending: list[wire.Note] = []
+        #: kictl's checks of the last timed call, run once its answer is sent (CPU: ``call_timed``)
+        self.deferred: Callable[[], None] | None = None
 
     def send(self, message: wire.Message) -> None:
-        wire.write_frame(self.fd_out, message, self.region)
+        if self.run is not None and not isinstance(message, wire.Failed | wire.HarnessError):
+            self.hook_notes("sending its answer")
+        if self.pending and hasattr(message, "notes"):
+            known = set(message.notes)
+            extra = tuple(note for note in self.pending if note not in known)
+            message = dataclasses.replace(message, notes=(*message.notes, *extra))  # type: ignore[type-var]
+            self.pending = []
+        wire.write_frame(self.fd_out, message, self.region, self.nonce)
+
+    def hook_notes(self, when: str) -> None:
+        """Refuse the run when a hook of the implementation's is active now (``integrity.foreign_hooks``): it
+        would run inside kictl's own work in this process (staging, audits, the flush, the checks)."""
+        for hook in integrity.foreign_hooks(own_profiler=self.profile is not None):
+            _note(self.pending, Check.TIMER_NOT_PATCHED, f"{hook}, seen when kictl's worker was {when}")
 
     def serve(self) -> None:
         while True:
             try:
-                request = wire.read_frame(self.fd_in, _ALLOWED)
+                request, self.nonce = wire.read_frame_nonce(self.fd_in, _ALLOWED)
             except wire.PeerClosed:
                 return
             except wire.WireError as exc:
@@ -322,6 +345,8 @@ class Worker:
                 return
             if isinstance(request, wire.Finish):
                 self.dump_profile()  # what ran so far, in case the worker is killed before it stops
+            if self.run is not None:
+                self.hook_notes(f"given a {request.TYPE} request")
             try:
                 answer = self.answer(request)
             except Failure as exc:
@@ -335,6 +360,20 @@ class Worker:
                     self.send(wire.Failed(status="runtime_error", detail=detail))
                 return
             self.send(answer)
+            if self.deferred is not None:
+                # kictl's checks of a CPU call, after its answer (the parent's clock has stopped): their notes
+                # go with the next answer; a failure here is the answer to the next request
+                deferred, self.deferred = self.deferred, None
+                try:
+                    deferred()
+                except BaseException:
+                    failed = _traceback_tail(self.folder)
+                    try:
+                        request, self.nonce = wire.read_frame_nonce(self.fd_in, _ALLOWED)
+                    except wire.WireError:
+                        return
+                    self.send(wire.Failed(status="runtime_error", detail=failed))
+                    return
 
     def dump_profile(self) -> None:
         """Write the profile so far (``PROFILE_ENV``); dumping stops the profiler, so it starts again."""
@@ -509,21 +548,25 @@ class Worker:
             except OutputStructureError as exc:
                 return wire.Outputs(tensors=(), error=str(exc), notes=tuple(notes))
             on_stream = list(outputs)
-        changed = [
-            name
-            for name, now, then in zip(input_names, args, source, strict=True)
-            if isinstance(now, torch.Tensor) and not _same_bits(now, then)
-        ]
-        if changed:
-            _note(notes, Check.INPUTS_UNCHANGED, f"a call changed {', '.join(changed)}")
-        shared = integrity.aliasing(list(zip(names, outputs, strict=True)), list(zip(input_names, args, strict=True)))
-        for line in shared:
-            _note(notes, Check.OUTPUTS_NOT_ALIAS_INPUTS, line)
-        self.output_notes(outputs, notes, "a correctness call")
-        host = tuple(pack(t) for t in on_stream)
-        if not shared:
-            for tensor in outputs:
-                integrity.poison_in_place(tensor)
+        self.hook_notes("back from a correctness call")
+        with integrity.kictl_torch():  # kictl's own checks: no function or dispatch mode of the call's sees them
+            changed = [
+                name
+                for name, now, then in zip(input_names, args, source, strict=True)
+                if isinstance(now, torch.Tensor) and not _same_bits(now, then)
+            ]
+            if changed:
+                _note(notes, Check.INPUTS_UNCHANGED, f"a call changed {', '.join(changed)}")
+            shared = integrity.aliasing(
+                list(zip(names, outputs, strict=True)), list(zip(input_names, args, strict=True))
+            )
+            for line in shared:
+                _note(notes, Check.OUTPUTS_NOT_ALIAS_INPUTS, line)
+            self.output_notes(outputs, notes, "a correctness call")
+            host = tuple(pack(t) for t in on_stream)
+            if not shared:
+                for tensor in outputs:
+                    integrity.poison_in_place(tensor)
         return wire.Outputs(tensors=host, error=None, notes=tuple(notes))
 
     # ----------------------------------------------------------------- timed calls
@@ -538,7 +581,21 @@ class Worker:
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
         from kictl.bench.inputs import materialize_plans
 
-        self.timed_args, *self.sets = materialize_plans([request.setup_plan, *request.timed_plans], self.device)
+        # the parent stages the timed values in the inputs region (kictl.bench.staging): only the setup values here
+        self.parent_stages = request.parent_stages and self.input_region is not None and not self.cuda
+        plans = [request.setup_plan] if self.parent_stages else [request.setup_plan, *request.timed_plans]
+        self.timed_args, *self.sets = materialize_plans(plans, self.device)
+        self.current_set = -1
+        if self.parent_stages:
+            assert self.input_region is not None
+            offsets = staging.layout(request.setup_plan, self.input_region.size)
+            if offsets is None:
+                raise Failure("runtime_error", "kictl asked for inputs staged in a region they do not fit")
+            for k, (offset, spec) in enumerate(zip(offsets, request.setup_plan.inputs, strict=True)):
+                if offset is not None and type(self.timed_args[k]) is torch.Tensor:
+                    shared = staging.view(self.input_region.map, offset, spec)
+                    shared.copy_(self.timed_args[k])
+                    self.timed_args[k] = shared
         self.time_setup = request.time_setup
         pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         notes: list[wire.Note] = []
@@ -549,7 +606,8 @@ class Worker:
         self.timer = None  # the last run's timer (its buffers) goes before this run's is made
         self.timer = timing.make_timer(request.timer, self.device, request.flush_bytes, self.collector)
         before = integrity.watch_instance("timer", self.timer)
-        self.copy_set(0, 0)
+        if not self.parent_stages:
+            self.copy_set(0, 0)
         try:
             self.timer.prepare(self.timed_call)
         except BaseException:
@@ -600,10 +658,11 @@ class Worker:
         return self.run(*self.timed_args)
 
     def stage(self, request: wire.Stage) -> wire.Message:
-        if not 0 <= request.input_set < len(self.sets) or self.timer is None:
+        if self.parent_stages or not 0 <= request.input_set < len(self.sets) or self.timer is None:
             raise Failure("runtime_error", f"kictl asked for input set {request.input_set} before arming")
         self.last = None
-        self.copy_set(request.input_set, request.shift, request.perturb)
+        with integrity.kictl_torch():
+            self.copy_set(request.input_set, request.shift, request.perturb)
         return wire.Staged()
 
     def call_timed(self, settle: bool = True) -> wire.Message:
@@ -616,17 +675,13 @@ class Worker:
             sample = timer.measure(self.timed_call, settle) if self.batched else timer.measure(self.timed_call)
         except BaseException:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
-        notes: list[wire.Note] = []
-        try:
-            self.last = normalize(sample.outputs, self.names)
-        except OutputStructureError as exc:
-            self.last = str(exc)
-            _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {exc}")
-        else:
-            self.output_notes(self.last, notes, "a timed call")
-        replaced = self.instance_changes()
-        if replaced:  # the same words as finish() says them, so that the run's detail names them once
-            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(replaced)}")
+        if not self.cuda:
+            # on the CPU the figure is the parent's clock around this request: the answer goes at once, and
+            # kictl's checks of the call run after it, their notes going with the next answer (``serve``)
+            self.last = None
+            self.deferred = lambda: self.pending.extend(self.call_notes(sample))
+            return wire.Sample(ns=sample.ns, enqueued_ahead=sample.enqueued_ahead, notes=())
+        notes = self.call_notes(sample)
         earlier = self.settled(notes)
         if sample.ns is not None:
             self.figure_notes(sample, notes)
@@ -639,6 +694,23 @@ class Worker:
             busy_ns=sample.busy_ns,
             settled=earlier,
         )
+
+    def call_notes(self, sample: timing.Measured) -> list[wire.Note]:
+        """kictl's checks of a timed call's outputs and of its own objects (``self.last`` set)."""
+        notes: list[wire.Note] = []
+        self.hook_notes("back from a timed call")
+        try:
+            self.last = normalize(sample.outputs, self.names)
+        except OutputStructureError as exc:
+            self.last = str(exc)
+            _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {exc}")
+        else:
+            with integrity.kictl_torch():
+                self.output_notes(self.last, notes, "a timed call")
+        replaced = self.instance_changes()
+        if replaced:  # the same words as finish() says them, so that the run's detail names them once
+            _note(notes, Check.TIMER_NOT_PATCHED, f"replaced: {', '.join(replaced)}")
+        return notes
 
     @property
     def batched(self) -> bool:
@@ -718,9 +790,14 @@ class Worker:
             return wire.Outputs(tensors=(), error=self.last, notes=())
         if self.last is None:
             raise Failure("runtime_error", "kictl asked for an audit before a timed call")
-        return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
+        with integrity.kictl_torch():
+            return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
 
     def finish(self) -> wire.Message:
+        with integrity.kictl_torch():
+            return self._finish()
+
+    def _finish(self) -> wire.Message:
         import torch
 
         notes: list[wire.Note] = []
@@ -796,6 +873,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no-cupti", action="store_true", help="time nothing: kictl's reference worker")
     parser.add_argument("--fd-shared", type=int, default=-1, help="the parent's shared region (wire.SharedRegion)")
+    parser.add_argument("--fd-inputs", type=int, default=-1, help="the region the parent stages inputs in (CPU)")
     args = parser.parse_args(argv)
     faulthandler.enable()  # a crash in native code leaves its Python stack in the log
     with contextlib.suppress(AttributeError, ValueError, RuntimeError):  # and so does a timeout (runner._gone)
@@ -803,6 +881,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with contextlib.suppress(OSError):
         os.setsid()  # its own session and process group (bubblewrap's --new-session does the same)
     fd_in, fd_out = args.fd_in, args.fd_out
+    integrity.guard_audit_hooks()  # before anything of an implementation's can add one
+    _cap_files()
     try:
         import torch
 
@@ -848,6 +928,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             worker.region = wire.SharedRegion.attach(args.fd_shared)
         except (OSError, ValueError):  # its answers then all go through the pipe
             worker.region = None
+    if args.fd_inputs >= 0:
+        try:
+            worker.input_region = wire.SharedRegion.attach(args.fd_inputs)
+        except (OSError, ValueError):  # the worker then stages its inputs itself (the parent is told nothing)
+            worker.input_region = None
     profile_to = os.environ.get(PROFILE_ENV)
     if not profile_to:
         worker.serve()
@@ -859,6 +944,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     worker.profile = (cProfile.Profile(), os.path.join(profile_to, f"worker-{os.getpid()}.prof"))
     worker.profile[0].runcall(worker.serve)
     worker.dump_profile()
+
+
+#: The largest file a worker (and what it starts) may write: its log (stdout and stderr) among them, so a worker
+#: cannot fill kictl's disk; past it the write fails (SIGXFSZ ends the worker, a runtime_error of its own).
+MAX_FILE_BYTES = 1 << 30
+
+
+def _cap_files() -> None:
+    """Cap the size of every file the worker writes, soft and hard (no capability raises it again)."""
+    import resource
+
+    with contextlib.suppress(OSError, ValueError):
+        _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        cap = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
 
 
 def _attach_cupti() -> tuple[Any, str | None]:

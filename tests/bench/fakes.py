@@ -80,6 +80,9 @@ class FakeWorker:
         self.pending: wire.Message | None = None
         self.calls = 0
         self.waiting: list[int] = []
+        #: no inputs region: the fake stages its inputs itself (``Stage`` requests), as a GPU worker does
+        self.inputs: wire.SharedRegion | None = None
+        self.output_limit = wire.MAX_BUFFER_BYTES
 
     def spawn(self) -> None:
         self.alive = True
@@ -106,6 +109,9 @@ class FakeWorker:
 
     def thread_count(self) -> int:
         return 1
+
+    def process_count(self) -> int:
+        return 0
 
     def cpu_ns(self) -> int:
         return 0

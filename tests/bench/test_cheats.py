@@ -134,6 +134,11 @@ def test_nothing_reaches_kictls_output_or_outlives_the_session(session_result: R
     assert "FORGED-TABLE" not in session_result.stderr
     assert "Traceback" not in session_result.stderr, session_result.stderr
     assert _daemons() == []
+    import torch
+
+    site = Path(torch.__file__).parent.parent
+    assert not (site / "kictl_planted_by_escape_remount.py").exists()
+    assert not Path("/usr/kictl_planted_by_own_namespace").exists()
 
 
 def test_runtime_error_detail_is_relative_to_the_implementation(session_result: Result) -> None:

@@ -28,6 +28,8 @@ def pipe() -> Iterator[tuple[int, int]]:
 
 
 def _frame(header: object, *buffers: bytes, raw: bytes | None = None) -> bytes:
+    if isinstance(header, dict) and "code" not in header:
+        header = {"nonce": 0, **header}
     body = raw if raw is not None else json.dumps(header).encode()
     return b"".join([wire.MAGIC, struct.pack(">I", len(body)), body, *buffers])
 
@@ -61,7 +63,7 @@ def test_every_message_round_trips_with_its_buffers(pipe: tuple[int, int]) -> No
         (_frame(None, raw=b'{"type": "sample", "body": {"ns": NaN}, "buffers": []}'), "NaN is not allowed"),
         (_frame({"type": "sample", "body": {"ns": 2**60, "enqueued_ahead": None, "notes": []}, "buffers": []}), "2^53"),
         (_frame({"type": "exec", "body": {}, "buffers": []}), "unknown message type"),
-        (_frame({"type": "pong", "body": {}, "buffers": [], "code": "x"}), "exactly type, body and buffers"),
+        (_frame({"type": "pong", "body": {}, "buffers": [], "code": "x"}), "exactly type, body, buffers and nonce"),
         (
             _frame({"type": "sample", "body": {"ns": 1, "enqueued_ahead": None, "notes": [], "x": 1}, "buffers": []}),
             "unknown member",
@@ -76,6 +78,7 @@ def test_every_message_round_trips_with_its_buffers(pipe: tuple[int, int]) -> No
             "integer",
         ),
         (_frame({"type": "pong", "body": {}, "buffers": [wire.MAX_BUFFER_BYTES + 1]}), "over the limit"),
+        (_frame({"type": "pong", "body": {}, "buffers": [], "nonce": -1}), "nonce is not a number"),
         (_frame({"type": "pong", "body": {}, "buffers": [3]}, b"abc"), "not referenced"),
         (
             _frame(
@@ -296,3 +299,31 @@ def test_a_worker_cannot_shrink_or_grow_the_shared_region(
         with pytest.raises(PermissionError):
             os.ftruncate(worker.fd, size)
     assert os.fstat(worker.fd).st_size == 64 << 20
+
+
+def test_an_answer_must_echo_its_requests_nonce(pipe: tuple[int, int]) -> None:
+    """A pre-answered call (written before the request, so without its nonce) is refused; the echo passes."""
+    read, write = pipe
+    sample = wire.Sample(ns=5, enqueued_ahead=None, notes=())
+    wire.write_frame(write, sample, nonce=0)
+    with pytest.raises(wire.WireError, match="does not echo its request's nonce"):
+        wire.read_frame(read, frozenset({"sample"}), deadline=time.monotonic() + 5, nonce=12345)
+    wire.write_frame(write, sample, nonce=12345)
+    assert wire.read_frame(read, frozenset({"sample"}), deadline=time.monotonic() + 5, nonce=12345) == sample
+    wire.write_frame(write, wire.Call(), nonce=77)
+    assert wire.read_frame_nonce(read, deadline=time.monotonic() + 5) == (wire.Call(), 77)
+
+
+def test_a_frame_is_capped_by_its_type_before_anything_is_allocated(pipe: tuple[int, int]) -> None:
+    read, write = pipe
+    # a header far larger than a Pong's, where only a Pong is due: refused from its length alone
+    os.write(write, wire.MAGIC + struct.pack(">I", wire.HEADER_CAPS["pong"] + 1))
+    with pytest.raises(wire.WireError, match="over the limit of 4096"):
+        wire.read_frame(read, frozenset({"pong"}), deadline=time.monotonic() + 5)
+    # buffers where the reader allows none (a Sample, or an Outputs above what the outputs could need)
+    outputs = wire.Outputs(tensors=(pack(torch.zeros(300, dtype=torch.float32)),), error=None, notes=())
+    wire.write_frame(write, outputs)
+    with pytest.raises(wire.WireError, match="buffers of 1200 bytes are over the limit of 1000"):
+        wire.read_frame(read, frozenset({"outputs"}), deadline=time.monotonic() + 5, max_buffer_bytes=1000)
+    spec = wire.OutputSpec(name="y", shape=(300,), dtype="float32")
+    assert wire.outputs_limit([spec]) == 2 * 1200 + (1 << 20)

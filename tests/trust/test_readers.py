@@ -263,7 +263,7 @@ def test_rules_registered_by_other_modules_mark_runs(setup: Setup) -> None:
 
 
 def test_a_committed_link_in_place_of_kictl_is_not_followed(setup: Setup) -> None:
-    from kictl.trust.readers import derived_file_trusted
+    from kictl.trust.derived import derived_file_trusted
 
     registry = setup.registry
     elsewhere = registry.root / "registry" / "cache"

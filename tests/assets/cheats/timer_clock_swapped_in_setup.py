@@ -1,9 +1,10 @@
 """Cheat (class 2, the timer from the same interpreter): in setup() swaps the clock kictl's timer captured for
-one running ten times slow, and puts the original back on the first call, so that an identity check made
-afterwards sees nothing.  The work is a deliberately heavy loop; the samples say a tenth of it.
+one running a hundred times slow, and puts the original back on the first call, so that an identity check made
+afterwards sees nothing.  The work is a deliberately heavy loop; the samples say a hundredth of it.
 
 Caught by samplesConsistent: the worker's CPU time, read by kictl's parent from /proc, is far above what
-the samples add up to.
+the samples add up to.  Since issue 27 the CPU figure is the parent's own clock, so the forged samples move
+nothing; they are still a lie, judged by that cross-check.
 """
 
 import sys
@@ -15,7 +16,7 @@ _state = {}
 
 def _slow_clock(real):
     start = real()
-    return lambda: start + (real() - start) // 10
+    return lambda: start + (real() - start) // 100
 
 
 def setup(hidden_states, weight):

@@ -1,0 +1,23 @@
+"""Cheat (class: code in kictl's work through an audit hook; caught by: timerNotPatched).
+
+An audit hook runs at every ``open``, ``import``, ``compile``, ``ctypes`` call... of the process, kictl's
+included.  kictl's worker adds its own hook before any implementation is imported, which refuses every later
+one (Python then does not add it) and counts the attempt: the run is refused.
+"""
+
+import sys
+
+import torch
+
+
+def _hook(event, args):
+    pass
+
+
+sys.addaudithook(_hook)
+
+
+@torch.no_grad()
+def run(hidden_states, weight):
+    x = hidden_states.float()
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)
