@@ -157,8 +157,9 @@ class _AuditGuard:
     Python calls the hooks already added with ``sys.addaudithook`` (also for the C API's
     ``PySys_AddAuditHook``) before it adds a new one, and a hook that raises a ``RuntimeError`` there keeps
     the new one out.  So an implementation cannot add a hook that would run inside kictl's own work (an audit
-    event fires on every ``open``, ``import``, ``compile``, ``ctypes`` call...); the attempt is counted and the
-    run refused (``foreign_hooks``).
+    event fires on every ``open``, ``import``, ``compile``, ``ctypes`` call...).  The attempt is counted but
+    does not condemn the run: a refused hook never runs, and honest libraries try to add hooks (FlashInfer's
+    stack did on the H200, 2026-12-02, and an honest FlashInfer rerun was judged ``reward_hack`` for it).
     """
 
     def __init__(self) -> None:
@@ -186,8 +187,9 @@ def foreign_hooks(own_profiler: bool = False) -> list[str]:
     """What of an implementation's could run inside kictl's own work in this process, active now.
 
     A trace or profile function (``sys``'s or ``threading``'s, or a ``sys.monitoring`` tool), a torch function
-    or dispatch mode, or an audit hook that tried to get in: each is called by the interpreter or torch in the
-    middle of kictl's staging, audits, flush and checks.  ``own_profiler``: kictl's own cProfile is on
+    or dispatch mode: each is called by the interpreter or torch in the middle of kictl's staging, audits,
+    flush and checks.  (An audit hook never gets in: ``AUDIT_GUARD`` refuses it, so its attempt is no
+    finding.)  ``own_profiler``: kictl's own cProfile is on
     (``worker.PROFILE_ENV``, unsandboxed diagnosis), so a profile function is expected.
     """
     found = []
@@ -210,8 +212,6 @@ def foreign_hooks(own_profiler: bool = False) -> list[str]:
         dispatch = getattr(torch._C, "_len_torch_dispatch_stack", None)
         if dispatch is not None and dispatch() > 0:
             found.append("a torch dispatch mode")
-    if AUDIT_GUARD.refused:
-        found.append(f"an audit hook added ({AUDIT_GUARD.refused} attempt(s), refused)")
     return found
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -182,3 +186,26 @@ def test_kictls_reader_of_cuptis_buffers_is_watched_like_the_collector() -> None
     collector.direct = SimpleNamespace(reader=reader, deliver=deliver)
     assert "collector.direct" in worker.instance_changes()
     assert "cupti_reader (another object)" in worker.instance_changes()
+
+
+def test_an_audit_hook_never_gets_in_and_its_attempt_condemns_nobody(tmp_path: Path) -> None:
+    """kictl's guard refuses every later audit hook (it never runs, not even on kictl's own ``open``), and the
+    refused attempt is no finding: honest libraries add hooks (an honest FlashInfer rerun on the H200 was judged
+    ``reward_hack`` for one).  Run in a child process: the guard cannot be taken out of a process again."""
+    probe = tmp_path / "probe.txt"
+    script = f"""
+import sys
+from kictl.bench import integrity
+integrity.guard_audit_hooks()
+calls = []
+sys.addaudithook(lambda event, args: calls.append(event))
+open({str(probe)!r}, "w").close()
+assert calls == [], calls
+assert integrity.AUDIT_GUARD.refused == 1, integrity.AUDIT_GUARD.refused
+assert integrity.foreign_hooks() == [], integrity.foreign_hooks()
+print("ok")
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # this checkout's kictl
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"

@@ -1,8 +1,11 @@
-"""Cheat (class: code in kictl's work through an audit hook; caught by: timerNotPatched).
+"""Cheat (class: code in kictl's work through an audit hook; defended by: the hook never gets in).
 
 An audit hook runs at every ``open``, ``import``, ``compile``, ``ctypes`` call... of the process, kictl's
 included.  kictl's worker adds its own hook before any implementation is imported, which refuses every later
-one (Python then does not add it) and counts the attempt: the run is refused.
+one (Python then does not add it, and the caller sees no error).  So this hook never runs, and the run is
+judged as the honest code it otherwise is: ``passed`` (refusing the run would condemn honest libraries that
+add hooks: an honest FlashInfer rerun on the H200 was).  tests/bench/test_integrity.py checks that a
+refused hook never runs.
 """
 
 import sys
