@@ -17,6 +17,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -238,10 +239,10 @@ def test_every_usage_synopsis_lists_every_option_of_its_command() -> None:
     assert ("bench.md", ("bench",)) in synopses
     missing = {}
     for (doc, path), text in synopses.items():
-        command = root
+        node: Any = root
         for word in path:
-            command = command.commands[word]  # type: ignore[attr-defined]
-        options = {opt for param in command.params for opt in getattr(param, "opts", []) if opt.startswith("--")}
+            node = node.commands[word]
+        options = {opt for param in node.params for opt in getattr(param, "opts", []) if opt.startswith("--")}
         absent = sorted(opt for opt in options - {"--help"} if not re.search(re.escape(opt) + r"\b", text))
         if absent:
             missing[f"{doc}: kictl {' '.join(path)}"] = absent
