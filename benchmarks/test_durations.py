@@ -4,7 +4,9 @@ Reads one or more JUnit XML reports (``pytest --junitxml=FILE``; each test's tim
 setup, call and teardown together, so a test that builds a module's shared fixture is charged for
 it), prints a table per area (tests, seconds, the share over the threshold), and with ``--write``
 rewrites ``tests/heavy_tests.txt``: the node ids whose time is over ``--threshold`` seconds, each
-with its time.  ``tests/conftest.py`` marks those (and every ``slow`` test) ``heavy``, so that
+with its time, and whole modules whose heavy tests hold most of their time (they share an
+expensive fixture with their cheap tests, which would pay for it in the loop).
+``tests/conftest.py`` marks those (and every ``slow`` test) ``heavy``, so that
 
     pytest -q -m "not heavy"
 
@@ -29,7 +31,7 @@ def node_id(case: ET.Element) -> str:
     """``tests/rank/test_rank.py::test_x[param]`` from a JUnit testcase (classname is dotted)."""
     classname = case.get("classname", "")
     name = case.get("name", "")
-    parts = classname.split(".")
+    parts = [part for part in classname.split(".") if part]
     # the module is the longest dotted prefix that is a file under tests/
     for cut in range(len(parts), 0, -1):
         module = Path(*parts[:cut]).with_suffix(".py")
@@ -72,6 +74,19 @@ def main() -> None:
     print(f"| all | {total[0]} | {total[1]:.0f} | {total[2]} | {total[3]:.0f} | {total[1] - total[3]:.0f} |")
     if args.write:
         heavy_nodes = sorted(node for node, seconds in times.items() if seconds > args.threshold)
+        # a module whose heavy tests hold most of its time shares an expensive fixture with its cheap ones
+        # (the first test pays for it): leaving the heavy ones out would hand the cost to the next test
+        modules: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        for node, seconds in times.items():
+            modules[node.split("::", 1)[0]].append((node, seconds))
+        for module, members in modules.items():
+            total = sum(seconds for _, seconds in members)
+            heavy_time = sum(seconds for _, seconds in members if seconds > args.threshold)
+            cheap = [node for node, seconds in members if seconds <= args.threshold]
+            if cheap and total > 5 * args.threshold and heavy_time > 0.8 * total:
+                heavy_nodes = [node for node in heavy_nodes if not node.startswith(module + "::")] + [module]
+                times[module] = total
+        heavy_nodes.sort()
         lines = [
             "# Tests the inner loop leaves out (pytest -m 'not heavy'): more than "
             f"{args.threshold:g} s each on the 2-core development VM.",

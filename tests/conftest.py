@@ -55,11 +55,12 @@ def _heavy_ids() -> frozenset[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark ``heavy`` the tests of tests/heavy_tests.txt and every ``slow`` test: ``-m "not heavy"`` is the
-    inner loop (docs/testing.md)."""
+    """Mark ``heavy`` the tests (or whole modules) of tests/heavy_tests.txt and every ``slow`` test:
+    ``-m "not heavy"`` is the inner loop (docs/testing.md)."""
     heavy = _heavy_ids()
     for item in items:
-        if item.nodeid in heavy or item.get_closest_marker("slow") is not None:
+        module = item.nodeid.split("::", 1)[0]
+        if item.nodeid in heavy or module in heavy or item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.heavy)
 
 
