@@ -44,11 +44,33 @@ def shared_data(name: str) -> Path:
     return path
 
 
+#: Tests measured at more than a second each (benchmarks/test_durations.py writes the list).
+HEAVY_FILE = Path(__file__).resolve().parent / "heavy_tests.txt"
+
+
+def _heavy_ids() -> frozenset[str]:
+    if not HEAVY_FILE.is_file():
+        return frozenset()
+    lines = HEAVY_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split("  #", 1)[0].strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``heavy`` the tests (or whole modules) of tests/heavy_tests.txt and every ``slow`` test:
+    ``-m "not heavy"`` is the inner loop (docs/testing.md)."""
+    heavy = _heavy_ids()
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        if item.nodeid in heavy or module in heavy or item.get_closest_marker("slow") is not None:
+            item.add_marker(pytest.mark.heavy)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test sees the developer's registry, key passphrase or git identity."""
     monkeypatch.delenv("KICTL_REGISTRY", raising=False)
     monkeypatch.delenv("KICTL_KEY_PASSPHRASE", raising=False)
+    monkeypatch.delenv("KICTL_VERBOSE", raising=False)
     monkeypatch.setenv("GIT_AUTHOR_NAME", "Test Author")
     monkeypatch.setenv("GIT_AUTHOR_EMAIL", "author@example.org")
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")

@@ -17,12 +17,13 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import REPO_ROOT, RunCli
 
-DOCS = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+DOCS = [REPO_ROOT / "README.md", REPO_ROOT / "CONTRIBUTING.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     (r"HEAD~", "its output is the registry's latest commits, which every merge changes"),
     (r": kictl trust show", "shows the walk-through's trust root, after its keys were added"),
     (
-        r"5d56b8c9d161|run-v1-1204000|torch_rms_norm-b64-cpu|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
+        r"5d56b8c9d161|run-v1-1204000|torch_rmsnorm_1c6d2a\.b64|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
         r"|0123456789abcdef|d083697c|2962841a8c0a",
         "names a record of the walk-through's registry, not of the bundled one",
     ),
@@ -191,3 +192,63 @@ def test_every_skip_rule_is_used() -> None:
     """A rule that matches no command any more is dead text: remove it."""
     used = {pattern for pattern, _ in SKIP_RULES for e in ALL if re.search(pattern, f"{e.doc}: {e.command}")}
     assert used == {pattern for pattern, _ in SKIP_RULES}
+
+
+def _usage_blocks() -> Iterator[tuple[str, tuple[str, ...], str]]:
+    """(doc, command path, usage text) for each synopsis in a plain ``` block: ``kictl bench DEFINITION ...``."""
+    for path in DOCS:
+        in_block = in_plain = False
+        current: list[str] = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("```"):
+                in_block = not in_block
+                in_plain = in_block and line.strip() == "```"
+                continue
+            if not in_plain:
+                continue
+            if line.startswith("kictl "):
+                words = []
+                for word in line.split()[1:]:
+                    if not re.fullmatch(r"[a-z][a-z-]*", word):
+                        break
+                    words.append(word)
+                current = [line]
+                yield path.name, tuple(words), line
+            elif line.startswith(" ") and current:
+                yield path.name, (), line  # a continuation of the synopsis above
+
+
+def test_every_usage_synopsis_lists_every_option_of_its_command() -> None:
+    """docs' `kictl CMD [--opt ...]` synopses name every option the command has (issue 30: none went missing)."""
+    import typer.main
+
+    from kictl.cli import make_app
+
+    root = typer.main.get_command(make_app())
+    synopses: dict[tuple[str, tuple[str, ...]], str] = {}
+    last: tuple[str, tuple[str, ...]] | None = None
+    for doc, words, line in _usage_blocks():
+        if words:
+            command: object = root
+            used: list[str] = []
+            for word in words:
+                child = getattr(command, "commands", {}).get(word)
+                if child is None:
+                    break
+                command, used = child, [*used, word]
+            last = (doc, tuple(used)) if used else None
+            if last is not None:
+                synopses[last] = synopses.get(last, "") + " " + line
+        elif last is not None:
+            synopses[last] += " " + line
+    assert ("bench.md", ("bench",)) in synopses
+    missing = {}
+    for (doc, path), text in synopses.items():
+        node: Any = root
+        for word in path:
+            node = node.commands[word]
+        options = {opt for param in node.params for opt in getattr(param, "opts", []) if opt.startswith("--")}
+        absent = sorted(opt for opt in options - {"--help"} if not re.search(re.escape(opt) + r"\b", text))
+        if absent:
+            missing[f"{doc}: kictl {' '.join(path)}"] = absent
+    assert not missing, missing

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,20 +28,11 @@ attest_app = typer.Typer(
 )
 
 
-@contextlib.contextmanager
-def _progress() -> Iterator[Callable[[str], None]]:
-    """A one-line status on stderr when it is a terminal (and rich is installed); nothing otherwise."""
-    try:
-        from rich.console import Console
-    except ImportError:
-        yield lambda _text: None
-        return
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda _text: None
-        return
-    with console.status("starting") as status:
-        yield lambda text: status.update(text)
+def _progress() -> contextlib.AbstractContextManager[Callable[[str], None]]:
+    """Progress on stderr (kictl/progress.py): a live line on a terminal, ``t=SECONDS text`` lines elsewhere."""
+    from kictl.progress import progress
+
+    return progress()
 
 
 def _ratio(value: float | None) -> str:

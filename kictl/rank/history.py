@@ -189,7 +189,7 @@ def history(
                 info.author if info else None,
             )
         )
-    entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.digest != digest, e.kind, e.name))
+    entries.sort(key=lambda e: (order.get(e.commit or "", len(order)), e.digest != digest, e.kind, natural_key(e.name)))
     if evidence is None:  # verifiers' own reruns are evidence about other runs, never contenders
         runs, evidence = runs_and_evidence(registry, runs)
     else:

@@ -140,7 +140,7 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
                 self.lint(
                     "published-changed",
                     f"{verb} a published {_PUBLISHED[area]}: published files are never modified "
-                    "(a correction is a new record with a retraction or supersedes attestation)",
+                    "(a correction is a new record; a retraction attestation with supersededBy withdraws the old)",
                     change.path,
                 )
             elif area == "record":

@@ -144,3 +144,16 @@ def test_a_citation_of_a_run_names_gpu_figure_statistic_submitter_and_evidence(
     definition = json.loads(cli("cite", "gemm_n64_k64", "--json", "--registry", world.registry.root).stdout)
     assert definition["gpu"] is None
     assert definition["submitters"] == []
+
+
+def test_history_lists_the_names_of_one_commit_in_natural_order(world: World, basic: dict[str, StoredRecord]) -> None:
+    from kictl.rank import history
+
+    definition = basic["definition"]
+    for name, m in (("b128x", 1128), ("b16x", 1016), ("b1", 1001), ("b8x", 1008)):
+        world.workload(definition, name, m)
+    world.commit("workloads")
+    with QueryIndex.open(world.registry) as index:
+        result = history(index, "gemm_n64_k64", policy=POLICY)
+    names = [entry.name for entry in result.entries if entry.kind == "Workload"]
+    assert names.index("b1") < names.index("b8x") < names.index("b16x") < names.index("b128x")
