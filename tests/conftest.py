@@ -66,7 +66,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """No test sees the developer's registry, key passphrase or git identity."""
     monkeypatch.delenv("KICTL_REGISTRY", raising=False)
     monkeypatch.delenv("KICTL_KEY_PASSPHRASE", raising=False)
@@ -76,7 +78,9 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("GIT_COMMITTER_NAME", "Test Author")
     monkeypatch.setenv("GIT_COMMITTER_EMAIL", "author@example.org")
     monkeypatch.chdir(tmp_path)
-    home = tmp_path / "kictl-config"  # the user's kictl config: trust pins, this machine's selftest results
+    # the user's kictl config (trust pins, this machine's selftest results): beside the test's folder, not in it,
+    # so that a test can check that a command wrote nothing in its own folder
+    home = tmp_path_factory.mktemp("kictl-config")
     monkeypatch.setenv("KICTL_CONFIG_HOME", str(home))
     plant_selftest_record(home)
 

@@ -152,7 +152,7 @@ class EnergyPhase:
 
     def _loop(self, driver: Any, count: int, input_set: int, shift: int) -> tuple[int, int] | None:
         """Stage, then one loop of ``count`` calls: the parent's (start, end) ns, or None if the run failed."""
-        if driver._ask(wire.Stage(input_set=input_set, shift=shift), wire.Staged) is None:
+        if not driver._stage(input_set, shift):  # the parent writes them itself where it can (CPU), else the worker
             return None
         started = time.perf_counter_ns()
         answer = driver._ask(wire.Loop(count=count), wire.Looped)

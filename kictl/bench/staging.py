@@ -89,7 +89,7 @@ class Stager:
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
-        from kictl.bench.worker import _perturbed, _rolled
+        from kictl.bench.values import _perturbed, _rolled
 
         for k, target in enumerate(self.views):
             if target is None:
@@ -100,7 +100,7 @@ class Stager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-        from kictl.bench.worker import _same_bits
+        from kictl.bench.values import _same_bits
 
         return [
             name

@@ -49,6 +49,7 @@ from typing import Any
 
 from kictl.bench import environment, integrity, staging, timing, wire
 from kictl.bench.integrity import Check
+from kictl.bench.values import _perturbed, _rolled, _same_bits
 
 TAIL_LINES = 25
 #: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there at every Finish (unsandboxed:
@@ -173,54 +174,8 @@ def unpack(packed: wire.TensorData) -> Any:
     return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(packed.shape)
 
 
-def _same_bits(a: Any, b: Any) -> bool:
-    import torch
-
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.numel() == 0:
-        return True
-    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)))
-
-
-def _rolled(tensor: Any, shift: int) -> Any:
-    """``tensor``'s values moved ``shift`` places along its flattened order (a fresh tensor)."""
-    if tensor.numel() < 2 or shift % tensor.numel() == 0:
-        return tensor
-    return tensor.reshape(-1).roll(shift % tensor.numel()).reshape(tensor.shape)
-
-
-#: A probe (``loop.step``) swaps this many pairs of values in each random input of the previous call's values.
-PROBE_PAIRS = 8
-_RAW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def _perturbed(tensor: Any, seed: int) -> Any:
-    """``tensor`` with ``PROBE_PAIRS`` pairs of its values swapped at positions drawn from ``seed`` (fresh).
-
-    The values are moved bit for bit (any dtype), so every value and the multiset of values stay what the
-    workload's generator made; only a few positions change.  ``seed`` 0, or a tensor of fewer than two
-    elements, gives ``tensor`` itself.  The positions depend on ``seed`` and the size alone, so kictl's
-    reference worker and the implementation's worker perturb the same inputs identically.
-    """
-    import torch
-
-    count = tensor.numel()
-    raw = _RAW.get(tensor.element_size())
-    if not seed or count < 2 or raw is None:
-        return tensor
-    drawn = torch.randint(0, count, (8 * PROBE_PAIRS,), generator=torch.Generator().manual_seed(seed)).tolist()
-    positions = list(dict.fromkeys(drawn))[: 2 * PROBE_PAIRS]
-    pairs = len(positions) // 2
-    if pairs == 0:
-        return tensor
-    flat = tensor.contiguous().reshape(-1).view(getattr(torch, raw)).clone()
-    first = torch.tensor(positions[:pairs], device=tensor.device)
-    second = torch.tensor(positions[pairs : 2 * pairs], device=tensor.device)
-    values = flat[first].clone()
-    flat[first] = flat[second]
-    flat[second] = values
-    return flat.view(tensor.dtype).reshape(tensor.shape)
+# ``_same_bits``, ``_rolled``, ``_perturbed`` and ``PROBE_PAIRS`` live in ``kictl.bench.values`` (the parent's staging
+# uses them too, and imports no worker code).
 
 
 def normalize(value: Any, names: Sequence[str]) -> list[Any]:

@@ -147,7 +147,13 @@ def test_kictl_rerun_catches_the_tuned_kernel_and_the_verdict_travels_to_leaderb
     assert row["status"] == "passed"  # right on the shape it was tuned to
     commit(registry.root, "the runs")
     folder = tmp_path / "reruns"
-    rerun = invoke("rerun", row["run"], honest["run"], "--registry", registry.root, "--out", folder, "--json")
+    request = tmp_path / "request.json"  # the signing side asks first (docs/rerun.md "Binding results to their job")
+    asked = invoke(
+        "attest", "request", row["run"], honest["run"], "--key", origin.key("verifier"), "--out", request,
+        "--registry", registry.root,
+    )  # fmt: skip
+    assert asked.exit_code == 0, asked.output
+    rerun = invoke("rerun", "--request", request, "--registry", registry.root, "--out", folder, "--json")
     assert rerun.exit_code in (0, 1), rerun.output
     results = {item["original"]: item for item in json.loads((folder / "reruns.json").read_text())["results"]}
     result = results[row["run"]]
