@@ -19,7 +19,8 @@ import torch
 from kictl.bench import wire
 from kictl.bench.inputs import materialize_spec
 from kictl.bench.runner import CRASHED, PROTOCOL, TIMEOUT, ImplementationFailed, ProcessView, WorkerGone
-from kictl.bench.worker import _rolled, pack
+from kictl.bench.values import _rolled
+from kictl.bench.worker import pack
 
 ENVIRONMENT = {
     "hardware": {"product": "Fake CPU", "architecture": "x86_64", "cpu": "Fake CPU"},

@@ -11,7 +11,8 @@ from kictl.bench.implementation import reference_load
 from kictl.bench.inputs import materialize_spec, plan_inputs, to_wire, with_secret_values
 from kictl.bench.runner import WorkerProcess
 from kictl.bench.session import select_workloads
-from kictl.bench.worker import _rolled, unpack
+from kictl.bench.values import _rolled
+from kictl.bench.worker import unpack
 from kictl.definitions import signature
 from kictl.records import DefinitionSpec
 from kictl.store import Registry
