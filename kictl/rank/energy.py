@@ -480,17 +480,12 @@ def energy_history(index: QueryIndex, target: str, *, policy: Policy) -> dict[st
 
     Raises ``NotFoundError`` (exit 3) for an unknown target.
     """
-    from kictl.layout import RECORDS_DIR
-    from kictl.rank.history import _related
+    from kictl.rank.history import _related, entry_times
 
     kind, digest, name = index.resolve_any(target)
     _, runs = _related(index, kind, digest)
     registry = index.registry
-    added: dict[str, Any] = {}
-    order: dict[str, int] = {}
-    if registry.is_git_repository() and index.commit is not None:
-        added = registry.git.first_added(RECORDS_DIR)
-        order = {info.sha: position for position, info in enumerate(registry.git.commits())}
+    added, order = entry_times(index)
     runs, evidence = runs_and_evidence(registry, [run for run in runs if run.comparability == ENERGY_FAMILY])
     groups_out = []
     pairs = energy_runs(index, runs)

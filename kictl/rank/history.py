@@ -171,11 +171,7 @@ def history(
     kind, digest, name = index.resolve_any(target)
     related, runs = _related(index, kind, digest)
     registry = index.registry
-    added: dict[str, Any] = {}
-    order: dict[str, int] = {}
-    if registry.is_git_repository() and index.commit is not None:
-        added = registry.git.first_added(RECORDS_DIR)
-        order = {info.sha: position for position, info in enumerate(registry.git.commits())}
+    added, order = entry_times(index)
     entries = []
     for rel_kind, rel_digest, rel_name in related:
         info = added.get(index.path_of(rel_digest) or "")
@@ -242,3 +238,14 @@ def history(
         groups_out.append(GroupHistory(key, members[0].workload_name or key.workload, tuple(changes)))
     groups_out.sort(key=lambda group: (natural_key(group.workload_name), group.key))
     return History(kind, digest, name, tuple(entries), tuple(groups_out))
+
+
+def entry_times(index: QueryIndex) -> tuple[dict[str, Any], dict[str, int]]:
+    """When each record file entered the registry: ``{path: the commit that first added it}``, and each commit's
+    position in the history (``{sha: position}``, for ordering); both empty outside git or before a commit."""
+    registry = index.registry
+    if not registry.is_git_repository() or index.commit is None:
+        return {}, {}
+    added = registry.git.first_added(RECORDS_DIR)
+    order = {info.sha: position for position, info in enumerate(registry.git.commits())}
+    return added, order
