@@ -7,17 +7,17 @@ PYTHON ?= python3
 .PHONY: help test-fast test lint bench-cpu docs-check
 
 help:
-	@echo "make test-fast   the tests not marked slow or gpu: a quick check before a commit (CI runs them all)"
+	@echo "make test-fast   the inner loop, the tests not marked heavy (docs/testing.md; CI runs them all)"
 	@echo "make test        the whole suite, as CI runs it (.ci/run; about 11 minutes on 2 cores)"
 	@echo "make lint        ruff format --check, ruff check, mypy (strict, kictl/ and tests/)"
 	@echo "make bench-cpu   the benchmark scripts that run on a CPU, at small sizes (benchmarks/README.md)"
 	@echo "make docs-check  the README's commands and the docs' transcripts and records still hold"
 
 test-fast:
-	$(PYTHON) -m pytest -q -x -m "not slow and not gpu"
+	$(PYTHON) -m pytest -q -x -m "not heavy"
 
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n 2
 
 lint:
 	ruff format --check .

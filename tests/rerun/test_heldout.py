@@ -124,6 +124,8 @@ def test_kictl_rerun_catches_the_tuned_kernel_and_the_verdict_travels_to_leaderb
     held-out shapes), attest (the verdict is signed), leaderboard (shown) and export (--require-generalizes)."""
     registry = clone(origin.root, tmp_path / "registry")
     set_tolerance(registry.root, WIDE)  # a shared CI CPU does not repeat latencies closely; held-out is the point
+    # readers count a policy only when the trust root signs it (docs/trust.md "What readers count")
+    trust.sign_policy(registry, keys=[trust.load_private_key(origin.key("maintainer"))])
     original = registry.resolve("rmsnorm_h4096", ["Definition"])
     spec = json.loads(json.dumps(original.raw["spec"]))
     spec.update(name="rmsnorm_h4096_legal", constraints=LEGAL["rmsnorm_h4096"])
