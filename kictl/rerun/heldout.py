@@ -360,19 +360,24 @@ def held_out_verdicts(registry: Registry, runs: Sequence[str]) -> dict[str, str]
             report = trust.check_record(registry, run)
         except KictlError:
             continue
-        verdicts = [
-            result.attestation.predicate_json.get("heldOut", {}).get("verdict")
-            for result in report.attestations
-            if result.valid
-            and result.counts_for == "evidence"
-            and result.predicate_type == "rerun"
-            and result.attestation is not None
-        ]
+        verdicts = _held_out_verdicts(report)
         if FAILS in verdicts:
             found[run] = FAILS
         elif GENERALIZES in verdicts:
             found[run] = GENERALIZES
     return found
+
+
+def _held_out_verdicts(report: Any) -> list[Any]:
+    """The ``heldOut`` verdicts of a record's valid verifier ``rerun`` attestations (``trust.check_record``)."""
+    return [
+        result.attestation.predicate_json.get("heldOut", {}).get("verdict")
+        for result in report.attestations
+        if result.valid
+        and result.counts_for == "evidence"
+        and result.predicate_type == "rerun"
+        and result.attestation is not None
+    ]
 
 
 def with_held_out(group: dict[str, Any], verdicts: Mapping[str, str]) -> dict[str, Any]:
@@ -396,14 +401,7 @@ def generalizing(registry: Registry) -> Callable[[str], bool]:
     def generalizes(run: str) -> bool:
         if run not in cache:
             report = trust.check_record(registry, run)
-            verdicts = [
-                result.attestation.predicate_json.get("heldOut", {}).get("verdict")
-                for result in report.attestations
-                if result.valid
-                and result.counts_for == "evidence"
-                and result.predicate_type == "rerun"
-                and result.attestation is not None
-            ]
+            verdicts = _held_out_verdicts(report)
             cache[run] = GENERALIZES in verdicts and FAILS not in verdicts
         return cache[run]
 

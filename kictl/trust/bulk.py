@@ -225,12 +225,7 @@ def verifier_rerun_runs(registry: Registry) -> set[str]:
         results, _ = judge_attestations(
             subject, root, _read_envelopes(registry, paths, times, now), rerun_tolerance=tolerance
         )
-        for result in results:
-            attestation = result.attestation
-            if result.counts_for == "evidence" and attestation is not None:
-                run = getattr(attestation.predicate, "run_digest", None)
-                if isinstance(run, str):
-                    found.add(run)
+        found |= _reruns_named(results)
     return found
 
 
