@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from kictl.errors import NotFoundError, RegistryError
+from kictl.errors import KictlError, NotFoundError, RegistryError
 from kictl.index._common import _COLUMNS, _TABLES, INDEX_FILE, SCHEMA_VERSION
 from kictl.index.facts import DefinitionFacts, ImplementationFacts, RunFacts, SyncReport, WorkFacts, WorkloadFacts
 from kictl.index.maintenance import _apply_changes, _build_into, _families_version, _read_disk, _scan_shards, _set_meta
@@ -414,6 +414,32 @@ class QueryIndex:
         record = record_from_bytes(data, source=path)
         self._loaded[digest] = record
         return record
+
+    def load_records(self, digests: Sequence[str]) -> None:
+        """Read the records of ``digests`` that are not loaded yet in one pass (``git cat-file --batch`` at the
+        snapshot's revision), so that ``load_record`` of each then costs nothing.  Digests the index lacks, and
+        files that are not valid records, are left for ``load_record`` to report."""
+        wanted = {digest: self.path_of(digest) for digest in dict.fromkeys(digests) if digest not in self._loaded}
+        paths = {digest: path for digest, path in wanted.items() if path is not None}
+        if not paths:
+            return
+        found: dict[str, bytes | None] = {}
+        if self.revision is None:
+            for path in paths.values():
+                with contextlib.suppress(KictlError):
+                    found[path] = _read_disk(self.registry, path)
+        rev = self.revision or self.commit
+        missing = [path for path in paths.values() if found.get(path) is None]
+        if missing and rev is not None:
+            found.update(self.registry.git.read_paths(rev, missing))
+        for digest, path in paths.items():
+            data = found.get(path)
+            if data is None:
+                continue
+            try:
+                self._loaded[digest] = record_from_bytes(data, source=path)
+            except KictlError:
+                continue
 
     # ----------------------------------------------------------------- cached work
 

@@ -87,6 +87,7 @@ class HeadEvidence:
         policy: Policy,
         load: Callable[[str], StoredRecord],
         base: str | None = None,
+        preload: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         self.git = registry.git
         self.head = head
@@ -94,6 +95,7 @@ class HeadEvidence:
         self.root_bytes = root
         self.policy = policy
         self.load = load
+        self.preload = preload  # reads many records in one pass before ``load`` asks for each
         self.levels: dict[str, str] = {}
         #: runs that valid verifier ``rerun`` attestations judged so far name as their own (``runDigest``)
         self.rerun_runs: set[str] = set()
@@ -136,6 +138,8 @@ class HeadEvidence:
             return
         folders = self._envelopes()
         data = read_paths(self.git, self.head, [path for digest in digests for path in folders.get(digest, ())])
+        if self.preload is not None:
+            self.preload([digest for digest in digests if folders.get(digest)])
         for digest in digests:
             reruns = [
                 (path, data[path])
@@ -211,7 +215,7 @@ def leaderboards_with_rank(
         before = query.snapshot(base)
         after = query.snapshot(head)
         try:
-            evidence = HeadEvidence(registry, head, root, policy, after.load_record, trust_rev)
+            evidence = HeadEvidence(registry, head, root, policy, after.load_record, trust_rev, after.load_records)
             after_time = rank.commit_time(registry, head)
             diff = rank.diff_states(
                 before,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kictl.canon import pretty_bytes
+from kictl.errors import NotFoundError
 from kictl.index import INDEX_FILE, QueryIndex
 from kictl.index import _common as index_settings
 from kictl.records import StoredRecord
@@ -227,3 +228,17 @@ def test_index_survives_another_process_having_updated_it(world: World, basic: d
         assert first.report.mode == "incremental"
         assert second.report.mode == "fresh"
         assert first.counts() == second.counts()
+
+
+def test_records_read_in_one_pass_are_those_of_the_snapshot(world: World, basic: dict[str, StoredRecord]) -> None:
+    runs = _populate(world, basic, 3)
+    first = world.commit("first")
+    index = QueryIndex.open(world.registry)
+    with index:
+        old = index.snapshot(first)
+        with old:
+            old.load_records([run.digest for run in runs] + ["sha256:" + "0" * 64])
+            assert set(old._loaded) == {run.digest for run in runs}
+            assert [old.load_record(run.digest).raw for run in runs] == [run.raw for run in runs]
+            with pytest.raises(NotFoundError, match="no record"):
+                old.load_record("sha256:" + "0" * 64)

@@ -134,6 +134,11 @@ def _write(root: Path, path: str, data: bytes) -> None:
 def base_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BaseRecords]:
     """The base registry, built once: the bundled one plus a measured result, committed on ``main``."""
     root = tmp_path_factory.mktemp("review-base") / "registry-repo"
+    return root, build_base(root)
+
+
+def build_base(root: Path) -> BaseRecords:
+    """Make ``root`` the base registry (``benchmarks/review_scale.py`` builds its PR on it too)."""
     root.mkdir()
     for folder in ("registry", "definitions"):
         shutil.copytree(REPO_ROOT / folder, root / folder)
@@ -178,7 +183,7 @@ def base_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BaseR
     repo.git.add("-A")
     repo.index.commit("Base registry", author=ACTOR, committer=ACTOR)
     repo.close()
-    return root, records
+    return records
 
 
 class Pr:

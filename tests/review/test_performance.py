@@ -1,13 +1,13 @@
-"""A review of a PR branch that adds 1,000 runs, each with its submission envelope, takes under 30 s.
+"""A review of a PR branch that adds 1,000 runs, each with its submission envelope, checks every one of them.
 
 Everything runs: 1,001 signatures verified against the trust root, floors, and the
-leaderboard diff of both revisions through the query index.
+leaderboard diff of both revisions through the query index.  How long it takes is
+``benchmarks/review_scale.py``'s claim, not this test's (a timed test fails on a loaded machine).
 """
 
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -17,7 +17,6 @@ from tests.conftest import RunCli
 from tests.review.conftest import Pr, envelope
 
 RUNS = 1_000
-BUDGET_S = 30.0
 
 
 @pytest.mark.slow
@@ -44,9 +43,7 @@ def test_review_of_a_thousand_runs(cli: RunCli, pr: Pr) -> None:
     pr.add_envelope(below, envelope(below))
     pr.commit("1,001 runs")
 
-    started = time.perf_counter()
     result = cli("review", "--registry", pr.root, "--base", "main", "--format", "json")
-    elapsed = time.perf_counter() - started
 
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
@@ -57,5 +54,3 @@ def test_review_of_a_thousand_runs(cli: RunCli, pr: Pr) -> None:
     # each group of the new runs gets its first #1, and the impossible run tops torch_matmul's group
     assert len(document["leaderboards"]) == len(groups) + 1
     assert [hint["code"] for hint in document["hints"]] == ["new-first"] * (len(groups) + 1)
-    assert elapsed < BUDGET_S, f"review of {RUNS:,} runs took {elapsed:.1f} s"
-    print(f"\nreview of {RUNS + 1:,} runs and {RUNS + 1:,} envelopes: {elapsed:.2f} s")
