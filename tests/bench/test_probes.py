@@ -66,3 +66,27 @@ def test_a_probe_of_a_rolled_noncontiguous_view_is_a_fresh_contiguous_tensor() -
     assert probed.is_contiguous()
     assert (probed != view).sum().item() > 0
     assert torch.equal(base, _values(torch.float32, (128, 64)))
+
+
+def test_a_probe_keeps_a_blocks_aggregates_so_a_fingerprint_cache_matches_it() -> None:
+    """The cheat class: a cache keyed on a row's sum and a few sampled values.  A probe must look like the last
+    call to such a key (so the cache answers it, stale), on nearly every seed, not one probe in five."""
+    values = _values(torch.float32).double()
+    rows = values.sum(dim=1)
+    sampled = values.reshape(-1)[:: values.numel() // 8]
+    kept = 0
+    for seed in range(1, 201):
+        probed = _perturbed(values, seed)
+        changed = not torch.equal(probed, values)
+        same_key = torch.equal(probed.sum(dim=1), rows) and torch.equal(
+            probed.reshape(-1)[:: values.numel() // 8], sampled
+        )
+        kept += changed and same_key
+    assert kept >= 195, kept
+
+
+def test_a_probe_moves_each_value_to_a_neighbours_place() -> None:
+    original = torch.arange(64 * 4096, dtype=torch.int64).reshape(64, 4096)
+    moved = (_perturbed(original, 4242) - original).reshape(-1)
+    assert set(moved.unique().tolist()) == {-1, 0, 1}
+    assert int((moved != 0).sum()) == 2 * PROBE_PAIRS
