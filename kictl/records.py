@@ -183,6 +183,14 @@ class TensorSpec(WireModel):
     description: str | None = None
 
 
+class Tolerance(WireModel):
+    """Element-wise closeness: |out - ref| <= atol + rtol * |ref| on at least ``required_matched_ratio``."""
+
+    atol: NonNegativeFloat | None = None
+    rtol: NonNegativeFloat | None = None
+    required_matched_ratio: Ratio | None = None
+
+
 class DefinitionSpec(WireModel):
     name: Name
     family: FamilyName
@@ -194,6 +202,9 @@ class DefinitionSpec(WireModel):
     reference: str
     tags: tuple[str, ...] | None = None
     determinism: Literal["deterministic", "nondeterministic"] | None = None
+    #: the precision contract: the loosest tolerance any run of this definition is judged at (docs/records.md).
+    #: Workloads and the command line may tighten it, never loosen it; absent, kictl's defaults apply.
+    tolerance: Tolerance | None = None
 
     @model_validator(mode="after")
     def _shapes_use_known_axes(self) -> DefinitionSpec:
@@ -253,12 +264,6 @@ class SynthesizedInput(WireModel):
 
 
 WorkloadInput = Annotated[RandomInput | ScalarInput | BlobInput | SynthesizedInput, Field(discriminator="type")]
-
-
-class Tolerance(WireModel):
-    atol: NonNegativeFloat | None = None
-    rtol: NonNegativeFloat | None = None
-    required_matched_ratio: Ratio | None = None
 
 
 class WorkloadSpec(WireModel):

@@ -123,8 +123,16 @@ def select_workloads(registry: Registry, definition: StoredRecord, wanted: Seque
     return chosen
 
 
-def tolerance_for(workload: StoredRecord, options: BenchOptions) -> correctness.Tolerance:
-    """Command line over the workload's own tolerance over kictl's defaults."""
+def tolerance_for(
+    workload: StoredRecord, options: BenchOptions, definition: DefinitionSpec | None = None
+) -> correctness.Tolerance:
+    """Command line over the workload's own tolerance over kictl's defaults, bounded by the definition's contract.
+
+    A definition that states a ``tolerance`` (its precision contract, docs/records.md) makes that the loosest
+    any run of it is judged at: a looser workload or default is tightened to it, and a looser ``--atol``,
+    ``--rtol`` or ``--matched-ratio`` is a usage error (``UsageError``), so that a lower-precision shortcut is
+    judged by what the definition states and not by what its submitter asked for.
+    """
     spec = workload.model.spec
     assert isinstance(spec, WorkloadSpec)
     given = spec.tolerance
@@ -133,10 +141,29 @@ def tolerance_for(workload: StoredRecord, options: BenchOptions) -> correctness.
     ratio = options.matched_ratio
     if ratio is None and given is not None:
         ratio = given.required_matched_ratio
-    return correctness.Tolerance(
+    found = correctness.Tolerance(
         atol=correctness.DEFAULT_ATOL if atol is None else atol,
         rtol=correctness.DEFAULT_RTOL if rtol is None else rtol,
         required_matched_ratio=correctness.DEFAULT_MATCHED_RATIO if ratio is None else ratio,
+    )
+    if definition is None or definition.tolerance is None:
+        return found
+    contract = definition.tolerance
+    for flag, value, bound in (("--atol", options.atol, contract.atol), ("--rtol", options.rtol, contract.rtol)):
+        if value is not None and bound is not None and value > bound:
+            raise UsageError(f"{flag} {value:g} is looser than {definition.name}'s precision contract ({bound:g})")
+    least = contract.required_matched_ratio
+    if options.matched_ratio is not None and least is not None and options.matched_ratio < least:
+        raise UsageError(
+            f"--matched-ratio {options.matched_ratio:g} is looser than {definition.name}'s precision contract "
+            f"({least:g})"
+        )
+    return correctness.Tolerance(
+        atol=found.atol if contract.atol is None else min(found.atol, contract.atol),
+        rtol=found.rtol if contract.rtol is None else min(found.rtol, contract.rtol),
+        required_matched_ratio=(
+            found.required_matched_ratio if least is None else max(found.required_matched_ratio, least)
+        ),
     )
 
 
@@ -185,6 +212,8 @@ def run_bench(
         assert isinstance(spec, DefinitionSpec)
         signature(spec, source=f"{definition.name} reference")
         workloads = select_workloads(registry, definition, options.workloads)
+        for workload in workloads:  # a tolerance looser than the definition's contract: refused before anything runs
+            tolerance_for(workload, options, spec)
         # an explicit GPU is named without importing torch, so that the workers start while the parent imports it
         named = _named_device(options.device)
         device = named or resolve_device(options.device)
@@ -394,7 +423,7 @@ class _Session:
             names=[name for name, _, _ in layout],
             shapes=[shape for _, shape, _ in layout],
             dtypes=[dtype for _, _, dtype in layout],
-            tolerance=tolerance_for(workload, self.options),
+            tolerance=tolerance_for(workload, self.options, self.spec),
             round_labels=list(self.round_labels),
             set_labels=list(self.set_labels),
             synthesized=timed_structure.synthesized,

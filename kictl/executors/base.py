@@ -254,7 +254,11 @@ def check_result(
     if environment is not None and seam.environment_digest(environment) != environment_record.digest:
         raise RecordError("the run's environment is not the one the worker reported at start")
     expected = seam.expected_protocol_digests(
-        plan.settings, plan.records[job.workload_digest], environment_record.raw["spec"], context
+        plan.settings,
+        plan.records[job.workload_digest],
+        environment_record.raw["spec"],
+        context,
+        plan.records.get(job.definition_digest),
     )
     if protocol.digest not in expected:
         raise RecordError("the run's protocol is not the one the job's settings give")

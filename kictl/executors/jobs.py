@@ -237,7 +237,9 @@ def done_job_ids(
                     seam.environment_digest(env),
                 )
                 in present
-                for protocol in seam.expected_protocol_digests(plan.settings, workload, env, context)
+                for protocol in seam.expected_protocol_digests(
+                    plan.settings, workload, env, context, plan.records.get(job.definition_digest)
+                )
             )
             for env in envs
         ):

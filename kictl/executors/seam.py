@@ -152,6 +152,7 @@ def expected_protocol_digests(
     workload: StoredRecord,
     environment: Mapping[str, Any],
     context: Mapping[str, Any] | None = None,
+    definition: StoredRecord | None = None,
 ) -> frozenset[str]:
     """The digests of the BenchmarkProtocol a run of ``settings`` on ``workload`` may name.
 
@@ -173,7 +174,8 @@ def expected_protocol_digests(
     isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
     iterations = counts[1]
     sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
-    tolerance = tolerance_for(workload, options)
+    spec = definition.model.spec if definition is not None else None
+    tolerance = tolerance_for(workload, options, spec if isinstance(spec, DefinitionSpec) else None)
     return frozenset(
         protocol_record(
             protocol_spec(

@@ -30,6 +30,7 @@ LINTS: dict[str, str] = {
     "energy-out-of-bounds": "an energy run below its energy floor or above power limit × time per call (issue 31)",
     "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
     "or whose workload's axes do not fit its definition",
+    "looser-than-contract": "a passed run judged at a looser tolerance than its definition's precision contract",
     "unsigned-run": "a new run without a valid submission attestation by a submitter key",
     "bad-attestation": "an attestation that does not verify (signature, key validity at the time, role)",
     "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",

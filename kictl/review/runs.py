@@ -189,6 +189,33 @@ class _RunChecks(_ReviewBase):
                     f"its workload {workload.name}'s axes do not fit definition {definition.name}: {'; '.join(parts)}",
                     path,
                 )
+            looser = self._looser_than_contract(record.model, definition.model)
+            if looser:
+                self.lint(
+                    "looser-than-contract",
+                    f"judged at {', '.join(looser)}: looser than definition {definition.name}'s precision contract",
+                    path,
+                )
+
+    def _looser_than_contract(self, run: BenchmarkRun, definition: Definition) -> list[str]:
+        """What of a passed run's tolerance is looser than its definition's contract (empty: none, or no contract)."""
+        contract = definition.spec.tolerance
+        protocol = self.record(run.spec.protocol_digest)
+        if contract is None or run.spec.status != "passed":
+            return []
+        if protocol is None or not isinstance(protocol.model, BenchmarkProtocol):
+            return []  # a dangling protocol is linted elsewhere
+        judged = protocol.model.spec.correctness
+        found = []
+        if contract.atol is not None and (judged.atol is None or judged.atol > contract.atol):
+            found.append(f"atol {judged.atol if judged.atol is not None else 'unstated'} > {contract.atol:g}")
+        if contract.rtol is not None and (judged.rtol is None or judged.rtol > contract.rtol):
+            found.append(f"rtol {judged.rtol if judged.rtol is not None else 'unstated'} > {contract.rtol:g}")
+        least = contract.required_matched_ratio
+        ratio = judged.required_matched_ratio
+        if least is not None and (ratio is None or ratio < least):
+            found.append(f"matched ratio {ratio if ratio is not None else 'unstated'} < {least:g}")
+        return found
 
     def _base_verifier_reruns(self, root: bytes, wanted: set[str]) -> set[str | None]:
         """Runs among ``wanted`` that a valid verifier ``rerun`` attestation already on the base names.

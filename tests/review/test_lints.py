@@ -304,3 +304,37 @@ def test_submodule_in_place_of_a_record(cli: RunCli, pr: Pr) -> None:
         "message": "not a regular file: git mode 160000 (a gitlink, a submodule); data files are mode 100644",
         "path": path,
     }
+
+
+def test_a_run_judged_looser_than_its_definitions_precision_contract_is_linted(cli: RunCli, pr: Pr) -> None:
+    definition = factories.definition("gemm_tiny_contract")
+    definition["spec"]["tolerance"] = {"atol": 1e-3, "rtol": 1e-3, "requiredMatchedRatio": 1.0}
+    definition_digest = canon.record_digest(definition)
+    workload = factories.workload(definition_digest, m=4096)
+    implementation = factories.implementation(definition_digest, name="tiny_matmul")
+    loose = factories.protocol()  # atol and rtol 0.01, no matched ratio: hand-written, as kictl bench would refuse
+    kept = factories.protocol()
+    kept["metadata"]["name"] = "kictl-contract"
+    kept["spec"]["correctness"].update({"atol": 1e-3, "rtol": 1e-4, "requiredMatchedRatio": 1.0})
+    for raw in (definition, workload, implementation, loose, kept):
+        pr.add_record(raw)
+    runs = {}
+    for name, protocol in (("loose", loose), ("kept", kept)):
+        run = factories.run(
+            definition_digest=definition_digest,
+            workload_digest=canon.record_digest(workload),
+            implementation_digest=canon.record_digest(implementation),
+            protocol_digest=canon.record_digest(protocol),
+            environment_digest=canon.record_digest(pr.base.environment),
+            median_ns=900_000 if name == "loose" else 950_000,
+        )
+        runs[name] = pr.add_record(run)
+        pr.add_envelope(run, envelope(run))
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    found = [lint for lint in reviewed.document["lints"] if lint["code"] == "looser-than-contract"]
+    assert [lint["path"] for lint in found] == [runs["loose"]], reviewed.document["lints"]
+    assert "atol 0.01 > 0.001" in found[0]["message"]
+    assert "rtol 0.01 > 0.001" in found[0]["message"]
+    assert "matched ratio unstated < 1" in found[0]["message"]
+    assert reviewed.exit_code == 1
