@@ -152,7 +152,8 @@ class _Probe:
         ``idle_s``: the device idles that long before each call (as under ncu, which serialises every
         kernel), instead of being kept busy by the spin.
         """
-        from kictl.bench.cupti_timer import Window, attribute
+        from kictl.bench.cupti_attribution import attribute
+        from kictl.bench.cupti_model import Window
 
         torch, collector = self.torch, self.collector
         windows: list[Window] = []

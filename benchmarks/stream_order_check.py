@@ -176,7 +176,9 @@ def main() -> int:
 
     import torch
 
-    from kictl.bench.cupti_timer import CuptiCollector, Window, attribute
+    from kictl.bench.cupti_attribution import attribute
+    from kictl.bench.cupti_model import Window
+    from kictl.bench.cupti_timer import CuptiCollector
     from kictl.bench.timing import bind_originals, spin_cycles_per_ns
 
     torch.cuda.init()  # type: ignore[no-untyped-call]

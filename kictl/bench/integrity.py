@@ -21,7 +21,7 @@ under its name; a failed check makes the run's status ``reward_hack``.
                           before the implementation was imported, so is what kictl's timer
                           and CUPTI collector instances hold (``watch_instance``), and no
                           timed call reached into the timer (its CUDA events re-recorded or
-                          moved, CUPTI's collection switched off: ``cupti_timer.timer_tampering``)
+                          moved, CUPTI's collection switched off: ``cupti_attribution.timer_tampering``)
 ``samplesConsistent``     every sample the worker sent fits what kictl's parent saw: no sample
                           longer than the parent's wall time around the call, and the samples'
                           median not far below the parent's once the wire's own cost is taken off
@@ -77,6 +77,10 @@ _KICTL_MODULES = (
     "kictl.bench.integrity",
     "kictl.bench.worker",
     "kictl.bench.inputs",
+    "kictl.bench.cupti_model",
+    "kictl.bench.cupti_attribution",
+    "kictl.bench.cupti_ordering",
+    "kictl.bench.cupti_records",
     "kictl.bench.cupti_timer",
     "kictl.bench.gpu_state",
     "kictl.bench.wire",
@@ -111,7 +115,7 @@ def _watched() -> dict[str, Any]:
         for name in ("elapsed_time", "record", "query", "synchronize"):
             if hasattr(base, name):
                 found[f"torch._C._CudaEventBase.{name}"] = getattr(base, name)
-    # what kictl's reader of CUPTI's buffers reads records with (cupti_timer.RecordLayout, RecordReader)
+    # what kictl's reader of CUPTI's buffers reads records with (cupti_records.RecordLayout, RecordReader)
     import ctypes
     import struct
 

@@ -26,7 +26,7 @@ class here.  Three timers:
     between two events, after the same flush and spin.
 ``cupti_device_time`` (GPU, the default where CUPTI attaches)
     the device time of every kernel, copy and memset the call caused, on any
-    stream, from CUPTI's activity records (``cupti_timer``): from the first
+    stream, from CUPTI's activity records (``cupti_attribution``): from the first
     one's start to the last one's end, the device synchronised (every
     stream) before the window closes, so work left on a side stream is timed
     rather than hidden.  The persisting L2 is reset and the L2 flushed in a
@@ -522,7 +522,7 @@ class _Waiting:
     """A timed call the CUPTI timer has run but not yet settled: its window and what the host saw of it."""
 
     sequence: int
-    window: Any  # cupti_timer.Window
+    window: Any  # cupti_model.Window
     #: the start of the harness window before it (CUPTI's clock): the harness's own work since the last call
     own_ns: int
     start: Any
@@ -539,7 +539,7 @@ SETTLE_EVERY = 16
 class CuptiTimer(CudaEventTimer):
     """CUPTI's device time of everything the call caused, on any stream; CUDA events kept as the cross-check.
 
-    Each call runs in a window of its own (``cupti_timer.Window``), with the harness's work since the last
+    Each call runs in a window of its own (``cupti_model.Window``), with the harness's work since the last
     call in a harness window before it.  Its figure needs CUPTI's records, which only a flush of CUPTI's
     buffers delivers; ``measure(call, settle=False)`` leaves the call waiting, and the next call measured
     with ``settle=True`` (or ``settle()``) flushes once and settles every waiting call, each attributed
@@ -569,7 +569,7 @@ class CuptiTimer(CudaEventTimer):
         self.sequence = 0
 
     def measure(self, call: Call, settle: bool = True) -> Measured:
-        from kictl.bench.cupti_timer import Window
+        from kictl.bench.cupti_model import Window
 
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
@@ -628,9 +628,9 @@ class CuptiTimer(CudaEventTimer):
         """Flush CUPTI once and settle every waiting call: (its sequence number, its figure and checks).
 
         ``harness_after``: called later than right after the last call (the end of a run), so that what ran
-        since that call's window closed is the harness's (``cupti_timer.settle_calls``).
+        since that call's window closed is the harness's (``cupti_attribution.settle_calls``).
         """
-        from kictl.bench.cupti_timer import settle_calls
+        from kictl.bench.cupti_attribution import settle_calls
 
         waiting, self.waiting = self.waiting, []
         if not waiting:

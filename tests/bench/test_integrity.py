@@ -59,7 +59,7 @@ def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch)
     import sys
     import types
 
-    from kictl.bench import cupti_timer
+    from kictl.bench import cupti_attribution, cupti_records, cupti_timer
 
     bindings = types.ModuleType("cupti.cupti")  # the real one needs libcupti and a GPU; the watch is by name
     bindings.activity_flush_all = lambda flag: None  # type: ignore[attr-defined]
@@ -67,19 +67,19 @@ def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "cupti.cupti", bindings)
     baseline = integrity.take_baseline()
     assert integrity.patched(baseline) == []
-    monkeypatch.setattr(cupti_timer, "attribute", lambda *args, **kwargs: None)
+    monkeypatch.setattr(cupti_attribution, "attribute", lambda *args, **kwargs: None)
     monkeypatch.setattr(cupti_timer.CuptiCollector, "drain", lambda self: [])
     monkeypatch.setattr(bindings, "get_timestamp", lambda: 1)
     # kictl's own reader of CUPTI's buffers, and what it reads records with
-    monkeypatch.setattr(cupti_timer.RecordReader, "read", lambda self, address: None)
+    monkeypatch.setattr(cupti_records.RecordReader, "read", lambda self, address: None)
     import struct
 
     monkeypatch.setattr(struct, "unpack_from", lambda fmt, buffer, offset=0: ())
     assert integrity.patched(baseline) == [
         "cupti.cupti.get_timestamp",
+        "kictl.bench.cupti_attribution.attribute",
+        "kictl.bench.cupti_records.RecordReader.read",
         "kictl.bench.cupti_timer.CuptiCollector.drain",
-        "kictl.bench.cupti_timer.RecordReader.read",
-        "kictl.bench.cupti_timer.attribute",
         "struct.unpack_from",
     ]
 
@@ -159,7 +159,7 @@ def test_kictls_reader_of_cuptis_buffers_is_watched_like_the_collector() -> None
     them with are watched: a hand-over that drops the implementation's own records is named (timerNotPatched)."""
     from types import SimpleNamespace
 
-    from kictl.bench.cupti_timer import RecordReader
+    from kictl.bench.cupti_records import RecordReader
     from kictl.bench.worker import Worker
 
     reader = RecordReader({10: SimpleNamespace(layout="kernel")})  # type: ignore[dict-item]

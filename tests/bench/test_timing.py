@@ -138,7 +138,8 @@ def test_the_cupti_timer_settles_in_batches_and_leaves_the_touch_out() -> None:
 def test_the_gpu_timers_pad_each_call_with_a_random_count_of_launches() -> None:
     """Before each call's L2 flush the timers launch 0-7 one-element fills, the count drawn per call: CUPTI sees
     every one of them in the harness's window, none of them is the call's, and the counts vary from call to call."""
-    from kictl.bench.cupti_timer import KERNEL, CuptiCollector
+    from kictl.bench.cupti_model import KERNEL
+    from kictl.bench.cupti_timer import CuptiCollector
 
     timing.bind_originals()
     collector = CuptiCollector()
