@@ -25,6 +25,8 @@ Why one module of some 600 lines: it is the only path between bytes and
 values, and the parser, the writer and the digest must agree on every rule
 (number ranges, depth, key order); keeping them side by side is how a reader
 checks that they do.
+
+Its size (over 600 lines) is the point: it is the only path between JSON values and bytes.
 """
 
 from __future__ import annotations

@@ -49,6 +49,9 @@ removed, and the branch, if it was made, is deleted, so nothing is left
 behind.  A detached HEAD is accepted: the branch starts at its commit.
 
 The local review runs through ``local_review``, the seam to ``kictl review``.
+
+Its size (over 600 lines) is one transaction, from checking the records to a signed branch, which must leave
+the registry as it was at any failure.
 """
 
 from __future__ import annotations

@@ -162,3 +162,19 @@ def test_a_planted_cycle_is_found(tmp_path: Path, deferred: bool) -> None:
     assert cycles(graph) == [frozenset({"kictl.pkg.a", "kictl.pkg.b"})]
     assert cycles(import_graph(tmp_path, deferred=False)) == ([] if deferred else cycles(graph))
     assert not is_package_registry(frozenset({"kictl.pkg.a", "kictl.pkg.b"}), graph)
+
+
+#: A module past this many lines says why at the top of its docstring (issue 33: modules that fit in a head).
+MODULE_LINES = 600
+
+
+def test_no_module_is_past_600_lines_without_saying_why() -> None:
+    unexplained = []
+    for name, (path, tree) in parsed_modules(ROOT).items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines <= MODULE_LINES:
+            continue
+        doc = ast.get_docstring(tree) or ""
+        if f"over {MODULE_LINES} lines" not in doc:
+            unexplained.append(f"{name} ({lines} lines)")
+    assert not unexplained, f"modules past {MODULE_LINES} lines with no reason in their docstring: {unexplained}"

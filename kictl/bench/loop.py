@@ -23,6 +23,9 @@ session runs each driver's calls as a block (``session``).
 Everything that can go wrong with the implementation ends its driver with a
 failure of its own (``failure`` set); no exception leaves a driver's steps
 but kictl's own bugs, and the session guards against those per run.
+
+Its size (over 600 lines) is ``RunDriver``: every request to the worker and the parent's own check of its
+answer side by side, so that nothing a worker reports is used without the check next to it.
 """
 
 from __future__ import annotations

@@ -24,6 +24,9 @@ is recorded in each run afterwards (``inputSecret``).  Index tensors come
 from the workload (or are synthesised from its axes); the timed input sets
 share the workload's own structure so that a ``plan()`` made in ``setup()``
 holds for every timed call.
+
+Its size (over 600 lines) is one session's state (``_Session``): spawning, planning, the reference, each
+run's phases and the records share it; the timed loop itself is ``loop`` and the records' building ``results``.
 """
 
 from __future__ import annotations

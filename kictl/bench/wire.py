@@ -29,6 +29,9 @@ and the header names it ``[offset, length]`` in place of its size; the parent
 checks the bounds and copies it out before it decodes anything, so what the
 worker writes there afterwards is never read.  A 25 MB attention output
 took 15-40 ms through the pipe (issue 16).
+
+Its size (over 600 lines) is every message of one protocol with its caps: the protocol reads as one table,
+and a frame's size is capped by its message type before anything is allocated, which needs them all in one place.
 """
 
 from __future__ import annotations

@@ -26,6 +26,10 @@ The loop, the count of calls and which of them are audited live in kictl's
 parent: nothing here knows more than the call it is serving.  Anything the
 implementation raises (or makes kictl's code here raise) after ``Load`` is
 its own failure: a ``Failed`` answer, and the worker exits.
+
+Its size (over 600 lines) is deliberate: this is the code that runs inside the sandbox, next to the
+implementation, and ``timerNotPatched`` watches kictl's functions module by module (``integrity._KICTL_MODULES``);
+the worker's requests kept in one watched module keep what an implementation could reach countable.
 """
 
 from __future__ import annotations
