@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on the lent H200 for any GPU script here (the recipe that replaced the per-call h200_call_*.sh):
 #
-#   bash benchmarks/device.sh SCRIPT [ARGS...]     e.g. bash benchmarks/device.sh h200_timer_check.py --passes cupti
+#   bash benchmarks/device.sh SCRIPT [ARGS...]     e.g. bash benchmarks/device.sh timer_repeatability.py --passes cupti
 #   bash benchmarks/device.sh gpu-tests            the `gpu`-marked tests (python -m pytest -m gpu tests/bench)
 #
 # Run from the repository root with .whl/, .deb/ and .fi_cache/ carried (benchmarks/h200_setup.sh says what they

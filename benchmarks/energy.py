@@ -16,7 +16,7 @@ then prints per workload and implementation: joules per call (idle subtracted) o
 (max - min) / median, the board's average watts, the idle watts, the cold-L2 latency, and the hungry variant's
 energy and latency against the honest kernel's.
 
-The power-hungry variant is the bundled torch_sdpa implementation with `benchmarks/energy/hungry_tail.py`
+The power-hungry variant is the bundled torch_sdpa implementation with `tests/assets/energy/hungry_tail.py`
 appended: the same outputs, plus a Triton kernel of 16 blocks on a side stream spinning on fused multiply-adds
 (16 of the 132 SMs) for ~70% of the call's device time (calibrated in setup()).
 
@@ -51,7 +51,7 @@ HUNGRY = "torch_sdpa_hungry"
 def hungry_file(folder: Path) -> Path:
     """The power-hungry variant: the bundled torch_sdpa source with the hungry tail appended."""
     base = (ROOT / "implementations" / PREFILL / "torch_sdpa" / "attention.py").read_text()
-    tail = (ROOT / "benchmarks" / "energy" / "hungry_tail.py").read_text()
+    tail = (ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     path = folder / f"{HUNGRY}.py"
     path.write_text(base + tail)
     return path

@@ -232,7 +232,7 @@ class DirectRecords:
 
     cupti-python turns every record of a completed buffer into an object whose fields are numpy views, and
     reading a field costs tens of microseconds: on the H200 that was most of the harness's time per timed
-    call (``benchmarks/cupti_flush_cost.py``).  This registers kictl's own buffer callbacks with libcupti
+    call (``benchmarks/cupti_call_cost.py``).  This registers kictl's own buffer callbacks with libcupti
     through ``ctypes``, walks each buffer with ``cuptiActivityGetNextRecord`` and reads kictl's fields at the
     offsets cupti-python's numpy dtypes give (``record_layouts``), cross-checked by ``RecordReader``.
     """

@@ -53,7 +53,7 @@ class CuptiCollector:
     def __init__(self, module: Any = None, buffer_bytes: int = BUFFER_BYTES) -> None:
         cupti: Any = module if module is not None else _import_cupti()
         self._cupti: Any = cupti
-        #: the size of each buffer CUPTI asks for (benchmarks/gpu_call_cost.py compares sizes)
+        #: the size of each buffer CUPTI asks for (benchmarks/cupti_call_cost.py steps compares sizes)
         self.buffer_bytes = buffer_bytes
         kinds = cupti.ActivityKind
         self._work_kinds: dict[Any, str] = {

@@ -535,7 +535,7 @@ class _Waiting:
 
 #: The CUPTI timer settles its calls in batches of at most this many (``CuptiTimer.measure(settle=...)``):
 #: each forced flush of CUPTI's buffers has a cost of its own besides its records' (a call of one kernel
-#: settled alone took 1.8 ms on the H200, 16 at a time 0.43 ms median: benchmarks/gpu_call_cost.py).
+#: settled alone took 1.8 ms on the H200, 16 at a time 0.43 ms median: benchmarks/cupti_call_cost.py steps).
 SETTLE_EVERY = 16
 
 

@@ -3,19 +3,19 @@
 
 Claim (README.md "Performance"; RESULTS.md "Timer truth: three separate `kictl bench` processes"): three separate
 `kictl bench` processes agree within 2% on 15 of 19 attention workloads; the four calls of 6-13 us spread 2.0-7.1%
-(0.16-0.45 us). Machine and command: the H200, `bash benchmarks/device.sh h200_timer_check.py --passes
+(0.16-0.45 us). Machine and command: the H200, `bash benchmarks/device.sh timer_repeatability.py --passes
 cupti,cupti,cupti`.
 
 Run from the repository root on the GPU machine after ``. benchmarks/h200_setup.sh``::
 
-    python benchmarks/h200_timer_check.py --out "$OUT" --passes cupti           # one process per pass
-    python benchmarks/h200_timer_check.py --out "$OUT" --passes cupti,cupti,events,graph
-    python benchmarks/h200_timer_check.py --table "$OUT"                         # the table, from what is there
+    python benchmarks/timer_repeatability.py --out "$OUT" --passes cupti           # one process per pass
+    python benchmarks/timer_repeatability.py --out "$OUT" --passes cupti,cupti,events,graph
+    python benchmarks/timer_repeatability.py --table "$OUT"                         # the table, from what is there
 
 Each pass is one ``kictl bench`` process per attention definition, with the FlashInfer wrapper
 (``plan()`` in ``setup()``) on every workload, in kictl's sandbox, with ``--timer`` as named (``cupti``
 is the default timer). Its medians go to ``$OUT/passes.json`` (appended, so several calls add up).
-``--table`` sets them beside ``benchmarks/gpu_timer_probe.py``'s figures (``timers.json``,
+``--table`` sets them beside ``benchmarks/timer_vs_ncu.py``'s figures (``timers.json``,
 ``ncu.csv`` in the same folder): the profiler's ``gpu__time_duration`` summed over the call's kernels,
 and the spread of the CUPTI medians over separate processes.
 """
@@ -102,7 +102,7 @@ def one_pass(timer: str, extra: list[str], definitions: tuple[str, ...] = DEFINI
 
 def table(folder: Path) -> str:
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from gpu_timer_probe import parse_ncu
+    from timer_vs_ncu import parse_ncu
 
     passes = json.loads((folder / "passes.json").read_text()) if (folder / "passes.json").exists() else []
     probe = json.loads((folder / "timers.json").read_text())["targets"] if (folder / "timers.json").exists() else {}

@@ -4,12 +4,12 @@
 Claim (README.md "Performance"; RESULTS.md "Timer truth: `kictl bench` against an independent graph-replay
 figure"): kictl bench's timer reads 0.96-1.13x an independent CUDA-graph replay figure in the default mode and
 0.98-1.02x with `--cuda-graph` (aim: within 5%). Machine and command: the H200, `bash benchmarks/device.sh
-h200_suite.py --phase timer --repeats 3 --graph-repeats 3`.
+timer_vs_graph.py --phase timer --repeats 3 --graph-repeats 3`.
 
 Run from the repository root on the GPU machine, in one call, after
 ``flashinfer-python`` and ``apache-tvm-ffi`` are installed::
 
-    python benchmarks/h200_suite.py --out "$OUT"
+    python benchmarks/timer_vs_graph.py --out "$OUT"
 
 1. Suite: ``kictl bench`` on every workload of the three bundled attention
    definitions with the FlashInfer wrapper, the torch implementation and the

@@ -4,17 +4,17 @@
 Claim (README.md "Benchmarking", docs/bench.md; RESULTS.md "Timer truth: CUPTI against Nsight Compute"): CUPTI
 reads every bundled attention workload above ~60 us within 1.5% of Nsight Compute; below it, ncu's own ~0.7 us a
 kernel and the gaps it leaves out set the difference. Machine and command: the H200, `bash benchmarks/device.sh
-gpu_timer_probe.py --calls 50`, then `KICTL_NCU=1 KICTL_DEVICE_NO_OUT=1 bash benchmarks/device.sh
-gpu_timer_probe.py --ncu` and `--compare DIR`.
+timer_vs_ncu.py --calls 50`, then `KICTL_NCU=1 KICTL_DEVICE_NO_OUT=1 bash benchmarks/device.sh
+timer_vs_ncu.py --ncu` and `--compare DIR`.
 
 Run on the GPU machine from the repository root, after the ``gpu`` extra's
 packages are importable (carried wheels: see docs/bench.md)::
 
-    python benchmarks/gpu_timer_probe.py --out "$OUT"            # timers, side-stream check, NVML
+    python benchmarks/timer_vs_ncu.py --out "$OUT"            # timers, side-stream check, NVML
     ncu --cache-control all --clock-control none --metrics gpu__time_duration.sum --csv \\
-        python benchmarks/gpu_timer_probe.py --ncu > "$OUT/ncu.csv"  # the profiler's kernel times
+        python benchmarks/timer_vs_ncu.py --ncu > "$OUT/ncu.csv"  # the profiler's kernel times
 
-then ``python benchmarks/gpu_timer_probe.py --compare "$OUT"`` prints the table.
+then ``python benchmarks/timer_vs_ncu.py --compare "$OUT"`` prints the table.
 
 For each target workload the FlashInfer wrapper implementation of the
 registry is loaded from ``implementations/``, its ``setup()`` called once

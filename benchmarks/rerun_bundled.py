@@ -3,12 +3,12 @@
 
 Claim (docs/rerun.md; RESULTS.md "Controlled reruns on the H200"): `kictl rerun` of the bundled H200 FlashInfer
 runs agrees with 15 of 15 (0.92-1.08x claimed). Machine and command: the H200, `bash benchmarks/device.sh
-h200_rerun.py --timeout 80`.
+rerun_bundled.py --timeout 80`.
 
 Run from the repository root on the H200 machine, with ``flashinfer-python``
 installed, in one call::
 
-    python benchmarks/h200_rerun.py --out "$OUT"
+    python benchmarks/rerun_bundled.py --out "$OUT"
 
 It selects every passed BenchmarkRun of ``gqa_paged_prefill_causal_h24_kv4_d128_ps1``
 (``--definition``) in the bundled registry whose implementation is the
