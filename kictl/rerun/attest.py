@@ -34,6 +34,7 @@ written.  Inconclusive results are reported and never signed.
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +47,15 @@ from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
 from kictl.rerun import heldout
 from kictl.rerun.job import ProtocolSettings, RerunJob, build_job
-from kictl.rerun.request import RequestBody, RerunRequest, check_binding, check_request, check_time, make_request
+from kictl.rerun.request import (
+    RequestBody,
+    RerunRequest,
+    check_binding,
+    check_request,
+    check_time,
+    expected_held_out_secret,
+    make_request,
+)
 from kictl.rerun.results import RerunResult, read_results
 from kictl.rerun.session import cpu_tolerance_warnings
 from kictl.rerun.verdict import SIGNABLE, Judgement, judge
@@ -202,6 +211,13 @@ def _check_one(
             f"(ratio {stated.ratio}) at tolerance {result.tolerance:g}"
         )
     if result.held_out is not None:  # issue 32: the held-out shapes must be the ones its disclosed secret draws
+        if result.held_out.secret is not None and not hmac.compare_digest(
+            result.held_out.secret, expected_held_out_secret(body, binding.private_key)
+        ):
+            raise CheckFailed(
+                f"its held-out shapes were drawn from a secret the rerun request (nonce {body.nonce}) did not give: "
+                "whoever ran the job chose them"
+            )
         try:
             heldout.verify_draw(job.definition, heldout.submitted_shapes(registry, job.definition), result.held_out)
         except RecordError as exc:

@@ -279,8 +279,12 @@ def check_jobs(
     device: str,
     timeout_s: float,
     progress: Callable[[str], None] | None = None,
+    secret: str | None = None,
 ) -> dict[str, HeldOut]:
     """The held-out check of one rerun session's jobs (one definition, one protocol): implementation -> HeldOut.
+
+    ``secret``: the rerun request's held-out secret (``request.expected_held_out_secret``); without a request,
+    a fresh one.
 
     ``jobs`` are ``kictl.rerun.job.RerunJob`` values of one group
     (``group_jobs``).  The submitted shapes are those of every workload of the
@@ -300,6 +304,7 @@ def check_jobs(
         timeout_s=timeout_s,
         cap=CPU_CAP if device == "cpu" else None,
         progress=progress,
+        secret=secret,
     )
 
 

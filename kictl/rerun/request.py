@@ -80,6 +80,8 @@ class RerunRequest(WireModel):
     body: RequestBody
     input_secret: Hex32 | None = None
     seed_salt: Hex32 | None = None
+    #: issue 32: the secret the held-out shapes are drawn from, so that whoever runs the job cannot choose them
+    held_out_secret: Hex32 | None = None
 
 
 def _derivation_key(private_key: Ed25519PrivateKey) -> bytes:
@@ -104,6 +106,16 @@ def expected_secrets(body: RequestBody, private_key: Ed25519PrivateKey) -> tuple
     return values[0], values[1]
 
 
+def expected_held_out_secret(body: RequestBody, private_key: Ed25519PrivateKey) -> str:
+    """The held-out shapes' secret for ``body`` (issue 32): HMAC-SHA256 as ``expected_secrets``, its own label.
+
+    Drawn from the request, the shapes are fixed before the GPU job starts: the job cannot draw again and
+    again until the shapes suit the kernel, because any other secret does not check out at signing.
+    """
+    key = _derivation_key(private_key)
+    return hmac.new(key, b"held-out-secret\x00" + body_bytes(body), hashlib.sha256).hexdigest()[:32]
+
+
 def make_request(
     runs: Sequence[str],
     private_key: Ed25519PrivateKey,
@@ -126,7 +138,8 @@ def make_request(
         runs=tuple(dict.fromkeys(runs)),
     )
     input_secret, seed_salt = expected_secrets(body, private_key)
-    return RerunRequest(body=body, input_secret=input_secret, seed_salt=seed_salt)
+    held_out = expected_held_out_secret(body, private_key)
+    return RerunRequest(body=body, input_secret=input_secret, seed_salt=seed_salt, held_out_secret=held_out)
 
 
 def write_request(path: Path, request: RerunRequest) -> None:

@@ -129,7 +129,14 @@ def rerun_runs(
             input_secret=request.input_secret if request is not None else None,
             seed_salt=request.seed_salt if request is not None else None,
         )
-        held_out = heldout.check_jobs(registry, group, device=chosen, timeout_s=timeout_s, progress=say)  # issue 32
+        held_out = heldout.check_jobs(  # issue 32: the shapes' secret is the request's where there is one
+            registry,
+            group,
+            device=chosen,
+            timeout_s=timeout_s,
+            progress=say,
+            secret=request.held_out_secret if request is not None else None,
+        )
         for job in group:
             executed = done.runs[(job.implementation.digest, job.workload.digest)]
             made = [executed.run, executed.protocol, executed.environment]

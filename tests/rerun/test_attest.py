@@ -43,6 +43,7 @@ def _no_change(registry: Registry, before: set[Path]) -> bool:
         ("the original run named as its own rerun", "the rerun it names is the original run itself", 1),
         ("the rerun of another implementation", "has another implementationDigest than the original", 1),
         ("a record whose bytes were changed", "its manifest key says", 3),
+        ("held-out shapes from a secret the job chose", "did not give: whoever ran the job chose them", 1),
     ],
 )
 def test_a_tampered_folder_is_refused_and_nothing_is_written(
@@ -60,6 +61,9 @@ def test_a_tampered_folder_is_refused_and_nothing_is_written(
             rows[edited]["verdict"] = "agrees"
         elif defect.startswith("the original"):
             rows[paced]["rerun"] = paced
+        elif defect.startswith("held-out"):  # issue 32: the request gave the secret; another one draws other shapes
+            assert rows[paced]["heldOut"]["secret"], rows[paced]
+            rows[paced]["heldOut"]["secret"] = "ab" * 16
         else:
             rows[paced]["rerun"] = rows[tuned]["rerun"]
 

@@ -167,6 +167,8 @@ def test_kictl_rerun_catches_the_tuned_kernel_and_the_verdict_travels_to_leaderb
     assert [item["axes"] for item in held["failed"]] == held["shapes"]
     assert results[honest["run"]]["heldOut"]["verdict"] == GENERALIZES  # the same shapes, the same secret
     assert results[honest["run"]]["heldOut"]["secret"] == held["secret"]
+    # the shapes were drawn from the request's secret, not one the job chose (attest rerun checks it)
+    assert held["secret"] == json.loads(request.read_text())["heldOutSecret"]
     signed = invoke("attest", "rerun", folder, "--registry", registry.root, "--key", origin.key("verifier"))
     assert signed.exit_code == 0, signed.output
     commit(registry.root, "the verifier's rerun")
