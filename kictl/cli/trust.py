@@ -436,7 +436,7 @@ def trust_reanchor(
     `kictl review` fails it: a maintainer merges it out of band (docs/trust.md, "Re-anchoring").
     """
     from kictl import canon
-    from kictl.trust.anchor import reanchor
+    from kictl.trust.reanchor import reanchor
 
     target = open_registry(registry)
     root = reanchor(

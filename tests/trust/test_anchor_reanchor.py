@@ -1,5 +1,5 @@
 """Re-anchoring (docs/trust.md "Re-anchoring"): the bundled registry's root after its maintainer key was lost,
-and ``kictl.trust.anchor.reanchor`` on a registry of the test's own.
+and ``kictl.trust.reanchor.reanchor`` on a registry of the test's own.
 
 Real keys, real git, the real bundled trust files.  The attacks: a copy that
 deletes the re-anchored version, one that replaces it with a version its own
@@ -23,7 +23,8 @@ from kictl.errors import CheckFailed, UsageError
 from kictl.scaffold import create_registry
 from kictl.store import Registry
 from kictl.trust import anchor
-from kictl.trust.anchor import PACKAGE_ANCHORS, STATE_FILE, reanchor
+from kictl.trust.anchor import PACKAGE_ANCHORS, STATE_FILE
+from kictl.trust.reanchor import reanchor
 from tests.conftest import REPO_ROOT, RunCli, copy_bundled
 from tests.trust.conftest import EPOCH, Setup, at, commit_all, key_files, sign
 
