@@ -15,26 +15,9 @@ import pytest
 
 from kictl.store import Registry
 from tests.bench.conftest import FAST, IMPLEMENTATIONS
-from tests.conftest import REPO_ROOT, RunCli
+from tests.conftest import RunCli
 
 DEFINITIONS = sorted(path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir())
-#: Definitions whose workloads take minutes on the CPU (the ps64 prefill's largest, 1,117 queries over 71,488
-#: keys, takes the reference about 45 s a call): one test per workload, so that pytest-xdist spreads them.
-ONE_BY_ONE = ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "gqa_paged_decode_h32_kv8_d128_ps1")
-
-
-def _workload_labels(definition: str) -> list[str]:
-    (folder,) = [path for path in (REPO_ROOT / "definitions").glob(f"*/{definition}") if path.is_dir()]
-    lines = (folder / "workloads.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line)["metadata"]["name"] for line in lines if line.strip()]
-
-
-#: (definition, workload or None for all of them)
-CASES = [
-    (definition, workload)
-    for definition in DEFINITIONS
-    for workload in (_workload_labels(definition) if definition in ONE_BY_ONE else [None])
-]
 
 
 def _torch_implementation(definition: str) -> Path:
@@ -42,28 +25,16 @@ def _torch_implementation(definition: str) -> Path:
     return found
 
 
-def test_the_cases_cover_every_bundled_workload(bundled_registry: Registry) -> None:
-    for definition in DEFINITIONS:
-        digest = bundled_registry.resolve(definition, ["Definition"]).digest
-        held = {
-            r.name for r in bundled_registry.iter_records(["Workload"]) if r.raw["spec"]["definitionDigest"] == digest
-        }
-        cases = [workload for name, workload in CASES if name == definition]
-        assert cases == [None] or set(cases) == held, (definition, cases, held)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(("definition", "workload"), CASES, ids=[f"{d}-{w}" if w else d for d, w in CASES])
+@pytest.mark.parametrize("definition", DEFINITIONS)
 def test_every_bundled_workload_runs_on_the_cpu(
-    cli: RunCli, bundled_registry: Registry, tmp_path: Path, definition: str, workload: str | None
+    cli: RunCli, bundled_registry: Registry, tmp_path: Path, definition: str
 ) -> None:
     workloads = {
         record.name
         for record in bundled_registry.iter_records(["Workload"])
         if record.raw["spec"]["definitionDigest"] == bundled_registry.resolve(definition, ["Definition"]).digest
     }
-    if workload is not None:
-        workloads = {workload}
     out = tmp_path / "out"
     result = cli(
         "bench",
@@ -73,7 +44,6 @@ def test_every_bundled_workload_runs_on_the_cpu(
         "--impl",
         _torch_implementation(definition),
         *FAST,
-        *(("--workload", workload) if workload is not None else ()),
         "--timeout",
         "1800",
         "--registry",
