@@ -28,7 +28,7 @@ bench-cpu:
 	$(PYTHON) benchmarks/suite_speed.py --smoke --repeats 1
 	$(PYTHON) benchmarks/validate_throughput.py --records 1000 --repeat 1
 	$(PYTHON) benchmarks/rank_scale.py --runs 2000 --definitions 5
-	$(PYTHON) benchmarks/site_scale.py --runs 500 --definitions 2
+	$(PYTHON) benchmarks/rank_scale.py site --runs 500 --definitions 2
 
 docs-check:
 	$(PYTHON) -m pytest -q tests/test_readme.py tests/test_docs_commands.py tests/test_docs_records.py

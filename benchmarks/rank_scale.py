@@ -5,6 +5,12 @@ index builds at about 4,000-5,300 records/s, a warm leaderboard answers in 0.20-
 after 100 new runs takes 0.34-0.73 s. Machine and command: any machine (figures: the 2-core dev VM), `python
 benchmarks/rank_scale.py --keep DIR`.
 
+``rank_scale.py site`` (formerly ``site_scale.py``) measures, on the same generated registry, the static site:
+the full ``kictl site build`` (in process, into an empty folder; the query index built first and not counted),
+the incremental build after a commit adding 100 runs to one workload, and the site's size. Claim (docs/site.md;
+RESULTS.md "The static site"): 162 s for 5,000 runs and 938 s for 20,000; an incremental build 30-48 s.
+Command: `python benchmarks/rank_scale.py site --runs 5000 --definitions 5`.
+
 Generates a registry of N runs (default 100,000) over 50 definitions with 20
 workloads each, 5 GPUs and 40 implementations per definition, writes the
 record files directly (``canon.pretty_bytes``, digests by ``canon.record_digest``)
@@ -453,5 +459,73 @@ def _startup() -> None:
     subprocess.run([sys.executable, "-c", "import kictl.cli"], cwd=REPO, capture_output=True, check=True)
 
 
+def site_main(argv: Sequence[str] | None = None) -> int:
+    """``rank_scale.py site``: `kictl site build` at scale on the generated registry (RESULTS.md "The static site")."""
+    parser = argparse.ArgumentParser(prog="rank_scale.py site", description="kictl site build at scale")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--definitions", type=int, default=50)
+    parser.add_argument("--workloads", type=int, default=20)
+    parser.add_argument("--implementations", type=int, default=40)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--keep", type=Path, help="generate here and keep it (default: a temporary folder)")
+    args = parser.parse_args(argv)
+
+    from kictl.index import QueryIndex
+    from kictl.site import build_site
+    from kictl.store import Registry
+
+    load = " ".join(f"{value:.1f}" for value in os.getloadavg())
+    base = args.keep or Path(tempfile.mkdtemp(prefix="kictl-site-scale-"))
+    root, out = base / "registry-root", base / "site"
+    for folder in (root, out):
+        if folder.exists():
+            shutil.rmtree(folder)
+    print(f"generating {args.runs:,} runs under {root} ...", file=sys.stderr)
+    made = generate(
+        root,
+        runs=args.runs,
+        definitions=args.definitions,
+        workloads=args.workloads,
+        implementations=args.implementations,
+        seed=args.seed,
+    )
+    commit_all(root, "generated registry")
+    registry = Registry(root)
+    QueryIndex.open(registry).close()  # the index build is rank_scale.py's measurement, not this one's
+    print(f"generated {made.files:,} files; building the site ...", file=sys.stderr)
+
+    def progress(line: str) -> None:
+        print(f"  {line}", file=sys.stderr)
+
+    started, cpu = time.perf_counter(), _cpu()
+    full = build_site(registry, out, progress=progress)
+    full_wall, full_cpu = time.perf_counter() - started, _cpu() - cpu
+    files = [path for path in out.rglob("*") if path.is_file()]
+    size = sum(path.stat().st_size for path in files)
+
+    definition = made.definitions[len(made.definitions) // 2]
+    _, workload_digest = made.workloads[definition][5]
+    rng = random.Random(args.seed + 1)
+    writer = Writer(root)
+    for i in range(100):
+        make_run(rng, writer, 10_000_000 + i, workload_digest, made.implementations[definition][i % 40],
+                 made.protocol, made.environments[i % len(made.environments)], 5_000.0)  # fmt: skip
+    commit_all(root, "100 more runs")
+    started, cpu = time.perf_counter(), _cpu()
+    incremental = build_site(registry, out, incremental=True)
+    inc_wall, inc_cpu = time.perf_counter() - started, _cpu() - cpu
+
+    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"load average before: {load}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
+    print(f"registry: {made.files:,} records ({args.runs:,} runs, {args.definitions} definitions)")
+    print(f"full build: {full.pages:,} pages, {len(files):,} files, {size / 1e6:,.0f} MB: "
+          f"{full_wall:,.1f} s wall, {full_cpu:,.1f} s CPU ({full.verified:,} runs verified)")  # fmt: skip
+    print(f"incremental after a commit of 100 runs: {incremental.rendered:,} of {incremental.pages:,} pages "
+          f"rendered, {incremental.verified} runs verified: {inc_wall:,.1f} s wall, {inc_cpu:,.1f} s CPU")  # fmt: skip
+    if args.keep is None:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(site_main(sys.argv[2:]) if sys.argv[1:2] == ["site"] else main())
