@@ -3,7 +3,7 @@
 
 Claim (docs/bench.md "Timers", advisory KI-2026-0005; RESULTS.md "Start gaps of honest calls on the H200"):
 the lead and start events of honest calls made ahead of the device read 1.28-1.31 us apart through the events
-timer and 1.89-1.92 us through the graph timer on the H200, about one call in 250 wider than 2 us, and
+timer and 1.89-1.92 us through the graph timer on the H200, 8 of 12,000 calls wider than 2 us, and
 ``StartGaps`` judges no honest run; a start event recorded again after the call's work on every call is
 judged within the first calls. Machine and command: the H200, `bash benchmarks/device.sh start_gap_check.py`
 (needs torch and kictl's pydantic; no FlashInfer, no sandbox).

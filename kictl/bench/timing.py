@@ -404,8 +404,8 @@ class StartGaps:
     The harness records a *lead* event right before its *start* event; with the call enqueued ahead of the
     device, nothing runs between the two, and they read a fixed small time apart (quantised by the GPU's
     timer: 32 ns steps on the H200).  An implementation that reaches the start event from inside the call and
-    records it again after its own work moves it: the gap then holds the work it hid.  One honest call in a few
-    hundred reads wider than a fixed limit (an interrupt, a host stall), so a single wide gap proves nothing and
+    records it again after its own work moves it: the gap then holds the work it hid.  A few honest calls in a
+    thousand read wider than a fixed limit (an interrupt, a host stall), so a single wide gap proves nothing and
     judged alone it condemned honest runs (KI-2026-0005).  The run is judged when more than a quarter of its
     ahead calls read wider than the limit: a cheat that moves the start on fewer calls than that moves the
     median no further than to the third of its honest calls' figures, and one that moves it on most calls is
