@@ -333,14 +333,31 @@ def kictl_in_process(root: Path, *args: str) -> Callable[[], None]:
     return run
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _generator_options(parser: argparse.ArgumentParser) -> None:
+    """The generated registry's size and seed, and where to keep it (both parts of this script)."""
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--definitions", type=int, default=50)
     parser.add_argument("--workloads", type=int, default=20)
     parser.add_argument("--implementations", type=int, default=40)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--keep", type=Path, help="generate here and keep it (default: a temporary folder)")
+
+
+def _generate_from(args: argparse.Namespace, root: Path) -> Generated:
+    print(f"generating {args.runs:,} runs under {root} ...", file=sys.stderr)
+    return generate(
+        root,
+        runs=args.runs,
+        definitions=args.definitions,
+        workloads=args.workloads,
+        implementations=args.implementations,
+        seed=args.seed,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    _generator_options(parser)
     args = parser.parse_args(argv)
 
     from kictl.index import QueryIndex
@@ -350,15 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     root = base / "registry-root"
     if root.exists():
         shutil.rmtree(root)
-    print(f"generating {args.runs:,} runs under {root} ...", file=sys.stderr)
-    made = generate(
-        root,
-        runs=args.runs,
-        definitions=args.definitions,
-        workloads=args.workloads,
-        implementations=args.implementations,
-        seed=args.seed,
-    )
+    made = _generate_from(args, root)
     commit_seconds = commit_all(root, "generated registry")
     print(
         f"generated {made.files:,} files in {made.seconds:.1f} s, committed in {commit_seconds:.1f} s", file=sys.stderr
@@ -462,12 +471,7 @@ def _startup() -> None:
 def site_main(argv: Sequence[str] | None = None) -> int:
     """``rank_scale.py site``: `kictl site build` at scale on the generated registry (RESULTS.md "The static site")."""
     parser = argparse.ArgumentParser(prog="rank_scale.py site", description="kictl site build at scale")
-    parser.add_argument("--runs", type=int, default=100_000)
-    parser.add_argument("--definitions", type=int, default=50)
-    parser.add_argument("--workloads", type=int, default=20)
-    parser.add_argument("--implementations", type=int, default=40)
-    parser.add_argument("--seed", type=int, default=5)
-    parser.add_argument("--keep", type=Path, help="generate here and keep it (default: a temporary folder)")
+    _generator_options(parser)
     args = parser.parse_args(argv)
 
     from kictl.index import QueryIndex
@@ -480,15 +484,7 @@ def site_main(argv: Sequence[str] | None = None) -> int:
     for folder in (root, out):
         if folder.exists():
             shutil.rmtree(folder)
-    print(f"generating {args.runs:,} runs under {root} ...", file=sys.stderr)
-    made = generate(
-        root,
-        runs=args.runs,
-        definitions=args.definitions,
-        workloads=args.workloads,
-        implementations=args.implementations,
-        seed=args.seed,
-    )
+    made = _generate_from(args, root)
     commit_all(root, "generated registry")
     registry = Registry(root)
     QueryIndex.open(registry).close()  # the index build is rank_scale.py's measurement, not this one's
