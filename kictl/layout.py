@@ -21,7 +21,15 @@ names, or ``None`` for a path off the layout, and are what ``validate``,
 
 from __future__ import annotations
 
-from kictl.records import KINDS
+#: The kinds of record, each with its folder under ``registry/records/`` (``kictl.records`` models them).
+KINDS = (
+    "Definition",
+    "Workload",
+    "Implementation",
+    "BenchmarkProtocol",
+    "ExecutionEnvironment",
+    "BenchmarkRun",
+)
 
 REGISTRY_DIR = "registry"
 DEFINITIONS_DIR = "definitions"

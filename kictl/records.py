@@ -45,16 +45,9 @@ from pydantic.alias_generators import to_camel
 
 from kictl import canon
 from kictl.errors import RecordError
+from kictl.layout import KINDS as KINDS  # re-exported: the models and the layout name the same kinds
 
 API_VERSION = "kernelindex.dev/v1alpha1"
-KINDS = (
-    "Definition",
-    "Workload",
-    "Implementation",
-    "BenchmarkProtocol",
-    "ExecutionEnvironment",
-    "BenchmarkRun",
-)
 
 # --------------------------------------------------------------------------- scalar types
 

@@ -14,10 +14,13 @@ evidence level, a citation format).
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -34,6 +37,8 @@ from kictl.cli._common import (
     out,
     table,
 )
+from kictl.errors import KictlError
+from kictl.layout import ATTESTATIONS_DIR
 from kictl.render import date as day
 from kictl.render import fit, latency, ratio, times
 
@@ -341,6 +346,20 @@ def leaderboard(
     with the comparison key and the physical floor. Exit 3 for an unknown
     definition or workload, 2 for an unknown GPU or evidence level.
     """
+    command = ("leaderboard", definition, gpu, workload, evidence, metric, as_json)
+    _answered(registry, command, lambda: _leaderboard(definition, gpu, workload, evidence, metric, registry, as_json))
+
+
+def _leaderboard(
+    definition: str,
+    gpu: str | None,
+    workload: str | None,
+    evidence: str,
+    metric: str,
+    registry: Path | None,
+    as_json: bool,
+) -> tuple[Any, Policy]:
+    """Print the board; return its JSON form (whose times the kept answer's lifetime reads) and the policy."""
     _energy.check_metric(metric)
     _, policy, index = _open(registry)
     with index:
@@ -348,28 +367,69 @@ def leaderboard(
             energy_board = _energy.energy_leaderboard(
                 index, definition, policy=policy, gpu=gpu, workload=workload, min_evidence=evidence
             )
+            document: Any = energy_board.to_json()
             if as_json:
-                emit_json(energy_board.to_json())
+                emit_json(document)
             else:
                 for line in _energy_views.render_energy_board(energy_board):
                     out(line)
-            return
+            return document, policy
         if workload is None:
             result = _rank.definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
+            document = result.to_json()
             if as_json:
-                emit_json(result.to_json())
+                emit_json(document)
             else:
                 for line in _render_definition(result):
                     out(line)
-            return
+            return document, policy
         board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         # issue 32: what verifiers' reruns found on held-out shapes (kictl.rerun.heldout)
         held_out = _heldout.held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
+        document = [_heldout.with_held_out(group, held_out) for group in board.to_json()]
         if as_json:
-            emit_json([_heldout.with_held_out(group, held_out) for group in board.to_json()])
+            emit_json(document)
         else:
             for line in _render_workload(board, held_out):
                 out(line)
+        return document, policy
+
+
+def _answered(registry: Path | None, command: tuple[object, ...], compute: Callable[[], tuple[Any, Policy]]) -> None:
+    """Print the kept answer of ``command`` while it holds (``kictl.index.answers``), else compute, print and
+    keep it.  Only an answer that completed is kept: an error is computed (and reported) every time."""
+    from kictl.index import answers
+    from kictl.store.files import find_root
+    from kictl.store.git import current_commit
+
+    try:
+        root = find_root(registry)
+        head = current_commit(root)
+    except KictlError:
+        compute()  # reports the same error in its own words
+        return
+    key = answers.state_key(root, head, command)
+    if key is not None:
+        kept = answers.read(root, head, key)
+        if kept is not None:
+            answers.replay(kept)
+            return
+    made = datetime.now(UTC)
+    with answers.recording() as (stdout, stderr):
+        document, policy = compute()
+    if key is None or answers.state_key(root, head, command) != key:
+        return  # the registry moved while the answer was computed: it may hold for neither state
+    from kictl.store.git import merged_times
+
+    commits = [datetime.fromtimestamp(stamp, UTC) for stamp in merged_times(root, ATTESTATIONS_DIR).values()]
+    until = answers.valid_until(
+        made,
+        stale_after=timedelta(days=policy.stale_after_days),
+        answer_times=[json.dumps(document)],
+        trust_texts=answers.trust_texts(root),
+        future_commits=commits,
+    )
+    answers.keep(root, head, key, answers.Answer(stdout.getvalue(), stderr.getvalue(), until))
 
 
 # --------------------------------------------------------------------------- floor

@@ -43,18 +43,46 @@ The package, by concern (every public name is re-exported here)::
     parsing      record files to rows, fast
     query        ``QueryIndex``: opening and querying
     maintenance  keeping the index current with git and the working tree
+    answers      read commands' answers kept for the registry's state (a warm ``kictl leaderboard``)
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kictl.index._common import INDEX_FILE, RACY_SECONDS, SCHEMA_VERSION
-from kictl.index.facts import DefinitionFacts, ImplementationFacts, RunFacts, SyncReport, WorkFacts, WorkloadFacts
-from kictl.index.parsing import (
-    parse_file,
-    quantile,
-    run_noise,
-)
-from kictl.index.query import QueryIndex, open_index
+
+if TYPE_CHECKING:
+    from kictl.index.facts import (
+        DefinitionFacts,
+        ImplementationFacts,
+        RunFacts,
+        SyncReport,
+        WorkFacts,
+        WorkloadFacts,
+    )
+    from kictl.index.parsing import parse_file, quantile, run_noise
+    from kictl.index.query import QueryIndex, open_index
+
+#: Each re-exported name and its submodule, imported on first use (``kictl.index.answers`` alone then costs
+#: no pydantic: the warm ``kictl leaderboard``).
+_SUBMODULES = {
+    "facts": ("DefinitionFacts", "ImplementationFacts", "RunFacts", "SyncReport", "WorkFacts", "WorkloadFacts"),
+    "parsing": ("parse_file", "quantile", "run_noise"),
+    "query": ("QueryIndex", "open_index"),
+}
+_LAZY = {name: f"kictl.index.{module}" for module, names in _SUBMODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kictl.index' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "INDEX_FILE",

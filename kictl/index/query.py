@@ -66,9 +66,9 @@ class QueryIndex:
         head = current_commit(registry.root)
         path = registry.kictl_dir / INDEX_FILE
         conn: sqlite3.Connection | None = None
-        from kictl.trust.derived import derived_file_trusted
+        from kictl.store.derived import derived_file_trusted
 
-        if path.exists() and not derived_file_trusted(registry, f"{KICTL_DIR}/{INDEX_FILE}"):
+        if path.exists() and not derived_file_trusted(registry.root, f"{KICTL_DIR}/{INDEX_FILE}", head):
             # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten
             report.reasons.append(
                 f"git tracks {KICTL_DIR}/{INDEX_FILE}: a committed index is ignored; indexing in memory"

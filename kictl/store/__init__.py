@@ -22,6 +22,9 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 # The layout's names, long imported from here by the bench, importers and rerun: kictl.layout holds them.
 from kictl.layout import (
     ATTESTATIONS_DIR,
@@ -34,20 +37,45 @@ from kictl.layout import (
     TRUST_DIR,
 )
 from kictl.store._common import ENV_VAR
-from kictl.store.files import (
-    STALE_TEMPORARY_S,
-    Transaction,
-    find_root,
-    is_temporary_name,
-    read_file,
-    sweep_temporaries,
-    write_atomic,
-    write_immutable,
-    writer_lock,
-)
-from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
-from kictl.store.inputs import parse_json_file, read_record_inputs
-from kictl.store.registry import AddResult, Registry
+
+if TYPE_CHECKING:
+    from kictl.store.files import (
+        STALE_TEMPORARY_S,
+        Transaction,
+        find_root,
+        is_temporary_name,
+        read_file,
+        sweep_temporaries,
+        write_atomic,
+        write_immutable,
+        writer_lock,
+    )
+    from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
+    from kictl.store.inputs import parse_json_file, read_record_inputs
+    from kictl.store.registry import AddResult, Registry
+
+#: Each re-exported name and its submodule, imported on first use: ``kictl.store.files`` and ``.git`` alone
+#: then cost no pydantic (``kictl.index.answers``, the warm ``kictl leaderboard``).
+_SUBMODULES = {
+    "files": (
+        "STALE_TEMPORARY_S", "Transaction", "find_root", "is_temporary_name", "read_file", "sweep_temporaries",
+        "write_atomic", "write_immutable", "writer_lock",
+    ),
+    "git": ("Change", "CommitInfo", "GitHistory", "current_commit", "init_repository"),
+    "inputs": ("parse_json_file", "read_record_inputs"),
+    "registry": ("AddResult", "Registry"),
+}  # fmt: skip
+_LAZY = {name: f"kictl.store.{module}" for module, names in _SUBMODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kictl.store' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "ATTESTATIONS_DIR",

@@ -24,6 +24,19 @@ from kictl.store._common import ENV_VAR
 # --------------------------------------------------------------------------- locating
 
 
+#: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
+CONFIG_ENV = "KICTL_CONFIG_HOME"
+
+
+def config_dir() -> Path:
+    """The user's kictl config folder (the trust pins of ``kictl.trust.anchor``, the self-test's result)."""
+    home = os.environ.get(CONFIG_ENV)
+    if home:
+        return Path(home)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "kictl"
+
+
 def find_root(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
     """The registry root: ``explicit``, else ``$KICTL_REGISTRY``, else the nearest
     folder upwards from ``cwd`` that has a ``registry/`` folder.

@@ -27,7 +27,6 @@ below it is a rollback.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from kictl import canon
 from kictl.errors import CheckFailed, RegistryError, UsageError
 from kictl.layout import KICTL_DIR
 from kictl.store import Registry, write_atomic
+from kictl.store.files import config_dir
 
 if TYPE_CHECKING:
     pass
@@ -45,8 +45,6 @@ if TYPE_CHECKING:
 #: of versions 2-3 was lost; docs/trust.md "Re-anchoring").  Version 2 (sha256:f11cffa3…) was pinned before; it is
 #: no longer, or a copy that deletes version 4 would verify from 2.
 PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:23620e78bba5e3aae889e1d4d37100b90a2e507c99af50a5f0e4165b593a0482",)
-#: Where the user's config lives: ``$KICTL_CONFIG_HOME``, else ``$XDG_CONFIG_HOME/kictl``, else ``~/.config/kictl``.
-CONFIG_ENV = "KICTL_CONFIG_HOME"
 STATE_FILE = f"{KICTL_DIR}/trust.json"
 
 
@@ -68,12 +66,7 @@ class Anchor:
 
 def config_file() -> Path:
     """The user's kictl config file (``trust.json``)."""
-    home = os.environ.get(CONFIG_ENV)
-    if home:
-        return Path(home) / "trust.json"
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".config"
-    return base / "kictl" / "trust.json"
+    return config_dir() / "trust.json"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -137,9 +130,9 @@ def _state_is_tracked(registry: Registry) -> bool:
     Fails closed: a git error counts as tracked (the local pins are then ignored
     and ``kictl verify`` says which version to pin).
     """
-    from kictl.trust.derived import derived_file_trusted  # the one rule for every derived file
+    from kictl.store.derived import derived_file_trusted  # the one rule for every derived file
 
-    return not derived_file_trusted(registry, STATE_FILE)
+    return not derived_file_trusted(registry.root, STATE_FILE)
 
 
 def _local_anchors(registry: Registry) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ apply another rule than its neighbour:
 * **Derived files** (the query index, anchor state, anything under
   ``.kictl/``) are never believed when git tracks them: a committed
   ``.kictl/index.sqlite`` is ignored and rebuilt elsewhere
-  (``tracked_derived_files``; ``kictl.index`` and ``kictl.trust.anchor`` call it).
+  (``kictl.store.derived``; ``kictl.index`` and ``kictl.trust.anchor`` call it).
 * **Tampered record files** (bytes that do not hash to the file's name) are
   left out by every reader (``kictl.index`` skips them; trust never judges
   them).
@@ -134,13 +134,6 @@ def policy_standing(registry: Registry) -> PolicyStanding:
 def reader_policy(registry: Registry) -> Policy:
     """``policy_standing(registry).policy``."""
     return policy_standing(registry).policy
-
-
-# --------------------------------------------------------------------------- derived files
-
-
-# ``tracked_derived_files`` and ``derived_file_trusted`` live in ``kictl.trust.derived``, so that
-# the anchor code can ask them without importing the trust root.
 
 
 # --------------------------------------------------------------------------- run marks (plug-in point)

@@ -263,7 +263,7 @@ def test_rules_registered_by_other_modules_mark_runs(setup: Setup) -> None:
 
 
 def test_a_committed_link_in_place_of_kictl_is_not_followed(setup: Setup) -> None:
-    from kictl.trust.derived import derived_file_trusted
+    from kictl.store.derived import derived_file_trusted
 
     registry = setup.registry
     elsewhere = registry.root / "registry" / "cache"
@@ -272,7 +272,7 @@ def test_a_committed_link_in_place_of_kictl_is_not_followed(setup: Setup) -> Non
     local = registry.root / ".kictl"
     local.rename(registry.root / "kictl-local")
     local.symlink_to(elsewhere)
-    assert not derived_file_trusted(registry, ".kictl/index.sqlite")
+    assert not derived_file_trusted(registry.root, ".kictl/index.sqlite")
     local.unlink()
     (registry.root / "kictl-local").rename(local)
-    assert derived_file_trusted(registry, ".kictl/index.sqlite")
+    assert derived_file_trusted(registry.root, ".kictl/index.sqlite")

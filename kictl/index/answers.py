@@ -1,0 +1,310 @@
+"""Answers of read commands kept for the registry's state: a warm ``kictl leaderboard`` (issue 30).
+
+A leaderboard is a pure function of the registry's files, the trust anchors, kictl's code, the command
+line and the clock. Computing it means importing the record models and judging every attestation
+(``kictl.rank``, ``kictl.trust``), about three times what starting the CLI costs. So its output is kept
+under ``.kictl/answers/<key>.json``, derived data like the query index, and printed again while
+nothing it depends on has changed:
+
+* **The key** is the sha256 of everything but the clock (``state_key``): the command and its options,
+  whether stdout and stderr are terminals and the terminal's width; kictl's version and the size and
+  modification time of every file of the package (its code and the anchors pinned in it); HEAD; the
+  modification time of every folder under ``registry/`` (records, attestations and blobs are named by
+  their content, so a change there adds or removes a file, which the folder's time shows, the rule the
+  query index follows) and the size and time of every other file there (the policy, the trust roots,
+  the advisories); the files of ``.kictl/`` but the index and these answers (the anchor state); the
+  user's config folder (``kictl trust pin``).  A time within two seconds of now is not trusted (the same
+  "racy" rule as the index and git): nothing is read or kept then.
+* **The clock**: each answer says until when it holds (``valid_until``): the first moment after it was
+  made at which a judgement could flip (any time a trust root, the policy, the anchor state or the
+  answer itself names, a commit dated in the future, a run's observation plus the policy's
+  ``staleAfterDays``) and never more than an hour on.
+* **Never believed from a commit**: an answer is read only when git tracks nothing of it or of
+  ``.kictl`` (``kictl.store.derived``), and is never written through a link.
+
+Nothing here imports the record models: a hit costs the CLI's start, three ``git`` calls and a walk of
+the registry's folders.  Any failure to read or keep an answer only means computing it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from kictl.errors import KictlError
+from kictl.index._common import INDEX_FILE, RACY_SECONDS
+from kictl.layout import ATTESTATIONS_DIR, BLOBS_DIR, KICTL_DIR, RECORDS_DIR, REGISTRY_DIR
+
+ANSWERS_DIR = f"{KICTL_DIR}/answers"
+#: Bump when what an answer holds changes shape.
+FORMAT = "1"
+#: The longest an answer is printed again, whatever the clock says of its inputs.
+MAX_AGE = timedelta(hours=1)
+#: Answers kept at most (the oldest go first).
+MAX_ANSWERS = 256
+#: Folders whose files are named by their content: their folders' times suffice.
+_CONTENT_NAMED = (RECORDS_DIR, ATTESTATIONS_DIR, BLOBS_DIR)
+_TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
+
+
+class Racy(Exception):
+    """A file changed too recently for its time to be trusted."""
+
+
+@dataclass
+class _Stamp:
+    """What the key hashes, gathered file by file."""
+
+    now_ns: int
+    parts: list[str] = field(default_factory=list)
+
+    def add(self, *values: object) -> None:
+        self.parts.append("\0".join(str(value) for value in values))
+
+    def stat(self, label: str, path: Path, *, with_size: bool) -> None:
+        info = path.lstat()
+        if self.now_ns - info.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
+            raise Racy(label)
+        self.add(label, info.st_mtime_ns, info.st_size if with_size else "", info.st_mode)
+
+    def tree(self, root: Path, label: str, *, skip: Sequence[str] = ()) -> None:
+        """Every folder's time under ``root``; every file's size and time too, but in content-named folders."""
+        if not root.is_dir() or root.is_symlink():
+            self.add(label, "absent" if not root.exists() else "not a folder")
+            return
+        self.stat(label, root, with_size=False)
+        content_named = any(label == name or label.startswith(f"{name}/") for name in _CONTENT_NAMED)
+        with os.scandir(root) as entries:
+            listed = sorted(entries, key=lambda entry: entry.name)
+        for entry in listed:
+            name = f"{label}/{entry.name}"
+            if name in skip:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                self.tree(Path(entry.path), name, skip=skip)
+            elif not content_named:
+                self.stat(name, Path(entry.path), with_size=True)
+
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _package_stamp(stamp: _Stamp) -> None:
+    import kictl
+
+    stamp.add("kictl", kictl.__version__)
+    package = Path(kictl.__file__).resolve().parent
+    for folder, names, files in os.walk(package):
+        names[:] = sorted(name for name in names if name != "__pycache__")
+        for name in sorted(files):
+            if not name.endswith((".pyc", ".pyo")):
+                info = os.stat(os.path.join(folder, name))
+                stamp.add(os.path.relpath(os.path.join(folder, name), package), info.st_mtime_ns, info.st_size)
+
+
+def state_key(root: Path, head: str | None, command: Sequence[object]) -> str | None:
+    """The key of ``command``'s answer on the registry at ``root`` (HEAD ``head``), or ``None`` when the
+    state cannot be told apart from one a moment later (a racy time) or cannot be read."""
+    from kictl.store.files import config_dir
+
+    stamp = _Stamp(now_ns=time.time_ns())
+    try:
+        stamp.add("format", FORMAT, "command", json.dumps([str(part) for part in command]))
+        stamp.add("terminals", _isatty(sys.stdout), _isatty(sys.stderr), _width())
+        _package_stamp(stamp)
+        stamp.add("root", root, "head", head)
+        stamp.tree(root / REGISTRY_DIR, REGISTRY_DIR)
+        kictl_dir = root / KICTL_DIR
+        skip = (ANSWERS_DIR, f"{KICTL_DIR}/{INDEX_FILE}")
+        if kictl_dir.is_dir():
+            with os.scandir(kictl_dir) as entries:
+                for entry in sorted(entries, key=lambda item: item.name):
+                    name = f"{KICTL_DIR}/{entry.name}"
+                    if not name.startswith(skip) and entry.is_file(follow_symlinks=False):
+                        stamp.stat(name, Path(entry.path), with_size=True)
+        stamp.tree(config_dir(), "config")
+    except (Racy, OSError, ValueError):
+        return None
+    return stamp.digest()
+
+
+def _isatty(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, ValueError):
+        return False
+
+
+def _width() -> int | None:
+    from kictl.render import terminal_width
+
+    return terminal_width()
+
+
+def _path(root: Path, key: str) -> Path:
+    return root / ANSWERS_DIR / f"{key}.json"
+
+
+def _readable(root: Path, head: str | None, key: str) -> bool:
+    from kictl.store.derived import derived_file_trusted
+
+    folder = root / ANSWERS_DIR
+    try:
+        return not folder.is_symlink() and derived_file_trusted(root, f"{ANSWERS_DIR}/{key}.json", head)
+    except KictlError:
+        return False
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a command printed, and until when it holds."""
+
+    stdout: str
+    stderr: str
+    valid_until_ns: int
+
+
+def read(root: Path, head: str | None, key: str) -> Answer | None:
+    """The answer kept under ``key`` that still holds, or ``None``."""
+    path = _path(root, key)
+    if not path.is_file() or not _readable(root, head, key):
+        return None
+    try:
+        document = json.loads(path.read_bytes())
+        answer = Answer(str(document["stdout"]), str(document["stderr"]), int(document["validUntilNs"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if document.get("format") != FORMAT or document.get("key") != key or time.time_ns() >= answer.valid_until_ns:
+        return None
+    return answer
+
+
+def replay(answer: Answer) -> None:
+    sys.stderr.write(answer.stderr)
+    sys.stdout.write(answer.stdout)
+
+
+def keep(root: Path, head: str | None, key: str, answer: Answer) -> None:
+    """Keep ``answer`` under ``key`` (atomically); drop answers past their time and the oldest beyond
+    ``MAX_ANSWERS``.  Never raises: an answer that cannot be kept is computed again next time."""
+    from kictl.store.files import write_atomic
+
+    folder = root / ANSWERS_DIR
+    with contextlib.suppress(OSError, KictlError):
+        if (root / KICTL_DIR).is_symlink() or folder.is_symlink() or not _readable(root, head, key):
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        document = {
+            "format": FORMAT,
+            "key": key,
+            "validUntilNs": answer.valid_until_ns,
+            "stdout": answer.stdout,
+            "stderr": answer.stderr,
+        }
+        write_atomic(_path(root, key), json.dumps(document, ensure_ascii=False).encode("utf-8"))
+        _prune(folder)
+
+
+def _prune(folder: Path) -> None:
+    now = time.time_ns()
+    kept: list[tuple[int, Path]] = []
+    for path in folder.glob("*.json"):
+        try:
+            until = int(json.loads(path.read_bytes())["validUntilNs"])
+        except (OSError, ValueError, KeyError, TypeError):
+            until = 0
+        if until <= now:
+            path.unlink(missing_ok=True)
+        else:
+            kept.append((path.stat().st_mtime_ns, path))
+    for _, path in sorted(kept)[: max(0, len(kept) - MAX_ANSWERS)]:
+        path.unlink(missing_ok=True)
+
+
+def valid_until(
+    made: datetime,
+    *,
+    stale_after: timedelta,
+    answer_times: Iterable[str],
+    trust_texts: Iterable[str],
+    future_commits: Iterable[datetime] = (),
+) -> int:
+    """Until when an answer made at ``made`` holds (ns since the epoch): the first instant after ``made`` that
+    a trust root, the policy or the anchor state names (``trust_texts``), that a commit is dated
+    (``future_commits``), or at which a time the answer shows (``answer_times``) turns stale; at most
+    ``MAX_AGE`` on."""  # fmt: skip
+    moments = [made + MAX_AGE]
+    for text in trust_texts:
+        moments.extend(_times(text))
+    moments.extend(future_commits)
+    for text in answer_times:
+        for moment in _times(text):
+            moments.extend((moment, moment + stale_after))
+    return int(min(moment for moment in moments if moment > made).timestamp() * 1_000_000_000)
+
+
+def _times(text: str) -> Iterator[datetime]:
+    for match in _TIMESTAMP.finditer(text):
+        with contextlib.suppress(ValueError):
+            moment = datetime.fromisoformat(match.group(0).replace("Z", "+00:00"))
+            yield moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def trust_texts(root: Path) -> list[str]:
+    """The texts whose times can flip a judgement: the files of ``registry/`` outside the content-named
+    folders (the trust roots, the policy, the advisories), the anchor state (``.kictl``) and the user's pins."""
+    from kictl.store.files import config_dir
+
+    texts = []
+    skip = {root / name for name in (*_CONTENT_NAMED, ANSWERS_DIR, f"{KICTL_DIR}/{INDEX_FILE}")}
+    for top in (root / REGISTRY_DIR, root / KICTL_DIR, config_dir()):
+        for folder, names, files in os.walk(top):
+            names[:] = sorted(name for name in names if Path(folder, name) not in skip)
+            for name in sorted(files):
+                if Path(folder, name) in skip:
+                    continue
+                with contextlib.suppress(OSError):
+                    texts.append(Path(folder, name).read_text(encoding="utf-8", errors="replace"))
+    return texts
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[tuple[io.StringIO, io.StringIO]]:
+    """Record what is written to stdout and stderr while passing it on."""
+    captured = (io.StringIO(), io.StringIO())
+    streams = (sys.stdout, sys.stderr)
+    sys.stdout, sys.stderr = _Tee(streams[0], captured[0]), _Tee(streams[1], captured[1])
+    try:
+        yield captured
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, stream: object, copy: io.StringIO) -> None:
+        self._stream = stream
+        self._copy = copy
+
+    def write(self, text: str) -> int:
+        self._copy.write(text)
+        return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+
+    def flush(self) -> None:
+        self._stream.flush()  # type: ignore[attr-defined]
+
+    def isatty(self) -> bool:
+        return _isatty(self._stream)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self._stream, "encoding", "utf-8"))
