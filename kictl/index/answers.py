@@ -9,11 +9,10 @@ nothing it depends on has changed:
 * **The key** is the sha256 of everything but the clock (``state_key``): the command and its options,
   whether stdout and stderr are terminals and the terminal's width; kictl's version and the size and
   modification time of every file of the package (its code and the anchors pinned in it); HEAD; the
-  modification time of every folder under ``registry/`` (records, attestations and blobs are named by
-  their content, so a change there adds or removes a file, which the folder's time shows, the rule the
-  query index follows) and the size and time of every other file there (the policy, the trust roots,
-  the advisories); the files of ``.kictl/`` but the index and these answers (the anchor state); the
-  user's config folder (``kictl trust pin``).  A time within two seconds of now is not trusted (the same
+  modification time of every folder and the size and time of every file under ``registry/`` (a record
+  file changed in place changes the answer, as it changes what the trust code hashes); the files of
+  ``.kictl/`` but the index and these answers (the anchor state); the user's config folder (``kictl
+  trust pin``).  A time within two seconds of now is not trusted (the same
   "racy" rule as the index and git): nothing is read or kept then.
 * **The clock**: each answer says until when it holds (``valid_until``): the first moment after it was
   made at which a judgement could flip (any time a trust root, the policy, the anchor state or the
@@ -42,7 +41,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from kictl.errors import KictlError
-from kictl.index._common import INDEX_FILE, RACY_SECONDS
+from kictl.index import _common
+from kictl.index._common import INDEX_FILE
 from kictl.layout import ATTESTATIONS_DIR, BLOBS_DIR, KICTL_DIR, RECORDS_DIR, REGISTRY_DIR
 
 ANSWERS_DIR = f"{KICTL_DIR}/answers"
@@ -52,7 +52,7 @@ FORMAT = "1"
 MAX_AGE = timedelta(hours=1)
 #: Answers kept at most (the oldest go first).
 MAX_ANSWERS = 256
-#: Folders whose files are named by their content: their folders' times suffice.
+#: Folders whose files are named by their content: no time in them is one of the clock's (``trust_texts``).
 _CONTENT_NAMED = (RECORDS_DIR, ATTESTATIONS_DIR, BLOBS_DIR)
 _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 
@@ -73,26 +73,23 @@ class _Stamp:
 
     def stat(self, label: str, path: Path, *, with_size: bool) -> None:
         info = path.lstat()
-        if self.now_ns - info.st_mtime_ns < RACY_SECONDS * 1_000_000_000:
+        if self.now_ns - info.st_mtime_ns < _common.RACY_SECONDS * 1_000_000_000:  # one setting with the index
             raise Racy(label)
         self.add(label, info.st_mtime_ns, info.st_size if with_size else "", info.st_mode)
 
-    def tree(self, root: Path, label: str, *, skip: Sequence[str] = ()) -> None:
-        """Every folder's time under ``root``; every file's size and time too, but in content-named folders."""
+    def tree(self, root: Path, label: str) -> None:
+        """The time of every folder under ``root``, and the size and time of every file."""
         if not root.is_dir() or root.is_symlink():
             self.add(label, "absent" if not root.exists() else "not a folder")
             return
         self.stat(label, root, with_size=False)
-        content_named = any(label == name or label.startswith(f"{name}/") for name in _CONTENT_NAMED)
         with os.scandir(root) as entries:
             listed = sorted(entries, key=lambda entry: entry.name)
         for entry in listed:
             name = f"{label}/{entry.name}"
-            if name in skip:
-                continue
             if entry.is_dir(follow_symlinks=False):
-                self.tree(Path(entry.path), name, skip=skip)
-            elif not content_named:
+                self.tree(Path(entry.path), name)
+            else:
                 self.stat(name, Path(entry.path), with_size=True)
 
     def digest(self) -> str:

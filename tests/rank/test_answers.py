@@ -111,6 +111,21 @@ def test_a_new_commit_a_record_in_the_working_tree_and_a_policy_edit_each_change
     assert not any(row["stale"] for row in after_commit[0]["rows"])
 
 
+def test_a_record_changed_in_place_after_its_answer_was_kept_is_left_out(
+    cli: RunCli, world: World, settled: dict[str, StoredRecord]
+) -> None:
+    """A file's own size and time count, not only its folder's: the trust code hashes the bytes every time."""
+    before = json.loads(_board(cli, world, "--workload", "m128", "--json"))
+    assert [row["implementation"] for row in before[0]["rows"]] == ["fast", "slow"]
+    path = world.registry.record_path("BenchmarkRun", settled["run_slow"].digest)
+    value = json.loads(path.read_bytes())
+    value["spec"]["timing"]["latencyNs"]["median"] //= 4
+    path.write_bytes(json.dumps(value, indent=2).encode() + b"\n")
+    _age(world.registry.root / "registry")
+    after = json.loads(_board(cli, world, "--workload", "m128", "--json"))
+    assert [row["implementation"] for row in after[0]["rows"]] == ["fast"]
+
+
 def test_a_racy_registry_keeps_no_answer(cli: RunCli, world: World, settled: dict[str, StoredRecord]) -> None:
     b = settled
     world.run(b["m1"], b["fast"], b["protocol"], b["h200"], 900)
