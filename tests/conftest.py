@@ -110,8 +110,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     unit: dict[str, str] = {}
     for item in items:
-        group = _shared_group(item)
-        if group is not None:
+        named = item.get_closest_marker("xdist_group")  # a group a test module names itself comes first
+        group = str(named.args[0]) if named is not None and named.args else _shared_group(item)
+        if group is not None and named is None:
             item.add_marker(pytest.mark.xdist_group(group))
         unit[item.nodeid] = group or item.nodeid
     cost: dict[str, float] = {}

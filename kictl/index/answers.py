@@ -52,13 +52,16 @@ FORMAT = "1"
 MAX_AGE = timedelta(hours=1)
 #: Answers kept at most (the oldest go first).
 MAX_ANSWERS = 256
+#: Past this many files and folders under ``registry/`` nothing is kept: walking them would cost about what
+#: computing the board does (rank_scale.py's 100,000-run registry computes a board in 0.2 s in process).
+MAX_ENTRIES = 20_000
 #: Folders whose files are named by their content: no time in them is one of the clock's (``trust_texts``).
 _CONTENT_NAMED = (RECORDS_DIR, ATTESTATIONS_DIR, BLOBS_DIR)
 _TIMESTAMP = re.compile(r"\b\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2})")
 
 
 class Racy(Exception):
-    """A file changed too recently for its time to be trusted."""
+    """A file changed too recently for its time to be trusted, or the tree is too large to walk."""
 
 
 @dataclass
@@ -67,12 +70,16 @@ class _Stamp:
 
     now_ns: int
     parts: list[str] = field(default_factory=list)
+    entries: int = 0
 
     def add(self, *values: object) -> None:
         self.parts.append("\0".join(str(value) for value in values))
 
     def stat(self, label: str, path: Path, *, with_size: bool) -> None:
         info = path.lstat()
+        self.entries += 1
+        if self.entries > MAX_ENTRIES:
+            raise Racy(f"more than {MAX_ENTRIES} files")
         if self.now_ns - info.st_mtime_ns < _common.RACY_SECONDS * 1_000_000_000:  # one setting with the index
             raise Racy(label)
         self.add(label, info.st_mtime_ns, info.st_size if with_size else "", info.st_mode)

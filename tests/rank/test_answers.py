@@ -134,6 +134,15 @@ def test_a_racy_registry_keeps_no_answer(cli: RunCli, world: World, settled: dic
     assert _kept(world) == []
 
 
+def test_a_registry_too_large_to_walk_keeps_no_answer(
+    cli: RunCli, world: World, settled: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(answers, "MAX_ENTRIES", 5)
+    cold = _board(cli, world)
+    assert _kept(world) == []
+    assert _board(cli, world) == cold
+
+
 def test_an_error_is_never_kept(cli: RunCli, world: World, settled: object) -> None:
     for _ in range(2):
         result = cli("leaderboard", "no_such_definition", "--registry", world.registry.root)
