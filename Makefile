@@ -17,7 +17,7 @@ test-fast:
 	$(PYTHON) -m pytest -q -x -m "not heavy"
 
 test:
-	$(PYTHON) -m pytest -q -n 3 --dist loadgroup
+	$(PYTHON) -m pytest -q -n 3
 
 lint:
 	ruff format --check .

@@ -48,81 +48,21 @@ def shared_data(name: str) -> Path:
 HEAVY_FILE = Path(__file__).resolve().parent / "heavy_tests.txt"
 
 
-def _heavy_times() -> dict[str, float]:
-    """Each node id or module of tests/heavy_tests.txt with its measured seconds."""
+def _heavy_ids() -> frozenset[str]:
     if not HEAVY_FILE.is_file():
-        return {}
-    times: dict[str, float] = {}
-    for line in HEAVY_FILE.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        node, _, note = line.partition("  #")
-        seconds = note.strip().removesuffix("s").strip()
-        times[node.strip()] = float(seconds) if seconds.replace(".", "", 1).isdigit() else 1.0
-    return times
+        return frozenset()
+    lines = HEAVY_FILE.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.split("  #", 1)[0].strip() for line in lines if line.strip() and not line.startswith("#"))
 
 
-#: Fixture scopes wider than a test's, widest first: the tests that share one are run by one xdist worker.
-_SHARED_SCOPES = ("session", "package", "module")
-
-
-def _shared_group(item: pytest.Item) -> str | None:
-    """The work unit of ``item`` under ``pytest -n N --dist loadgroup``: the folder of a session- or
-    package-scoped fixture of tests/ that it uses, else its module when it uses a module-scoped one.
-
-    Without it, xdist hands consecutive tests to different workers and each worker builds the shared
-    fixture again (the cheat session of tests/bench/test_cheats.py three times over).
-    """
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
-        return None
-    found: dict[str, str] = {}
-    for name in sorted(info.name2fixturedefs):
-        fixturedef = info.name2fixturedefs[name][-1]
-        if fixturedef.scope == "function" or not fixturedef.baseid.startswith("tests"):
-            continue  # pytest's own (tmp_path_factory, …) are built once per worker anyway
-        module = item.nodeid.split("::", 1)[0]
-        found.setdefault(fixturedef.scope, module if fixturedef.scope == "module" else fixturedef.baseid)
-    return next((found[scope] for scope in _SHARED_SCOPES if scope in found), None)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``heavy`` the tests (or whole modules) of tests/heavy_tests.txt and every ``slow`` test:
-    ``-m "not heavy"`` is the inner loop (docs/testing.md).
-
-    Under xdist (``-n N``, which CI runs with ``--dist loadgroup``) the tests that share a wider fixture
-    become one work unit (``_shared_group``), and the units run heaviest first by the times in
-    tests/heavy_tests.txt, so that the longest ones do not start last and hold the run open alone.
-    """
-    times = _heavy_times()
-    per_module: dict[str, int] = {}
-    for item in items:
-        per_module[item.nodeid.split("::", 1)[0]] = per_module.get(item.nodeid.split("::", 1)[0], 0) + 1
-    weight: dict[str, float] = {}
+    ``-m "not heavy"`` is the inner loop (docs/testing.md)."""
+    heavy = _heavy_ids()
     for item in items:
         module = item.nodeid.split("::", 1)[0]
-        if item.nodeid in times or module in times or item.get_closest_marker("slow") is not None:
+        if item.nodeid in heavy or module in heavy or item.get_closest_marker("slow") is not None:
             item.add_marker(pytest.mark.heavy)
-        weight[item.nodeid] = times.get(item.nodeid, 0.0) + times.get(module, 0.0) / per_module[module]
-    # a worker runs with dist "no" and loadgroup set; the controller collects nothing
-    if not getattr(config.option, "loadgroup", False) and config.getoption("dist", "no") != "loadgroup":
-        return
-    unit: dict[str, str] = {}
-    for item in items:
-        named = item.get_closest_marker("xdist_group")  # a group a test module names itself comes first
-        group = str(named.args[0]) if named is not None and named.args else _shared_group(item)
-        if group is not None and named is None:
-            item.add_marker(pytest.mark.xdist_group(group))
-        unit[item.nodeid] = group or item.nodeid
-    cost: dict[str, float] = {}
-    first: dict[str, int] = {}
-    for index, item in enumerate(items):
-        key = unit[item.nodeid]
-        cost[key] = cost.get(key, 0.0) + weight[item.nodeid]
-        first.setdefault(key, index)
-    order = {item.nodeid: index for index, item in enumerate(items)}
-    items.sort(key=lambda item: (-cost[unit[item.nodeid]], first[unit[item.nodeid]], order[item.nodeid]))
 
 
 @pytest.fixture(autouse=True)

@@ -25,11 +25,6 @@ def _torch_implementation(definition: str) -> Path:
     return found
 
 
-#: One xdist process runs these one after another (tests/conftest.py): the ps64 prefill's and the decode's largest
-#: workloads take several GB each on the CPU, and side by side with each other they overran a 24 GB machine.
-pytestmark = pytest.mark.xdist_group("bundled-workloads-on-the-cpu")
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("definition", DEFINITIONS)
 def test_every_bundled_workload_runs_on_the_cpu(
