@@ -9,8 +9,8 @@ nothing it depends on has changed:
 * **The key** is the sha256 of everything but the clock (``state_key``): the command and its options,
   whether stdout and stderr are terminals and the terminal's width; kictl's version and the size and
   modification time of every file of the package (its code and the anchors pinned in it); HEAD; the
-  modification time of every folder and the size and time of every file under ``registry/`` (a record
-  file changed in place changes the answer, as it changes what the trust code hashes); the files of
+  modification time of every folder and the size and time of every file under ``registry/`` (a file
+  rewritten in place is a new state, though its folder's time stays); the files of
   ``.kictl/`` but the index and these answers (the anchor state); the user's config folder (``kictl
   trust pin``).  A time within two seconds of now is not trusted (the same
   "racy" rule as the index and git): nothing is read or kept then.
