@@ -48,10 +48,10 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kictl.index._common import INDEX_FILE, RACY_SECONDS, SCHEMA_VERSION
+from kictl.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from kictl.index.facts import (
@@ -75,13 +75,7 @@ _SUBMODULES = {
 _LAZY = {name: f"kictl.index.{module}" for module, names in _SUBMODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kictl.index' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

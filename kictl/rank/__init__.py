@@ -66,8 +66,7 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
@@ -96,6 +95,7 @@ if TYPE_CHECKING:
         stale_groups,
     )
 
+from kictl.lazy import lazy_attributes
 from kictl.rank.floors import (
     FloorEstimate,
     estimate_floor,
@@ -143,13 +143,7 @@ _LAZY = dict.fromkeys(
 )  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kictl.rank' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [

@@ -22,8 +22,7 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # The layout's names, long imported from here by the bench, importers and rerun: kictl.layout holds them.
 from kictl.layout import (
@@ -36,6 +35,7 @@ from kictl.layout import (
     ROOT_FILE,
     TRUST_DIR,
 )
+from kictl.lazy import lazy_attributes
 from kictl.store._common import ENV_VAR
 
 if TYPE_CHECKING:
@@ -68,13 +68,7 @@ _SUBMODULES = {
 _LAZY = {name: f"kictl.store.{module}" for module, names in _SUBMODULES.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kictl.store' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 
 __all__ = [
