@@ -97,6 +97,12 @@ def find_bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+def interpreter() -> str:
+    """``sys.executable`` as a path the sandbox can follow: a relative one, or one through ``..`` (``../venv/bin/
+    python`` run from a sibling checkout), names folders that the sandbox does not bind."""
+    return os.path.abspath(sys.executable)
+
+
 @functools.cache
 def probe(bwrap: str) -> str:
     """``bwrap``'s version once it has been seen to make a sandbox here; raises ``EnvError`` otherwise."""
@@ -105,7 +111,7 @@ def probe(bwrap: str) -> str:
         fd = seccomp.memfd()
         version = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=20, check=False)
         trial = subprocess.run(
-            [*_namespace_args(fd), *_bind_args(cuda=False), "--", sys.executable, "-c", "pass"],
+            [*_namespace_args(fd), *_bind_args(cuda=False), "--", interpreter(), "-c", "pass"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -272,7 +278,7 @@ def worker_command(
 
     ``scratch`` is a folder of kictl's for this worker's private copies of the JIT caches (``cache_binds``).
     """
-    return sandboxed(isolation, [sys.executable, "-m", "kictl.bench.worker"], cuda=cuda, scratch=scratch)
+    return sandboxed(isolation, [interpreter(), "-m", "kictl.bench.worker"], cuda=cuda, scratch=scratch)
 
 
 def sandboxed(

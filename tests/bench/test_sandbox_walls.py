@@ -120,3 +120,28 @@ def test_a_root_run_sandbox_cannot_remount_mknod_or_write_outside_its_tmp(tmp_pa
     assert not found["checkout_visible"]
     assert not found["registry_visible"]
     assert not (site / "kictl-planted").exists()
+
+
+@pytest.mark.skipif(not SANDBOX, reason="needs a working bubblewrap sandbox")
+def test_an_interpreter_named_through_dotdot_still_runs_in_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `../main/.venv/bin/python` from a sibling checkout: the sandbox binds the venv, not the folder the path
+    # climbs out of, so the name must be resolved before it goes in (it failed as "cannot make a sandbox")
+    (tmp_path / "checkout").mkdir()
+    climbing = os.path.join(tmp_path, "checkout", *[".."] * (len(tmp_path.parts) + 1))
+    name = climbing + sys.executable
+    assert ".." in name
+    assert os.path.samefile(name, sys.executable)
+    monkeypatch.setattr(sys, "executable", name)
+    sandbox.probe.cache_clear()
+    try:
+        found = sandbox.resolve(False)
+        command, _, fds = sandbox.worker_command(found, cuda=False)
+        for fd in fds:
+            os.close(fd)
+    finally:
+        sandbox.probe.cache_clear()
+    assert found.bwrap is not None
+    assert os.path.abspath(name) in command
+    assert name not in command
