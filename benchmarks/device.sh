@@ -2,11 +2,13 @@
 # One device call on the lent H200 for any GPU script here (the recipe that replaced the per-call h200_call_*.sh):
 #
 #   bash benchmarks/device.sh SCRIPT [ARGS...]     e.g. bash benchmarks/device.sh timer_repeatability.py --passes cupti
+#   bash benchmarks/device.sh SCRIPT PART [ARGS...]  a script of parts, e.g. bash benchmarks/device.sh walls.py gpu
 #   bash benchmarks/device.sh gpu-tests            the `gpu`-marked tests (python -m pytest -m gpu tests/bench)
 #
 # Run from the repository root with .whl/, .deb/ and .fi_cache/ carried (benchmarks/h200_setup.sh says what they
-# hold). SCRIPT is a file in benchmarks/; it gets `--out $OUT/<name>` unless ARGS give `--out` or the script
-# takes none (KICTL_DEVICE_NO_OUT=1). The whole log goes to $OUT/<name>.log, its tail to stdout.
+# hold). SCRIPT is a file in benchmarks/; it gets `--out $OUT/<name>` (after PART, a first argument that is not an
+# option) unless ARGS give `--out` or the script takes none (KICTL_DEVICE_NO_OUT=1); <name> is the script's name,
+# with -PART. The whole log goes to $OUT/<name>.log, its tail to stdout.
 # Environment: KICTL_DEVICE_TIMEOUT (seconds, default 540: a device call may last 600), KICTL_SAVE_FI_CACHE=1
 # saves the FlashInfer JIT cache to $OUT/fi_cache.tgz (put it in .fi_cache/ for later calls), KICTL_NCU=1 runs
 # the script under Nsight Compute (the gpu__time_duration metric, every kernel, CSV to $OUT/<name>.ncu.csv).
@@ -26,10 +28,16 @@ else
   script=benchmarks/${script#benchmarks/}
   [ -f "$script" ] || { echo "device.sh: no such script: $script" >&2; exit 2; }
   name=$(basename "$script" .py)
+  part=()
+  if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
+    part=("$1")
+    name="$name-$1"
+    shift
+  fi
   out=()
   case " $* " in *" --out "*) ;; *) [ "${KICTL_DEVICE_NO_OUT:-0}" = 1 ] || out=(--out "$OUT/$name") ;; esac
   [ ${#out[@]} -eq 0 ] || mkdir -p "$OUT/$name"
-  cmd=(python3 "$script" "${out[@]}" "$@")
+  cmd=(python3 "$script" "${part[@]}" "${out[@]}" "$@")
   if [ "${KICTL_NCU:-0}" = 1 ]; then
     cmd=(/usr/local/cuda/bin/ncu --target-processes all --cache-control all --clock-control none
       --metrics gpu__time_duration.sum --csv --log-file "$OUT/$name.ncu.csv" "${cmd[@]}")

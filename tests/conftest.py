@@ -44,7 +44,7 @@ def shared_data(name: str) -> Path:
     return path
 
 
-#: Tests measured at more than a second each (benchmarks/test_durations.py writes the list).
+#: Tests measured at more than a second each (tests/durations.py writes the list).
 HEAVY_FILE = Path(__file__).resolve().parent / "heavy_tests.txt"
 
 

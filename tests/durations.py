@@ -1,8 +1,7 @@
 """What each test costs, and the list of heavy tests that the inner loop leaves out.
 
-Claim (docs/testing.md, CONTRIBUTING.md; RESULTS.md "CI time"): the inner loop, `pytest -q -m "not heavy"`, runs
-in under 3 minutes on 2 cores, and the full suite is what CI runs. Machine and command: the 2-core development
-VM, `python benchmarks/test_durations.py /tmp/all.xml` after a `--junitxml` run of the suite.
+A developer's tool beside the list it writes, not a test (pytest collects ``test_*.py`` only) and not a
+benchmark (it backs no claim): docs/testing.md, "The inner loop".  Formerly ``benchmarks/test_durations.py``.
 
 Reads one or more JUnit XML reports (``pytest --junitxml=FILE``; each test's time there is its
 setup, call and teardown together, so a test that builds a module's shared fixture is charged for
@@ -17,7 +16,7 @@ expensive fixture with their cheap tests, which would pay for it in the loop).
 is the inner loop (docs/testing.md).  Refresh the list after adding expensive tests:
 
     pytest -q -p no:randomly --junitxml=/tmp/all.xml          # the whole suite, once
-    python benchmarks/test_durations.py /tmp/all.xml --write
+    python tests/durations.py /tmp/all.xml --write
 """
 
 from __future__ import annotations
@@ -69,13 +68,14 @@ def main() -> None:
         areas[area].append(seconds)
     print(f"| area | tests | seconds | heavy (> {args.threshold:g} s) | their seconds | the rest's seconds |")
     print("|---|---:|---:|---:|---:|---:|")
-    total = [0, 0.0, 0, 0.0]
+    counted: list[float] = [0, 0.0, 0, 0.0]  # tests, seconds, heavy tests, their seconds
     for area, values in sorted(areas.items(), key=lambda item: -sum(item[1])):
         heavy = [value for value in values if value > args.threshold]
         row = [len(values), sum(values), len(heavy), sum(heavy)]
-        total = [a + b for a, b in zip(total, row, strict=True)]  # type: ignore[misc]
+        counted = [a + b for a, b in zip(counted, row, strict=True)]
         print(f"| {area} | {row[0]} | {row[1]:.0f} | {row[2]} | {row[3]:.0f} | {row[1] - row[3]:.0f} |")
-    print(f"| all | {total[0]} | {total[1]:.0f} | {total[2]} | {total[3]:.0f} | {total[1] - total[3]:.0f} |")
+    tests, seconds, heavies, theirs = counted
+    print(f"| all | {tests:.0f} | {seconds:.0f} | {heavies:.0f} | {theirs:.0f} | {seconds - theirs:.0f} |")
     if args.write:
         heavy_nodes = sorted(node for node, seconds in times.items() if seconds > args.threshold)
         # a module whose heavy tests hold most of its time shares an expensive fixture with its cheap ones
@@ -94,7 +94,7 @@ def main() -> None:
         lines = [
             "# Tests the inner loop leaves out (pytest -m 'not heavy'): more than "
             f"{args.threshold:g} s each on the 2-core development VM.",
-            "# Written by benchmarks/test_durations.py from a JUnit report of the whole suite; each id with its time.",
+            "# Written by tests/durations.py from a JUnit report of the whole suite; each id with its time.",
             *(f"{node}  # {times[node]:.1f} s" for node in heavy_nodes),
         ]
         HEAVY_FILE.write_text("\n".join(lines) + "\n", encoding="utf-8")
