@@ -25,9 +25,11 @@ table; exits 1 when an expectation fails.
 64x64 and a 4096x4096 bf16 matmul, RMSNorm of 64 rows, causal SDPA of 2,048 and of 16 queries, and 40 small
 kernels in a Python loop (a host-heavy wrapper).  Per timer and callable it prints the calls made ahead of the
 device, the quantiles of their lead-to-start gaps, how many read wider than 2 us and wider than the timer's
-calibrated limit, and the calls judged (``Measured.tampered``).  Then a cheat under the events timer that records
-the harness's start event again after a 4096x4096 matmul, on every call and on one call in five.  Writes
-``start_gap.json`` to ``--out``; exits 1 when an honest call is judged or the every-call cheat is not.
+calibrated limit, the calls judged (``Measured.tampered``), and any attribute of the timer that a measured
+call replaced after ``prepare()`` (the worker would name it ``timerNotPatched``).  Then a cheat under the events
+timer that records the harness's start event again after a 4096x4096 matmul, on every call and on one call in
+five.  Writes ``start_gap.json`` to ``--out``; exits 1 when an honest call is judged or has an attribute replaced,
+or the every-call cheat is not judged.
 """
 
 from __future__ import annotations
@@ -264,7 +266,7 @@ def quantile(values: list[int], share: float) -> int | None:
 def start_gaps_main(argv: list[str]) -> int:
     import torch
 
-    from kictl.bench import timing
+    from kictl.bench import integrity, timing
 
     parser = argparse.ArgumentParser(prog="timer_checks.py start-gaps", description="start gaps of honest calls")
     parser.add_argument("--calls", type=int, default=1000)
@@ -306,16 +308,21 @@ def start_gaps_main(argv: list[str]) -> int:
     report: dict[str, Any] = {"honest": {}, "cheats": {}}
     failed = False
     started = time.time()
-    print("| timer | call | ahead | gap p50 | p90 | p99 | max | > 2 µs | limit | > limit | judged |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| timer | call | ahead | gap p50 | p90 | p99 | max | > 2 µs | limit | > limit | judged | replaced |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for name, kind in (("events", timing.CudaEventTimer), ("graph", timing.CudaGraphTimer)):
         for label, call in cases.items():
             timer = kind(device, 2 * 60 * 2**20)
+            # as the worker watches the timer: what existed before prepare() must keep its object, what prepare()
+            # made is watched as it is then; a measured call must replace none (timerNotPatched)
+            before = integrity.watch_instance("timer", timer)
             timer.prepare(call)
+            watch = integrity.watch_instance("timer", timer, before)
             for _ in range(5):
                 timer.measure(call)
             seen.clear()
             judged = sum(bool(timer.measure(call).tampered) for _ in range(args.calls))
+            replaced = integrity.instance_changes(watch, timer)
             gaps = sorted(gap for gap, ahead in seen if ahead)
             limit = timer.start_gaps.limit_ns
             row = {
@@ -329,12 +336,14 @@ def start_gaps_main(argv: list[str]) -> int:
                 "limit": limit,
                 "overLimit": sum(gap > limit for gap in gaps),
                 "judged": judged,
+                "replaced": replaced,
             }
             report["honest"][f"{name}/{label}"] = row
-            failed |= judged > 0
+            failed |= judged > 0 or bool(replaced)
             print(
                 f"| {name} | {label} | {row['ahead']}/{row['calls']} | {row['p50']} | {row['p90']} | {row['p99']} "
-                f"| {row['max']} | {row['over2us']} | {limit} | {row['overLimit']} | {judged} |"
+                f"| {row['max']} | {row['over2us']} | {limit} | {row['overLimit']} | {judged} "
+                f"| {', '.join(replaced) or '-'} |"
             )
     record = timing.original("record")
     for every in (1, 5):
