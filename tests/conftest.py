@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +42,38 @@ def shared_data(name: str) -> Path:
     if not path.is_dir():
         pytest.skip(f"{path} is absent")
     return path
+
+
+#: The CPUs this process may use before ``pytest_configure`` gives an xdist worker its own last CPU.
+MACHINE_CPUS: frozenset[int] = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, give every worker process a different last CPU.
+
+    ``kictl bench`` pins its workers to the last CPU its process may use (``kictl.bench.options.pinned_cpus``),
+    as a user's ``taskset`` would choose it. Every xdist worker's bench sessions would otherwise share that one
+    core while the others idle (the whole suite used 0.7 of 2 cores). Worker ``gwN`` keeps all but its last
+    ``N mod CPUs`` CPUs, as kictl's own executor gives each CPU worker a share of its own.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or len(MACHINE_CPUS) < 2:
+        return
+    allowed = sorted(MACHINE_CPUS)
+    drop = int(worker.removeprefix("gw")) % len(allowed)
+    if drop:
+        os.sched_setaffinity(0, allowed[: len(allowed) - drop])
+
+
+@pytest.fixture
+def every_cpu() -> Iterator[None]:
+    """The test runs on all of ``MACHINE_CPUS`` (a test that must tell pinned from not needs two)."""
+    narrowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, MACHINE_CPUS)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, narrowed)
 
 
 #: Tests measured at more than a second each (tests/durations.py writes the list).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,11 +9,13 @@ import pytest
 from typer.testing import Result
 
 from tests.bench.conftest import rows
+from tests.conftest import MACHINE_CPUS
 
 ASSET = Path(__file__).parent / "assets" / "affinity_rmsnorm.py"
 
 
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell pinned from not")
+@pytest.mark.skipif(len(MACHINE_CPUS) < 2, reason="needs two CPUs to tell pinned from not")
+@pytest.mark.usefixtures("every_cpu")
 def test_threads_are_pinned_from_arming_on(bench_module: Callable[..., Result]) -> None:
     result = bench_module(
         "rmsnorm_h4096",
