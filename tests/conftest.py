@@ -11,6 +11,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -18,6 +19,10 @@ from typer.testing import CliRunner, Result
 from kictl.cli import make_app
 from kictl.scaffold import create_registry
 from kictl.store import GitHistory, Registry
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.scheduler.protocol import Scheduling
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,6 +90,16 @@ def _heavy_ids() -> frozenset[str]:
         return frozenset()
     lines = HEAVY_FILE.read_text(encoding="utf-8").splitlines()
     return frozenset(line.split("  #", 1)[0].strip() for line in lines if line.strip() and not line.startswith("#"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Scheduling | None:
+    """``--dist loadscope``: loadscope's units, the costliest first (tests/scheduling.py); xdist's own otherwise."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.scheduling import CostliestFirstScheduling, recorded_costs
+
+    return CostliestFirstScheduling(config, log, recorded_costs(HEAVY_FILE))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

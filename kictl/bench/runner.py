@@ -187,6 +187,7 @@ class WorkerProcess:
         startup_timeout: float = 300.0,
         progress: Callable[[str], None] | None = None,
         cupti: bool = True,
+        keep_freed_memory: bool = False,
     ) -> None:
         #: told what the parent waits for, every ``HEARTBEAT_S`` of a long wait (``kictl bench --timings``)
         self.progress = progress
@@ -199,6 +200,8 @@ class WorkerProcess:
         self.threads = threads
         #: whether the worker attaches CUPTI on a GPU (kictl's reference workers time nothing: they do not)
         self.cupti = cupti
+        #: whether the worker's malloc keeps freed memory (``worker.keep_freed_memory``; kictl's reference workers)
+        self.keep_freed_memory = keep_freed_memory
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self.fd_to: int | None = None
@@ -288,6 +291,7 @@ class WorkerProcess:
             "--threads",
             str(self.threads),
             *([] if self.cupti else ["--no-cupti"]),
+            *(["--keep-freed-memory"] if self.keep_freed_memory else []),
             *shared,
         ]
         with open(self.log_path, "ab") as log:

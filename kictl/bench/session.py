@@ -320,6 +320,7 @@ class _Session:
                 progress=say,
                 # kictl's reference workers time nothing; energy loops run without CUPTI's records (issue 31)
                 cupti=not label.startswith("reference") and options.measure != "energy",
+                keep_freed_memory=label.startswith("reference"),
             )
 
         self.workers = {
@@ -867,6 +868,7 @@ class KeptWorkers:
                 threads=threads,
                 progress=progress,
                 cupti=not label.startswith("reference"),
+                keep_freed_memory=label.startswith("reference"),
             )
             self._workers[key] = found
         found.progress = progress  # its label stays the first one: its log files are named after it

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from kictl.bench import sandbox, wire
@@ -57,9 +61,12 @@ def test_inputs_are_made_again_for_another_plan_under_the_same_label(shared_regi
         worker.stop()
 
 
-def test_the_reference_workers_do_not_attach_cupti(shared_registry: Registry, tmp_path: Path) -> None:
+def test_the_reference_workers_do_not_attach_cupti_and_keep_freed_memory(
+    shared_registry: Registry, tmp_path: Path
+) -> None:
     """kictl's reference workers time nothing: they start without CUPTI (on a GPU, its activity records
-    would cost the reference's many small kernels and their start); the implementations' workers attach it."""
+    would cost the reference's many small kernels and their start); the implementations' workers attach it.
+    Their malloc keeps freed memory (``worker.keep_freed_memory``); an implementation's does not."""
     from kictl.bench.session import BenchOptions, KeptWorkers, run_bench
     from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED
 
@@ -77,5 +84,46 @@ def test_the_reference_workers_do_not_attach_cupti(shared_registry: Registry, tm
         assert [run.status for run in report.runs] == ["passed"]
         flags = {worker.label: worker.cupti for worker in kept.workers()}
         assert flags == {"impl0": True, "reference": False}, flags
+        # and only the reference's malloc keeps what it frees (an implementation keeps its author's allocator)
+        kept_memory = {
+            worker.label: worker.process is not None and "--keep-freed-memory" in str(worker.process.args)
+            for worker in kept.workers()
+        }
+        assert kept_memory == {"impl0": False, "reference": True}, kept_memory
     finally:
         kept.close()
+
+
+_REALLOCATE = """
+import ctypes, resource, sys
+from kictl.bench.worker import keep_freed_memory
+if sys.argv[1] == "keep" and not keep_freed_memory():
+    print("unsupported"); raise SystemExit
+libc = ctypes.CDLL(None)  # torch's CPU allocator takes its memory from the same malloc
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, (ctypes.c_size_t,)
+libc.free.argtypes, libc.memset.argtypes = (ctypes.c_void_p,), (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
+for _ in range(4):  # the heap settles in the first two (it may grow twice); the last is what every later block sees
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = libc.malloc(SIZE)
+    libc.memset(block, 1, SIZE)
+    libc.free(block)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+_BLOCK = 256 << 20  # far above malloc's largest mmap threshold (32 MB), as a large reference's temporaries are
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc (mallopt) on Linux")
+def test_keeping_freed_memory_spares_the_kernel_fresh_pages() -> None:
+    """A reference worker's blocks of 256 MB reuse the pages of those freed before: without ``keep_freed_memory``
+    glibc unmaps a freed block that large and the kernel faults in (and zeroes) every page of the next one."""
+
+    def faults(mode: str) -> int:
+        code = _REALLOCATE.replace("SIZE", str(_BLOCK))
+        done = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, check=True)
+        if done.stdout.strip() == "unsupported":
+            pytest.skip("this C library has no mallopt")
+        return int(done.stdout)
+
+    pages = _BLOCK // resource.getpagesize()
+    assert faults("plain") > pages // 2  # every page of the new block is new (huge pages would be fewer: 1/512)
+    assert faults("keep") < pages // 50

@@ -1,0 +1,103 @@
+"""``pytest -n 2 --dist loadscope``: whole modules to each process, the costliest first.
+
+xdist's ``loadscope`` sends all the tests of a module (or of a test class) to one process, so that a
+module's fixtures are built once, and starts the modules with the most tests first. Most of this
+suite's time is in a few modules with few tests: the bundled definitions' five tests take a third of
+a CI run's CPU time, and ``loadscope`` started them last, to run alone on one core for the last two
+minutes. This scheduler keeps ``loadscope``'s units and orders them by the seconds that
+``tests/heavy_tests.txt`` records (tests/durations.py writes them), a tenth of a second for every
+test it does not list: the longest first, each to the process that asks next. A greedy schedule in
+that order ends within a third of the best one (Graham's bound for the longest-first rule); what
+the orders measured is in docs/testing.md.
+
+``tests/conftest.py`` installs it for ``--dist loadscope`` only; ``-n N`` alone keeps xdist's ``load``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+
+#: The seconds charged to a test that tests/heavy_tests.txt does not list (most take 0.02-0.5 s).
+LIGHT_TEST_S = 0.1
+
+
+def recorded_costs(path: Path) -> dict[str, float]:
+    """``node id or module path -> seconds`` from a heavy-tests file (``id  # 12.3 s`` lines); {} without one."""
+    if not path.is_file():
+        return {}
+    costs: dict[str, float] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#") or "  #" not in line:
+            continue
+        node, _, comment = line.partition("  #")
+        seconds = comment.strip().removesuffix("s").strip()
+        try:
+            costs[node.strip()] = float(seconds)
+        except ValueError:
+            continue
+    return costs
+
+
+def costliest_first(collection: Sequence[str], costs: dict[str, float], unit_of: Callable[[str], str]) -> list[str]:
+    """The units of ``collection`` (``unit_of`` a node id), ordered by cost, the largest first.
+
+    A unit costs the recorded seconds of its tests (``LIGHT_TEST_S`` for one not recorded); a module recorded
+    whole is charged once, to its first unit. Ties keep the collection's order.
+    """
+    units: dict[str, list[str]] = {}
+    for nodeid in collection:
+        units.setdefault(unit_of(nodeid), []).append(nodeid)
+    charged: set[str] = set()
+    cost: dict[str, float] = {}
+    for unit, nodeids in units.items():
+        module = unit.split("::", 1)[0]
+        total = sum(costs.get(nodeid, LIGHT_TEST_S) for nodeid in nodeids)
+        if module in costs and module not in charged:
+            charged.add(module)
+            total += costs[module]
+        cost[unit] = total
+    return sorted(units, key=lambda unit: -cost[unit])  # sorted() is stable: ties keep the collection's order
+
+
+class CostliestFirstScheduling(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
+    """loadscope with its units ordered by ``costliest_first`` rather than by their count of tests."""
+
+    collection: list[str] | None  # LoadScopeScheduling's: every node id, once all processes collected
+
+    def __init__(self, config: pytest.Config, log: Producer | None, costs: dict[str, float]) -> None:
+        super().__init__(config, log)
+        self.costs = costs
+
+    def schedule(self) -> None:
+        """The first distribution as ``LoadScopeScheduling.schedule`` makes it, in this order; later calls as it."""
+        assert self.collection_is_completed
+        if self.collection is not None:
+            super().schedule()
+            return
+        if not self._check_nodes_have_same_collection():
+            self.log("**Different tests collected, aborting run**")
+            return
+        # a process names its tests by their index in its own collection: these are left as they came
+        self.collection = list(next(iter(self.registered_collections.values())))
+        if not self.collection:
+            return
+        units: dict[str, dict[str, bool]] = {}
+        for nodeid in self.collection:
+            units.setdefault(self._split_scope(nodeid), {})[nodeid] = False
+        for unit in costliest_first(self.collection, self.costs, self._split_scope):
+            self.workqueue[unit] = units[unit]
+        for _ in range(max(0, len(self.nodes) - len(self.workqueue))):  # more processes than units
+            unused, _assigned = self.assigned_work.popitem()
+            unused.shutdown()
+        for node in self.nodes:
+            self._assign_work_unit(node)
+        for node in self.nodes:  # each starts with two units where there are enough (as loadscope does)
+            self._reschedule(node)
+        if not self.workqueue:
+            for node in self.nodes:
+                node.shutdown()
