@@ -17,11 +17,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kictl import blobs
 from kictl.errors import RecordError
 from kictl.families.gpus import GPU
-from kictl.records import BlobInput, DefinitionSpec, SynthesizedInput, WorkloadSpec
+
+if TYPE_CHECKING:  # the records (pydantic) are imported where a workload is read: a bench worker needs only gpus
+    from kictl.records import DefinitionSpec, WorkloadSpec
 
 DTYPE_BYTES: dict[str, float] = {
     "float64": 8,
@@ -210,6 +213,8 @@ def structure(
     and the workload's seed (plus ``seed_offset``) and listed in
     ``Structure.synthesized``.  Raises ``RecordError`` on inconsistent axes or blobs.
     """
+    from kictl.records import BlobInput, SynthesizedInput
+
     axes = full_axes(spec, workload.axes, source=source)
     family = family_for(spec.family)
     names = family.structural(spec)
