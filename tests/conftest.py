@@ -97,9 +97,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> Schedul
     """``--dist loadscope``: loadscope's units, the costliest first (tests/scheduling.py); xdist's own otherwise."""
     if config.getvalue("dist") != "loadscope":
         return None
-    from tests.scheduling import CostliestFirstScheduling, recorded_costs
+    from tests.scheduling import CostliestFirstScheduling, recorded_costs, session_fixture_folders
 
-    return CostliestFirstScheduling(config, log, recorded_costs(HEAVY_FILE))
+    whole = session_fixture_folders(REPO_ROOT, REPO_ROOT / "tests")
+    return CostliestFirstScheduling(config, log, recorded_costs(HEAVY_FILE), whole)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import HEAVY_FILE, REPO_ROOT
-from tests.scheduling import LIGHT_TEST_S, costliest_first, recorded_costs
+from tests.scheduling import LIGHT_TEST_S, costliest_first, recorded_costs, session_fixture_folders
 
 
 def _unit(nodeid: str) -> str:
@@ -57,6 +57,28 @@ def test_units_go_costliest_first_and_ties_keep_the_collection_order() -> None:
     ]
     assert costliest_first([], costs, _unit) == []
     assert LIGHT_TEST_S > 0  # an unlisted unit of many tests still goes before one of a single test
+
+
+def test_a_folder_whose_conftest_builds_session_fixtures_is_one_unit(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    for folder, text in (
+        ("", '@pytest.fixture(scope="session")\n'),  # the top conftest's fixtures reach every process anyway
+        ("shared", '@pytest.fixture(scope="session")\ndef world(): ...\n'),
+        ("shared/deeper", "@pytest.fixture\n"),
+        ("plain", '@pytest.fixture(scope="module")\n'),
+        ("assets/x", '@pytest.fixture(scope="session")\n'),
+    ):
+        (tests / folder).mkdir(parents=True, exist_ok=True)
+        (tests / folder / "conftest.py").write_text(text, encoding="utf-8")
+    assert session_fixture_folders(tmp_path, tests) == ("tests/shared/",)
+    assert "tests/rerun/" in session_fixture_folders(REPO_ROOT, REPO_ROOT / "tests")
+    collection = ["tests/shared/test_a.py::test_1", "tests/shared/deeper/test_b.py::test_2", "tests/plain.py::test_3"]
+    whole = session_fixture_folders(tmp_path, tests)
+
+    def unit(nodeid: str) -> str:
+        return next((folder for folder in whole if nodeid.startswith(folder)), _unit(nodeid))
+
+    assert costliest_first(collection, {"tests/plain.py::test_3": 1.0}, unit) == ["tests/plain.py", "tests/shared/"]
 
 
 def test_a_loadscope_run_starts_the_costliest_unit_first(tmp_path: Path) -> None:
