@@ -17,7 +17,7 @@ test-fast:
 	$(PYTHON) -m pytest -q -x -m "not heavy"
 
 test:
-	$(PYTHON) -m pytest -q -n 3
+	$(PYTHON) -m pytest -q -n 2 --dist loadscope
 
 lint:
 	ruff format --check .

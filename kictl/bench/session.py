@@ -52,6 +52,7 @@ from kictl.bench.options import (
     check_options,
     fixed_count_budget,
     flush_bytes,
+    parent_threads,
     pinned_cpus,
     resolve_device,
     usable_cpus,
@@ -247,7 +248,8 @@ def run_bench(
             with clock.phase("stop"):
                 session.close()
             raise
-        return _session(session, workloads)
+        with parent_threads(pinned_cpus(options.threads)):
+            return _session(session, workloads)
     finally:
         if scratch is not None:
             scratch.cleanup()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,3 +35,46 @@ def test_threads_are_pinned_from_arming_on(bench_module: Callable[..., Result]) 
     (row,) = rows(result)
     assert row["status"] == "passed", row["statusDetail"]
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.skipif(len(MACHINE_CPUS) < 2, reason="needs two CPUs: one for the workers, one for the parent")
+@pytest.mark.usefixtures("every_cpu")
+def test_the_parent_leaves_its_workers_cpu_while_a_session_runs(
+    bench_module: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kictl's own torch threads (comparisons, staged inputs) use the CPUs its workers are not pinned to, and
+    the pool is as it was after the session (``options.parent_threads``)."""
+    import contextlib
+
+    import torch
+
+    from kictl.bench import options, session
+
+    machine = len(MACHINE_CPUS)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(machine)
+        with options.parent_threads(options.pinned_cpus(1)) as inside:
+            assert inside == torch.get_num_threads() == machine - 1
+        assert torch.get_num_threads() == machine
+        with options.parent_threads(tuple(MACHINE_CPUS)) as inside:  # every CPU pinned: one thread is left
+            assert inside == 1
+        torch.set_num_threads(1)
+        with options.parent_threads(()) as inside:  # never more threads than the process had
+            assert inside == 1
+        torch.set_num_threads(machine)
+        seen: list[int] = []
+
+        @contextlib.contextmanager
+        def watched(pinned: tuple[int, ...]) -> Iterator[int]:
+            with options.parent_threads(pinned) as count:
+                seen.append(count)
+                yield count
+
+        monkeypatch.setattr(session, "parent_threads", watched)
+        result = bench_module("rmsnorm_h4096", "--impl", ASSET, "--workload", "b1", "--device", "cpu", "--rounds", "1")
+        assert result.exit_code == 0, result.output
+        assert seen == [machine - 1]
+        assert torch.get_num_threads() == machine
+    finally:
+        torch.set_num_threads(before)
