@@ -8,7 +8,7 @@ PYTHON ?= python3
 
 help:
 	@echo "make test-fast   the inner loop, the tests not marked heavy (docs/testing.md; CI runs them all)"
-	@echo "make test        the whole suite, as CI runs it (.ci/run; about 14 minutes on 2 cores)"
+	@echo "make test        the whole suite, as CI runs it (.ci/run; about 10 minutes on 2 cores)"
 	@echo "make lint        ruff format --check, ruff check, mypy (strict, kictl/ and tests/)"
 	@echo "make bench-cpu   the benchmark scripts that run on a CPU, at small sizes (benchmarks/README.md)"
 	@echo "make docs-check  the README's commands and the docs' transcripts and records still hold"
