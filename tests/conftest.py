@@ -86,10 +86,9 @@ HEAVY_FILE = Path(__file__).resolve().parent / "heavy_tests.txt"
 
 
 def _heavy_ids() -> frozenset[str]:
-    if not HEAVY_FILE.is_file():
-        return frozenset()
-    lines = HEAVY_FILE.read_text(encoding="utf-8").splitlines()
-    return frozenset(line.split("  #", 1)[0].strip() for line in lines if line.strip() and not line.startswith("#"))
+    from tests.durations import recorded_costs  # the list's one reader, beside its writer
+
+    return frozenset(recorded_costs(HEAVY_FILE))
 
 
 @pytest.hookimpl(optionalhook=True)

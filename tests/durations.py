@@ -30,6 +30,23 @@ REPO = Path(__file__).resolve().parents[1]
 HEAVY_FILE = REPO / "tests" / "heavy_tests.txt"
 
 
+def recorded_costs(path: Path) -> dict[str, float]:
+    """``node id or module path -> seconds`` from a heavy-tests file (``id  # 12.3 s`` lines); {} without one."""
+    if not path.is_file():
+        return {}
+    costs: dict[str, float] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#") or "  #" not in line:
+            continue
+        node, _, comment = line.partition("  #")
+        seconds = comment.strip().removesuffix("s").strip()
+        try:
+            costs[node.strip()] = float(seconds)
+        except ValueError:
+            continue
+    return costs
+
+
 def node_id(case: ET.Element) -> str:
     """``tests/rank/test_rank.py::test_x[param]`` from a JUnit testcase (classname is dotted)."""
     classname = case.get("classname", "")

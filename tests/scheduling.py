@@ -2,7 +2,7 @@
 
 xdist's ``loadscope`` sends all the tests of a module (or of a test class) to one process, so that a
 module's fixtures are built once, and starts the modules with the most tests first. Most of this
-suite's time is in a few modules with few tests: the bundled definitions' five tests take a third of
+suite's time is in a few modules with few tests: the bundled definitions' five tests take a quarter of
 a CI run's CPU time, and ``loadscope`` started them last, to run alone on one core for the last two
 minutes. This scheduler keeps ``loadscope``'s units, but makes one unit of each folder whose
 conftest.py builds session fixtures (built once, not once per process), and orders them by the seconds that
@@ -23,25 +23,12 @@ import pytest
 from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 
+from tests.durations import recorded_costs
+
+__all__ = ["CostliestFirstScheduling", "costliest_first", "recorded_costs", "session_fixture_folders"]
+
 #: The seconds charged to a test that tests/heavy_tests.txt does not list (most take 0.02-0.5 s).
 LIGHT_TEST_S = 0.1
-
-
-def recorded_costs(path: Path) -> dict[str, float]:
-    """``node id or module path -> seconds`` from a heavy-tests file (``id  # 12.3 s`` lines); {} without one."""
-    if not path.is_file():
-        return {}
-    costs: dict[str, float] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#") or "  #" not in line:
-            continue
-        node, _, comment = line.partition("  #")
-        seconds = comment.strip().removesuffix("s").strip()
-        try:
-            costs[node.strip()] = float(seconds)
-        except ValueError:
-            continue
-    return costs
 
 
 def costliest_first(collection: Sequence[str], costs: dict[str, float], unit_of: Callable[[str], str]) -> list[str]:
