@@ -185,10 +185,37 @@ def copy_bundled(target: Path, *, results: bool = False) -> Registry:
     import git
 
     repo = git.Repo.init(target, initial_branch="main")
+    for when, paths in _bundled_history(target) if results else []:
+        repo.index.add(paths)
+        stamp = f"{when} +0000"
+        repo.index.commit(f"Bundled registry as of {when}", author_date=stamp, commit_date=stamp)
     repo.index.add(["registry", "definitions"])
-    repo.index.commit("Bundled registry")
+    if not results or repo.is_dirty(index=True, working_tree=False, untracked_files=False) or not repo.head.is_valid():
+        repo.index.commit("Bundled registry")
     assert GitHistory(target).head() is not None
     return Registry(target)
+
+
+def _bundled_history(target: Path) -> list[tuple[int, list[str]]]:
+    """The copied registry's files grouped by when the repository's main line first committed each, oldest first.
+
+    A signature's time is when its file entered the registry (docs/trust.md "Signing time"), so a copy
+    committed all at once would date every signature today: the submissions of a key retired since
+    (the bundled root's version 6 retires the H200 submitter and the first verifier) would read as
+    signed after the retirement.  Replaying the commit times keeps the copy's signing times the
+    repository's.  Files the repository has not committed come last, in the final commit, as now.
+    """
+    from kictl.store.git import merged_times
+
+    try:
+        times = {**merged_times(REPO_ROOT, "registry"), **merged_times(REPO_ROOT, "definitions")}
+    except Exception:  # not a git checkout (an sdist): one commit, as before
+        return []
+    batches: dict[int, list[str]] = {}
+    for path, stamp in times.items():
+        if (target / path).is_file():
+            batches.setdefault(stamp, []).append(path)
+    return sorted(batches.items())
 
 
 def empty_trust_root(root: Path) -> None:

@@ -428,6 +428,28 @@ def trust_reanchor(
             "or compromised (none of their signatures count).",
         ),
     ] = "retired",
+    verifiers: Annotated[
+        list[Path] | None,
+        typer.Option("--verifier", help="Add a verifier's public key in the same version; repeatable.", metavar="PUB"),
+    ] = None,
+    submitters: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--submitter", help="Add a submitter's public key in the same version; repeatable.", metavar="PUB"
+        ),
+    ] = None,
+    retire: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retire",
+            help="Also revoke this listed key (keyid, 12+ hex digits; for --reason), e.g. a verifier whose private "
+            "key went with the maintainers'; repeatable.",
+            metavar="KEYID",
+        ),
+    ] = None,
+    sign_policy: Annotated[
+        bool, typer.Option("--sign-policy", help="Name registry/policy.json's sha256 in the same version.")
+    ] = False,
     registry: RegistryOption = None,
 ) -> None:
     """Re-anchor: the next trust root version signed by new maintainers only (the old keys are lost or stolen).
@@ -445,6 +467,12 @@ def trust_reanchor(
         keys=_private_keys(keys),
         threshold=threshold,
         reason=reason,
+        others=[
+            *((trust_core.load_public_key(path), _owner_of(path), ("verifier",)) for path in verifiers or ()),
+            *((trust_core.load_public_key(path), _owner_of(path), ("submitter",)) for path in submitters or ()),
+        ],
+        retire=retire or (),
+        sign_policy=sign_policy,
     )
     _published(root, "re-anchored")
     err(f"readers pin it with: kictl trust pin {canon.DIGEST_PREFIX}{canon.sha256_hex(root.data)}")
