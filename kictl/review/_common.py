@@ -36,6 +36,7 @@ LINTS: dict[str, str] = {
     "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",
     "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
     "or whose versions are not kept in order",
+    "private-key": "a file that holds a private key (kictl.keyscan: a PEM private-key block or an Ed25519 PKCS#8 body)",
     "bad-advisory": "a harness advisory version that does not verify: unsigned or not by a maintainer key, "
     "malformed, or out of order (docs/advisories.md)",
 }

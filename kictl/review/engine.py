@@ -6,6 +6,7 @@ import posixpath
 
 from kictl import canon
 from kictl.errors import RecordError
+from kictl.keyscan import scan_bytes
 from kictl.layout import (
     BLOBS_DIR,
     DEFINITIONS_DIR,
@@ -72,6 +73,19 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
             if change.status != "D" and areas[change.path] in _READ and change.path not in report.odd_names
         ]
         self.head_bytes = read_paths(self.git, report.head, wanted)
+        others = [
+            change.path
+            for change in report.changes
+            if change.status != "D" and change.path not in report.odd_names and change.path not in self.head_bytes
+        ]  # definition sources, files outside the layout: read only to look for keys
+        for path, data in {**self.head_bytes, **read_paths(self.git, report.head, others)}.items():
+            for finding in scan_bytes(data, path):
+                self.lint(
+                    "private-key",
+                    f"{finding.what} at line {finding.line}: a private key is never published; rotate it "
+                    '(its holder has leaked it) and drop it from the branch (docs/trust.md "Key custody")',
+                    path,
+                )
         base_records = self.git.list_files(report.merge_base, RECORDS_DIR)
         head_records = self.git.list_files(report.head, RECORDS_DIR)
         for path in base_records:
