@@ -18,8 +18,10 @@ What it does, in order:
    85 s on the H200: HISTORY, device call F).
 2. ``kictl bench DEFINITION --impl reference --impl … --out DIR`` per definition (every workload), the real
    command line with its defaults; with ``--energy``, ``--measure energy`` for the attention and GEMM families
-   on workloads whose FlashInfer or torch run took at least 50 µs (shorter calls cannot be told apart by the
-   100 ms energy counter within a loop of seconds).
+   of each implementation but the reference, on the workloads where it took at least 50 µs (shorter calls cannot
+   be told apart by the 100 ms energy counter within a loop of seconds); ``--energy-processes 3`` measures the
+   FlashInfer runs in three separate processes (the spread claim); ``--energy-from DIR`` chooses from the
+   latency manifests of an earlier call.
 3. Prints one row per run (definition, workload, implementation, status, primary statistic) and packs the
    manifests into ``records.tgz`` for the trip back.
 
@@ -140,19 +142,26 @@ def main() -> int:
     parser.add_argument("--definition", action="append", default=[])
     parser.add_argument("--energy", action="store_true", help="also --measure energy (attention, GEMM, MoE)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency runs (energy only)")
+    parser.add_argument(
+        "--energy-from", type=Path, help="latency manifests (DIR/<definition>/) that choose energy runs"
+    )
+    parser.add_argument("--energy-processes", type=int, default=1, help="separate processes per FlashInfer run")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds: no further energy process after")
     parser.add_argument("--smoke", action="store_true", help="a CPU check of this script's path")
     parser.add_argument("--registry", type=Path, default=ROOT)
     args = parser.parse_args()
     out: Path = args.out
+    begun = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "kictl.log"
     device = ["--device", "cpu"] if args.smoke else []
     wanted = ["rmsnorm_h4096"] if args.smoke else args.definition
     definitions = _definitions(args.registry, wanted)
     summary: list[str] = []
+    energy_jobs: list[tuple[int, str, Path, list[str]]] = []
 
     # 1. FlashInfer's kernels, built once outside the sandbox
-    if not args.smoke:
+    if not args.smoke and not args.no_latency:  # with --no-latency the kernels come from a carried cache
         started = time.monotonic()
         for name, _, labels in definitions:
             for implementation in _implementations(name):
@@ -175,22 +184,36 @@ def main() -> int:
             done = _kictl("bench", name, *impls, *device, "--out", str(out / "latency" / name), log=log)
             summary.append(f"{name}: latency exit {done.returncode} in {time.monotonic() - started:.0f} s")
         if args.energy and family in ENERGY_FAMILIES:
-            chosen = [
-                row["name"].split(".")[1]
-                for row in _rows(out / "latency" / name)
-                if row["status"] == "passed" and (row["latencyNs"] or 0) >= ENERGY_MIN_NS
-            ]
-            chosen = sorted(set(chosen))
-            if chosen:
-                picks = [arg for label in chosen for arg in ("--workload", label)]
-                started = time.monotonic()
-                done = _kictl(
-                    "bench", name, *impls, *picks, "--measure", "energy", "--out", str(out / "energy" / name), log=log
-                )
-                summary.append(
-                    f"{name}: energy on {len(chosen)} workload(s), exit {done.returncode} in "
-                    f"{time.monotonic() - started:.0f} s"
-                )
+            source = (args.energy_from or out / "latency") / name
+            picks: dict[str, set[str]] = {}
+            for row in _rows(source):
+                implementation, label = row["name"].split(".")[:2]
+                if row["status"] == "passed" and (row["latencyNs"] or 0) >= ENERGY_MIN_NS:
+                    picks.setdefault(implementation.rsplit("_", 1)[0], set()).add(label)
+            for implementation in _implementations(name):
+                labels = sorted(picks.get(implementation.name, ()))
+                if implementation.name == "reference" or not labels:
+                    continue  # the reference is measured for latency; its energy says little about a kernel
+                repeats = args.energy_processes if _uses_flashinfer(implementation) else 1
+                energy_jobs.extend((process, name, implementation, labels) for process in range(1, repeats + 1))
+        _pack(out)
+        if summary:
+            print(summary[-1], flush=True)
+    # every first energy process before any repeat, so that a budget cuts repeats, never a board
+    for process, name, implementation, labels in sorted(energy_jobs, key=lambda job: job[0]):
+        if process > 1 and time.monotonic() - begun > args.budget:
+            summary.append(f"{name}: {implementation.name} energy process {process} skipped (budget)")
+            continue
+        started = time.monotonic()
+        done = _kictl(
+            "bench", name, "--impl", str(implementation),
+            *(arg for label in labels for arg in ("--workload", label)),
+            "--measure", "energy", "--out", str(out / "energy" / f"p{process}-{name}"), log=log,
+        )  # fmt: skip
+        summary.append(
+            f"{name}: {implementation.name} energy process {process} on {len(labels)} workload(s), "
+            f"exit {done.returncode} in {time.monotonic() - started:.0f} s"
+        )
         _pack(out)
         print(summary[-1], flush=True)
 
