@@ -18,6 +18,7 @@ from kictl.importers.flashinfer_bench.model import (
     Limits,
     Outcome,
 )
+from kictl.importers.flashinfer_bench.sources import SOURCES_FILE, read_sources
 from kictl.importers.flashinfer_bench.traces import _Reader
 from kictl.records import (
     KINDS,
@@ -72,7 +73,19 @@ def import_flashinfer_bench(
     the registry cannot be written (then nothing of this import is left behind).
     """
     taken = {} if allow_redefinition else registry_definitions(registry)
-    dataset = read_dataset(root, limits=limits, taken_names=taken)
+    sources = read_sources(root)
+    if sources is not None and sources.explain_all:
+        # an export of kictl's: its own records explain every document, so they come back as they were
+        dataset = Dataset(root=root, records=dict(sources.records))
+        dataset.notes.append(f"{SOURCES_FILE}: {len(sources.records)} record(s) of the export taken back verbatim")
+    else:
+        dataset = read_dataset(root, limits=limits, taken_names=taken)
+        if sources is not None:
+            dataset.notes.append(
+                f"{SOURCES_FILE} set aside ({sources.unexplained[0]}"
+                + (f"; {len(sources.unexplained) - 1} more" if len(sources.unexplained) > 1 else "")
+                + "): imported as FlashInfer Trace data"
+            )
     records = sorted(dataset.records.values(), key=lambda record: KINDS.index(record.kind))
     blob_new = {digest: not registry.blob_path(digest).is_file() for digest in dataset.blobs}
     if dry_run:
