@@ -4,7 +4,8 @@
 Claim (README "A tour of the bundled registry"; RESULTS.md "The catalogue on the H100"): each bundled definition
 with implementations under ``implementations/<definition>/`` has a leaderboard on the GPU product this ran on,
 holding the reference, the FlashInfer baseline where one exists and a torch alternative, every run measured by
-``kictl bench`` (sandboxed, CUPTI device time) and signed afterwards, off the GPU machine.
+``kictl bench`` (sandboxed, CUPTI device time) and signed afterwards, off the GPU machine. Machine and command: the
+H100, ``bash benchmarks/device.sh catalogue.py``.
 
 Run from the repository root on the GPU machine, in one call (``bash benchmarks/device.sh catalogue.py``)::
 
