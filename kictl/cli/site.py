@@ -92,15 +92,16 @@ def serve(
     site_dir: Annotated[Path, typer.Argument(metavar="SITE", help="A folder made by `kictl site build`.")],
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one).")] = 8000,
 ) -> None:
-    """Serve a built site on http://127.0.0.1:PORT/ until interrupted (Ctrl-C)."""
-    import functools
-    import http.server
+    """Serve a built site on http://127.0.0.1:PORT/ until interrupted (Ctrl-C).
+
+    Only files reached without a link are served, with a policy that runs no script and asks no other host.
+    """
+    from kictl.site.serve import site_server
 
     if not (site_dir / "index.html").is_file():
         raise UsageError(f"{site_dir} has no index.html; build it first with `kictl site build {site_dir}`")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site_dir))
     try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        server = site_server(site_dir, port)
     except OSError as exc:
         raise RegistryError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
     err(f"serving {site_dir} on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")
