@@ -129,6 +129,8 @@ def _isolated_environment(
     # so that a test can check that a command wrote nothing in its own folder
     home = tmp_path_factory.mktemp("kictl-config")
     monkeypatch.setenv("KICTL_CONFIG_HOME", str(home))
+    # this machine's secret and the seals of site folders (kictl.index.secret): the test's own, never the user's
+    monkeypatch.setenv("KICTL_CACHE_HOME", str(tmp_path_factory.mktemp("kictl-cache")))
     plant_selftest_record(home)
 
 
