@@ -21,7 +21,11 @@ quantiles by linear interpolation between closest ranks (Hyndman & Fan type
 7, numpy's default); min and max are the extreme samples; stdev is the
 sample standard deviation (n − 1; 0 for one sample); each is rounded to
 integer nanoseconds.  A stated statistic may differ from the derived one by
-``ROUNDING_NS`` (an integer rounding), no more.
+``ROUNDING_NS`` (an integer rounding), no more.  ``medianRelativeError`` (the
+half-width of the median's ~95% distribution-free interval over the median,
+``kictl.bench.timing.median_relative_error``) may differ by its 6-decimal
+rounding.  The noise ranking uses (half the 10–90 % band) is taken from the
+samples too (``kictl.index.run_noise``).
 
 **No samples kept.**  A run imported from another harness (FlashInfer-Bench
 states a mean and no samples) or a hand-written record may carry no
@@ -49,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kictl.bench.timing import STATISTICS, summarize
+from kictl.bench.timing import STATISTICS, median_relative_error, summarize
 from kictl.records import BenchmarkRunSpec, RunEnergy, Timing
 
 if TYPE_CHECKING:
@@ -61,6 +65,8 @@ ROUNDING_NS = 1
 NO_SAMPLES_NOTE = "no samples kept: its figures are as stated and nothing checks them; it ranks as reported at best"
 #: The strongest evidence level a run without kept samples can have (docs/trust.md levels).
 NO_SAMPLES_LEVEL = "reported"
+#: ``timing.medianRelativeError`` is written rounded to 6 decimal places.
+RELATIVE_ERROR_ROUNDING = 1e-6
 #: The review's lints (kictl.review._common.LINTS).
 TIMING_LINT = "timing-contradicts-samples"
 ENERGY_LINT = "energy-contradicts-trials"
@@ -141,12 +147,16 @@ def timing_figures(timing: Timing) -> TimingFigures:
     if not timing.samples:
         return TimingFigures(stated, timing.primary_statistic, 0, ())
     derived = summarize(timing.samples)
-    found = tuple(
+    found = [
         Contradiction(name, value, derived[name])
         for name, value in stated.items()
         if abs(value - derived[name]) > ROUNDING_NS
-    )
-    return TimingFigures(derived, timing.primary_statistic, len(timing.samples), found)
+    ]
+    if timing.median_relative_error is not None:  # the adaptive repetition's figure, rounded to 6 places by bench
+        error = median_relative_error(timing.samples)
+        if error is None or abs(round(error, 6) - timing.median_relative_error) > RELATIVE_ERROR_ROUNDING:
+            found.append(Contradiction("medianRelativeError", timing.median_relative_error, error or 0.0, ""))
+    return TimingFigures(derived, timing.primary_statistic, len(timing.samples), tuple(found))
 
 
 def primary_ns(timing: Timing) -> int | None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kictl import derived
-from kictl.bench.timing import summarize
+from kictl.bench.timing import median_relative_error, summarize
 from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import workload_leaderboard
@@ -133,3 +133,15 @@ def test_every_bundled_run_is_what_its_samples_give() -> None:
         if energy is not None:
             assert derived.failed_checks(derived.energy_consistency(energy)) == [], path.name
     assert checked == len(paths) > 50
+
+
+def test_a_median_relative_error_its_samples_do_not_give_is_a_contradiction() -> None:
+    samples = (1_000, 1_003, 1_010, 1_020, 1_021, 1_050, 1_090, 1_200)
+    truth = summarize(samples)
+    own = round(median_relative_error(samples) or 0.0, 6)
+    for stated, contradicts in ((own, False), (own + 1e-7, False), (0.001, True)):
+        timing = Timing(
+            latency_ns=LatencyNs(**truth), samples=samples, primary_statistic="median", median_relative_error=stated
+        )
+        found = derived.timing_figures(timing).contradictions
+        assert [item.what for item in found] == (["medianRelativeError"] if contradicts else []), stated
