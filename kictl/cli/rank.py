@@ -256,6 +256,7 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
     for row in group.rows:
         notes = [label for flag, label in ((row.stale, "stale"), (row.below_floor, "BELOW FLOOR")) if flag]
         notes += [(held_out or {})[row.run.digest]] if row.run.digest in (held_out or {}) else []  # issue 32
+        notes += ["no samples"] if row.note else []  # kictl.derived: its figures are as stated
         mark = ("=" if row.tied or _tied_below(group, row) else "") + ("" if row.run.committed else "*")
         rows.append(
             [
@@ -280,6 +281,9 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
     )
     if any(not row.run.committed for row in group.rows):
         lines.append("* not committed yet")
+    unbacked = next((row.note for row in group.rows if row.note), None)
+    if unbacked:
+        lines.extend(_wrap(unbacked))
     left_out = {name: count for name, count in group.excluded.items() if count}
     if left_out:
         words = {

@@ -27,7 +27,12 @@ LINTS: dict[str, str] = {
     "no-floor": "a passed run whose physical floor cannot be computed, so its speed cannot be checked",
     "unknown-gpu": "a passed GPU run on a product without datasheet figures: no floor can check it",
     "name-taken": "a new Implementation, Definition or GPU product whose folded name another record holds",
-    "energy-out-of-bounds": "an energy run below its energy floor or above power limit × time per call (issue 31)",
+    "energy-out-of-bounds": "an energy run below its energy floor, not above idle, or above power limit × time per "
+    "call (issues 31, 41)",
+    "timing-contradicts-samples": "a run whose stated latency statistic is not what its own kept samples give "
+    "(beyond an integer rounding)",
+    "energy-contradicts-trials": "an energy run whose stated figures are not what its trials' watts × time give, "
+    "or whose joules per call is not its average power × time per call",
     "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
     "or whose workload's axes do not fit its definition",
     "looser-than-contract": "a passed run judged at a looser tolerance than its definition's precision contract",

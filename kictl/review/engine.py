@@ -196,6 +196,7 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
 
         runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
         self._consistency(runs)
+        self._derived_figures(runs)
         self._floors(runs)
         verdicts = self._signatures(runs)
         self._advised_runs(runs)

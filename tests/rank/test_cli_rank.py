@@ -198,8 +198,8 @@ def test_diff_of_two_runs_says_the_key_comparison_first_and_hides_samples(
 ) -> None:
     """Issue 13: `diff` of two runs printed 300 sample lines before the one line that matters."""
     b = basic
-    a = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=range(9_000, 11_000, 10))
-    c = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, samples=range(19_000, 21_000, 10))
+    a = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=range(9_005, 11_005, 10))
+    c = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, samples=range(19_005, 21_005, 10))
     other = world.protocol(family="kictl-cpu-perf-counter")
     d = world.run(b["m128"], b["slow"], other, b["h200"], 20_000)
     world.commit("runs with samples")
