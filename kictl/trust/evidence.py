@@ -355,6 +355,19 @@ def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) ->
     check_rollback(registry, chain.root.version)
 
 
+def _deleted_advisories(registry: Registry) -> list[str]:
+    """A failure per published advisory version this copy deleted or changed (docs/advisories.md, "Deleted
+    advisories"): the registry is append-only, so ``kictl verify`` of any record fails while one is missing."""
+    from kictl.advisories import has_advisories, load_advisories
+
+    if not has_advisories(registry):
+        return []
+    try:
+        return load_advisories(registry).failures()
+    except KictlError as exc:
+        return [f"advisories: {exc.message}"]
+
+
 def check_record(registry: Registry, digest: str) -> VerifyReport:
     """What ``kictl verify DIGEST`` does; every failure is listed in the report.
 
@@ -382,6 +395,8 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
     except CheckFailed as exc:
         report.failures.append(f"trust root: {exc.message}")
         root = None
+    if root is not None:
+        report.failures.extend(_deleted_advisories(registry))
     from kictl.validate import check_envelope_file
 
     now = _now()
