@@ -124,11 +124,13 @@ class _Reruns:
         if subject is None:
             return []
         if self.context is None:
+            from kictl.trust.readers import reader_policy  # the signed policy, as every reader reads it
+
             registry = self.registry
             self.context = (
                 registry_root(registry),
                 _signing_times(registry),
-                registry.policy().rerun_tolerance,
+                reader_policy(registry).rerun_tolerance,
                 _now(),
             )
         root, times, tolerance, now = self.context

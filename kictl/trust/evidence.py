@@ -97,11 +97,12 @@ def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
 
 
 def record_owners(attestations: Iterable[tuple[datetime, VerifiedAttestation]]) -> set[str]:
-    """The record's own submitter(s): the submitter keys of its earliest valid ``submission`` (docs/trust.md).
+    """The record's original submitter: the submitter keys of its earliest valid ``submission`` (docs/trust.md
+    "Who may retract").
 
-    Only they (and maintainers) may retract it.  A submitter who signs a
-    submission of someone else's record later does not become its owner; two
-    submissions signed at the same earliest time (one commit) both own it.
+    Only all of them together (``attestations.may_retract``), or a maintainer, may retract it.  A submitter
+    who signs a submission of someone else's record later does not become an owner; keys that co-signed the
+    earliest submission (one envelope, or envelopes of one commit) are owners together.
     """
     earliest: datetime | None = None
     owners: set[str] = set()
@@ -114,6 +115,23 @@ def record_owners(attestations: Iterable[tuple[datetime, VerifiedAttestation]]) 
         elif signed_at == earliest:
             owners |= keys
     return owners
+
+
+def submission_owners(
+    subject: Named, root: TrustRoot, envelopes: Sequence[tuple[str, bytes, datetime, bool]]
+) -> set[str]:
+    """``record_owners`` of the envelopes ``(path, bytes, signed_at, committed)`` about ``subject`` that verify as
+    submissions: what ``judge_attestations`` uses, for a caller that judges one retraction (``kictl review``).
+    Never raises."""
+    verified = []
+    for _, data, signed_at, _ in envelopes:
+        try:
+            attestation = _verify_core(data, subject, root, signed_at)
+            _check_role(attestation, ())
+        except CheckFailed:
+            continue
+        verified.append((signed_at, attestation))
+    return record_owners(verified)
 
 
 def judge_attestations(
