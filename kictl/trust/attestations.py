@@ -17,7 +17,7 @@ from kictl import canon, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
-from kictl.store import Registry, Transaction
+from kictl.store import Registry, Transaction, is_temporary_name, sweep_temporaries
 from kictl.trust._common import PAYLOAD_TYPE, ROLES, STATEMENT_TYPE, _moment, _short, predicate_kind, predicate_type_uri
 from kictl.trust.dsse import Envelope, parse_envelope, sign_envelope
 from kictl.trust.keys import keyid_of, load_private_key
@@ -308,7 +308,13 @@ def sign_record(
     if transaction is not None:
         transaction.write(path, canon.pretty_bytes(envelope))
         return path
-    with Transaction() as own:
+    # One file, written whole to a temporary file and linked into place: a killed `sign` leaves either no
+    # envelope or the whole one, and at most a temporary file that no reader counts (``is_temporary_name``);
+    # the next writer removes it once it is a minute old.
+    with registry.writing(), Transaction() as own:
+        folder = path.parent
+        if folder.is_dir():
+            sweep_temporaries([entry for entry in folder.iterdir() if is_temporary_name(entry.name)])
         own.write(path, canon.pretty_bytes(envelope))
     return path
 

@@ -236,10 +236,13 @@ _signing_times = signing_times
 
 
 def _envelope_files(registry: Registry, digest: str) -> list[Path]:
+    """The envelope files about ``digest``; kictl's own temporary files (a killed ``sign``) are never read."""
+    from kictl.store import is_temporary_name
+
     folder = registry.attestation_folder(digest)
     if not folder.is_dir():
         return []
-    return sorted(path for path in folder.iterdir() if path.is_file())
+    return sorted(path for path in folder.iterdir() if path.is_file() and not is_temporary_name(path.name))
 
 
 def _read_envelopes(
