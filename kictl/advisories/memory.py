@@ -66,25 +66,26 @@ def traces(root: Path) -> bool:
         return True  # let the reader say what is wrong
     if (root / MEMORY_FILE).is_file():
         return True
-    try:
-        from kictl.store.git import added_on_main_line
+    from kictl.store.git import ever_touched
 
-        return bool(added_on_main_line(root, ADVISORIES_DIR))
+    try:
+        return ever_touched(root, ADVISORIES_DIR)
     except RegistryError:
         return True  # let the reader report the git failure
 
 
-def from_history(root: Path, present: dict[str, bytes | None], *, now: datetime) -> list[Seen]:
+def from_history(
+    root: Path, present: dict[str, bytes | None], added: dict[str, tuple[str, int]], *, now: datetime
+) -> list[Seen]:
     """Version files added on the main line whose bytes the tree no longer holds (module docstring).
 
     ``present`` maps each file under ``registry/advisories/`` to its bytes (``None``: not a readable
-    regular file).  One ``git log`` and one ``git cat-file --batch``.  Raises ``RegistryError`` when git
-    fails.
+    regular file); ``added`` is ``kictl.store.git.added_on_main_line`` of ``registry/advisories/``.  One
+    ``git cat-file --batch``.  Raises ``RegistryError`` when git fails.
     """
     from kictl.advisories.published import parse_advisory_path
-    from kictl.store.git import added_on_main_line, read_blobs
+    from kictl.store.git import read_blobs
 
-    added = added_on_main_line(root, ADVISORIES_DIR)
     wanted = [(sha, path) for path, (sha, _) in sorted(added.items()) if parse_advisory_path(path) is not None]
     found: list[Seen] = []
     for (sha, path), data in read_blobs(root, wanted).items():

@@ -271,10 +271,12 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
     verify (nothing could be told apart then), ``RegistryError`` when git or a file cannot be read.
     """
     from kictl.advisories import memory
+    from kictl.store.git import added_on_main_line
 
     files = _version_files(registry)
     now = _now()
-    times = signing_times(registry) if files else {}
+    added = added_on_main_line(registry.root, layout.ADVISORIES_DIR) if registry.is_git_repository() else {}
+    times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, (_, stamp) in added.items()}
     candidates: list[Candidate] = []
     present: dict[str, bytes | None] = {}
     unusable: list[tuple[str, str]] = []
@@ -290,7 +292,7 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
             continue
         present[relative] = data
         candidates.append((relative, data, times.get(relative, now), relative in times, None))
-    history = memory.from_history(registry.root, present, now=now) if registry.is_git_repository() else []
+    history = memory.from_history(registry.root, present, added, now=now) if added else []
     remembered = memory.recall(registry.root)
     if not files and not history and not remembered:
         return AdvisorySet()

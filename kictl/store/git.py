@@ -5,6 +5,7 @@ files at a revision, the commit that first added each file, commits and branches
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -413,6 +414,30 @@ def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, 
             if path.strip():
                 added.setdefault(path, (sha, int(stamp)))
     return added
+
+
+def ever_touched(root: Path, prefix: str) -> bool:
+    """Whether any commit reachable from HEAD touched a file under ``prefix`` (one ``git rev-list``, stopping at the
+    first, asked once per commit and process); ``False`` without a repository or a commit.  Raises
+    ``RegistryError`` when git fails."""
+    head = current_commit(root)
+    return head is not None and _touched(str(root), head, prefix)
+
+
+@functools.lru_cache(maxsize=32)
+def _touched(root: str, head: str, prefix: str) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, "rev-list", "-1", head, "--", prefix], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git rev-list failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RegistryError(f"git rev-list failed: {lines[-1] if lines else done.returncode}")
+    return bool(done.stdout.strip())
 
 
 def read_blobs(root: Path, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
