@@ -136,8 +136,9 @@ class HeadEvidence:
     root; a review reads git objects and judges with the base's root, so this
     source reads the head's envelopes from git and hands them to
     ``trust.judge_attestations``.  A valid ``submission`` makes a run
-    ``reported`` and a verifier's ``rerun`` moves it further, so only envelopes
-    that claim one of those two types are verified.  Signing time
+    ``reported`` and a verifier's ``rerun`` moves it further, and a valid
+    ``retraction`` leaves it out, so only envelopes that claim one of those
+    three types are verified.  Signing time
     (docs/trust.md): an envelope already on the base's main line counts from
     the commit that merged it there; one the PR adds, from the base tip's
     commit time (never the PR's own dates).  Levels are cached; a record that cannot be read stays ``unsigned``.
@@ -161,7 +162,8 @@ class HeadEvidence:
         self.load = load
         self.preload = preload  # reads many records in one pass before ``load`` asks for each
         self.levels: dict[str, str] = {}
-        #: runs that valid verifier ``rerun`` attestations judged so far name as their own (``runDigest``)
+        #: runs a leaderboard leaves out: those valid verifier ``rerun`` attestations judged so far name as their
+        #: own (``runDigest``), and those validly retracted (as ``trust.ranking_trust`` for every reader)
         self.rerun_runs: set[str] = set()
         self._folders: dict[str, list[str]] | None = None
         self._times: dict[str, datetime] | None = None
@@ -208,7 +210,7 @@ class HeadEvidence:
             reruns = [
                 (path, data[path])
                 for path in folders.get(digest, ())
-                if path in data and claimed_predicate_type(data[path]) in ("submission", "rerun")
+                if path in data and claimed_predicate_type(data[path]) in ("submission", "rerun", "retraction")
             ]
             if not reruns:
                 continue
@@ -222,6 +224,8 @@ class HeadEvidence:
                 subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
             )
             self.levels[digest] = standing.level
+            if standing.retracted:  # left out as every reader leaves it out (trust.ranking_trust, trust.may_retract)
+                self.rerun_runs.add(digest)
             for result in results:  # a verifier's own rerun: evidence about this run, never a contender
                 own_run = getattr(getattr(result.attestation, "predicate", None), "run_digest", None)
                 if result.counts_for == "evidence" and isinstance(own_run, str):

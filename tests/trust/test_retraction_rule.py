@@ -134,3 +134,27 @@ def test_may_retract_is_the_rule() -> None:
     assert not trust.may_retract([signer("a", "submitter")], owners)
     assert not trust.may_retract([signer("c", "submitter")], set())  # no valid submission: no owner
     assert not trust.may_retract([], set())
+
+
+def test_review_leaderboards_leave_out_a_run_retracted_in_the_pr(setup: Setup) -> None:
+    """Review's leaderboards apply the same rule as ``kictl leaderboard``: a validly retracted run is no new #1."""
+    from tests.trust.conftest import build_records
+
+    sign(setup, setup.submitter)
+    commit_all(setup.registry, at("2025-07-01"), "submitted")
+    root = setup.registry.root
+    base = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    _git(root, "checkout", "-q", "-b", "pr")
+    faster = build_records(500_000, tag="b")
+    setup.registry.add([faster.implementation, faster.run])
+    trust.sign_record(setup.registry, faster.run.digest, setup.submitter.private)
+    commit_all(setup.registry, at("2025-08-01"), "a faster run")
+    assert "new-first" in [hint.code for hint in review(setup.registry, base, "pr").hints]
+    trust.sign_record(
+        setup.registry, faster.run.digest, setup.submitter.private, predicate_type="retraction",
+        predicate={"reason": "measured the wrong build"},
+    )  # fmt: skip
+    commit_all(setup.registry, at("2025-08-02"), "retracted in the same PR")
+    report = review(setup.registry, base, "pr")
+    assert [finding.code for finding in report.lints] == []
+    assert "new-first" not in [hint.code for hint in report.hints]
