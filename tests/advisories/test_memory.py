@@ -181,3 +181,17 @@ def test_an_intact_registry_with_advisories_warns_of_nothing(board: Board, cli: 
     assert checked.exit_code == 0, checked.output
     assert _warnings(checked.stderr) == []
     assert load_advisories(board.registry).missing == []
+
+
+def test_a_killed_writers_temporary_file_is_never_read(board: Board, cli: RunCli) -> None:
+    """``advisory add`` writes a temporary file and links it into place: one left by a kill counts for nothing."""
+    path = publish(board, board.setup.maintainer)
+    commit_all(board.registry, at("2025-08-01"), "advisory")
+    leftover = path.with_name(f".{path.name}.k1ll3d.tmp")
+    leftover.write_bytes(path.read_bytes()[:40])
+    found = load_advisories(board.registry)
+    assert (found.ignored, found.missing) == ([], [])
+    listed = cli("advisory", "list", "--registry", board.registry.root)
+    assert listed.exit_code == 0, listed.output
+    assert "ignored" not in listed.stderr
+    assert _verify(cli, board.registry, board.runs["old"].digest).exit_code == 0
