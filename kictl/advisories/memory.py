@@ -10,9 +10,12 @@ copy no longer holds (docs/advisories.md, "Deleted advisories"):
   was added with.  One that is gone, or whose bytes changed, is read from the commit that added it and
   verified like any other version (at that commit's time).  This is what a fresh clone of a fork sees.
 * **this machine's memory.**  ``.kictl/advisories.json`` (git-ignored, like the trust root's
-  ``.kictl/trust.json``) keeps, per advisory id, the highest version that verified here and its
-  envelope.  A copy whose history was rewritten cannot hide from a machine that read it before.  A
-  memory file that git tracks came with the checkout and is ignored (``kictl.store.derived``).
+  ``.kictl/trust.json``) keeps, per advisory id, the highest committed version that verified here,
+  its envelope and the commit that added it.  A copy whose history was rewritten cannot hide from a
+  machine that read it before: a remembered commit that no branch or tag holds any more is history
+  rewritten; one that another branch holds is a branch switch (a maintainer back on ``main`` after
+  reading a PR branch), and one that HEAD holds is the history check's.  A memory file that git
+  tracks came with the checkout and is ignored (``kictl.store.derived``).
 
 Readers apply the highest version from the tree, the history and the memory alike, so a run stays
 marked and a withdrawal stays withdrawn, and each missing version is one loud warning on stderr
@@ -105,10 +108,13 @@ def _trusted(root: Path) -> bool:
         return False
 
 
-def recall(root: Path) -> list[Seen]:
-    """The versions this machine remembers for the registry at ``root``; none when git tracks the file.
+def recall(root: Path, main_line: set[str]) -> list[Seen]:
+    """The versions this machine remembers for the registry at ``root`` that git history no longer shows.
 
-    Never raises: a damaged memory file remembers nothing (the next write replaces it).
+    ``main_line``: the commits of ``added_on_main_line`` (what the history check already covers).  A
+    remembered commit another ref still holds is left out (a branch switch, not a rewrite).  None when git
+    tracks the memory file.  Never raises: a damaged memory file remembers nothing (the next write
+    replaces it), and a git failure keeps the entry.
     """
     path = root / MEMORY_FILE
     if not path.is_file() or not _trusted(root):
@@ -127,14 +133,36 @@ def recall(root: Path) -> list[Seen]:
         try:
             data = base64.b64decode(str(entry["envelope"]), validate=True)
             signed_at = datetime.fromisoformat(str(entry["signedAt"]).replace("Z", "+00:00")).astimezone(UTC)
-            found.append(Seen(str(entry["path"]), data, signed_at, "remembered"))
+            commit = entry.get("commit")
+            seen = Seen(str(entry["path"]), data, signed_at, "remembered", commit if isinstance(commit, str) else None)
         except (KeyError, ValueError, TypeError):
             continue
+        if seen.commit is not None and (seen.commit in main_line or _held_elsewhere(root, seen.commit)):
+            continue
+        found.append(seen)
     return found
 
 
-def remember(root: Path, versions: Iterable[tuple[str, int, str, bytes, datetime]]) -> None:
-    """Keep ``(id, version, path, envelope bytes, signing time)`` as the highest seen of each id, where higher.
+def _held_elsewhere(root: Path, commit: str) -> bool:
+    """Whether a branch, tag or remote-tracking ref of the repository at ``root`` holds ``commit``."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "for-each-ref", "--format=%(refname)", "--contains", commit],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError:
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def remember(root: Path, versions: Iterable[tuple[str, int, str, bytes, datetime, str | None]]) -> None:
+    """Keep ``(id, version, path, envelope bytes, signing time, commit)`` as the highest seen of each id, where
+    higher.  ``commit``: the main-line commit that added it (``None`` in a registry that is no git repository;
+    an uncommitted version in a git repository is not passed: it is not published yet).
 
     Best effort: a read-only checkout (a CI cache, a mounted registry) is read all the same, with nothing
     remembered.  A memory file that git tracks is left alone.
@@ -152,7 +180,7 @@ def remember(root: Path, versions: Iterable[tuple[str, int, str, bytes, datetime
     entries = value.get("advisories") if isinstance(value, dict) else None
     entries = dict(entries) if isinstance(entries, dict) else {}
     changed = False
-    for advisory_id, version, where, data, signed_at in versions:
+    for advisory_id, version, where, data, signed_at, commit in versions:
         held = entries.get(advisory_id)
         held_version = held.get("version") if isinstance(held, dict) else None
         if isinstance(held_version, int) and held_version >= version:
@@ -162,6 +190,7 @@ def remember(root: Path, versions: Iterable[tuple[str, int, str, bytes, datetime
             "path": where,
             "signedAt": format_timestamp(signed_at),
             "envelope": base64.b64encode(data).decode("ascii"),
+            **({"commit": commit} if commit is not None else {}),
         }
         changed = True
     if not changed:

@@ -293,7 +293,7 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
         present[relative] = data
         candidates.append((relative, data, times.get(relative, now), relative in times, None))
     history = memory.from_history(registry.root, present, added, now=now) if added else []
-    remembered = memory.recall(registry.root)
+    remembered = memory.recall(registry.root, {sha for sha, _ in added.values()})
     if not files and not history and not remembered:
         return AdvisorySet()
     if root is None:
@@ -303,11 +303,15 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
     found = advisory_standing(candidates, root)
     found.ignored = sorted([*found.ignored, *unusable])
     by_path = {relative: data for relative, data, *_ in candidates}
-    memory.remember(
+    git = registry.is_git_repository()
+    memory.remember(  # what was published: committed (on HEAD's main line), or any file of a registry without git
         registry.root,
         [
-            (advisory_id, held.advisory.version, held.path, by_path[held.path], held.signed_at)
+            (advisory_id, held.advisory.version, held.path, by_path[held.path], held.signed_at, added[held.path][0])
+            if held.path in added
+            else (advisory_id, held.advisory.version, held.path, by_path[held.path], held.signed_at, None)
             for advisory_id, held in found.current.items()
+            if held.path in added or not git
         ],
     )
     for missing in found.missing:

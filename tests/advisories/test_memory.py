@@ -147,9 +147,11 @@ def test_this_machine_remembers_what_a_rewritten_history_hides(board: Board, cli
     publish(board, board.setup.maintainer)
     commit_all(board.registry, at("2025-08-01"), "advisory")
     assert record_marks(board.registry, old).of(old) == (ID,)  # read once here: remembered
-    assert [seen.path for seen in recall(board.registry.root)] == [advisory_path(ID, 1)]
+    remembered = json.loads((board.registry.root / MEMORY_FILE).read_text())["advisories"]
+    assert (remembered[ID]["version"], remembered[ID]["path"]) == (1, advisory_path(ID, 1))
     board.registry.git.reset_hard(base)
     assert not (board.registry.root / advisory_path(ID, 1)).exists()
+    assert [seen.path for seen in recall(board.registry.root, set())] == [advisory_path(ID, 1)]
 
     assert record_marks(board.registry, old).of(old) == (ID,)
     checked = _verify(cli, board.registry, old)
@@ -167,10 +169,12 @@ def test_a_memory_that_git_tracks_is_ignored(board: Board) -> None:
     publish(board, board.setup.maintainer)
     commit_all(board.registry, at("2025-08-01"), "advisory")
     record_marks(board.registry, old)
-    assert recall(board.registry.root)
+    board.registry.git.reset_hard(base)  # only the memory has it now
+    assert recall(board.registry.root, set())
     board.registry.git._run("add", "-f", MEMORY_FILE)
     commit_all(board.registry, at("2025-08-02"), "memory")
-    assert recall(board.registry.root) == []
+    assert recall(board.registry.root, set()) == []
+    assert record_marks(board.registry, old).of(old) == ()
 
 
 def test_an_intact_registry_with_advisories_warns_of_nothing(board: Board, cli: RunCli) -> None:
@@ -195,3 +199,22 @@ def test_a_killed_writers_temporary_file_is_never_read(board: Board, cli: RunCli
     assert listed.exit_code == 0, listed.output
     assert "ignored" not in listed.stderr
     assert _verify(cli, board.registry, board.runs["old"].digest).exit_code == 0
+
+
+def test_reading_a_pr_branch_then_going_back_to_main_is_no_deletion(board: Board, cli: RunCli) -> None:
+    """Honest: a maintainer reads a PR branch that publishes an advisory, then switches back to main."""
+    root = board.registry.root
+    main = board.registry.git.current_branch()
+    assert main is not None
+    board.registry.git._run("checkout", "-q", "-b", "advisories")
+    publish(board, board.setup.maintainer)
+    assert recall(root, set()) == []  # not committed: not published, not remembered
+    commit_all(board.registry, at("2025-08-01"), "advisory")
+    assert record_marks(board.registry, board.runs["old"].digest).of(board.runs["old"].digest) == (ID,)
+    board.registry.git._run("checkout", "-q", main)
+    assert recall(root, set()) == []  # the branch still holds it: a switch, not a rewrite
+    checked = _verify(cli, board.registry, board.runs["old"].digest)
+    assert checked.exit_code == 0, checked.output
+    assert _warnings(checked.stderr) == []
+    board.registry.git._run("branch", "-q", "-D", "advisories")  # now nothing holds it: as if history was rewritten
+    assert _verify(cli, board.registry, board.runs["old"].digest).exit_code == 1
