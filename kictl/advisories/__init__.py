@@ -45,7 +45,16 @@ if TYPE_CHECKING:
         parse_advisory,
         protocol_matches,
     )
-    from kictl.advisories.marks import ADVISED_RUNS, Marks, RunRef, affected_runs, label, record_marks, run_marks
+    from kictl.advisories.marks import (
+        ADVISED_RUNS,
+        Marks,
+        RunRef,
+        affected_runs,
+        label,
+        marks_run,
+        record_marks,
+        run_marks,
+    )
     from kictl.advisories.published import (
         PAYLOAD_TYPE,
         AdvisorySet,
@@ -67,7 +76,7 @@ _SUBMODULES = {
         "KIND", "Advisory", "Affects", "Fixed", "VersionRange", "advisory_value", "load_advisory_bytes",
         "new_advisory", "parse_advisory", "protocol_matches",
     ),
-    "marks": ("ADVISED_RUNS", "Marks", "RunRef", "affected_runs", "label", "record_marks", "run_marks"),
+    "marks": ("ADVISED_RUNS", "Marks", "RunRef", "affected_runs", "label", "marks_run", "record_marks", "run_marks"),
     "published": (
         "PAYLOAD_TYPE", "AdvisorySet", "MissingVersion", "VerifiedAdvisory", "advisory_path", "advisory_standing",
         "has_advisories", "load_advisories", "parse_advisory_path", "publish_advisory", "signed_envelope",
@@ -99,6 +108,7 @@ __all__ = [
     "label",
     "load_advisories",
     "load_advisory_bytes",
+    "marks_run",
     "new_advisory",
     "parse_advisory",
     "parse_advisory_path",

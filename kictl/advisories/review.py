@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kictl.advisories.document import Advisory, protocol_matches
+from kictl.advisories.document import Advisory
+from kictl.advisories.marks import marks_run
 from kictl.advisories.published import parse_advisory_path, verify_advisory
 from kictl.errors import KictlError
 from kictl.store import Change
@@ -136,11 +137,7 @@ def advised_new_runs(
     for path, status, spec in runs:
         if spec is None:
             continue
-        hits = [
-            a.id
-            for a in advisories
-            if protocol_matches(a.affects, spec) and (a.impact == "results" or status != "passed")
-        ]
+        hits = [a.id for a in advisories if marks_run(a, spec, status)]  # the rule readers apply
         if hits:
             harness = spec.get("harness") or {}
             hints.append(
