@@ -57,6 +57,7 @@ REQUIRED: dict[str, list[str]] = {
     "trust show": [],
     "trust sign-policy": ["--key", "KEY"],
     "trust verify": [],
+    "trust repair": [],
     "advisory add": ["FILE", "--key", "KEY"],
     "advisory withdraw": ["KI-2026-0001", "--reason", "why", "--key", "KEY"],
     "advisory list": [],

@@ -73,8 +73,18 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
                 raise
             print(terminal_safe(f"error: {exc.diagnostics()}"), file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        finally:
+            _domain_warnings()
 
     return wrapper
+
+
+def _domain_warnings() -> None:
+    """Print what the domain queued for stderr: a deleted harness advisory (``kictl.advisories.memory``)."""
+    memory = sys.modules.get("kictl.advisories.memory")  # queued only where it was imported
+    if memory is not None:
+        for line in memory.take_warnings():
+            print(terminal_safe(f"warning: {line}"), file=sys.stderr)
 
 
 #: The one latency formatter (``kictl.render.latency``), under the name command modules use.

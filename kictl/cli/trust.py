@@ -498,6 +498,22 @@ def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -
         out(f"ok: {len(chain.files)} version(s); the current root is version {chain.root.version}")
 
 
+@app.command("repair")
+@guarded
+def trust_repair(registry: RegistryOption = None) -> None:
+    """Finish a trust-root write that was killed between its two files, and remove kictl's temporary files.
+
+    Needed when `trust verify` says a trust-root write was interrupted; the chain must verify up to the
+    newest version file (docs/trust.md, "Interrupted writes").
+    """
+    target = open_registry(registry)
+    root, rewrote, removed = trust_core.repair_root(target)
+    if removed:
+        err(f"removed {removed} temporary file(s) a killed writer left")
+    what = f"wrote {_store.ROOT_FILE} as version {root.version}" if rewrote else "nothing to finish"
+    err(f"repaired: {what}; the current root is version {root.version}")
+
+
 @app.command("pin")
 @guarded
 def trust_pin(

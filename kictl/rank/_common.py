@@ -84,12 +84,12 @@ def advisory_marks(registry: Registry, runs: Sequence[Any]) -> dict[str, tuple[s
     """Run digest → the open harness advisories that mark it (docs/advisories.md), for ``rank_group``.
 
     ``runs`` are ``RunFacts`` (digest, protocol, status).  Nothing is imported or verified when the
-    registry has no ``registry/advisories/``.  Raises ``CheckFailed`` when there are advisories and the
+    registry has, and had, no advisory file.  Raises ``CheckFailed`` when there are advisories and the
     trust root does not verify.
     """
-    from kictl.layout import ADVISORIES_DIR
+    from kictl.advisories.memory import traces  # light: also what git history or this machine saw deleted
 
-    if not (registry.root / ADVISORIES_DIR).is_dir():
+    if not traces(registry.root):
         return {}
     from kictl.advisories import RunRef, run_marks
 

@@ -5,6 +5,7 @@ files at a revision, the commit that first added each file, commits and branches
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -381,6 +382,95 @@ def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
         lines = done.stderr.strip().splitlines()
         raise RegistryError(f"git log failed: {lines[-1] if lines else done.returncode}")
     return _parse_merged(done.stdout)
+
+
+def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, tuple[str, int]]:
+    """Every file under ``prefix`` ever added on ``rev``'s first-parent line: path -> (that commit, its time).
+
+    Like ``merged_times``, and it keeps files deleted since: the registry is append-only, so a path here that
+    the tree no longer holds was deleted (``kictl.advisories.memory``).  ``{}`` without a repository or a
+    commit; raises ``RegistryError`` when git fails.
+    """
+    import subprocess
+
+    if current_commit(root) is None:
+        return {}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *_merged_log_args(prefix, rev)], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git log failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RegistryError(f"git log failed: {lines[-1] if lines else done.returncode}")
+    added: dict[str, tuple[str, int]] = {}
+    for chunk in done.stdout.split("\0"):
+        if not chunk.strip():
+            continue
+        header, _, rest = chunk.partition("\n")
+        sha, stamp = header.split("\x1f", 1)
+        for path in rest.splitlines():
+            if path.strip():
+                added.setdefault(path, (sha, int(stamp)))
+    return added
+
+
+def ever_touched(root: Path, prefix: str) -> bool:
+    """Whether any commit reachable from HEAD touched a file under ``prefix`` (one ``git rev-list``, stopping at the
+    first, asked once per commit and process); ``False`` without a repository or a commit.  Raises
+    ``RegistryError`` when git fails."""
+    head = current_commit(root)
+    return head is not None and _touched(str(root), head, prefix)
+
+
+@functools.lru_cache(maxsize=32)
+def _touched(root: str, head: str, prefix: str) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, "rev-list", "-1", head, "--", prefix], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git rev-list failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RegistryError(f"git rev-list failed: {lines[-1] if lines else done.returncode}")
+    return bool(done.stdout.strip())
+
+
+def read_blobs(root: Path, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
+    """The bytes of each ``(commit, path)`` in ``wanted`` (``None`` where git has none), in one ``cat-file --batch``.
+
+    Raises ``RegistryError`` when git cannot run.
+    """
+    import subprocess
+
+    if not wanted:
+        return {}
+    request = b"".join(f"{sha}:{path}\n".encode("utf-8", "surrogateescape") for sha, path in wanted)
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "cat-file", "--batch"], input=request, capture_output=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git cat-file failed: {exc}") from exc
+    if done.returncode != 0:
+        raise RegistryError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+    output, position = done.stdout, 0
+    found: dict[tuple[str, str], bytes | None] = {}
+    for item in wanted:
+        end = output.index(b"\n", position)
+        header = output[position:end].split()
+        position = end + 1
+        if header[-1] == b"missing" or len(header) < 3:
+            found[item] = None
+            continue
+        size = int(header[2])
+        found[item] = output[position : position + size] if header[1] == b"blob" else None
+        position += size + 1
+    return found
 
 
 def store_damage(root: Path, rev: str) -> str | None:
