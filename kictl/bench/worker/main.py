@@ -465,18 +465,22 @@ class Worker:
         self.expected = list(request.outputs)
         names = [spec.name for spec in request.outputs]
         input_names = [spec.name for spec in request.plan.inputs]
-        sizes = [
-            int(torch.Size(spec.shape).numel()) * torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
-            for spec in request.outputs
-        ]
         notes: list[wire.Note] = []
-        source = self.inputs(request.plan)
+        # kictl's own preparation of the round: no function or dispatch mode an earlier call left sees it (one
+        # left on the stack would otherwise run kictl's tensor work through the implementation's Python)
+        with integrity.kictl_torch():
+            sizes = [
+                int(torch.Size(spec.shape).numel()) * torch.empty((), dtype=getattr(torch, spec.dtype)).element_size()
+                for spec in request.outputs
+            ]
+            source = self.inputs(request.plan)
         if self.cuda:
-            args = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in source]
-            for arg in args:
-                if isinstance(arg, torch.Tensor):
-                    integrity.poison_in_place(arg)
-            integrity.poison_allocator(self.device, sizes)
+            with integrity.kictl_torch():
+                args = [torch.empty_like(a) if isinstance(a, torch.Tensor) else a for a in source]
+                for arg in args:
+                    if isinstance(arg, torch.Tensor):
+                        integrity.poison_in_place(arg)
+                integrity.poison_allocator(self.device, sizes)
             sleep = timing.original("sleep")
             cycles = timing.spin_cycles_per_ns(self.device)
             torch.cuda.synchronize()
@@ -501,8 +505,9 @@ class Worker:
                     f"outputs {', '.join(late)} changed after the calling stream finished the call",
                 )
         else:
-            args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
-            integrity.poison_allocator(self.device, sizes)
+            with integrity.kictl_torch():
+                args = [a.clone() if isinstance(a, torch.Tensor) else a for a in source]
+                integrity.poison_allocator(self.device, sizes)
             value = self.call(self.run, args)
             try:
                 outputs = normalize(value, names)
