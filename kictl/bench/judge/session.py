@@ -73,7 +73,7 @@ from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerPro
 from kictl.bench.judge.verdict import WorkloadContext, audit_label, evaluate
 from kictl.bench.wire import timers
 from kictl.definitions import signature
-from kictl.errors import EnvError, NotFoundError, UsageError
+from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
 from kictl.families.gpus import find_gpu
 from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
@@ -236,6 +236,7 @@ def run_bench(
                 if all(other.record.digest != found.record.digest for other in loaded):
                     loaded.append(found)
             loaded.sort(key=lambda item: not item.is_reference)  # the reference's run first: the speed-ups' baseline
+            _refuse_shared_names(loaded, registry)
         session = _Session(
             registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock, kept
         )
@@ -255,6 +256,24 @@ def run_bench(
     finally:
         if scratch is not None:
             scratch.cleanup()
+
+
+def _refuse_shared_names(loaded: Sequence[LoadedImplementation], registry: Registry | None) -> None:
+    """``RecordError`` before anything runs when two different implementations would share a name: two of the
+    session's, or a new one and one the registry holds (issue 40; the registry refuses it again when the
+    records are added, ``Registry.refuse_name_collisions``)."""
+    records = [item.record for item in loaded]
+    if registry is not None:
+        registry.refuse_name_collisions(records)
+        return
+    held: dict[str, str] = {}
+    for record in records:
+        owner = held.setdefault(record.name, record.digest)
+        if owner != record.digest:
+            raise RecordError(
+                f"Implementation name {record.name!r} names two different implementations ({owner[:19]} and "
+                f"{record.digest[:19]}); a different implementation needs a name of its own"
+            )
 
 
 def _named_device(requested: str) -> str | None:
