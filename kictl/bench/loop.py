@@ -397,7 +397,9 @@ class RunDriver:
         offsets = staging.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
         arm = wire.Arm(
             setup_plan=self.setup_plan,
-            timed_plans=tuple(self.timed_plans),
+            # where the parent stages the timed values (CPU), the worker never learns their plans (issue 40): setup()
+            # runs in a frame that holds no seed of a timed input set
+            timed_plans=() if offsets is not None else tuple(self.timed_plans),
             outputs=self.outputs,
             timer=self.options.timer,
             time_setup=self.options.time_setup,

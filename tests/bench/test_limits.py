@@ -102,6 +102,22 @@ def test_a_numpy_gemm_with_default_threads_passes(bench_module: Callable[..., Re
     row = found["lim_honest_numpy_gemm"]
     assert row["status"] == "passed", row
     assert row["run"] is not None
+    # a table of a set's prefix sums no longer answers a rolled call: each input has a shift of its own, and the
+    # table GEMM does all its calls honestly (before: 5 ms against 141 ms honest, every output correct)
+    table = found["lim_table_gemm_from_rolls"]
+    assert table["status"] == "passed", table
+    assert table["latencyNs"] > 0.5 * row["latencyNs"], (table["latencyNs"], row["latencyNs"])
+
+
+@needs_sandbox_and_group
+@pytest.mark.heavy
+def test_setup_finds_no_seed_of_the_timed_sets(limits_session: Result) -> None:
+    """The cheat skips a 30 ms stand-in for its work in every call only where setup() found the timed sets' plans
+    (in its callers' frames or through gc): on the CPU the worker is never sent them, and it pays the 30 ms."""
+    found = _by_implementation(limits_session)
+    cheat, honest = found["lim_seeds_from_setup_frame"], found["torch_rmsnorm"]
+    assert cheat["status"] == "passed", cheat
+    assert cheat["latencyNs"] > honest["latencyNs"] + 15_000_000, (cheat["latencyNs"], honest["latencyNs"])
 
 
 def test_worker_limits_parse_with_units_and_keep_the_defaults() -> None:
