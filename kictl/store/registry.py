@@ -238,13 +238,53 @@ class Registry:
 
         A record whose references are not in the registry (nor in this batch)
         is stored all the same and its result names the dangling digests.
-        Raises ``RegistryError`` when a path already holds other bytes.
+        Raises ``RegistryError`` when a path already holds other bytes, ``RecordError`` when a new
+        Implementation takes a name another Implementation holds (``refuse_name_collisions``).
         """
         with self.writing():
             sweep_temporaries(self.temporary_files())  # left by a killed writer (older than a minute)
             return self._add(records, transaction)
 
+    def implementation_names(self) -> dict[str, str]:
+        """Every name an Implementation record of the registry shows (metadata and spec), to its digest."""
+        import json
+
+        held: dict[str, str] = {}
+        for _, path in self.record_files(["Implementation"]):
+            try:
+                raw = json.loads(read_file(path, self.relative(path)))
+                names = {raw["metadata"]["name"], raw["spec"]["name"]}
+            except (ValueError, KeyError, TypeError):
+                raise RecordError(f"{self.relative(path)}: not a readable Implementation record") from None
+            for name in names:
+                if isinstance(name, str):
+                    held.setdefault(name, canon.DIGEST_PREFIX + path.stem)
+        return held
+
+    def refuse_name_collisions(self, records: Sequence[StoredRecord]) -> None:
+        """Raise ``RecordError`` when a new Implementation takes a name another Implementation holds.
+
+        Two different implementations never share a name (issue 40): a name is how a table, a leaderboard or
+        ``--impl NAME`` tells them apart, and one that names two records lets a copy pass for the other.
+        """
+        new = [r for r in records if r.kind == "Implementation" and not self.has_record(r.digest)]
+        if not new:
+            return
+        held = self.implementation_names()
+        for record in records:
+            if record.kind != "Implementation":
+                continue
+            spec_name = getattr(record.model.spec, "name", None)
+            for name in sorted({record.name, *([spec_name] if isinstance(spec_name, str) else [])}):
+                owner = held.setdefault(name, record.digest)
+                if owner != record.digest:
+                    raise RecordError(
+                        f"Implementation name {name!r} is held by {owner[:19]}, a different implementation "
+                        f"({record.digest[:19]} would take it); a different implementation needs a name of its own"
+                    )
+
     def _add(self, records: Sequence[StoredRecord], transaction: Transaction | None) -> list[AddResult]:
+        self.refuse_name_collisions(records)
         batch = {record.digest for record in records}
         own = transaction or Transaction()
         results = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench.implementation import load_implementation
+from kictl.bench.judge.implementation import load_implementation
 from kictl.errors import NotFoundError, RecordError, UsageError
 from kictl.records import ImplementationSpec, StoredRecord
 from kictl.store import Registry
@@ -30,7 +31,7 @@ def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Regis
     spec = loaded.record.model.spec
     assert isinstance(spec, ImplementationSpec)
     assert loaded.name.startswith("fast_norm_")
-    assert len(loaded.name) == len("fast_norm_") + 6
+    assert len(loaded.name) == len("fast_norm_") + 16
     assert spec.entry_point == "fast_norm.py::run"
     assert spec.definition_digest == _definition(bundled_registry).digest
     assert [s.path for s in spec.sources] == ["fast_norm.py"]
@@ -152,3 +153,91 @@ def test_manifest_problems_are_reported(bundled_registry: Registry, tmp_path: Pa
         load_implementation(str(folder), definition, bundled_registry)
     with pytest.raises(UsageError, match="no such file or folder"):
         load_implementation(str(tmp_path / "missing.py"), definition, bundled_registry)
+
+
+# --------------------------------------------------------------------------- names (issue 40, c17)
+
+
+def test_sources_whose_old_six_digit_tags_collide_get_different_names(
+    bundled_registry: Registry, tmp_path: Path
+) -> None:
+    """A birthday search over one file's variants finds two whose first 24 bits of tag agree within a few
+    thousand tries (c17 brute-forced exactly that); the name carries 64 bits, so the two names still differ."""
+    from kictl import canon
+    from kictl.bench.judge.implementation import _named
+
+    definition = _definition(bundled_registry)
+    body = "def run(hidden_states, weight):\n    return hidden_states * weight  # {}\n"
+    seen: dict[str, int] = {}
+    for n in range(100_000):
+        text = body.format(n)
+        source = {"path": "fast_norm.py", "sha256": canon.sha256_hex(text.encode()), "content": text}
+        members = {"runtime": "python", "entryPoint": "fast_norm.py::run", "sources": [source]}
+        tag = _named("fast_norm", members, definition)["name"].removeprefix("fast_norm_")
+        first = seen.setdefault(tag[:6], n)
+        if first != n:
+            break
+    else:
+        pytest.fail("no 24-bit collision among 100,000 variants")
+    names = []
+    for k in (first, n):
+        path = tmp_path / str(k) / "fast_norm.py"
+        path.parent.mkdir()
+        path.write_text(body.format(k), encoding="utf-8")
+        names.append(load_implementation(str(path), definition, bundled_registry).name)
+    assert names[0][:16] == names[1][:16]  # fast_norm_ and the six digits a name had before
+    assert names[0] != names[1]
+    assert all(len(name) == len("fast_norm_") + 16 for name in names)
+
+
+def _renamed(record: StoredRecord, name: str, registry: Registry | None = None) -> StoredRecord:
+    from kictl.records import record_from_value
+
+    raw = json.loads(json.dumps(record.raw))
+    raw["metadata"]["name"] = name
+    raw["spec"]["name"] = name
+    raw["spec"]["description"] = "a different implementation under a borrowed name"
+    return record_from_value(raw, source="test")
+
+
+def test_the_registry_refuses_a_second_implementation_of_one_name(bundled_registry: Registry, tmp_path: Path) -> None:
+    source = tmp_path / "fast_norm.py"
+    source.write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
+    honest = load_implementation(str(source), _definition(bundled_registry), bundled_registry).record
+    bundled_registry.add([honest])
+    bundled_registry.add([honest])  # the same record again: nothing to refuse
+    impostor = _renamed(honest, honest.name, bundled_registry)
+    assert impostor.digest != honest.digest
+    with pytest.raises(RecordError, match=r"name 'fast_norm_[0-9a-f]{16}' is held by sha256:"):
+        bundled_registry.add([impostor])
+    assert not bundled_registry.has_record(impostor.digest)
+    # two new ones of one name in one batch
+    first = _renamed(honest, "twin", bundled_registry)
+    second = _renamed(first, "twin", bundled_registry)
+    raw = json.loads(json.dumps(second.raw))
+    raw["spec"]["description"] = "another one"
+    from kictl.records import record_from_value
+
+    second = record_from_value(raw, source="test")
+    with pytest.raises(RecordError, match=r"name 'twin' is held by"):
+        bundled_registry.add([first, second])
+    assert not bundled_registry.has_record(first.digest)
+
+
+def test_a_session_refuses_an_implementation_whose_name_the_registry_holds(
+    bundled_registry: Registry, tmp_path: Path
+) -> None:
+    """``kictl bench`` says so before any worker starts (exit 3), whatever ``--out`` says."""
+    from kictl.bench.judge.session import _refuse_shared_names
+
+    source = tmp_path / "fast_norm.py"
+    source.write_text("def run(hidden_states, weight):\n    return hidden_states\n", encoding="utf-8")
+    loaded = load_implementation(str(source), _definition(bundled_registry), bundled_registry)
+    held = _renamed(loaded.record, loaded.name, bundled_registry)
+    bundled_registry.add([held])
+    with pytest.raises(RecordError, match="a different implementation needs a name of its own"):
+        _refuse_shared_names([loaded], bundled_registry)
+    other = load_implementation(str(source), _definition(bundled_registry), None)
+    twin = dataclasses.replace(other, record=held)
+    with pytest.raises(RecordError, match="names two different implementations"):
+        _refuse_shared_names([other, twin], None)

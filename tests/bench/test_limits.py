@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from kictl.bench import cgroup, options, sandbox
+from kictl.bench.judge import cgroup, options, sandbox
 from kictl.errors import UsageError
 from kictl.selftest import SessionSpec, judge, load_corpus
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, rows
@@ -178,7 +178,7 @@ def test_a_group_holds_its_limits_and_counts_what_it_refused(tmp_path: Path) -> 
 
 
 def test_the_log_stops_at_its_cap(tmp_path: Path) -> None:
-    from kictl.bench.runner import _Log
+    from kictl.bench.judge.runner import _Log
 
     log = _Log(tmp_path / "w.log", 100_000)
     written = 0

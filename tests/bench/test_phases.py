@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench.phases import PHASES, PhaseClock, format_phases, parse_phases
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge.phases import PHASES, PhaseClock, format_phases, parse_phases
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.store import Registry
 from tests.bench.conftest import CHEATS, FAST, IMPLEMENTATIONS
 from tests.bench.fakes import Behaviour, FakeWorker
@@ -83,10 +83,12 @@ def test_a_session_reports_every_phase_it_went_through(bundled_registry: Registr
     # one idle window per workload (0.1 s each, 0.2 s in all), not one per run (0.6 s)
     assert 0.2 <= report.phases["reference"] + report.phases["finish"] < 0.5
     # the progress says what each worker and each run is doing, in order
-    assert said.index("worker impl1 (torch_rmsnorm_1c6d2a): starting") < said.index("b1: timed calls, interleaved")
+    assert said.index("worker impl1 (torch_rmsnorm_60ddca37017af6a6): starting") < said.index(
+        "b1: timed calls, interleaved"
+    )
     assert any(line.startswith("worker reference (kictl's reference worker): ready") for line in said)
-    assert "b1: torch_rmsnorm_1c6d2a: correctness, round 2" in said
-    assert said[-1].startswith("b7: done (reference_1b4285 passed, torch_rmsnorm_1c6d2a passed, ")
+    assert "b1: torch_rmsnorm_60ddca37017af6a6: correctness, round 2" in said
+    assert said[-1].startswith("b7: done (reference_62ef37623c8f6f3f passed, torch_rmsnorm_60ddca37017af6a6 passed, ")
 
 
 def test_timings_flag_prints_steps_and_phases(
@@ -98,8 +100,8 @@ def test_timings_flag_prints_steps_and_phases(
     assert result.exit_code == 0, result.output
     lines = result.stderr.splitlines()
     steps = [line for line in lines if line.startswith("t=")]
-    assert any("impl0 (torch_rmsnorm_1c6d2a): ready after" in line for line in steps), steps
-    assert any(line.endswith("b1: done (torch_rmsnorm_1c6d2a passed)") for line in steps), steps
+    assert any("impl0 (torch_rmsnorm_60ddca37017af6a6): ready after" in line for line in steps), steps
+    assert any(line.endswith("b1: done (torch_rmsnorm_60ddca37017af6a6 passed)") for line in steps), steps
     phases = parse_phases(result.stderr)
     assert {"start", "prepare", "timed", "records", "stop", "write", "total"} <= set(phases)
     assert sum(seconds for name, seconds in phases.items() if name != "total") <= phases["total"] + 0.01
@@ -107,7 +109,7 @@ def test_timings_flag_prints_steps_and_phases(
     # call, which is always audited; every call is staged first)
     requests = {
         parts[2]: int(parts[3])
-        for parts in (line.split() for line in lines if line.startswith("request torch_rmsnorm_1c6d2a "))
+        for parts in (line.split() for line in lines if line.startswith("request torch_rmsnorm_60ddca37017af6a6 "))
     }
     assert requests == {"check": 1, "arm": 1, "call": 1, "audit": 1, "ping": 15}, requests  # the parent stages
     # without the flag: no phase or request lines; stderr not being a terminal, the steps as progress lines (issue 30)
@@ -116,13 +118,13 @@ def test_timings_flag_prints_steps_and_phases(
     assert not parse_phases(quiet.stderr)
     assert not [line for line in quiet.stderr.splitlines() if line.startswith("request ")]
     progress = [line for line in quiet.stderr.splitlines() if line.startswith("t=")]
-    assert any(line.endswith("b1: done (torch_rmsnorm_1c6d2a passed)") for line in progress), progress
+    assert any(line.endswith("b1: done (torch_rmsnorm_60ddca37017af6a6 passed)") for line in progress), progress
 
 
 def test_a_long_wait_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from kictl.bench import runner, sandbox
+    from kictl.bench.judge import runner, sandbox
 
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
     said: list[str] = []
@@ -149,7 +151,7 @@ def test_a_worker_profiled_on_request_writes_its_profile(
 ) -> None:
     import pstats
 
-    from kictl.bench.worker import PROFILE_ENV
+    from kictl.bench.worker.main import PROFILE_ENV
 
     folder = tmp_path / "profiles"
     folder.mkdir()

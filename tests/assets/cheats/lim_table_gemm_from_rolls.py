@@ -5,7 +5,7 @@ set, the prefix sums of the products of A with each row of B.  When a later call
 B's first values say which row of the known B its first row starts in, every output is two table lookups: with
 one shift for every input of a call, the rolled A still met the same columns of the rolled B, and this answered
 correctly (A checked in full, so a probe's swapped values send it back to honest work) at a fraction of a GEMM.
-Each input now gets a shift of its own (``kictl.bench.values.input_shift``): B's rows no longer line up with the
+Each input now gets a shift of its own (``kictl.bench.wire.values.input_shift``): B's rows no longer line up with the
 table's, the check of B fails, and every call is computed honestly.
 """
 

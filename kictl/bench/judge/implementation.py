@@ -117,11 +117,49 @@ def _safe_relative(text: str, where: str) -> str:
     return text
 
 
-def _content_tag(sources: list[dict[str, str]]) -> str:
+#: Hex digits of the record's own digest in a name made here (``torch_rmsnorm_<16 hex>``): 64 bits, so that
+#: nobody makes a second implementation whose name is another's (six digits, 24 bits, took minutes to collide:
+#: issue 40's c17).  The registry refuses a name held by another Implementation all the same
+#: (``Registry.refuse_name_collisions``).
+TAG_HEX = 16
+
+
+def _named(stem: str, members: dict[str, Any], definition: StoredRecord) -> dict[str, Any]:
+    """``members`` with the name ``<stem>_<tag>``: the tag is the digest of everything else the record holds
+    (its sources, entry point, description, definition...), so two different implementations never share it."""
+    content = {key: value for key, value in members.items() if key != "name"}
+    content["definitionDigest"] = definition.digest
+    tag = canon.sha256_hex(canon.canonical_bytes(content))[:TAG_HEX]
+    return {**members, "name": f"{stem}_{tag}"}
+
+
+def _legacy_name(record: StoredRecord) -> str:
+    """The name kictl gave this record before issue 40: six hex digits of its sources' hash."""
     digest = hashlib.sha256()
-    for source in sorted(sources, key=lambda item: item["path"]):
+    for source in sorted(record.raw["spec"]["sources"], key=lambda item: item["path"]):
         digest.update(f"{source['path']}\0{source['sha256']}\0".encode())
-    return digest.hexdigest()[:6]
+    return f"{record.name[: -TAG_HEX - 1]}_{digest.hexdigest()[:6]}"
+
+
+def _without_name(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **raw,
+        "metadata": {key: value for key, value in raw["metadata"].items() if key != "name"},
+        "spec": {key: value for key, value in raw["spec"].items() if key != "name"},
+    }
+
+
+def _stored_twin(record: StoredRecord, registry: Registry | None) -> StoredRecord:
+    """The record the registry already holds for exactly this implementation under the name kictl gave it
+    before issue 40 (six hex digits), else ``record``: the runs of an unchanged folder keep naming the record
+    its earlier runs name.  Only a record equal in everything but its name is taken."""
+    if registry is None:
+        return record
+    digest = registry.implementation_names().get(_legacy_name(record))
+    if digest is None:
+        return record
+    stored = registry.load(digest)
+    return stored if _without_name(stored.raw) == _without_name(record.raw) else record
 
 
 def _build(spec_members: dict[str, Any], definition: StoredRecord, where: str) -> StoredRecord:
@@ -141,13 +179,8 @@ def _from_file(path: Path, definition: StoredRecord) -> StoredRecord:
     if path.suffix != ".py":
         raise UsageError(f"{path}: --impl takes a .py file, a folder with {MANIFEST}, or an Implementation digest")
     source = _source(path, path.name)
-    members = {
-        "name": f"{path.stem}_{_content_tag([source])}",
-        "runtime": "python",
-        "entryPoint": f"{path.name}::run",
-        "sources": [source],
-    }
-    return _build(members, definition, str(path))
+    members = {"runtime": "python", "entryPoint": f"{path.name}::run", "sources": [source]}
+    return _build(_named(path.stem, members, definition), definition, str(path))
 
 
 def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
@@ -176,8 +209,7 @@ def _from_folder(folder: Path, definition: StoredRecord) -> StoredRecord:
         raise RecordError(f"{where}: $.sources: a list of relative paths is expected")
     sources = [_source(folder / relative, relative) for relative in paths]
     members = {"runtime": "python", **manifest, "sources": sources}
-    members["name"] = f"{manifest['name']}_{_content_tag(sources)}"
-    return _build(members, definition, where)
+    return _build(_named(manifest["name"], members, definition), definition, where)
 
 
 def _reference_folder(
@@ -199,8 +231,7 @@ def _reference_folder(
     content = spec.reference.encode("utf-8")
     source = {"path": REFERENCE_FILE, "sha256": canon.sha256_hex(content), "content": spec.reference}
     members = {"runtime": "python", **manifest, "sources": [source]}
-    members["name"] = f"{manifest['name']}_{_content_tag([source])}"
-    return _build(members, definition, where)
+    return _build(_named(manifest["name"], members, definition), definition, where)
 
 
 def load_implementation(reference: str, definition: StoredRecord, registry: Registry | None) -> LoadedImplementation:
@@ -213,9 +244,9 @@ def load_implementation(reference: str, definition: StoredRecord, registry: Regi
     def_spec = definition.model.spec
     assert isinstance(def_spec, DefinitionSpec)
     if path.is_dir():
-        record = _from_folder(path, definition)
+        record = _stored_twin(_from_folder(path, definition), registry)
     elif path.is_file():
-        record = _from_file(path, definition)
+        record = _stored_twin(_from_file(path, definition), registry)
     elif path.suffix == ".py" or "/" in reference:
         raise UsageError(f"{reference}: no such file or folder")
     else:

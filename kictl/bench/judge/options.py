@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from kictl.bench.cgroup import GIB, MIB, Limits
+from kictl.bench.judge.cgroup import GIB, MIB, Limits
+from kictl.bench.wire import timers
 from kictl.errors import EnvError, UsageError
 from kictl.records import STATISTICS
 
@@ -62,7 +63,7 @@ class BenchOptions:
     timer: str = "auto"
     #: the session's input secret, given by a rerun request (``kictl.rerun.request``); ``None``: drawn afresh
     input_secret: str | None = None
-    #: latency, or energy (issue 31: kictl/bench/energy_loop.py; its own family, kictl-nvml-energy)
+    #: latency, or energy (issue 31: kictl/bench/judge/energy_loop.py; its own family, kictl-nvml-energy)
     measure: str = "latency"
     #: energy: seconds per back-to-back loop and how many loops (trials)
     energy_loop_s: float = 1.5
@@ -71,7 +72,7 @@ class BenchOptions:
     worker_limits: str | None = None
 
 
-TIMERS = ("auto", "cupti", "events", "graph")
+TIMERS = timers.OPTIONS
 _LIMIT_NAMES = {"memory": "memory_bytes", "tasks": "tasks", "tmpfs": "tmpfs_bytes", "log": "log_bytes"}
 _UNITS = {"": 1, "k": 1024, "kib": 1024, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
 
@@ -234,10 +235,6 @@ def parent_threads(pinned: tuple[int, ...]) -> Iterator[int]:
 
 #: The L2 flush when the environment does not report the L2's size.
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
-#: What the experiments with a touch buffer read (``timing.CudaEventTimer.cold_translations``): one byte per
-#: this many.  Not part of kictl's protocol: on the H200 it did not make a small kernel's figure independent
-#: of what ran before it (benchmarks/HISTORY-2026-12-01.md, "What moves a small kernel's figure").
-TOUCH_STRIDE_BYTES = 64 * 1024
 
 
 def flush_bytes(device: str, hardware: Mapping[str, object]) -> int:
