@@ -81,6 +81,31 @@ def _per_call(function: object, calls: int) -> float:
     return (time.perf_counter_ns() - began) / calls
 
 
+def _limits_costs(isolation: object, folder: Path, calls: int) -> list[tuple[str, str]]:
+    """Issue 40's per-answer and per-call costs in the parent, on a live sandboxed worker."""
+    from kictl.bench.judge.runner import WorkerProcess
+
+    worker = WorkerProcess("limits", "cpu", folder, isolation, cpus=(max(os.sched_getaffinity(0)),))  # type: ignore[arg-type]
+    worker.start()
+    try:
+        given = worker.cpus
+        group = "a cgroup" if worker.group is not None else "no cgroup"
+        return [
+            (f"limits looked at, per answer ({group})", f"{_per_call(worker.breaches, calls) / 1e3:.0f} µs"),
+            (
+                "CPUs re-checked (affinity), per timed call",
+                f"{_per_call(lambda: worker.cpus_outside(given), calls) / 1e3:.0f} µs",
+            ),
+            ("CPU time per CPU read, per timed call", f"{_per_call(worker.cpu_ns_per_cpu, calls) / 1e3:.0f} µs"),
+            (
+                "a neighbour quieted and back, per neighbour per timed call",
+                f"{_per_call(lambda: (worker.quiet(True), worker.quiet(False)), calls) / 1e3:.0f} µs",
+            ),
+        ]
+    finally:
+        worker.stop()
+
+
 def cost_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="walls.py cost", description="what the walls cost on the CPU")
     parser.add_argument("--repeat", type=int, default=3)
@@ -101,6 +126,7 @@ def cost_main(argv: list[str]) -> int:
         bare = [_start(sandbox.Isolation(None), folder / f"n{n}") for n in range(args.repeat)]
         rows.append(("worker start to Ready, hardened sandbox (median)", f"{statistics.median(starts):.2f} s"))
         rows.append(("worker start to Ready, --no-sandbox (median)", f"{statistics.median(bare):.2f} s"))
+        rows += _limits_costs(hardened, folder / "limits", args.calls)
     rows.append(("seccomp filter, built", f"{_per_call(seccomp.program, args.calls) / 1e3:.1f} µs"))
     hooks = _per_call(integrity.foreign_hooks, args.calls * 10)
     rows.append(("foreign-hook check (3 a call)", f"{hooks / 1e3:.2f} µs"))

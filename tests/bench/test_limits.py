@@ -195,3 +195,20 @@ def test_the_log_stops_at_its_cap(tmp_path: Path) -> None:
 
 def test_the_corpus_sessions_of_the_limits_are_known() -> None:
     assert json.loads((CHEATS / "corpus.json").read_text())["sessions"]["limits-cpu"]["options"]["workerLimits"]
+
+
+def test_each_random_input_of_a_call_gets_a_shift_of_its_own() -> None:
+    """A GEMM's two operands are rolled apart (a table of one set's row products no longer lines up), while the
+    first input keeps the call's shift and shift 0 (the correctness rounds) leaves every input as drawn."""
+    import torch
+
+    from kictl.bench.wire.values import _rolled, input_shift
+
+    assert input_shift(12345, 0) == 12345
+    assert [input_shift(0, k) for k in range(4)] == [0, 0, 0, 0]
+    shifts = {input_shift(12345, k) for k in range(8)}
+    assert len(shifts) == 8
+    values = torch.arange(4096)
+    assert torch.equal(_rolled(values, 7, 0), values.roll(7))
+    assert torch.equal(_rolled(values, 7, 1), values.roll(input_shift(7, 1) % 4096))
+    assert not torch.equal(_rolled(values, 7, 1), _rolled(values, 7, 0))

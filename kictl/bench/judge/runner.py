@@ -496,30 +496,30 @@ class WorkerProcess:
             self.group.quiet(idle)
 
     def cpus_outside(self, given: tuple[int, ...]) -> str | None:
-        """A thread of the sandbox allowed on a CPU it was not given (its affinity, from ``/proc``), or ``None``."""
-        if self.process is None or not given:
+        """A thread of the worker allowed on a CPU it was not given (its affinity, from ``/proc``), or ``None``.
+        Other processes of the sandbox are ``noProcessesLeft``'s; the CPU time of any, exited ones included, is
+        counted per CPU where the cgroup keeps it (``cpu_ns_per_cpu``)."""
+        if self.worker_pid is None or not given:
             return None
         wanted = set(given)
-        for pid in (self.process.pid, *descendants(self.process.pid)):
-            if pid != self.worker_pid and (self._is_sandbox_init(pid) or pid == self.process.pid):
-                continue  # bubblewrap's own processes: never pinned, never the implementation's
+        try:
+            tasks = os.listdir(f"/proc/{self.worker_pid}/task")
+        except OSError:
+            return None
+        for task in tasks:
             try:
-                tasks = os.listdir(f"/proc/{pid}/task")
+                text = _proc_text(f"/proc/{self.worker_pid}/task/{task}/status")
             except OSError:
                 continue
-            for task in tasks:
-                try:
-                    text = _proc_text(f"/proc/{pid}/task/{task}/status")
-                except OSError:
-                    continue
-                for line in text.splitlines():
-                    if line.startswith("Cpus_allowed_list:"):
-                        allowed = _cpu_list(line.split(":", 1)[1])
-                        if allowed - wanted:
-                            return (
-                                f"a thread of the sandbox was allowed on CPU(s) {_cpu_text(allowed)}; "
-                                f"the worker was given {_cpu_text(wanted)}"
-                            )
+            start = text.find("Cpus_allowed_list:")
+            if start < 0:
+                continue
+            allowed = _cpu_list(text[start + len("Cpus_allowed_list:") :].split("\n", 1)[0])
+            if allowed - wanted:
+                return (
+                    f"a thread of the worker was allowed on CPU(s) {_cpu_text(allowed)}; "
+                    f"it was given {_cpu_text(wanted)}"
+                )
         return None
 
     def view(self) -> ProcessView:
