@@ -238,6 +238,7 @@ def _options(spec: SessionSpec, no_sandbox: bool) -> Any:
         "trials": ("trials", int),
         "timeoutS": ("timeout_s", float),
         "timer": ("timer", str),
+        "workerLimits": ("worker_limits", str),
     }
     values: dict[str, Any] = {}
     for name, value in spec.options.items():

@@ -118,6 +118,13 @@ def bench(
     input_sets: Annotated[
         int, typer.Option(help="Input sets (same structure, fresh values) the timed calls rotate over.")
     ] = 4,
+    worker_limits: Annotated[
+        str | None,
+        typer.Option(
+            help="What each worker's sandbox may hold, e.g. memory=4GiB,tasks=256,tmpfs=512MiB,log=8MiB (any of "
+            "them; default: half the memory, 512 tasks, 2 GiB /tmp, 16 MiB log).",
+        ),
+    ] = None,
     no_sandbox: Annotated[
         bool,
         typer.Option(
@@ -252,6 +259,7 @@ def bench(
         measure=measure,
         energy_loop_s=energy_loop,
         energy_trials=energy_trials,
+        worker_limits=worker_limits,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
