@@ -51,16 +51,13 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
     target = open_registry(registry)
     definitions = list(target.iter_records(["Definition"]))
     workloads: dict[str, int] = {}
+    workload_definition: dict[str, str] = {}
     for record in target.iter_records(["Workload"]):
         assert isinstance(record.model, Workload)
         key = record.model.spec.definition_digest
         workloads[key] = workloads.get(key, 0) + 1
+        workload_definition[record.digest] = key
     runs: dict[str, int] = {}
-    workload_definition = {
-        r.digest: r.model.spec.definition_digest
-        for r in target.iter_records(["Workload"])
-        if isinstance(r.model, Workload)
-    }
     for _, path in target.record_files(["BenchmarkRun"]):
         record = target.read_record(path)
         assert isinstance(record.model, BenchmarkRun)
