@@ -307,3 +307,102 @@ def compile_all(root: Path, name: str | None = None, *, catalogue: bool = True) 
                 details=[f"closest known: {', '.join(near)}" for near in [closest(name, known)] if near],
             )
     return [compile_folder(folder, root) for folder in folders]
+
+
+# --------------------------------------------------------------------------- where a definition runs
+
+#: GPU generations a definition's source baseline needs, from least to most demanding.
+PLACEMENTS = ("any", "hopper", "blackwell")
+PLACEMENT_LABELS = {"any": "any GPU", "hopper": "Hopper+ (sm90)", "blackwell": "Blackwell (sm100)"}
+FP8_DTYPES = frozenset({"float8_e4m3fn", "float8_e5m2"})
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a definition's source baseline (the kernel its ``fi_api`` tag names) runs, and why.
+
+    The reference is plain PyTorch and runs anywhere, the CPU included; ``needs`` is about the
+    kernel a measurement compares against (docs/importing.md, "Which definitions run where").
+    """
+
+    needs: str  # one of PLACEMENTS
+    reason: str
+
+    @property
+    def label(self) -> str:
+        return PLACEMENT_LABELS[self.needs]
+
+
+def placement(spec: DefinitionSpec) -> Placement:
+    """The stated rule, first match wins, from the definition alone (its tags and dtypes).
+
+    1. Blackwell: a ``gpu:sm100`` tag; a ``fi_api`` naming a TensorRT-LLM-gen kernel (``trtllm_…``),
+       which FlashInfer builds for SM100 only; a ``quantization``/``quant`` tag naming FP4.
+    2. Hopper: an FP8 input or output, or a ``quant``/``quantization`` tag naming FP8 (FP8 tensor-core
+       kernels); a ``fi_api`` under ``flashinfer.gdn`` (FlashInfer's GDN kernels use TMA, SM90+).
+    3. Anything else: any GPU FlashInfer supports.
+    """
+    tags = spec.tags or ()
+    apis = [tag.removeprefix("fi_api:") for tag in tags if tag.startswith("fi_api:")]
+    quant = [tag.split(":", 1)[1].lower() for tag in tags if tag.startswith(("quant:", "quantization:"))]
+    if "gpu:sm100" in tags:
+        return Placement("blackwell", "tagged gpu:sm100")
+    trtllm = [api for api in apis if api.rsplit(".", 1)[-1].startswith("trtllm_")]
+    if trtllm:
+        return Placement("blackwell", f"its baseline {trtllm[0]} is a TensorRT-LLM-gen kernel (SM100)")
+    if any("fp4" in q or "float4" in q for q in quant):
+        return Placement("blackwell", f"FP4 quantization ({quant[0]})")
+    fp8 = sorted(
+        name for group in (spec.inputs, spec.outputs) for name, tensor in group.items() if tensor.dtype in FP8_DTYPES
+    )
+    if fp8:
+        return Placement("hopper", f"FP8 tensors ({', '.join(fp8)})")
+    if any("fp8" in q or "float8" in q for q in quant):
+        return Placement("hopper", f"FP8 quantization ({quant[0]})")
+    gdn = [api for api in apis if api.startswith("flashinfer.gdn.")]
+    if gdn:
+        return Placement("hopper", f"its baseline {gdn[0]} uses TMA (SM90+)")
+    return Placement("any", "no FP8/FP4 tensor, no architecture-specific baseline")
+
+
+# --------------------------------------------------------------------------- where a workload's inputs come from
+
+#: ``metadata.labels`` key and value that mark a workload of a generated suite (kictl.importers.flashinfer_bench).
+WORKLOADS_LABEL = "kernelindex.dev/workloads"
+GENERATED_LABEL = "generated"
+NOT_CAPTURED = "not the captured tensors: structure generated from the axes (the source's blobs are not here)"
+GENERATED_SUITE = "generated suite: axes by kictl's suite rule, inputs generated (not captured)"
+
+
+def workload_origin(raw: dict[str, Any]) -> str | None:
+    """What a reader must be told about a Workload record's inputs, or None for nothing to say.
+
+    Read from the spec first, which the digest covers: a workload naming a blob its source did not ship
+    (``missing: true``) runs on structure generated from its axes, whatever its metadata says.  A
+    workload labelled as one of a generated suite says so.  A workload whose blobs are all present (a
+    dataset imported with them) carries no label.
+    """
+    spec = raw.get("spec")
+    inputs = spec.get("inputs") if isinstance(spec, dict) else None
+    if isinstance(inputs, dict) and any(
+        isinstance(given, dict) and given.get("type") == "blob" and given.get("missing") for given in inputs.values()
+    ):
+        return NOT_CAPTURED
+    metadata = raw.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(labels, dict) and labels.get(WORKLOADS_LABEL) == GENERATED_LABEL:
+        return GENERATED_SUITE
+    return None
+
+
+def origin_notes(origins: dict[str, str | None], shown: int = 4) -> list[str]:
+    """One line per kind of origin over ``{workload name: origin}``: how many, and the first names."""
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in origins.items():
+        if origin is not None:
+            by_origin.setdefault(origin, []).append(name)
+    lines = []
+    for origin, names in sorted(by_origin.items()):
+        listed = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+        lines.append(f"{len(names)} of {len(origins)} workload(s) {origin}: {listed}")
+    return lines

@@ -33,7 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kictl.definitions import CATALOGUE_MANIFEST, DEFINITION_FILE, REFERENCE_FILE, WORKLOADS_FILE, check_workload
+from kictl.definitions import (
+    CATALOGUE_MANIFEST,
+    DEFINITION_FILE,
+    GENERATED_LABEL,
+    REFERENCE_FILE,
+    WORKLOADS_FILE,
+    WORKLOADS_LABEL,
+    check_workload,
+)
 from kictl.errors import RecordError, RegistryError, UsageError
 from kictl.importers.flashinfer_bench.importer import read_dataset
 from kictl.layout import DEFINITIONS_DIR
@@ -42,9 +50,9 @@ from kictl.records import API_VERSION, BlobInput, DefinitionSpec, StoredRecord, 
 LABEL_SOURCE = "kernelindex.dev/source"
 LABEL_COMMIT = "kernelindex.dev/source-commit"
 LABEL_PATH = "kernelindex.dev/source-path"
-LABEL_WORKLOADS = "kernelindex.dev/workloads"
+LABEL_WORKLOADS = WORKLOADS_LABEL
 LABEL_RULE = "kernelindex.dev/suite-rule"
-GENERATED = "generated"
+GENERATED = GENERATED_LABEL
 
 
 @dataclass
