@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -134,3 +135,33 @@ def definition_rows(
                 }
             )
     return sorted(rows, key=lambda row: (row["family"], natural_key(row["name"])))
+
+
+@app.command("catalogue")
+@guarded
+def catalogue_command(
+    dataset: Annotated[Path, typer.Argument(help="A FlashInfer Trace folder (definitions/, workloads/).")],
+    commit: Annotated[str, typer.Option("--commit", help="The source's full commit, recorded in provenance.")],
+    source: Annotated[
+        str, typer.Option("--source", help="The source repository, recorded in provenance.")
+    ] = "github:flashinfer-ai/flashinfer-bench",
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write a FlashInfer Trace dataset as definitions/<family>/<name>/ folders and definitions/catalogue.json.
+
+    Then `kictl definitions compile` stores their records. A folder of the same name that the
+    catalogue did not write (a hand-written definition) is kept as it is; definitions without
+    workloads get the generated suite (docs/importing.md). Exit 2 when DATASET is no dataset.
+    """
+    from kictl.importers.flashinfer_bench.catalogue import write_catalogue
+
+    target = open_registry(registry)
+    report = write_catalogue(dataset, target.root, source=source, commit=commit)
+    if as_json:
+        emit_json({"source": report.source, "commit": report.commit, "definitions": report.entries})
+    else:
+        for name, entry in sorted(report.entries.items()):
+            out(f"{entry['status']:<13}  {name}")
+    counts = ", ".join(f"{report.count(status)} {status}" for status in ("imported", "hand-written", "unrepresented"))
+    err(f"{len(report.entries)} definition(s) in {dataset}: {counts}; now run `kictl definitions compile`")
