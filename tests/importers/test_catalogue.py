@@ -286,3 +286,40 @@ def test_bundled_placements() -> None:
 def test_generated_suite_refuses_axes_no_rule_covers() -> None:
     with pytest.raises(RecordError, match="no suite rule covers the variable axes n"):
         generated_suite(_spec([]))
+
+
+def test_the_site_lists_families_placement_provenance_and_labels(
+    copy_dataset: CopyDataset, tmp_path: Path, cli: RunCli
+) -> None:
+    _, registry = _catalogue(copy_dataset, tmp_path, cli)
+    out = tmp_path / "site"
+    built = cli("site", "build", out, "--registry", registry.root)
+    assert built.exit_code == 0, built.output
+    front = " ".join((out / "index.html").read_text().split())
+    assert "2 definitions in 2 families:" in front
+    assert re.search(r'href="\./#family-gemm">gemm</a> \(1 definition, \d+ workloads\)', front)
+    assert 'id="family-gqa-paged-attention">gqa-paged-attention (1 definition)</h3>' in front
+    page = " ".join((out / "d" / DECODE / "index.html").read_text().split())
+    assert "2 definitions in 2 families:" in page
+    assert f"{SOURCE} at <code>{COMMIT[:12]}</code>" in page
+    assert "any GPU: no FP8/FP4 tensor" in page
+    assert ABSENT in page
+    assert page.count("not the captured tensors") == 1
+    index_rows = json.loads((out / "index.json").read_text())
+    assert {row["runsOn"] for row in index_rows} == {"any"}
+
+
+def test_definitions_list_shows_the_156() -> None:
+    """`kictl definitions list` over the repository's registry, read in place (nothing is written)."""
+    from typer.testing import CliRunner
+
+    from kictl.cli import make_app
+
+    result = CliRunner().invoke(make_app(), ["definitions", "list", "--registry", str(REPO_ROOT), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 156
+    assert all(row["digest"] for row in rows)
+    moe = [row for row in rows if row["family"] == "moe"]
+    assert len(moe) == 19
+    assert {row["runsOn"] for row in moe} == {"blackwell"}
