@@ -54,6 +54,7 @@ REQUIRED: dict[str, list[str]] = {
     "validate": [],
     "definitions compile": [],
     "definitions list": [],
+    "definitions catalogue": ["DIR", "--commit", "0" * 40],
     "trust show": [],
     "trust sign-policy": ["--key", "KEY"],
     "trust verify": [],
