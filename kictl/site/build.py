@@ -490,7 +490,7 @@ def build_site(
                 except OSError as exc:
                     raise RegistryError(f"{out / name}: cannot write: {exc.strerror or exc}") from exc
             new_pages[page.path] = {"fingerprint": page.fingerprint, "files": sorted(files)}
-            if number % 2000 == 0:
+            if number % max(1, min(2000, len(site_pages) // 10)) == 0:  # about ten steps (kictl/progress.py)
                 say(f"{number}/{len(site_pages)} pages")
         kept = {name for entry in new_pages.values() for name in entry["files"]}
         for entry in (old_all.get("pages") or {}).values():
