@@ -485,6 +485,25 @@ def _broken_ref(root: Path, rev: str, warnings: str) -> str | None:
     return None
 
 
+def public_location(root: Path) -> str:
+    """Where others find the repository at ``root``: its ``origin`` remote's URL without credentials, else its path.
+
+    Never raises (a registry without git, or a remote git cannot read, is its path).
+    """
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        done = None
+    url = done.stdout.strip() if done is not None and done.returncode == 0 else ""
+    if not url:
+        return str(root.resolve())
+    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)  # https://user:token@host/... -> https://host/...
+
+
 def current_commit(root: Path) -> str | None:
     """The sha of HEAD in the git repository at ``root``, or ``None`` (no repository or no commit yet).
 
