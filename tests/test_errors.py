@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from kictl import canon
 from kictl.errors import NotFoundError, RecordError
 from kictl.records import load_record_file
+from kictl.store import Registry
 from kictl.validate import check_record_file
 from tests import factories
+from tests.conftest import RunCli
 
 
 def test_the_text_is_path_pointer_message() -> None:
@@ -73,3 +76,18 @@ def test_an_io_or_git_error_that_escapes_a_command_is_one_line_exit_4(capsys: py
 
     with pytest.raises(ValueError, match="a bug"):
         guarded(a_bug)()
+
+
+def test_a_short_digest_prefix_is_said_once_with_what_to_give(cli: RunCli, empty_registry: Registry) -> None:
+    """Issue 45: ``verify 3b1a`` said "give 8+ hex digits" twice; now once, with a digest that starts so."""
+    chain = factories.chain()
+    file = empty_registry.root.parent / "chain.json"
+    file.write_text(json.dumps(chain))
+    assert cli("add", file, "--registry", empty_registry.root).exit_code == 0
+    digest = canon.record_digest(chain["run"])
+    result = cli("verify", digest[7:11], "--registry", empty_registry.root)
+    assert result.exit_code == 3, result.output
+    first, second = result.stderr.splitlines()
+    assert first == f"error: {digest[7:11]}: a digest prefix needs at least 8 hex digits (4 given)"
+    assert second.startswith(f"1 digest(s) start with {digest[7:11]}, e.g. {digest[:19]}…: give 8 or more")
+    assert result.stderr.count("needs at least 8 hex digits") == 1
