@@ -43,11 +43,20 @@ def _read(files: list[Path]) -> list[Any]:
 @guarded
 def init(
     directory: Annotated[Path, typer.Argument(help="Folder for the new registry (created if missing).")],
+    permalink_base: Annotated[
+        str,
+        typer.Option(
+            "--permalink-base",
+            metavar="URL",
+            help="Where the registry's record pages will be published (a digest is appended: "
+            "https://example.org/r/). Default none: `kictl cite` gives the digest and the registry's location.",
+        ),
+    ] = "",
 ) -> None:
     """Create a new, empty registry: a git repository with a trust root and a policy."""
     from kictl.scaffold import create_registry  # imports the trust module: only here
 
-    sha = create_registry(directory)
+    sha = create_registry(directory, permalink_base=permalink_base)
     err(f"created an empty registry in {directory} (commit {sha[:12]})")
     out(str(directory.resolve()))
 

@@ -82,7 +82,7 @@ def build(
     err(
         f"{report.mode} build: {report.rendered} of {report.pages} pages rendered, "
         f"{report.files_written} files written, {report.files_removed} removed, "
-        f"{report.verified} runs verified, {report.seconds:.1f} s"
+        f"{report.verified} runs' signatures checked, {report.seconds:.1f} s"
     )
 
 

@@ -506,7 +506,7 @@ def _build_into(
                 if folder.write(name, data):
                     report.files_written += 1
             new_pages[page.path] = {"fingerprint": page.fingerprint, "files": sorted(files)}
-            if number % 2000 == 0:
+            if number % max(1, min(2000, len(site_pages) // 10)) == 0:  # about ten steps (kictl/progress.py)
                 say(f"{number}/{len(site_pages)} pages")
         kept = {name for entry in new_pages.values() for name in entry["files"]}
         for name in sorted(set(old_files) - kept - {STATE_FILE}):

@@ -295,14 +295,16 @@ def test_cite_formats(cli: RunCli, world: World, ranked: dict[str, StoredRecord]
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["digest"] == run.digest
-    assert doc["permalink"] == "https://kernelindex.dev/r/" + run.digest
+    assert doc["permalink"] is None  # `kictl init` gives no permalink base (issue 45): the registry's place instead
+    assert doc["location"] == str(world.registry.root.resolve())
     assert doc["commit"] == head
     assert doc["title"].startswith("KernelIndex run: fast on gemm_n64_k64/m128, H200")
     assert len(doc["accessed"]) == 10
     bib = cli("cite", run.digest, "--format", "bibtex", "--registry", world.registry.root)
     assert bib.exit_code == 0, bib.output
     assert bib.stdout.startswith("@misc{kernelindex_" + run.digest[7:19] + ",")
-    assert "\\url{https://kernelindex.dev/r/" + run.digest + "}" in bib.stdout
+    assert "howpublished = {KernelIndex registry at /" in bib.stdout  # no permalink base: the registry's folder
+    assert f"records/BenchmarkRun/{run.digest[7:9]}/{run.digest[7:]}.json)}}," in bib.stdout
     assert "gemm\\_n64\\_k64" in bib.stdout  # LaTeX specials escaped
     text = cli("cite", "gemm_n64_k64", "--registry", world.registry.root)
     assert text.exit_code == 0, text.output
