@@ -14,7 +14,7 @@ whoever wrote it chose the figure.  So:
   statistic or check with the stated and the derived figure
   (``timing-contradicts-samples``, ``energy-contradicts-trials``).
 
-**Timing.**  The statistics of kept samples are ``kictl.bench.timing.summarize``:
+**Timing.**  The statistics of kept samples are ``kictl.bench.worker.timing.summarize``:
 the one definition, used by ``kictl bench`` when it writes a run and here when
 any reader reads one.  Mean is the arithmetic mean; median, p10 and p90 are
 quantiles by linear interpolation between closest ranks (Hyndman & Fan type
@@ -23,7 +23,7 @@ sample standard deviation (n − 1; 0 for one sample); each is rounded to
 integer nanoseconds.  A stated statistic may differ from the derived one by
 ``ROUNDING_NS`` (an integer rounding), no more.  ``medianRelativeError`` (the
 half-width of the median's ~95% distribution-free interval over the median,
-``kictl.bench.timing.median_relative_error``) may differ by its 6-decimal
+``kictl.bench.worker.timing.median_relative_error``) may differ by its 6-decimal
 rounding.  The noise ranking uses (half the 10–90 % band) is taken from the
 samples too (``kictl.index.run_noise``).
 
@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kictl.bench.timing import STATISTICS, median_relative_error, summarize
+from kictl.bench.worker.timing import STATISTICS, median_relative_error, summarize
 from kictl.records import BenchmarkRunSpec, RunEnergy, Timing
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from kictl import canon, derived, layout
-from kictl.bench.timing import quantile as quantile  # the one quantile of kept samples (kictl.derived)
+from kictl.bench.worker.timing import quantile as quantile  # the one quantile of kept samples (kictl.derived)
 from kictl.errors import RecordError
 from kictl.families.gpus import find_gpu, normalize_product
 from kictl.index._common import _TABLES

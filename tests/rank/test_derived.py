@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kictl import derived
-from kictl.bench.timing import median_relative_error, summarize
+from kictl.bench.worker.timing import median_relative_error, summarize
 from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import workload_leaderboard

@@ -34,7 +34,7 @@ from markdown_it import MarkdownIt
 from typer.testing import Result
 
 from kictl import canon, definitions, trust
-from kictl.bench.timing import summarize
+from kictl.bench.worker.timing import summarize
 from kictl.records import StoredRecord, record_from_value
 from kictl.scaffold import GITIGNORE
 from kictl.store import Registry

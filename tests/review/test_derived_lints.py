@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kictl.bench.timing import summarize
+from kictl.bench.worker.timing import summarize
 from tests.conftest import RunCli
 from tests.review.conftest import Pr, envelope, run_review
 
