@@ -30,8 +30,9 @@ from pathlib import Path
 _BEGIN = "-----" + "BEGIN"  # split so that this file is not itself a marker a scanner could trip on
 _END = "-----" + "END"
 _PEM = re.compile(
-    (_BEGIN + r" ((?:[A-Z0-9]+ )*)PRIVATE KEY-----(.{0,16384}?)" + _END + r" (?:[A-Z0-9]+ )*PRIVATE KEY-----").encode(),
-    re.DOTALL,
+    # the body: Base64, whitespace, escaped newlines (a key inside a JSON or Python string) and the header lines of
+    # legacy encrypted PEM ("Proc-Type: 4,ENCRYPTED"); prose or code between two markers is none of these
+    (_BEGIN + r" ((?:[A-Z0-9]+ )*)PRIVATE KEY-----([A-Za-z0-9+/=\s\\:,\-]{0,16384}?)" + _END).encode()
 )
 #: The DER prefix of an Ed25519 private key in PKCS#8 (RFC 8410): SEQUENCE, version 0, the OID 1.3.101.112, then
 #: the 32-byte key as an OCTET STRING inside an OCTET STRING.  v2 (with the public key) starts with version 1.
