@@ -143,3 +143,38 @@ def test_a_killed_sign_leaves_no_file_a_reader_counts(cli: RunCli, setup: Setup,
         assert repaired.exit_code == 0, repaired.output
         assert not [path for path in folder.glob("*") if is_temporary_name(path.name)]
     assert left_temporaries  # a kill left a temporary file beside the envelope, and nothing counted it
+
+
+def test_a_killed_trust_init_never_leaves_an_unpinned_root(cli: RunCli, tmp_path: Path, key_folder: Path) -> None:
+    """``trust init`` pins its anchor on this machine before it writes the root: no kill leaves a keyed root
+    that this machine does not trust (which only a `kictl trust pin` by hand would fix)."""
+    import json
+
+    from kictl.scaffold import create_registry
+    from tests.trust.conftest import key_files
+
+    root = tmp_path / "fresh"
+    create_registry(root)
+    maintainer = key_files(key_folder, "maintainer")
+    copies = []
+    for step in range(1, 40):
+        copy = tmp_path / f"init-{step}"
+        shutil.copytree(root, copy, symlinks=True)
+        code = _killed_at(step, ["trust", "init", "--key", str(maintainer.private), "--registry", str(copy)])
+        copies.append(copy)
+        if code == 0:
+            break
+    assert len(copies) >= 6
+    for copy in copies:
+        if not _ok_or_names_repair(cli, "trust", "verify", "--registry", copy):
+            assert cli("trust", "repair", "--registry", copy).exit_code == 0
+        checked = cli("trust", "verify", "--registry", copy, "--json")
+        assert checked.exit_code == 0, checked.output
+        chain = json.loads(checked.stdout)
+        if chain["version"] == 1:  # killed before the anchor was written: init again
+            again = cli("trust", "init", "--key", maintainer.private, "--registry", copy)
+            assert again.exit_code == 0, again.output
+            chain = json.loads(cli("trust", "verify", "--registry", copy, "--json").stdout)
+        assert chain["version"] == 2
+        assert chain["anchor"] is not None
+        assert chain["anchor"]["source"] == "this machine"
