@@ -98,7 +98,7 @@ def test_an_artifact_listing_paths_outside_out_is_refused_and_force_removes_noth
     assert (artifact / "notes.txt").read_text() == "the pull request's file"  # --force removes nothing
     assert "<h1" in (artifact / "index.html").read_text()  # its own page replaced the artifact's
     # from now on the folder is kictl's: a rebuild needs no --force
-    code, stderr = build(cli, small_registry, artifact)
+    code, stderr = build(cli, small_registry, artifact, "--incremental")
     assert code == 0, stderr
 
 
