@@ -20,6 +20,12 @@ nothing it depends on has changed:
   ``staleAfterDays``) and never more than an hour on.
 * **Never believed from a commit**: an answer is read only when git tracks nothing of it or of
   ``.kictl`` (``kictl.store.derived``), and is never written through a link.
+* **Never believed unless this machine wrote it** (issue 41): each answer carries a seal, HMAC-SHA256
+  under this machine's secret (``kictl.index.secret``, outside every registry) over its format, key,
+  validity and text.  An answer planted or edited by whoever can write ``.kictl/answers`` does not
+  verify and is computed again; without a secret nothing is kept.
+* **Links count as what they point to**: the key stamps a link's text, where it leads and the tree or
+  file there, so a linked ``registry/attestations`` whose target gains a retraction is a new state.
 
 Nothing here imports the record models: a hit costs the CLI's start, three ``git`` calls and a walk of
 the registry's folders.  Any failure to read or keep an answer only means computing it again.
@@ -33,6 +39,7 @@ import io
 import json
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -71,6 +78,7 @@ class _Stamp:
     now_ns: int
     parts: list[str] = field(default_factory=list)
     entries: int = 0
+    open_links: set[Path] = field(default_factory=set)  # the link targets being walked (a loop ends there)
 
     def add(self, *values: object) -> None:
         self.parts.append("\0".join(str(value) for value in values))
@@ -85,19 +93,58 @@ class _Stamp:
         self.add(label, info.st_mtime_ns, info.st_size if with_size else "", info.st_mode)
 
     def tree(self, root: Path, label: str) -> None:
-        """The time of every folder under ``root``, and the size and time of every file."""
-        if not root.is_dir() or root.is_symlink():
-            self.add(label, "absent" if not root.exists() else "not a folder")
+        """The time of every folder under ``root``, and the size and time of every file; a link counts as its
+        text and what it points to (issue 41: a linked ``registry/attestations`` whose target changed kept
+        the answer of the state before)."""
+        try:
+            mode = root.lstat().st_mode
+        except FileNotFoundError:
+            self.add(label, "absent")
             return
+        if stat.S_ISLNK(mode):
+            self.link(root, label)
+        elif stat.S_ISDIR(mode):
+            self.folder(root, label)
+        else:
+            self.stat(label, root, with_size=True)
+
+    def folder(self, root: Path, label: str) -> None:
         self.stat(label, root, with_size=False)
         with os.scandir(root) as entries:
             listed = sorted(entries, key=lambda entry: entry.name)
-        for entry in listed:
+        for entry in listed:  # the entry's type comes with the listing: one lstat per entry, as before links counted
             name = f"{label}/{entry.name}"
-            if entry.is_dir(follow_symlinks=False):
-                self.tree(Path(entry.path), name)
+            if entry.is_symlink():
+                self.link(Path(entry.path), name)
+            elif entry.is_dir(follow_symlinks=False):
+                self.folder(Path(entry.path), name)
             else:
                 self.stat(name, Path(entry.path), with_size=True)
+
+    def link(self, path: Path, label: str) -> None:
+        """A link: its own text and time, where it leads, and what is there (a folder's tree, a file's stamp).
+        A link back into a folder being walked (a loop) counts as its text and target only."""
+        self.add(label, "link", os.readlink(path))
+        self.stat(f"{label}@link", path, with_size=True)
+        try:
+            target = path.resolve(strict=True)
+            info = target.stat()
+        except (OSError, RuntimeError):
+            self.add(label, "dangling")
+            return
+        self.add(label, "target", target, info.st_dev, info.st_ino)
+        if not stat.S_ISDIR(info.st_mode):
+            self.stat(label, target, with_size=True)
+            return
+        here = path.parent.resolve()
+        if target in self.open_links or target == here or target in here.parents:
+            self.add(label, "loop")
+            return
+        self.open_links.add(target)
+        try:
+            self.folder(target, label)
+        finally:
+            self.open_links.discard(target)
 
     def digest(self) -> str:
         return hashlib.sha256("\n".join(self.parts).encode("utf-8", "surrogateescape")).hexdigest()
@@ -130,12 +177,14 @@ def state_key(root: Path, head: str | None, command: Sequence[object]) -> str | 
         stamp.tree(root / REGISTRY_DIR, REGISTRY_DIR)
         kictl_dir = root / KICTL_DIR
         skip = (ANSWERS_DIR, f"{KICTL_DIR}/{INDEX_FILE}")
-        if kictl_dir.is_dir():
+        if kictl_dir.is_dir() and not kictl_dir.is_symlink():
             with os.scandir(kictl_dir) as entries:
                 for entry in sorted(entries, key=lambda item: item.name):
                     name = f"{KICTL_DIR}/{entry.name}"
-                    if not name.startswith(skip) and entry.is_file(follow_symlinks=False):
-                        stamp.stat(name, Path(entry.path), with_size=True)
+                    if not name.startswith(skip) and not entry.is_dir(follow_symlinks=False):
+                        stamp.tree(Path(entry.path), name)  # a file, or a link and what it points to
+        elif kictl_dir.is_symlink():
+            stamp.add(KICTL_DIR, "link", os.readlink(kictl_dir))
         stamp.tree(config_dir(), "config")
     except (Racy, OSError, ValueError):
         return None
@@ -178,19 +227,58 @@ class Answer:
     valid_until_ns: int
 
 
+#: What a kept answer's seal is for (``kictl.index.secret.seal``'s purpose).
+SEAL_PURPOSE = "kictl kept answer"
+
+
+def document(key: str, answer: Answer) -> dict[str, object] | None:
+    """The file that keeps ``answer`` under ``key``, sealed with this machine's secret; ``None`` without one."""
+    mark = _seal(key, answer)
+    if mark is None:
+        return None
+    return {
+        "format": FORMAT,
+        "key": key,
+        "validUntilNs": answer.valid_until_ns,
+        "stdout": answer.stdout,
+        "stderr": answer.stderr,
+        "seal": mark,
+    }
+
+
+def _seal(key: str, answer: Answer) -> str | None:
+    from kictl.index import secret
+
+    return secret.seal(SEAL_PURPOSE, FORMAT, key, str(answer.valid_until_ns), answer.stdout, answer.stderr)
+
+
 def read(root: Path, head: str | None, key: str) -> Answer | None:
-    """The answer kept under ``key`` that still holds, or ``None``."""
+    """The answer kept under ``key`` that still holds and that this machine wrote (its seal verifies), or ``None``."""
     path = _path(root, key)
     if not path.is_file() or not _readable(root, head, key):
         return None
     try:
-        document = json.loads(path.read_bytes())
-        answer = Answer(str(document["stdout"]), str(document["stderr"]), int(document["validUntilNs"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        answer = _unsealed(json.loads(path.read_bytes()), key)
+    except (OSError, ValueError):
         return None
-    if document.get("format") != FORMAT or document.get("key") != key or time.time_ns() >= answer.valid_until_ns:
+    if answer is None or time.time_ns() >= answer.valid_until_ns:
         return None
     return answer
+
+
+def _unsealed(kept: object, key: str | None = None) -> Answer | None:
+    """The answer a kept file holds when this machine sealed it (under ``key``, when given); else ``None``:
+    planted or edited, it is not an answer this machine kept."""
+    from kictl.index import secret
+
+    if not isinstance(kept, dict) or kept.get("format") != FORMAT or (key is not None and kept.get("key") != key):
+        return None
+    stdout, stderr, until, named = (kept.get(name) for name in ("stdout", "stderr", "validUntilNs", "key"))
+    if not (isinstance(stdout, str) and isinstance(stderr, str) and type(until) is int and isinstance(named, str)):
+        return None
+    if not secret.sealed(kept.get("seal"), SEAL_PURPOSE, FORMAT, named, str(until), stdout, stderr):
+        return None
+    return Answer(stdout, stderr, until)
 
 
 def replay(answer: Answer) -> None:
@@ -207,30 +295,31 @@ def keep(root: Path, head: str | None, key: str, answer: Answer) -> None:
     with contextlib.suppress(OSError, KictlError):
         if (root / KICTL_DIR).is_symlink() or folder.is_symlink() or not _readable(root, head, key):
             return
+        sealed = document(key, answer)
+        if sealed is None:
+            return  # no secret on this machine: nothing kept can be told from something planted
         folder.mkdir(parents=True, exist_ok=True)
-        document = {
-            "format": FORMAT,
-            "key": key,
-            "validUntilNs": answer.valid_until_ns,
-            "stdout": answer.stdout,
-            "stderr": answer.stderr,
-        }
-        write_atomic(_path(root, key), json.dumps(document, ensure_ascii=False).encode("utf-8"))
+        write_atomic(_path(root, key), json.dumps(sealed, ensure_ascii=False).encode("utf-8"))
         _prune(folder)
 
 
 def _prune(folder: Path) -> None:
+    """Remove answers past their time, files that are no sealed answer, and the oldest beyond ``MAX_ANSWERS``.
+    Only regular files are read or removed: a link or a FIFO planted there is neither followed nor read."""
     now = time.time_ns()
     kept: list[tuple[int, Path]] = []
     for path in folder.glob("*.json"):
         try:
-            until = int(json.loads(path.read_bytes())["validUntilNs"])
-        except (OSError, ValueError, KeyError, TypeError):
-            until = 0
-        if until <= now:
+            info = path.lstat()
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            answer = _unsealed(json.loads(path.read_bytes()))
+        except (OSError, ValueError):
+            answer = None
+        if answer is None or answer.valid_until_ns <= now:
             path.unlink(missing_ok=True)
         else:
-            kept.append((path.stat().st_mtime_ns, path))
+            kept.append((info.st_mtime_ns, path))
     for _, path in sorted(kept)[: max(0, len(kept) - MAX_ANSWERS)]:
         path.unlink(missing_ok=True)
 
@@ -272,7 +361,13 @@ def trust_texts(root: Path) -> list[str]:
     texts = []
     skip = {root / name for name in (*_CONTENT_NAMED, ANSWERS_DIR, f"{KICTL_DIR}/{INDEX_FILE}")}
     for top in (root / REGISTRY_DIR, root / KICTL_DIR, config_dir()):
-        for folder, names, files in os.walk(top):
+        walked: set[str] = set()  # linked folders are read too (a linked registry/trust), each once
+        for folder, names, files in os.walk(top, followlinks=True):
+            real = os.path.realpath(folder)
+            if real in walked:
+                names[:] = []
+                continue
+            walked.add(real)
             names[:] = sorted(name for name in names if Path(folder, name) not in skip)
             for name in sorted(files):
                 if Path(folder, name) in skip:

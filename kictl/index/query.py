@@ -68,10 +68,14 @@ class QueryIndex:
         conn: sqlite3.Connection | None = None
         from kictl.store.derived import derived_file_trusted
 
-        if path.exists() and not derived_file_trusted(registry.root, f"{KICTL_DIR}/{INDEX_FILE}", head):
-            # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten
+        linked = registry.kictl_dir.is_symlink() or path.is_symlink()
+        if linked or (path.exists() and not derived_file_trusted(registry.root, f"{KICTL_DIR}/{INDEX_FILE}", head)):
+            # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten;
+            # a link in its place is never followed, to read or to write (issue 41: it could lead out of the registry)
             report.reasons.append(
-                f"git tracks {KICTL_DIR}/{INDEX_FILE}: a committed index is ignored; indexing in memory"
+                f"{KICTL_DIR}/{INDEX_FILE} is reached through a link: ignored; indexing in memory"
+                if linked
+                else f"git tracks {KICTL_DIR}/{INDEX_FILE}: a committed index is ignored; indexing in memory"
             )
             conn = _connect(":memory:")
             _build_into(conn, head, registry, report)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,8 +37,25 @@ def _age(*folders: Path) -> None:
                     os.utime(path, (now - 3, now - 3), follow_symlinks=False)
 
 
+def _age_links(*links: Path) -> None:
+    """``_age`` for links themselves (``os.walk`` lists a link to a folder as a folder and never enters it)."""
+    then = time.time() - 3
+    for link in links:
+        os.utime(link, (then, then), follow_symlinks=False)
+
+
 def _kept(world: World) -> list[Path]:
     return sorted((world.registry.root / answers.ANSWERS_DIR).glob("*.json"))
+
+
+def _rewrite(kept: Path, **changes: object) -> None:
+    """Rewrite a kept answer with ``changes`` and seal it again with this machine's secret, as kictl would have
+    kept it: what a test then sees is the key's and the clock's doing, not the seal's."""
+    document = {**json.loads(kept.read_bytes()), **changes}
+    answer = answers.Answer(document["stdout"], document["stderr"], document["validUntilNs"])
+    sealed = answers.document(document["key"], answer)
+    assert sealed is not None
+    kept.write_text(json.dumps(sealed))
 
 
 @pytest.fixture
@@ -62,7 +80,7 @@ def test_a_kept_answer_is_the_computed_one(cli: RunCli, world: World, settled: o
     (kept,) = _kept(world)
     document = json.loads(kept.read_bytes())
     assert document["stdout"] == cold
-    kept.write_text(json.dumps({**document, "stdout": "what the kept answer says\n"}))
+    _rewrite(kept, stdout="what the kept answer says\n")
     assert _board(cli, world, *extra) == "what the kept answer says\n", "the answer was not read"
     kept.unlink()
     assert _board(cli, world, *extra) == cold
@@ -116,8 +134,7 @@ def test_a_file_changed_in_place_is_a_new_state(cli: RunCli, world: World, settl
     rewritten in place is not printed for the state after it (what the board then says is the index's)."""
     _board(cli, world, "--workload", "m128", "--json")
     (kept,) = _kept(world)
-    document = json.loads(kept.read_bytes())
-    kept.write_text(json.dumps({**document, "stdout": "the state before\n"}))
+    _rewrite(kept, stdout="the state before\n")
     path = world.registry.record_path("BenchmarkRun", settled["run_slow"].digest)
     path.write_bytes(path.read_bytes() + b" ")
     _age(world.registry.root / "registry")
@@ -154,7 +171,7 @@ def test_an_answer_past_its_time_is_computed_again(cli: RunCli, world: World, se
     (kept,) = _kept(world)
     document = json.loads(kept.read_bytes())
     assert time.time_ns() < document["validUntilNs"] <= time.time_ns() + answers.MAX_AGE.total_seconds() * 1e9
-    kept.write_text(json.dumps({**document, "stdout": "old\n", "validUntilNs": time.time_ns() - 1}))
+    _rewrite(kept, stdout="old\n", validUntilNs=time.time_ns() - 1)
     assert _board(cli, world) == cold
 
 
@@ -162,8 +179,7 @@ def test_an_answer_that_git_tracks_is_never_read(cli: RunCli, world: World, sett
     """A commit (or the index) that brings ``.kictl/answers/<key>.json`` is someone's claim, not this machine's."""
     cold = _board(cli, world)
     (kept,) = _kept(world)
-    document = json.loads(kept.read_bytes())
-    kept.write_text(json.dumps({**document, "stdout": "fastest: mine\n"}))
+    _rewrite(kept, stdout="fastest: mine\n")
     world.registry.git.repo.git.add("-f", kept.relative_to(world.registry.root).as_posix())
     assert _board(cli, world) == cold
 
@@ -214,3 +230,133 @@ def test_a_warm_leaderboard_imports_neither_pydantic_nor_the_trust_code(
 
     assert run() == ["kictl.rank", "kictl.records", "kictl.trust", "pydantic"]  # cold: computed and kept
     assert run() == []  # warm
+
+
+# --------------------------------------------------------------------------- issue 41: answers cannot be planted
+
+
+def _planted(kept: Path, **changes: object) -> None:
+    kept.write_text(json.dumps({**json.loads(kept.read_bytes()), **changes}))
+
+
+@pytest.mark.parametrize(
+    "seal",
+    [None, "0" * 64, "not hex"],
+    ids=["no seal", "a made-up seal", "garbage"],
+)
+def test_a_planted_answer_is_never_printed(cli: RunCli, world: World, settled: object, seal: str | None) -> None:
+    """Whoever can write ``.kictl/answers`` writes a well-formed answer for the current key: it is not read."""
+    cold = _board(cli, world)
+    (kept,) = _kept(world)
+    document = json.loads(kept.read_bytes())
+    planted = {key: value for key, value in document.items() if key != "seal"}
+    planted["stdout"] = "fastest: mine\n"
+    if seal is not None:
+        planted["seal"] = seal
+    kept.write_text(json.dumps(planted))
+    assert _board(cli, world) == cold
+
+
+def test_a_tampered_answer_is_never_printed(cli: RunCli, world: World, settled: object) -> None:
+    cold = _board(cli, world)
+    (kept,) = _kept(world)
+    for change in ({"stdout": "fastest: mine\n"}, {"stderr": "note\n"}, {"validUntilNs": time.time_ns() + 10**13}):
+        _planted(kept, **change)  # the honest seal, another content
+        assert _board(cli, world) == cold, change
+        (kept,) = _kept(world)  # the honest answer, kept again
+
+
+def test_an_answer_sealed_on_another_machine_is_never_printed(
+    cli: RunCli, world: World, settled: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cold = _board(cli, world)
+    (kept,) = _kept(world)
+    mine = os.environ["KICTL_CACHE_HOME"]
+    monkeypatch.setenv("KICTL_CACHE_HOME", str(tmp_path / "another-machine"))
+    _rewrite(kept, stdout="fastest: mine\n")  # sealed under the other machine's secret
+    monkeypatch.setenv("KICTL_CACHE_HOME", mine)
+    assert _board(cli, world) == cold
+    (kept,) = _kept(world)
+    assert json.loads(kept.read_bytes())["stdout"] == cold  # this machine's answer replaced it
+
+
+def test_without_a_private_secret_nothing_is_kept(cli: RunCli, world: World, settled: object) -> None:
+    """A secret that others may read is no secret: nothing is sealed, so nothing is kept or believed."""
+    from kictl.index import secret
+
+    path = secret.secret_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("ab" * 32 + "\n")
+    path.chmod(0o644)
+    cold = _board(cli, world)
+    assert _kept(world) == []
+    assert _board(cli, world) == cold
+    assert path.read_text() == "ab" * 32 + "\n"  # left as it was: the user's to fix
+
+
+def test_a_linked_attestations_folder_is_keyed_on_what_it_points_to(
+    world: World, settled: object, tmp_path: Path
+) -> None:
+    """A link's own time does not change when its target does: the key stamps the target's tree."""
+    root = world.registry.root
+    attestations = root / "registry" / "attestations"
+    shared = tmp_path / "shared-attestations"
+    attestations.mkdir(parents=True, exist_ok=True)
+    attestations.rename(shared)
+    attestations.symlink_to(shared, target_is_directory=True)
+    _age(root / "registry", shared)
+    _age_links(attestations)
+    head = None  # any fixed HEAD: the key's other parts are the subject
+    before = answers.state_key(root, head, ["leaderboard"])
+    assert before is not None
+    assert answers.state_key(root, head, ["leaderboard"]) == before
+    (shared / "ab").mkdir()
+    (shared / "ab" / "retraction.json").write_text("{}")
+    _age(shared)
+    after = answers.state_key(root, head, ["leaderboard"])
+    assert after is not None
+    assert after != before
+    # the same link text to another folder is another state too
+    other = tmp_path / "other"
+    shutil.copytree(shared, other)
+    shared.rename(tmp_path / "moved")
+    other.rename(shared)
+    _age(shared)
+    assert answers.state_key(root, head, ["leaderboard"]) not in (before, after)
+
+
+def test_a_linked_registry_folder_and_a_link_loop(world: World, settled: object, tmp_path: Path) -> None:
+    root = world.registry.root
+    real = tmp_path / "real-registry"
+    (root / "registry").rename(real)
+    (root / "registry").symlink_to(real, target_is_directory=True)
+    (real / "loop").symlink_to(real, target_is_directory=True)  # walked once, not forever
+    _age(real)
+    _age_links(root / "registry", real / "loop")
+    before = answers.state_key(root, None, ["leaderboard"])
+    assert before is not None
+    (real / "policy.json").write_bytes((real / "policy.json").read_bytes() + b" ")
+    _age(real)
+    assert answers.state_key(root, None, ["leaderboard"]) not in (None, before)
+
+
+def test_keeping_an_answer_never_follows_or_reads_what_was_planted_beside_it(
+    cli: RunCli, world: World, settled: object, tmp_path: Path
+) -> None:
+    """Keeping prunes the folder: a link is not followed, a FIFO is not read (it would block), a file that is no
+    sealed answer is removed."""
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"validUntilNs": 0}')
+    folder = world.registry.root / answers.ANSWERS_DIR
+    folder.mkdir(parents=True)
+    (folder / "link.json").symlink_to(victim)
+    os.mkfifo(folder / "fifo.json")
+    (folder / "planted.json").write_text(json.dumps({"format": answers.FORMAT, "validUntilNs": 2**62}))
+    _age(world.registry.root / ".kictl")
+    cold = _board(cli, world)  # would block on the FIFO if it were read
+    assert victim.read_text() == '{"validUntilNs": 0}'
+    assert (folder / "fifo.json").exists()
+    assert (folder / "link.json").is_symlink()
+    assert not (folder / "planted.json").exists()
+    assert len(_kept(world)) == 3  # the FIFO, the link and the answer kept now
+    assert _board(cli, world) == cold

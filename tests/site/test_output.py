@@ -98,7 +98,7 @@ def test_an_artifact_listing_paths_outside_out_is_refused_and_force_removes_noth
     assert (artifact / "notes.txt").read_text() == "the pull request's file"  # --force removes nothing
     assert "<h1" in (artifact / "index.html").read_text()  # its own page replaced the artifact's
     # from now on the folder is kictl's: a rebuild needs no --force
-    code, stderr = build(cli, small_registry, artifact)
+    code, stderr = build(cli, small_registry, artifact, "--incremental")
     assert code == 0, stderr
 
 
@@ -266,3 +266,16 @@ def test_a_definition_named_like_a_path_stays_inside_out(cli: RunCli, tmp_path: 
     assert victim.read_text() == VICTIM_TEXT
     assert not (tmp_path / "deep" / "victim").exists()
     assert sorted(path.name for path in (out / "d").iterdir()) == ["..-..-victim", "scale_h8"]  # its slug
+
+
+def test_a_hard_linked_page_is_replaced_never_written_into(
+    cli: RunCli, small_registry: Path, tmp_path: Path, victim: Path
+) -> None:
+    """A page that shares its inode with a file outside is replaced by a rename: the outside file keeps its bytes."""
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    os.link(victim, artifact / "style.css")
+    code, stderr = build(cli, small_registry, artifact, "--force")
+    assert code == 0, stderr
+    assert victim.read_text() == VICTIM_TEXT
+    assert (artifact / "style.css").read_text() != VICTIM_TEXT
