@@ -40,6 +40,10 @@ from kictl.store import write_atomic
 HARNESS = {"name": "kictl", "version": kictl.__version__}
 
 
+#: A definition name used in a manifest's file name as it is; any other name gives its digest.
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
 @functools.lru_cache(maxsize=1)
 def harness_identity() -> dict[str, str]:
     """kictl's name, version and repository, and the commit when kictl runs from a git checkout."""
@@ -350,6 +354,9 @@ def write_manifest(report: BenchReport, folder: Path) -> Path:
     for record in report.records:
         manifest.setdefault(f"{record.kind}/{canon.digest_hex(record.digest)}", record.raw)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-    path = folder / f"bench-{report.definition.name}-{stamp}.json"
+    name = report.definition.name
+    if not _PLAIN_NAME.match(name):  # a name with '/' or '..' never becomes a path: the record's digest instead
+        name = canon.digest_hex(report.definition.digest)
+    path = folder / f"bench-{name}-{stamp}.json"
     write_atomic(path, canon.pretty_bytes(manifest))
     return path
