@@ -323,3 +323,25 @@ def test_definitions_list_shows_the_156() -> None:
     moe = [row for row in rows if row["family"] == "moe"]
     assert len(moe) == 19
     assert {row["runsOn"] for row in moe} == {"blackwell"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "origin"),
+    [
+        ({"spec": {"inputs": {"i": {"type": "blob", "key": "i", "path": "x", "missing": True}}}}, NOT_CAPTURED),
+        # attack: metadata cannot hide what the spec says (the digest covers the spec, not the metadata)
+        (
+            {
+                "metadata": {"labels": {"kernelindex.dev/workloads": "captured"}},
+                "spec": {"inputs": {"i": {"type": "blob", "key": "i", "path": "x", "missing": True}}},
+            },
+            NOT_CAPTURED,
+        ),
+        ({"spec": {"uuid": "u", "inputs": {"i": {"type": "synthesized", "seed": 1}}}}, NOT_CAPTURED),
+        ({"spec": {"inputs": {"i": {"type": "synthesized", "seed": 1}}}}, None),  # hand-written, claims no capture
+        ({"spec": {"uuid": "u", "inputs": {"i": {"type": "blob", "key": "i", "digest": "sha256:" + "0" * 64}}}}, None),
+        ({"metadata": {"labels": {"kernelindex.dev/workloads": "generated"}}, "spec": {"inputs": {}}}, GENERATED_SUITE),
+    ],
+)
+def test_workload_origin_reads_the_spec_first(raw: dict[str, Any], origin: str | None) -> None:
+    assert workload_origin(raw) == origin
