@@ -345,3 +345,35 @@ def test_definitions_list_shows_the_156() -> None:
 )
 def test_workload_origin_reads_the_spec_first(raw: dict[str, Any], origin: str | None) -> None:
     assert workload_origin(raw) == origin
+
+
+def _axes_only(expression: str, axes: dict[str, int]) -> bool | None:
+    """The value of a constraint over axes alone (``len_indptr == batch_size + 1``), None when it names more."""
+    import ast
+
+    tree = ast.parse(expression, mode="eval")
+    allowed = (ast.Expression, ast.Compare, ast.BinOp, ast.Name, ast.Constant, ast.Load, ast.operator, ast.cmpop)
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        return None
+    if not all(node.id in axes for node in ast.walk(tree) if isinstance(node, ast.Name)):
+        return None
+    return bool(eval(compile(tree, "<constraint>", "eval"), {"__builtins__": {}}, dict(axes)))
+
+
+def test_every_catalogue_workload_satisfies_its_axes_constraints() -> None:
+    """The suite rule (and the shipped axes) against each definition's own constraints over axes."""
+    checked = 0
+    for name, entry in _bundled_manifest()["definitions"].items():
+        if entry["status"] != "imported":
+            continue
+        spec = _bundled_spec(name, entry["family"])
+        consts = {axis: value.value for axis, value in spec.axes.items() if value.type == "const"}
+        path = REPO_ROOT / "definitions" / entry["family"] / name / "workloads.jsonl"
+        for line in path.read_text().splitlines():
+            axes = {**consts, **json.loads(line)["spec"]["axes"]}
+            for constraint in spec.constraints or ():
+                verdict = _axes_only(constraint, axes)
+                if verdict is not None:
+                    assert verdict, (name, json.loads(line)["metadata"]["name"], constraint, axes)
+                    checked += 1
+    assert checked > 400  # 463 at ecafa9c2
