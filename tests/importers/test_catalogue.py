@@ -143,6 +143,8 @@ def test_a_hand_written_folder_is_kept_and_an_unrepresentable_definition_is_list
     odd = dict(source, name="gemm_fp4_n8_k4")
     odd["inputs"] = {**source["inputs"], "A": {**source["inputs"]["A"], "dtype": "float4_e2m1"}}
     (dataset / "definitions/gemm/gemm_fp4_n8_k4.json").write_text(json.dumps(odd))
+    ruleless = dict(source, name="gemm_ruleless", axes={**source["axes"], "M": {"type": "var"}, "K2": {"type": "var"}})
+    (dataset / "definitions/gemm/gemm_ruleless.json").write_text(json.dumps(ruleless))
     registry = new_registry(tmp_path / "registry")
     mine = registry.root / "definitions/gemm/gemm_n8_k4"
     mine.mkdir(parents=True)
@@ -154,6 +156,9 @@ def test_a_hand_written_folder_is_kept_and_an_unrepresentable_definition_is_list
     entries = report.entries
     assert entries["gemm_n8_k4"]["status"] == "hand-written"
     assert entries["gemm_fp4_n8_k4"]["status"] == "unrepresented"
+    assert entries["gemm_ruleless"]["status"] == "imported"  # no suite rule covers K2: no workload, and it says so
+    assert entries["gemm_ruleless"]["workloads"] == {"generated": 0}
+    assert "no suite rule covers the variable axes K2, M" in entries["gemm_ruleless"]["noSuite"]
     assert "$.spec.inputs.A.dtype" in entries["gemm_fp4_n8_k4"]["reason"]
     manifest = read_catalogue(registry.root)
     assert manifest is not None
