@@ -378,14 +378,23 @@ def workload_origin(raw: dict[str, Any]) -> str | None:
     """What a reader must be told about a Workload record's inputs, or None for nothing to say.
 
     Read from the spec first, which the digest covers: a workload naming a blob its source did not ship
-    (``missing: true``) runs on structure generated from its axes, whatever its metadata says.  A
-    workload labelled as one of a generated suite says so.  A workload whose blobs are all present (a
+    (``missing: true``), or naming a captured workload (``uuid``) while synthesising structure, runs on
+    structure generated from its axes, whatever its metadata says.  A workload labelled as one of a
+    generated suite says so.  A workload whose blobs are all present (a
     dataset imported with them) carries no label.
     """
     spec = raw.get("spec")
     inputs = spec.get("inputs") if isinstance(spec, dict) else None
     if isinstance(inputs, dict) and any(
         isinstance(given, dict) and given.get("type") == "blob" and given.get("missing") for given in inputs.values()
+    ):
+        return NOT_CAPTURED
+    # a workload that names a captured one (its source's uuid) but synthesises structure is not that capture
+    if (
+        isinstance(inputs, dict)
+        and isinstance(spec, dict)
+        and spec.get("uuid") is not None
+        and any(isinstance(given, dict) and given.get("type") == "synthesized" for given in inputs.values())
     ):
         return NOT_CAPTURED
     metadata = raw.get("metadata")

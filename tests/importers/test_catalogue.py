@@ -143,6 +143,8 @@ def test_a_hand_written_folder_is_kept_and_an_unrepresentable_definition_is_list
     odd = dict(source, name="gemm_fp4_n8_k4")
     odd["inputs"] = {**source["inputs"], "A": {**source["inputs"]["A"], "dtype": "float4_e2m1"}}
     (dataset / "definitions/gemm/gemm_fp4_n8_k4.json").write_text(json.dumps(odd))
+    ruleless = dict(source, name="gemm_ruleless", axes={**source["axes"], "M": {"type": "var"}, "K2": {"type": "var"}})
+    (dataset / "definitions/gemm/gemm_ruleless.json").write_text(json.dumps(ruleless))
     registry = new_registry(tmp_path / "registry")
     mine = registry.root / "definitions/gemm/gemm_n8_k4"
     mine.mkdir(parents=True)
@@ -154,6 +156,9 @@ def test_a_hand_written_folder_is_kept_and_an_unrepresentable_definition_is_list
     entries = report.entries
     assert entries["gemm_n8_k4"]["status"] == "hand-written"
     assert entries["gemm_fp4_n8_k4"]["status"] == "unrepresented"
+    assert entries["gemm_ruleless"]["status"] == "imported"  # no suite rule covers K2: no workload, and it says so
+    assert entries["gemm_ruleless"]["workloads"] == {"generated": 0}
+    assert "no suite rule covers the variable axes K2, M" in entries["gemm_ruleless"]["noSuite"]
     assert "$.spec.inputs.A.dtype" in entries["gemm_fp4_n8_k4"]["reason"]
     manifest = read_catalogue(registry.root)
     assert manifest is not None
@@ -323,3 +328,57 @@ def test_definitions_list_shows_the_156() -> None:
     moe = [row for row in rows if row["family"] == "moe"]
     assert len(moe) == 19
     assert {row["runsOn"] for row in moe} == {"blackwell"}
+
+
+@pytest.mark.parametrize(
+    ("raw", "origin"),
+    [
+        ({"spec": {"inputs": {"i": {"type": "blob", "key": "i", "path": "x", "missing": True}}}}, NOT_CAPTURED),
+        # attack: metadata cannot hide what the spec says (the digest covers the spec, not the metadata)
+        (
+            {
+                "metadata": {"labels": {"kernelindex.dev/workloads": "captured"}},
+                "spec": {"inputs": {"i": {"type": "blob", "key": "i", "path": "x", "missing": True}}},
+            },
+            NOT_CAPTURED,
+        ),
+        ({"spec": {"uuid": "u", "inputs": {"i": {"type": "synthesized", "seed": 1}}}}, NOT_CAPTURED),
+        ({"spec": {"inputs": {"i": {"type": "synthesized", "seed": 1}}}}, None),  # hand-written, claims no capture
+        ({"spec": {"uuid": "u", "inputs": {"i": {"type": "blob", "key": "i", "digest": "sha256:" + "0" * 64}}}}, None),
+        ({"metadata": {"labels": {"kernelindex.dev/workloads": "generated"}}, "spec": {"inputs": {}}}, GENERATED_SUITE),
+    ],
+)
+def test_workload_origin_reads_the_spec_first(raw: dict[str, Any], origin: str | None) -> None:
+    assert workload_origin(raw) == origin
+
+
+def _axes_only(expression: str, axes: dict[str, int]) -> bool | None:
+    """The value of a constraint over axes alone (``len_indptr == batch_size + 1``), None when it names more."""
+    import ast
+
+    tree = ast.parse(expression, mode="eval")
+    allowed = (ast.Expression, ast.Compare, ast.BinOp, ast.Name, ast.Constant, ast.Load, ast.operator, ast.cmpop)
+    if not all(isinstance(node, allowed) for node in ast.walk(tree)):
+        return None
+    if not all(node.id in axes for node in ast.walk(tree) if isinstance(node, ast.Name)):
+        return None
+    return bool(eval(compile(tree, "<constraint>", "eval"), {"__builtins__": {}}, dict(axes)))
+
+
+def test_every_catalogue_workload_satisfies_its_axes_constraints() -> None:
+    """The suite rule (and the shipped axes) against each definition's own constraints over axes."""
+    checked = 0
+    for name, entry in _bundled_manifest()["definitions"].items():
+        if entry["status"] != "imported":
+            continue
+        spec = _bundled_spec(name, entry["family"])
+        consts = {axis: value.value for axis, value in spec.axes.items() if value.type == "const"}
+        path = REPO_ROOT / "definitions" / entry["family"] / name / "workloads.jsonl"
+        for line in path.read_text().splitlines():
+            axes = {**consts, **json.loads(line)["spec"]["axes"]}
+            for constraint in spec.constraints or ():
+                verdict = _axes_only(constraint, axes)
+                if verdict is not None:
+                    assert verdict, (name, json.loads(line)["metadata"]["name"], constraint, axes)
+                    checked += 1
+    assert checked > 400  # 463 at ecafa9c2
