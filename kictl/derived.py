@@ -38,7 +38,9 @@ cannot make its own stated figures evidence.
 ``boardJoulesPerCall = boardWatts × loopNs / calls`` and ``joulesPerCall =
 max(0, boardWatts − idleWatts) × loopNs / calls``; the run's figures are the
 median of its trials' (``kictl.bench.energy.Figure``).  ``energy_checks`` names
-each check that fails (``ENERGY_CHECKS``), with the stated and derived figures;
+each check (``energy_consistency``: ``energyTrials``, ``energyFromTrials``,
+``energyPowerTimesTime``; ``energy_bounds``: ``energyAboveIdle``, ``energyAboveFloor``,
+``energyBelowCeiling``), a failure with the stated and derived figures;
 ``energyPowerTimesTime`` compares the run's joules per call with its average
 power × time per call within ``ENERGY_TOLERANCE``; ``energyAboveIdle`` asks for a
 figure above idle greater than zero; the floor and the ceiling (power limit ×

@@ -152,7 +152,7 @@ def show(
     from kictl.advisories import record_marks  # harness advisories (docs/advisories.md)
 
     marks = record_marks(target, digest)
-    from kictl.derived import cap_evidence, run_figures_json, run_figures_lines
+    from kictl.derived import cap_evidence, run_figures_lines
     from kictl.records import BenchmarkRunSpec
 
     spec = record.model.spec
@@ -167,7 +167,6 @@ def show(
                 "advisories": marks.run_json(digest),
                 "attestations": [result.to_json() for result in report.attestations],
                 "failures": report.failures,
-                "derived": run_figures_json(spec) if isinstance(spec, BenchmarkRunSpec) else None,
                 "record": record.raw,
             }
         )

@@ -120,7 +120,7 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         if info is not None:
             commit, date = info.sha, info.date
     moment = _now(accessed)
-    from kictl.rank._common import advisory_marks
+    from kictl.rank._common import advisory_marks, cap_levels
 
     facts = index.runs([digest]) if kind == "BenchmarkRun" else []
     marks = advisory_marks(registry, facts).get(digest, ())
@@ -157,7 +157,7 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         latency_ns=run.latency_ns,
         statistic=run.statistic,
         submitters=tuple(submitters),
-        evidence=report.level,
+        evidence=cap_levels([run], {digest: report.level})[digest],  # no kept samples: reported at best
     )
 
 

@@ -17,7 +17,7 @@ from kictl.bench.worker.timing import median_relative_error, summarize
 from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import workload_leaderboard
-from kictl.records import LatencyNs, StoredRecord, Timing, load_record_file
+from kictl.records import BenchmarkRunSpec, EnergyTrial, LatencyNs, RunEnergy, StoredRecord, Timing, load_record_file
 from tests.conftest import REPO_ROOT, RunCli
 from tests.rank.conftest import World
 
@@ -63,16 +63,18 @@ def test_show_says_where_the_figure_comes_from_and_what_the_record_contradicts(
 ) -> None:
     liar, honest = _liar_and_honest(world, basic)
     root = str(world.registry.root)
-    document = _json(cli, "show", liar.digest, "--registry", root, "--json")
-    timing = document["derived"]["timing"]
-    assert timing["latencyNs"]["median"] == 517_000
-    assert timing["source"] == "samples"
-    assert {"statistic": "median", "stated": 250_000, "derived": 517_000} in timing["contradictions"]
     text = cli("show", liar.digest, "--registry", root)
     assert "timing: median 517 µs, derived from 20 kept samples" in text.stdout
     assert "CONTRADICTS ITS SAMPLES (timing-contradicts-samples): median stated 250 µs" in text.stdout
-    clean = _json(cli, "show", honest.digest, "--registry", root, "--json")
-    assert clean["derived"]["timing"]["contradictions"] == []
+    clean = cli("show", honest.digest, "--registry", root)
+    assert "timing: median 420 µs, derived from 20 kept samples" in clean.stdout
+    assert "CONTRADICTS" not in clean.stdout
+    spec = liar.model.spec
+    assert isinstance(spec, BenchmarkRunSpec)
+    timing = (derived.run_figures_json(spec) or {})["timing"]
+    assert isinstance(timing, dict)
+    assert timing["latencyNs"]["median"] == 517_000
+    assert {"statistic": "median", "stated": 250_000, "derived": 517_000} in timing["contradictions"]
 
 
 def test_a_run_without_samples_ranks_as_reported_at_best_with_the_note(
@@ -145,3 +147,47 @@ def test_a_median_relative_error_its_samples_do_not_give_is_a_contradiction() ->
         )
         found = derived.timing_figures(timing).contradictions
         assert [item.what for item in found] == (["medianRelativeError"] if contradicts else []), stated
+
+
+def _energy(board_watts: float, idle_watts: float, stated: float | None = None) -> RunEnergy:
+    """Three identical trials of 100 calls of 200 µs; ``stated`` replaces the run's joules per call alone."""
+    per_call = 200_000.0
+    joules = max(0.0, board_watts - idle_watts) * per_call / 1e9
+    board = board_watts * per_call / 1e9
+    trial = EnergyTrial(
+        calls=100, loop_ns=20_000_000, joules_per_call=joules, board_joules_per_call=board, board_watts=board_watts,
+        idle_watts=idle_watts, window_ms=700.0, counter_steps=8, uncertainty=0.004,
+    )  # fmt: skip
+    figure = stated if stated is not None else joules
+    return RunEnergy(
+        counter="nvmlDeviceGetTotalEnergyConsumption", joules_per_call=figure, board_joules_per_call=board,
+        average_watts=board_watts, idle_watts=idle_watts, ns_per_call=200_000, spread=0.0, counter_period_ms=100.0,
+        counter_period_range_ms=(97.0, 103.0), counter_unit_millijoules=1, uncertainty=0.004,
+        power_limit_milliwatts=700_000, trials=(trial, trial, trial),
+    )  # fmt: skip
+
+
+def test_energy_figures_are_the_trials_and_a_claim_off_by_ten_to_the_five_is_named() -> None:
+    honest = _energy(600.0, 150.0)
+    assert derived.failed_checks(derived.energy_checks(honest, None)) == []
+    assert derived.energy_figures(honest).joules_per_call == pytest.approx(0.09)
+    claim = _energy(600.0, 150.0, stated=1e-6)
+    checks = derived.energy_checks(claim, None)
+    assert derived.failed_checks(checks) == ["energyFromTrials", "energyPowerTimesTime"]
+    assert "joulesPerCall stated 1e-06 J, derived 0.09 J" in checks["energyFromTrials"]["detail"]
+    assert derived.energy_figures(claim).joules_per_call == pytest.approx(0.09)  # what every reader uses
+    spec = BenchmarkRunSpec(
+        status="passed",
+        timing=Timing(latency_ns=LatencyNs(median=200_000), samples=(200_000,) * 5, primary_statistic="median"),
+        observed_at="2026-12-01T00:00:00.000Z",
+        workload_digest="sha256:" + "1" * 64,
+        implementation_digest="sha256:" + "2" * 64,
+        protocol_digest="sha256:" + "3" * 64,
+        environment_digest="sha256:" + "4" * 64,
+        energy=claim,
+    )
+    lines = derived.run_figures_lines(spec)
+    assert lines[1] == "energy: 0.09 J per call above idle, derived from 3 trial(s)' watts × time"
+    assert lines[2].startswith("  CONTRADICTS ITSELF (energy-contradicts-trials): energyFromTrials: joulesPerCall")
+    idle = derived.energy_bounds(_energy(150.0, 150.0), None)
+    assert idle["energyAboveIdle"]["result"] == "failed"

@@ -82,10 +82,15 @@ def test_a_folder_that_leaves_out_the_protocol_or_environment_is_refused(
     assert f"the rerun's {what} sha256:" in result.stderr
     assert "is not in records.json" in result.stderr
     assert unchanged
-    # the folder as written: its protocol is checked, so the advisory refuses it (and no selftest is recorded)
+    # the folder as written: its protocol is checked, so the advisory refuses it ...
     whole, unchanged = _signed(cli, root, tight.folder, origin.key("verifier"), tmp_path / "whole")
     assert whole.exit_code == 1, whole.output
     assert "is named by open advisory KI-2026-0001" in whole.stderr
+    assert unchanged
+    # ... and, with no advisory, so does the missing selftest
+    plain, unchanged = _signed(cli, origin.root, tight.folder, origin.key("verifier"), tmp_path / "plain")
+    assert plain.exit_code == 1, plain.output
+    assert "no passing selftest of the rerun's harness kictl" in plain.stderr
     assert unchanged
 
 
