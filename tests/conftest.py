@@ -210,18 +210,22 @@ def _leave_out(*patterns: str, catalogue: bool) -> Callable[[str, list[str]], se
     return ignore
 
 
-def copy_bundled(target: Path, *, results: bool = False, catalogue: bool = False) -> Registry:
+def copy_bundled(target: Path, *, results: bool = False, catalogue: bool = False, advisories: bool = True) -> Registry:
     """The repository's definitions (and, with ``results``, its measured runs), in a new git repository.
 
     Without ``results`` the copy holds the definitions and workloads only, with
     the keyless trust root `kictl init` writes: the starting point most tests
     want, whatever results the repository carries.  Without ``catalogue`` it
     holds the hand-written definitions only, not the 151 the catalogue imported
-    (``catalogue_paths``), which no test of another area needs.
+    (``catalogue_paths``), which no test of another area needs.  The harness advisories come with the results
+    (they are about them, signed by the bundled root's maintainer), unless ``advisories`` is false: a registry
+    whose history never held them (deleting them later is what the advisory memory reports as a deletion).
     """
     target.mkdir(parents=True)
     shutil.copytree(REPO_ROOT / "definitions", target / "definitions", ignore=_leave_out(catalogue=catalogue))
-    ignored = () if results else ("attestations", *RESULT_KINDS)
+    ignored = () if results else ("attestations", "advisories", *RESULT_KINDS)
+    if not advisories:
+        ignored = (*ignored, "advisories")
     shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=_leave_out(*ignored, catalogue=catalogue))
     if not results:
         empty_trust_root(target)

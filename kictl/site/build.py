@@ -53,7 +53,7 @@ from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
-SITE_FORMAT = 2
+SITE_FORMAT = 3
 
 
 @dataclass

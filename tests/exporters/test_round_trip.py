@@ -43,7 +43,7 @@ from kictl.records import (
 )
 from kictl.scaffold import create_registry
 from kictl.store import Registry
-from tests.conftest import shared_data
+from tests.conftest import copy_bundled, shared_data
 
 
 def _records(registry: Registry, kind: str) -> dict[str, StoredRecord]:
@@ -56,15 +56,10 @@ def _fresh(path: Path) -> Registry:
 
 
 @pytest.fixture
-def unadvised(bundled_results: Registry) -> Registry:
-    """The bundled registry without its harness advisories, which mark every bundled run (the export leaves those
-    out: this file is about the format, tests/exporters/test_flashinfer_trace.py about the selection)."""
-    import git
-
-    repo = git.Repo(bundled_results.root)
-    repo.index.remove(["registry/advisories"], r=True, working_tree=True)
-    repo.index.commit("a copy without advisories")
-    return bundled_results
+def unadvised(tmp_path: Path) -> Registry:
+    """The bundled registry and its runs without the harness advisories, which mark every bundled run (the export
+    leaves those out: this file is about the format, tests/exporters/test_flashinfer_trace.py about the selection)."""
+    return copy_bundled(tmp_path / "bundled", results=True, advisories=False)
 
 
 def test_an_export_of_the_bundled_registry_imports_back_unchanged(unadvised: Registry, tmp_path: Path) -> None:

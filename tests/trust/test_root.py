@@ -59,10 +59,11 @@ EMPTY = canon.pretty_bytes(trust.initial_root_document())
 
 
 def test_bundled_root_chain_verifies() -> None:
-    """The bundled registry starts from what `kictl init` writes, rotates by threshold, and is re-anchored at 4.
+    """The bundled registry starts from what `kictl init` writes, rotates by threshold, and is re-anchored at 4 and 6.
 
-    Its first maintainer key was lost, so version 4 is signed by new maintainers only (docs/trust.md,
-    "Re-anchoring"): the chain holds from 1 to 3 and from 4 upwards, and not across.
+    Its first maintainer key was lost, so version 4 is signed by new maintainers only; then those were lost too,
+    and version 6 is signed by the team's keys only (docs/trust.md, "Re-anchoring"): the chain holds from 1 to 3,
+    from 4 to 5 and from 6 upwards, and not across.
     """
     folder = REPO_ROOT / "registry" / "trust"
     versions = sorted(folder.glob("*.root.json"), key=lambda path: int(path.name.split(".")[0]))
@@ -70,7 +71,10 @@ def test_bundled_root_chain_verifies() -> None:
     trust.verify_root_chain([path.read_bytes() for path in versions[:3]])
     with pytest.raises(CheckFailed, match="trust root version 4 is signed by 0 maintainer"):
         trust.verify_root_chain([path.read_bytes() for path in versions[2:4]])
-    current = trust.verify_root_chain([path.read_bytes() for path in versions[3:]])
+    trust.verify_root_chain([path.read_bytes() for path in versions[3:5]])
+    with pytest.raises(CheckFailed, match="trust root version 6 is signed by 0 maintainer"):
+        trust.verify_root_chain([path.read_bytes() for path in versions[4:6]])
+    current = trust.verify_root_chain([path.read_bytes() for path in versions[5:]])
     assert (folder / "root.json").read_bytes() == versions[-1].read_bytes()
     assert any("submitter" in key.roles for key in current.keys.values())
     root = trust.load_root(EMPTY)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kictl import canon, families
+from kictl.bench.worker.timing import summarize
 from kictl.errors import KictlError
 from kictl.rank import GroupKey, bibtex, citation, full_axes
 from kictl.records import DefinitionSpec
@@ -193,7 +194,10 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
         body.append(f"<p>Synthesised from the axes: {esc(', '.join(spec['synthesizedInputs']))}.</p>")
     body.append("</section>")
     body.append('<section aria-labelledby="timing"><h2 id="timing">Timing</h2>')
-    stats = timing.get("latencyNs") or {}
+    stats: dict[str, Any] = timing.get("latencyNs") or {}
+    samples = timing.get("samples")
+    if isinstance(samples, list) and samples and all(isinstance(value, int) for value in samples):
+        stats = dict(summarize(samples))  # derived from the kept samples, as every reader does (kictl.derived)
     body.append(
         table(
             "Latency statistics",
@@ -202,7 +206,6 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
             numeric=(1,),
         )
     )
-    samples = timing.get("samples")
     count = len(samples) if isinstance(samples, list) else samples
     body.append(f"<p>{esc(count)} sample(s); primary statistic {esc(statistic)}.</p></section>")
     correctness = spec.get("correctness") or {}
