@@ -42,6 +42,8 @@ from kictl.errors import RecordError
 from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, StoredRecord, WorkloadSpec
 
 BlobReader = Callable[[str], bytes]
+#: The kind prefix of an input a family's generator draws (``generated:<name>``, ``kictl.families.generators``).
+GENERATED = "generated:"
 FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
 
 
@@ -82,7 +84,9 @@ def secret_seed(secret: str, label: str, name: str) -> int:
 def with_secret_values(plan: InputPlan, secret: str, label: str) -> InputPlan:
     """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values."""
     sources = tuple(
-        replace(source, seed=secret_seed(secret, label, source.name)) if source.kind == "random" else source
+        replace(source, seed=secret_seed(secret, label, source.name))
+        if source.kind == "random" or source.kind.startswith(GENERATED)
+        else source
         for source in plan.sources
     )
     return replace(plan, sources=sources)
@@ -146,6 +150,7 @@ def plan_inputs(
         raise RecordError(f"{workload.name}: not a Workload")
     source = f"workload {workload.name}"
     made = families.structure(spec, model, read_blob, source=source, seed_offset=offset)
+    generated = families.family_for(spec.family).generated(spec)
     axes = made.axes
     out: list[InputSource] = []
     for name in order:
@@ -154,6 +159,11 @@ def plan_inputs(
         given = model.inputs.get(name)
         if name in made.tensors:
             out.append(InputSource(name, "values", tensor.dtype, shape, values=tuple(made.tensors[name])))
+        elif name in generated and not isinstance(given, ScalarInput) and not _present_blob(given):
+            seed = given.seed if isinstance(given, RandomInput) and given.seed is not None else None
+            seed = _default_seed(workload.digest, name) if seed is None else seed
+            kind = GENERATED + generated[name]
+            out.append(InputSource(name, kind, tensor.dtype, shape, seed=derive_seed(seed, offset)))
         elif isinstance(given, ScalarInput):
             out.append(InputSource(name, "scalar", tensor.dtype, shape, scalar=given.value))
         elif isinstance(given, RandomInput):
@@ -172,6 +182,10 @@ def plan_inputs(
         else:
             raise RecordError(f"{source}: input {name} has no source")
     return InputPlan(offset=offset, sources=tuple(out), synthesized=made.synthesized)
+
+
+def _present_blob(given: object) -> bool:
+    return isinstance(given, BlobInput) and not given.missing and given.digest is not None
 
 
 # --------------------------------------------------------------------------- tensors (worker side)
@@ -235,6 +249,11 @@ def materialize_one(source: InputSource, device: str) -> Any:
         tensor = torch.tensor(source.values, dtype=torch_dtype(source.dtype)).reshape(source.shape)
     elif source.kind == "random":
         tensor = _random(source, device)
+    elif source.kind.startswith(GENERATED):
+        from kictl.families import generators
+
+        assert source.seed is not None
+        tensor = generators.draw(source.kind.removeprefix(GENERATED), source.shape, source.dtype, source.seed)
     else:
         tensor = _from_blob(source)
     return tensor.to(device)
