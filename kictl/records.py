@@ -198,6 +198,9 @@ class DefinitionSpec(WireModel):
     reference: str
     tags: tuple[str, ...] | None = None
     determinism: Literal["deterministic", "nondeterministic"] | None = None
+    #: a function of the reference's module that makes the workloads' ``generated`` inputs (issue 42): called in
+    #: kictl's reference worker as ``f(seed, <axes named by its other parameters>)``, it returns a dict name -> tensor.
+    inputs_entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     #: the precision contract: the loosest tolerance any run of this definition is judged at (docs/records.md).
     #: Workloads and the command line may tighten it, never loosen it; absent, kictl's defaults apply.
     tolerance: Tolerance | None = None
@@ -259,7 +262,17 @@ class SynthesizedInput(WireModel):
     seed: NonNegativeInt | None = None
 
 
-WorkloadInput = Annotated[RandomInput | ScalarInput | BlobInput | SynthesizedInput, Field(discriminator="type")]
+class GeneratedInput(WireModel):
+    """A tensor the definition's ``inputs_entrypoint`` makes from the axes and ``seed`` (in kictl's reference
+    worker, never in an implementation's process)."""
+
+    type: Literal["generated"]
+    seed: NonNegativeInt | None = None
+
+
+WorkloadInput = Annotated[
+    RandomInput | ScalarInput | BlobInput | SynthesizedInput | GeneratedInput, Field(discriminator="type")
+]
 
 
 class WorkloadSpec(WireModel):

@@ -44,7 +44,7 @@ from kictl import canon, families, lookup
 from kictl.bench import correctness, sandbox, wire
 from kictl.bench.energy_loop import EnergyPhase, energy_work
 from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
-from kictl.bench.inputs import plan_inputs, to_wire, with_secret_values
+from kictl.bench.inputs import entrypoint_parameters, plan_inputs, resolve_entrypoint, to_wire, with_secret_values
 from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
 from kictl.bench.options import (
     BenchOptions,
@@ -414,11 +414,15 @@ class _Session:
             for name in self.order.outputs
         ]
         read = self.registry.read_blob
+        made = partial(self.entrypoint_inputs, workload.name)
         rounds = []
         for offset, label in enumerate(self.round_labels, start=1):
-            plan = plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset)
+            plan = resolve_entrypoint(
+                plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset), axes, made
+            )
             rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{label}"), label)))
         timed_structure = plan_inputs(self.spec, workload, self.order.inputs, read, offset=0)
+        timed_structure = resolve_entrypoint(timed_structure, axes, made)
         setup = to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:setup"), "setup")
         timed = [
             to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:{label}"), label)
@@ -437,6 +441,52 @@ class _Session:
         )
         outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
+
+    def entrypoint_inputs(
+        self, workload: str, names: tuple[str, ...], axes: dict[str, int], seed: int
+    ) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+        """The definition's ``inputs_entrypoint`` called in kictl's reference worker (never an implementation's):
+        ``f(seed, *axis values named by its parameters)``, its tensors by name.  The worker loads ``run`` again
+        before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
+        import dataclasses
+
+        assert self.spec.inputs_entrypoint is not None
+        worker = self.reference_worker
+        parameters = entrypoint_parameters(self.spec)
+        scalars = [("seed", seed & wire.SAFE_INT), *((axis, axes[axis]) for axis in parameters)]
+        plan = wire.Plan(
+            label="inputs",
+            inputs=tuple(
+                wire.InputSpec(name=name, kind="scalar", dtype="int64", shape=(), scalar=value)
+                for name, value in scalars
+            ),
+        )
+        outputs = tuple(
+            wire.OutputSpec(
+                name=name, shape=families.tensor_shape(self.spec, name, axes), dtype=self.spec.inputs[name].dtype
+            )
+            for name in names
+        )
+        load = dataclasses.replace(reference_load(self.spec), function=self.spec.inputs_entrypoint)
+        try:
+            self.wait_ready(worker)
+            self.say(f"{workload}: inputs from {self.spec.inputs_entrypoint}() in kictl's reference worker")
+            worker.loaded = False  # run() is loaded again before the next reference call
+            worker.request(load, self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
+            answer = worker.request(
+                wire.Reference(plan=plan, outputs=outputs, shift=0),
+                self.options.timeout_s,
+                frozenset({wire.Outputs.TYPE}),
+            )
+        except (ImplementationFailed, WorkerGone, wire.WireError) as exc:
+            worker.stop()
+            detail = getattr(exc, "detail", str(exc))
+            raise _Skip(f"the definition's inputs entrypoint failed: {_last_line(detail)}") from None
+        assert isinstance(answer, wire.Outputs)
+        return {
+            name: (item.dtype, tuple(item.shape), bytes(item.data))
+            for name, item in zip(names, answer.tensors, strict=True)
+        }
 
     def resolve_timer(self, worker: WorkerProcess) -> str:
         """The session's timer, once: CUPTI where the worker reports it attached, unless another was asked for.
