@@ -180,11 +180,20 @@ class TensorSpec(WireModel):
 
 
 class Tolerance(WireModel):
-    """Element-wise closeness: |out - ref| <= atol + rtol * |ref| on at least ``required_matched_ratio``."""
+    """Element-wise closeness: |out - ref| <= atol + rtol * |ref| on at least ``required_matched_ratio``.
+
+    ``judge`` names another comparison where closeness does not fit the output (issue 42,
+    ``kictl.families.judges``): ``index-set`` (top-k indices, any order), ``index-sequence`` (indices whose
+    order matters) or ``distribution`` (samples: total variation at most ``max_total_variation`` over
+    ``trials`` calls on one input).
+    """
 
     atol: NonNegativeFloat | None = None
     rtol: NonNegativeFloat | None = None
     required_matched_ratio: Ratio | None = None
+    judge: Literal["allclose", "index-set", "index-sequence", "distribution"] | None = None
+    max_total_variation: Ratio | None = None
+    trials: PositiveInt | None = None
 
 
 class DefinitionSpec(WireModel):

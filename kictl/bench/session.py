@@ -72,6 +72,7 @@ from kictl.bench.runner import ImplementationFailed, WorkerGone, WorkerProcess
 from kictl.bench.verdict import WorkloadContext, audit_label, evaluate
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, UsageError
+from kictl.families import judges
 from kictl.families.gpus import find_gpu
 from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
@@ -145,10 +146,23 @@ def tolerance_for(
     ratio = options.matched_ratio
     if ratio is None and given is not None:
         ratio = given.required_matched_ratio
+    family = judges.contract(definition) if definition is not None else None  # the family's, where none is stated
+    stated = definition.tolerance if definition is not None else None
+    if ratio is None and family is not None:
+        ratio = family.get("requiredMatchedRatio")
+    judge = str((stated.judge if stated and stated.judge else None) or (family or {}).get("judge", "allclose"))
+    limit = float(
+        (stated.max_total_variation if stated else None)
+        or (family or {}).get("maxTotalVariation", judges.DEFAULT_MAX_TOTAL_VARIATION)
+    )
+    trials = int((stated.trials if stated else None) or (family or {}).get("trials", judges.DEFAULT_TRIALS))
     found = correctness.Tolerance(
         atol=correctness.DEFAULT_ATOL if atol is None else atol,
         rtol=correctness.DEFAULT_RTOL if rtol is None else rtol,
         required_matched_ratio=correctness.DEFAULT_MATCHED_RATIO if ratio is None else ratio,
+        judge=judge,
+        max_total_variation=limit,
+        trials=trials,
     )
     if definition is None or definition.tolerance is None:
         return found
@@ -163,6 +177,9 @@ def tolerance_for(
             f"({least:g})"
         )
     return correctness.Tolerance(
+        judge=judge,
+        max_total_variation=limit,
+        trials=trials,
         atol=found.atol if contract.atol is None else min(found.atol, contract.atol),
         rtol=found.rtol if contract.rtol is None else min(found.rtol, contract.rtol),
         required_matched_ratio=(
@@ -300,6 +317,10 @@ class _Session:
         #: drawn now, never shown to a worker; seeds every value the rounds and the timed calls get
         self.secret = options.input_secret or secrets.token_hex(16)
         self.round_labels = [f"round {n}" for n in range(1, options.rounds + 1)]
+        #: the distribution judge's trials: that many calls on the first round's input (kictl.families.judges)
+        self.trials = tolerance_for_trials(spec)
+        if self.trials:
+            self.round_labels = [f"trial {n}" for n in range(1, self.trials + 1)]
         iterations = counts[1]
         sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
         self.set_labels = [f"input set {n}" for n in range(max(1, sets))]
@@ -417,10 +438,11 @@ class _Session:
         made = partial(self.entrypoint_inputs, workload.name)
         rounds = []
         for offset, label in enumerate(self.round_labels, start=1):
+            offset, seeded = (1, "round 1") if self.trials else (offset, label)  # trials: one input, many calls
             plan = resolve_entrypoint(
                 plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset), axes, made
             )
-            rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{label}"), label)))
+            rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{seeded}"), label)))
         timed_structure = plan_inputs(self.spec, workload, self.order.inputs, read, offset=0)
         timed_structure = resolve_entrypoint(timed_structure, axes, made)
         setup = to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:setup"), "setup")
@@ -438,6 +460,7 @@ class _Session:
             set_labels=list(self.set_labels),
             synthesized=timed_structure.synthesized,
             device=self.device,
+            judge_inputs=partial(_inputs_by_name, rounds[0][1], self.device) if self.trials else None,
         )
         outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
@@ -751,6 +774,14 @@ class _Session:
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        same: dict[str, str] = {}  # a label whose call is another's (the same inputs): computed once
+        first: dict[Any, str] = {}
+        for label, plan, shift, perturb in wanted:
+            same[label] = first.setdefault((plan.inputs, shift, perturb), label)
+        if len(first) < len(wanted):
+            unique = [item for item in wanted if same[item[0]] == item[0]]
+            found = self.reference_outputs(context, plans, unique)
+            return {label: found[same[label]] for label, _, _, _ in wanted}
         count = min(len(self.reference_workers), len(wanted))
         if count <= 1:
             return self._reference_share(self.reference_worker, context, plans, wanted)
@@ -829,6 +860,27 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def tolerance_for_trials(spec: DefinitionSpec) -> int | None:
+    """The trials of the definition's distribution judge (stated, else its family's), or None."""
+    stated = spec.tolerance
+    family = judges.contract(spec) or {}
+    judge = (stated.judge if stated and stated.judge else None) or family.get("judge")
+    if judge != judges.DISTRIBUTION:
+        return None
+    return (stated.trials if stated else None) or family.get("trials") or judges.DEFAULT_TRIALS
+
+
+def _inputs_by_name(plan: wire.Plan, device: str) -> dict[str, Any]:
+    """A plan's inputs, as the workers make them on ``device``, by name on the CPU (for a judge)."""
+    from kictl.bench.inputs import materialize_plans
+
+    made = materialize_plans([plan], device)[0]
+    return {
+        spec.name: value.cpu() if hasattr(value, "cpu") else value
+        for spec, value in zip(plan.inputs, made, strict=True)
+    }
 
 
 def reference_pool_size(device: str) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,8 @@ class WorkloadContext:
     device: str = "cpu"
     floor_ns: float | None = None
     floor_text: str | None = None
+    #: the inputs of the rounds by name (the distribution judge's trials all share one input), made on demand
+    judge_inputs: Callable[[], dict[str, Any]] | None = None
 
 
 def _reading_fields(item: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +236,8 @@ def evaluate(
                 tolerance=context.tolerance,
             )
         )
+    if context.tolerance.judge == "distribution" and compared and context.judge_inputs is not None:
+        compared.append(_distribution_round(evidence, context))
     primary_ns = None
     if evidence.samples:
         stats = summarize(evidence.samples)
@@ -274,7 +279,7 @@ def evaluate(
     checks = integrity_checks(evidence, context, refs, compared, primary_ns)
     members["integrity"] = checks
     worst = correctness.worst_round(compared) if compared else None
-    record_correctness: dict[str, Any] = {"comparator": correctness.COMPARATOR, "rounds": rounds_count}
+    record_correctness: dict[str, Any] = {"comparator": context.tolerance.comparator, "rounds": rounds_count}
     if worst is not None:
         for key, value in (
             ("maximumAbsoluteError", worst.maximum_absolute_error),
@@ -301,6 +306,20 @@ def evaluate(
     else:
         members["status"] = "passed"
     return members
+
+
+def _distribution_round(evidence: RunEvidence, context: WorkloadContext) -> correctness.RoundComparison:
+    """The distribution judge over every trial's samples of the first output (``kictl.families.judges``)."""
+    from kictl.families import judges
+
+    assert context.judge_inputs is not None
+    samples = [out[0] for label in context.round_labels if isinstance(out := evidence.rounds.get(label), list)]
+    limit = context.tolerance.max_total_variation
+    found = judges.judge_distribution(context.judge_inputs(), samples, limit=limit)
+    output = correctness.OutputComparison(
+        context.names[0], found.status, found.detail, found.maximum_absolute_error, None, found.matched_ratio
+    )
+    return correctness.RoundComparison(offset=0, outputs=(output,))
 
 
 def _load_average() -> float | None:
