@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """What a CUPTI-timed call costs the harness on a GPU (issue 16: the harness's cost per call).
 
-Claim (README.md "Performance", docs/bench.md, kictl/bench/timing.py; RESULTS.md "The harness's cost per
+Claim (README.md "Performance", docs/bench.md, kictl/bench/worker/timing.py; RESULTS.md "The harness's cost per
 CUPTI-timed call"): kictl's own host time per CUPTI-timed call of one kernel is 0.66-0.77 ms (1.72 ms with
 cupti-python's record objects), and settling CUPTI's records 16 calls at a time takes a call's cost from 1.8 ms
 to 0.43 ms median. Machine and command: the H200, `bash benchmarks/device.sh cupti_call_cost.py --calls 320`
@@ -13,7 +13,7 @@ Run on a CUDA machine with cupti-python (``. benchmarks/h200_setup.sh``), from t
     python3 benchmarks/cupti_call_cost.py steps [--calls 300] [--buffer-bytes N] [--touch-bytes N]
 
 The default part: for each ``--kernels K`` (a timed function of K small kernels: 1 is a library kernel's call,
-40 a host-bound reference's), ``--calls`` timed calls go through ``kictl.bench.timing.CuptiTimer`` as a
+40 a host-bound reference's), ``--calls`` timed calls go through ``kictl.bench.worker.timing.CuptiTimer`` as a
 ``kictl bench`` worker makes them (settled in batches of ``timing.SETTLE_EVERY``).  Printed per K: the host
 time per call of the whole ``measure``, of the flushes (``CuptiCollector.drain_all``: CUPTI's forced flush with
 kictl's buffer callback inside it), of kictl's callback alone, of settling (attribution and checks); the
@@ -63,8 +63,8 @@ def flush_main(argv: list[str]) -> int:
         parser.error("--kernels must be at least 1")
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.worker import timing
+    from kictl.bench.worker.cupti_timer import CuptiCollector
 
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -189,9 +189,9 @@ def steps_main(argv: list[str]) -> int:
         parser.error("--touch-bytes must be 0 or more")
     import torch
 
-    from kictl.bench import timing
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.gpu_state import reset_persisting_l2
+    from kictl.bench.worker import timing
+    from kictl.bench.worker.cupti_timer import CuptiCollector
+    from kictl.bench.worker.gpu_state import reset_persisting_l2
 
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)

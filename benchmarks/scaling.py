@@ -31,7 +31,7 @@ the repository's own, read only); ``--device cuda`` with ``--measure
 ``records``: for each bundled attention definition (or ``--definition``), with its FlashInfer wrapper and its
 reference, three runs of the whole suite on the default CUDA protocol:
 
-1. plain: ``kictl.bench.session.run_bench`` (what ``kictl bench`` does);
+1. plain: ``kictl.bench.judge.session.run_bench`` (what ``kictl bench`` does);
 2. local pool: ``kictl.executors.run_bench_jobs(..., devices="all")``;
 3. Ray: ``run_bench_jobs(..., executor="ray")`` on a local Ray instance
    (skipped, and said so, when Ray is not installed).
@@ -57,7 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kictl.bench.session import BenchOptions, run_bench  # noqa: E402
+from kictl.bench.judge.session import BenchOptions, run_bench  # noqa: E402
 from kictl.executors import run_bench_jobs  # noqa: E402
 from kictl.records import StoredRecord  # noqa: E402
 from kictl.store import Registry  # noqa: E402

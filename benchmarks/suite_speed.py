@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from kictl.bench.phases import PHASES, parse_phases  # noqa: E402  (a light module: no torch, no pydantic)
+from kictl.bench.judge.phases import PHASES, parse_phases  # noqa: E402  (a light module: no torch, no pydantic)
 
 SUITE_DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
 SUITE_IMPLS = ("reference", "flashinfer_wrapper")

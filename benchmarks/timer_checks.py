@@ -21,7 +21,7 @@ stream (``graph_replay``) is not taken for side-stream work.  Writes ``stream_or
 expectation, calls, unjoined and time-rule counts, the first call's dependency records) to ``--out``; prints a
 table; exits 1 when an expectation fails.
 
-``start-gaps``: through kictl's own timers (``kictl.bench.timing``), each honest callable ``--calls`` times: a
+``start-gaps``: through kictl's own timers (``kictl.bench.worker.timing``), each honest callable ``--calls`` times: a
 64x64 and a 4096x4096 bf16 matmul, RMSNorm of 64 rows, causal SDPA of 2,048 and of 16 queries, and 40 small
 kernels in a Python loop (a host-heavy wrapper).  Per timer and callable it prints the calls made ahead of the
 device, the quantiles of their lead-to-start gaps, how many read wider than 2 us and wider than the timer's
@@ -189,10 +189,10 @@ def stream_order_main(argv: list[str]) -> int:
 
     import torch
 
-    from kictl.bench.cupti_attribution import attribute
-    from kictl.bench.cupti_model import Window
-    from kictl.bench.cupti_timer import CuptiCollector
-    from kictl.bench.timing import bind_originals, spin_cycles_per_ns
+    from kictl.bench.worker.cupti_attribution import attribute
+    from kictl.bench.worker.cupti_model import Window
+    from kictl.bench.worker.cupti_timer import CuptiCollector
+    from kictl.bench.worker.timing import bind_originals, spin_cycles_per_ns
 
     torch.cuda.init()  # type: ignore[no-untyped-call]
     bind_originals()
@@ -266,7 +266,7 @@ def quantile(values: list[int], share: float) -> int | None:
 def start_gaps_main(argv: list[str]) -> int:
     import torch
 
-    from kictl.bench import integrity, timing
+    from kictl.bench.worker import integrity, timing
 
     parser = argparse.ArgumentParser(prog="timer_checks.py start-gaps", description="start gaps of honest calls")
     parser.add_argument("--calls", type=int, default=1000)

@@ -205,8 +205,8 @@ class Suite:
     def independent(self) -> None:
         import torch
 
-        from kictl.bench.inputs import materialize, plan_inputs
-        from kictl.bench.session import select_workloads
+        from kictl.bench.judge.inputs import materialize, plan_inputs
+        from kictl.bench.judge.session import select_workloads
         from kictl.definitions import signature
         from kictl.store import Registry
 

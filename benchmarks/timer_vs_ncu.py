@@ -21,7 +21,7 @@ registry is loaded from ``implementations/``, its ``setup()`` called once
 (plan outside the timed region), and ``run()`` timed ``--calls`` times, each
 call after a reset of the persisting L2 and a flush of the L2:
 
-* ``cupti``: kictl's CUPTI attribution (``kictl.bench.cupti_timer``), a device
+* ``cupti``: kictl's CUPTI attribution (``kictl.bench.worker.cupti_timer``), a device
   spin before each call so the host enqueues the whole call ahead;
 * ``events``: CUDA events recorded after the same spin, around the call;
 * ``graph``: one call captured in a CUDA graph, each replay between events;
@@ -87,8 +87,8 @@ def _load(definition: str, filename: str) -> Any:
 
 
 def _inputs(definition_name: str, label: str) -> list[Any] | None:
-    from kictl.bench.inputs import materialize, plan_inputs
-    from kictl.bench.session import select_workloads
+    from kictl.bench.judge.inputs import materialize, plan_inputs
+    from kictl.bench.judge.session import select_workloads
     from kictl.definitions import signature
     from kictl.store import Registry
 
@@ -127,9 +127,9 @@ class _Probe:
     def __init__(self, calls: int) -> None:
         import torch
 
-        from kictl.bench import gpu_state
-        from kictl.bench.cupti_timer import CuptiCollector
-        from kictl.bench.timing import spin_cycles_per_ns
+        from kictl.bench.worker import gpu_state
+        from kictl.bench.worker.cupti_timer import CuptiCollector
+        from kictl.bench.worker.timing import spin_cycles_per_ns
 
         self.torch = torch
         self.state = gpu_state
@@ -152,8 +152,8 @@ class _Probe:
         ``idle_s``: the device idles that long before each call (as under ncu, which serialises every
         kernel), instead of being kept busy by the spin.
         """
-        from kictl.bench.cupti_attribution import attribute
-        from kictl.bench.cupti_model import Window
+        from kictl.bench.worker.cupti_attribution import attribute
+        from kictl.bench.worker.cupti_model import Window
 
         torch, collector = self.torch, self.collector
         windows: list[Window] = []

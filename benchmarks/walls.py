@@ -58,7 +58,7 @@ CHEATS = ROOT / "tests" / "assets" / "cheats"
 
 
 def _start(isolation: object, folder: Path) -> float:
-    from kictl.bench.runner import WorkerProcess
+    from kictl.bench.judge.runner import WorkerProcess
 
     worker = WorkerProcess("walls", "cpu", folder, isolation)  # type: ignore[arg-type]
     began = time.perf_counter()
@@ -81,8 +81,10 @@ def cost_main(argv: list[str]) -> int:
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args(argv)
 
-    from kictl.bench import integrity, sandbox, seccomp, staging, wire
-    from kictl.bench.session import BenchOptions, run_bench
+    from kictl.bench import wire
+    from kictl.bench.judge import sandbox, seccomp, staging
+    from kictl.bench.judge.session import BenchOptions, run_bench
+    from kictl.bench.worker import integrity
     from kictl.store import Registry
 
     rows: list[tuple[str, str]] = []

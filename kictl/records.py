@@ -356,7 +356,7 @@ class CorrectnessProtocol(WireModel):
 
 
 class EnergyMethod(WireModel):
-    """``measurement.energy`` of an energy protocol (issue 31; kictl/bench/energy.py says the method)."""
+    """``measurement.energy`` of an energy protocol (issue 31; kictl/bench/judge/energy.py says the method)."""
 
     counter: str
     method: str
@@ -454,7 +454,7 @@ class LatencyNs(WireModel):
 
 
 class ClockReading(WireModel):
-    """One NVML reading of the GPU (kictl.bench.gpu_state)."""
+    """One NVML reading of the GPU (kictl.bench.worker.gpu_state)."""
 
     sm_clock_mhz: NonNegativeInt
     memory_clock_mhz: NonNegativeInt

@@ -229,7 +229,7 @@ def harness_fingerprint() -> str:
 
 
 def _options(spec: SessionSpec, no_sandbox: bool) -> Any:
-    from kictl.bench.options import BenchOptions
+    from kictl.bench.judge.options import BenchOptions
 
     known = {
         "rounds": ("rounds", int),
@@ -272,8 +272,8 @@ def run_selftest(
     GPU, and what ``kictl bench`` raises for a registry without the sessions'
     definitions.
     """
-    from kictl.bench.results import harness_identity
-    from kictl.bench.session import run_bench
+    from kictl.bench.judge.results import harness_identity
+    from kictl.bench.judge.session import run_bench
 
     loaded = corpus or load_corpus()
     entries = loaded.corpus.entries

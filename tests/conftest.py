@@ -56,7 +56,7 @@ MACHINE_CPUS: frozenset[int] = frozenset(os.sched_getaffinity(0)) if hasattr(os,
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, give every worker process a different last CPU.
 
-    ``kictl bench`` pins its workers to the last CPU its process may use (``kictl.bench.options.pinned_cpus``),
+    ``kictl bench`` pins its workers to the last CPU its process may use (``kictl.bench.judge.options.pinned_cpus``),
     as a user's ``taskset`` would choose it. Every xdist worker's bench sessions would otherwise share that one
     core while the others idle (the whole suite used 0.7 of 2 cores). Worker ``gwN`` keeps all but its last
     ``N mod CPUs`` CPUs, as kictl's own executor gives each CPU worker a share of its own.
@@ -138,7 +138,7 @@ def plant_selftest_record(home: Path) -> None:
     Tests that sign reruns are about the reruns, not the selftest (tests/test_selftest.py runs the real one
     and tests/advisories/ the refusals); a test that wants no record deletes ``home / "selftest.json"``.
     """
-    from kictl.bench.results import harness_identity
+    from kictl.bench.judge.results import harness_identity
 
     record = {"harness": harness_identity(), "ok": True, "missed": [], "sandboxed": True, "devices": ["cpu", "cuda"]}
     home.mkdir(parents=True, exist_ok=True)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from kictl import families
-from kictl.bench.inputs import GENERATED, materialize_one, plan_inputs
+from kictl.bench.judge.inputs import GENERATED, materialize_one, plan_inputs
 from kictl.errors import RecordError
 from kictl.families.legal import legal_axes, range_constraints
 from kictl.records import DefinitionSpec, WorkloadSpec

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kictl.bench.inputs import ENTRYPOINT, materialize_one, plan_inputs, resolve_entrypoint
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge.inputs import ENTRYPOINT, materialize_one, plan_inputs, resolve_entrypoint
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.definitions import check_workload
 from kictl.errors import RecordError
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from kictl import selftest
-from kictl.bench import verdict
-from kictl.bench.results import harness_identity
+from kictl.bench.judge import verdict
+from kictl.bench.judge.results import harness_identity
 from kictl.errors import CheckFailed, RecordError
 from kictl.store import Registry
 from tests.bench.conftest import SANDBOX

@@ -116,7 +116,8 @@ def test_a_bench_worker_imports_no_records_before_torch() -> None:
     """Every implementation and reference gets a fresh worker process (``python -m kictl.bench.worker``):
     its own modules import no pydantic records, which took 0.13 s of each worker's start."""
     probe = (
-        "import sys, kictl.bench.worker; print(sorted(m for m in ('pydantic', 'kictl.records') if m in sys.modules))"
+        "import sys, kictl.bench.worker.main; "
+        "print(sorted(m for m in ('pydantic', 'kictl.records') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -31,7 +31,7 @@ def _progress(lines: bool = False) -> contextlib.AbstractContextManager[Callable
 
 def _size_warnings(target: Registry, definition: str, workloads: list[str] | None, device: str, **counts: Any) -> None:
     """Warn before jobs too large for the device (kictl/families/practical.py); silent where it cannot tell."""
-    from kictl.bench.options import resolve_device
+    from kictl.bench.judge.options import resolve_device
     from kictl.errors import KictlError
     from kictl.progress import size_warnings
 
@@ -197,7 +197,7 @@ def bench(
     written to --out. Exit 0 when every run passed, 1 when some did not (the
     records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU.
     """
-    from kictl.bench.session import BenchOptions, run_bench, write_manifest
+    from kictl.bench.judge.session import BenchOptions, run_bench, write_manifest
 
     began = time.perf_counter()
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -209,7 +209,7 @@ def bench(
         if out_dir is not None:
             raise UsageError("--sign signs runs added to the registry; sign an --out folder with `kictl submit`")
         trust.load_private_key(sign)  # a missing, loose or locked key fails now, not after the benchmark
-    from kictl.bench.energy_loop import MEASURE_NAMES
+    from kictl.bench.judge.energy_loop import MEASURE_NAMES
 
     if measure not in MEASURE_NAMES:
         raise UsageError(f"--measure {measure}: not one of {', '.join(MEASURE_NAMES)}")
@@ -222,7 +222,7 @@ def bench(
             raise UsageError(
                 "--energy-loop must be at least 0.8 s (five counter steps after the ramp), --energy-trials at least 1"
             )
-        from kictl.bench.options import resolve_device
+        from kictl.bench.judge.options import resolve_device
 
         if resolve_device(device) == "cpu":
             raise EnvError(
@@ -292,7 +292,7 @@ def bench(
         else:
             report = run_bench(target, definition, impl, options, progress=say)
     if device.strip().lower() == "auto":  # said once the run is done, so that an error stays the first line
-        from kictl.bench.options import resolve_device
+        from kictl.bench.judge.options import resolve_device
 
         if resolve_device(device) == "cpu":
             err("note: no CUDA GPU is available: --device auto ran on the CPU (--device cpu says so quietly)")
@@ -310,7 +310,7 @@ def bench(
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
     if timings:
-        from kictl.bench.phases import format_phases, format_requests
+        from kictl.bench.judge.phases import format_phases, format_requests
 
         phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
         for line in format_phases(phases, total=round(time.perf_counter() - began, 3)):

@@ -36,8 +36,8 @@ from kictl.executors.jobs import (
 )
 
 if TYPE_CHECKING:
-    from kictl.bench.results import BenchReport, RunSummary
-    from kictl.bench.session import BenchOptions
+    from kictl.bench.judge.results import BenchReport, RunSummary
+    from kictl.bench.judge.session import BenchOptions
     from kictl.records import StoredRecord
     from kictl.store import Registry
 
@@ -132,7 +132,7 @@ def run_bench_jobs(
         if devices is not None:
             device_list = parse_devices(devices, options.device)
         else:
-            from kictl.bench.session import resolve_device
+            from kictl.bench.judge.session import resolve_device
 
             device_list = [resolve_device(options.device)]
         kind = seam.device_kind(device_list[0])
@@ -191,7 +191,7 @@ def run_bench_jobs(
 
 def report_of(plan: JobPlan, outcome: JobsOutcome) -> BenchReport:
     """The ``BenchReport`` of finished jobs, in the plan's order (as a plain ``run_bench`` orders them)."""
-    from kictl.bench.results import BenchReport
+    from kictl.bench.judge.results import BenchReport
 
     order = {job.job_id: number for number, job in enumerate(plan.jobs)}
     results = sorted(outcome.results, key=lambda result: order[result.job.job_id])
@@ -224,7 +224,7 @@ def report_of(plan: JobPlan, outcome: JobsOutcome) -> BenchReport:
 
 
 def _summary(run: StoredRecord, plan: JobPlan) -> RunSummary:
-    from kictl.bench.results import RunSummary
+    from kictl.bench.judge.results import RunSummary
     from kictl.records import BenchmarkRun
 
     assert isinstance(run.model, BenchmarkRun)

@@ -6,7 +6,7 @@ so that a change to the bench's worker protocol is met here and nowhere else:
 * ``run_job(payload, device)``: run ONE job (one implementation on one
   workload) on one device and return the records it produced, as JSON values.
   Today it writes the job's three records (and blobs) into a scratch registry
-  and calls ``kictl.bench.session.run_bench`` for exactly that pair, so the
+  and calls ``kictl.bench.judge.session.run_bench`` for exactly that pair, so the
   worker, timer, sandbox and checks are those of a plain ``kictl bench``:
   measurement integrity does not depend on the executor.  The sandboxed bench
   workers (the implementation's and kictl's reference worker) are kept from
@@ -40,7 +40,7 @@ from kictl.records import DefinitionSpec, StoredRecord
 from kictl.store import Registry
 
 if TYPE_CHECKING:
-    from kictl.bench.session import BenchOptions, KeptWorkers
+    from kictl.bench.judge.session import BenchOptions, KeptWorkers
 
 
 class JobSkipped(KictlError):
@@ -53,7 +53,7 @@ def options_for(settings: BenchSettings, device: str, workloads: Sequence[str] =
     Raises ``RecordError`` for an option this kictl's bench does not have (a
     job planned by another version).
     """
-    from kictl.bench.session import BenchOptions
+    from kictl.bench.judge.session import BenchOptions
 
     try:
         return BenchOptions(device=device, workloads=tuple(workloads), **settings.options)  # type: ignore[arg-type]
@@ -73,7 +73,7 @@ def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
 
 def check_settings(settings: BenchSettings) -> None:
     """Raises ``UsageError`` for settings ``kictl bench`` would refuse."""
-    from kictl.bench.session import check_options
+    from kictl.bench.judge.session import check_options
 
     check_options(options_for(settings, "cpu" if settings.device_kind == "cpu" else "cuda:0"), settings.device_kind)
 
@@ -99,8 +99,8 @@ def resolve(
 
     Raises ``NotFoundError``, ``UsageError`` or ``RecordError`` as ``run_bench`` does.
     """
-    from kictl.bench.implementation import load_implementation
-    from kictl.bench.session import select_workloads
+    from kictl.bench.judge.implementation import load_implementation
+    from kictl.bench.judge.session import select_workloads
     from kictl.definitions import signature
 
     definition = registry.resolve(definition_ref, ["Definition"])
@@ -118,10 +118,11 @@ def resolve(
 
 def capture_environment(device: str) -> dict[str, Any]:
     """The ExecutionEnvironment spec of ``device`` on this machine; raises ``EnvError`` when it cannot be used."""
-    from kictl.bench.environment import capture
-    from kictl.bench.session import resolve_device
+    from kictl.bench.judge.session import resolve_device
+    from kictl.bench.worker.environment import capture
+    from kictl.families.gpus import normalize_product
 
-    return capture(resolve_device(device))
+    return capture(resolve_device(device), normalize_product)
 
 
 def protocol_context(device: str) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def protocol_context(device: str) -> dict[str, Any]:
     this machine), or ``None`` when bubblewrap is missing or unusable here (a
     job that needs the sandbox then fails on this worker as a device would).
     """
-    from kictl.bench import sandbox
+    from kictl.bench.judge import sandbox
 
     try:
         label: str | None = sandbox.resolve(False).label
@@ -142,7 +143,7 @@ def protocol_context(device: str) -> dict[str, Any]:
 
 def environment_digest(environment: Mapping[str, Any]) -> str:
     """The digest of the ExecutionEnvironment record of ``environment`` (a spec)."""
-    from kictl.bench.results import environment_record
+    from kictl.bench.judge.results import environment_record
 
     return environment_record(dict(environment)).digest
 
@@ -156,21 +157,21 @@ def expected_protocol_digests(
 ) -> frozenset[str]:
     """The digests of the BenchmarkProtocol a run of ``settings`` on ``workload`` may name.
 
-    One per timer the session may resolve (``kictl.bench.session.possible_timers``): on CUDA with the
+    One per timer the session may resolve (``kictl.bench.judge.session.possible_timers``): on CUDA with the
     default timer, CUPTI's where it attaches and CUDA events' where it does not (the protocol says which).
     ``environment`` and ``context`` are what the worker reported at start
     (``capture_environment``, ``protocol_context``).
     """
-    from kictl.bench import sandbox
-    from kictl.bench.options import check_options, flush_bytes
-    from kictl.bench.results import protocol_record, protocol_spec
-    from kictl.bench.session import possible_timers, tolerance_for
+    from kictl.bench.judge import sandbox
+    from kictl.bench.judge.options import check_options, flush_bytes
+    from kictl.bench.judge.results import protocol_record, protocol_spec
+    from kictl.bench.judge.session import possible_timers, tolerance_for
 
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
     counts = check_options(options, device)
     hardware = environment["hardware"]
-    # as kictl.bench.session._Session: the isolation label and the number of timed input sets
+    # as kictl.bench.judge.session._Session: the isolation label and the number of timed input sets
     isolation = sandbox.NO_SANDBOX_LABEL if options.no_sandbox else (context or {}).get("sandbox") or "unrecorded"
     iterations = counts[1]
     sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
@@ -203,7 +204,7 @@ def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
     kind, ``EnvError`` when the device cannot be used, ``JobSkipped`` when the
     workload cannot be judged.
     """
-    from kictl.bench.session import run_bench
+    from kictl.bench.judge.session import run_bench
 
     definition, workload, implementation = payload.checked_records()
     blobs = payload.checked_blobs()
@@ -233,13 +234,13 @@ _KEPT: list[Any] = []
 
 
 def kept_workers() -> KeptWorkers:
-    """This process's long-lived bench workers (``kictl.bench.session.KeptWorkers``), made at first use.
+    """This process's long-lived bench workers (``kictl.bench.judge.session.KeptWorkers``), made at first use.
 
     A job of an implementation on this worker's device reuses the sandboxed
     worker an earlier job of it started (its import done, its JIT caches
     warm); ``close_workers`` ends them (the executor's worker does at exit).
     """
-    from kictl.bench.session import KeptWorkers
+    from kictl.bench.judge.session import KeptWorkers
 
     if not _KEPT:
         _KEPT.append(KeptWorkers())

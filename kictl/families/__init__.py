@@ -171,7 +171,7 @@ class Family:
 
     def generated(self, spec: DefinitionSpec) -> dict[str, str]:
         """Inputs whose values must have a structure random draws lack (a distribution, a probability, a
-        packed cache), each with the name of the ``kictl.families.generators`` function that draws them."""
+        packed cache), each with the name of the ``kictl.bench.wire.generators`` function that draws them."""
         return {}
 
     def relations(self, spec: DefinitionSpec) -> list[str]:

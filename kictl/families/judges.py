@@ -5,7 +5,7 @@ family's (``contract``) applies, and the run's correctness record names the judg
 (``comparator``):
 
 ``allclose``
-    kictl's default (``kictl.bench.correctness``): ``|x - y| <= atol + rtol * |y|`` on at least
+    kictl's default (``kictl.bench.judge.correctness``): ``|x - y| <= atol + rtol * |y|`` on at least
     ``requiredMatchedRatio`` of the elements.  Low-bit definitions (FP8 and FP4 MoE) state a ratio of 0.95,
     FlashInfer-Bench's figure for them: an honest FP8 kernel misses on a few elements, FP8 maths wrong on one
     element in ten does not pass.
@@ -91,7 +91,7 @@ def contract(spec: DefinitionSpec) -> dict[str, Any] | None:
 
 @dataclass(frozen=True, slots=True)
 class Judged:
-    """One output judged: what ``kictl.bench.correctness.OutputComparison`` records."""
+    """One output judged: what ``kictl.bench.judge.correctness.OutputComparison`` records."""
 
     status: str
     detail: str | None

@@ -13,7 +13,7 @@ the rest of ``kictl.rerun``:
   return, per (implementation, workload), the new BenchmarkRun with its
   ExecutionEnvironment and BenchmarkProtocol records.
 
-Today ``execute`` calls ``kictl.bench.session.run_bench``, the path
+Today ``execute`` calls ``kictl.bench.judge.session.run_bench``, the path
 ``kictl bench --impl <Implementation digest>...`` takes: each Implementation
 record's embedded sources are written afresh into a private scratch folder
 (mode 0700) and imported from there by the sandboxed worker, the
@@ -26,7 +26,7 @@ Fresh seeds.  Every input value of a bench session is seeded from the
 session's ``inputSecret`` (recorded in each run afterwards); a rerun made for
 a request (``kictl.rerun.request``) uses the secret the request gives, which
 the signer can recompute and no one else can.  The rounds' index structures
-come from ``kictl.bench.inputs.derive_seed``, a public function of the
+come from ``kictl.bench.judge.inputs.derive_seed``, a public function of the
 workload's seeds, which ``execute`` salts with the request's ``seedSalt`` (128
 random bits without a request) for the duration of the session: offset 0 (the
 timed calls' structure) is unchanged.  Input plans are made in this (the
@@ -79,7 +79,7 @@ def resolve_device(requested: str, settings: ProtocolSettings) -> str:
 
     Raises ``UsageError`` for an unknown device, ``EnvError`` for an absent GPU.
     """
-    from kictl.bench.session import resolve_device as bench_device
+    from kictl.bench.judge.session import resolve_device as bench_device
 
     if requested.strip().lower() == "auto":
         return "cpu" if settings.device == "cpu" else bench_device("cuda")
@@ -88,16 +88,17 @@ def resolve_device(requested: str, settings: ProtocolSettings) -> str:
 
 def machine_environment(device: str) -> dict[str, Any]:
     """The ExecutionEnvironment spec (JSON members) of ``device`` on this machine."""
-    from kictl.bench.environment import capture
+    from kictl.bench.worker.environment import capture
+    from kictl.families.gpus import normalize_product
 
-    return capture(device)
+    return capture(device, normalize_product)
 
 
 _TIMER_OPTIONS = {"cupti_device_time": "cupti", "cuda_events": "events", "cuda_graph_replay": "graph"}
 
 
 def _options(settings: ProtocolSettings, device: str, timeout_s: float, workloads: Sequence[str]) -> Any:
-    from kictl.bench.session import BenchOptions
+    from kictl.bench.judge.session import BenchOptions
 
     return BenchOptions(
         device=device,
@@ -122,8 +123,8 @@ def _options(settings: ProtocolSettings, device: str, timeout_s: float, workload
 
 def measured_family(settings: ProtocolSettings, device: str) -> str:
     """The comparability family ``kictl bench`` records for these settings on ``device``."""
-    from kictl.bench import correctness
-    from kictl.bench.results import protocol_spec
+    from kictl.bench.judge import correctness
+    from kictl.bench.judge.results import protocol_spec
 
     tolerance = correctness.Tolerance(atol=0.0, rtol=0.0, required_matched_ratio=1.0)
     options = _options(settings, device, 1.0, ())
@@ -148,7 +149,7 @@ def check_sources(implementation: StoredRecord) -> None:
 @contextlib.contextmanager
 def fresh_correctness_seeds(salt: str) -> Iterator[None]:
     """Correctness rounds draw seeds salted with ``salt``; the timed inputs (offset 0) keep the workload's."""
-    from kictl.bench import inputs
+    from kictl.bench.judge import inputs
 
     public = getattr(inputs, "derive_seed", None)
     if public is None:  # a bench that no longer derives seeds publicly draws secret ones itself
@@ -190,7 +191,7 @@ def execute(
     ``input_secret`` and ``seed_salt`` come from a rerun request; without one
     both are drawn here.
     """
-    from kictl.bench.session import run_bench
+    from kictl.bench.judge.session import run_bench
 
     for implementation in implementations:
         check_sources(implementation)

@@ -20,7 +20,7 @@ IMPLEMENTATIONS = REPO_ROOT / "implementations"
 
 def sandbox_available() -> bool:
     """Whether bubblewrap is here and can make a sandbox (CI installs it: .ci/run)."""
-    from kictl.bench import sandbox
+    from kictl.bench.judge import sandbox
     from kictl.errors import EnvError
 
     found = sandbox.find_bwrap()

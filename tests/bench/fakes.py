@@ -17,10 +17,10 @@ from typing import Any
 import torch
 
 from kictl.bench import wire
-from kictl.bench.inputs import materialize_spec
-from kictl.bench.runner import CRASHED, PROTOCOL, TIMEOUT, ImplementationFailed, ProcessView, WorkerGone
-from kictl.bench.values import _rolled
-from kictl.bench.worker import pack
+from kictl.bench.judge.inputs import materialize_spec
+from kictl.bench.judge.runner import CRASHED, PROTOCOL, TIMEOUT, ImplementationFailed, ProcessView, WorkerGone
+from kictl.bench.wire.values import _rolled
+from kictl.bench.worker.main import pack
 
 ENVIRONMENT = {
     "hardware": {"product": "Fake CPU", "architecture": "x86_64", "cpu": "Fake CPU"},

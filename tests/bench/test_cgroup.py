@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench import cgroup
+from kictl.bench.judge import cgroup
 
 BURN = (
     "import os, time\n"
@@ -44,8 +44,8 @@ def test_a_worker_that_could_not_join_its_group_is_read_through_proc(
 ) -> None:
     """Where the hierarchy refuses the join, the worker still starts and its group is dropped (no counter of
     nothing is believed)."""
-    from kictl.bench import sandbox
-    from kictl.bench.runner import WorkerProcess
+    from kictl.bench.judge import sandbox
+    from kictl.bench.judge.runner import WorkerProcess
 
     probe = cgroup.SandboxGroup.create("probe")
     if probe is None:

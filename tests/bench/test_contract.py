@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from typer.testing import Result
 
-from kictl.bench import correctness
-from kictl.bench.session import BenchOptions, tolerance_for
+from kictl.bench.judge import correctness
+from kictl.bench.judge.session import BenchOptions, tolerance_for
 from kictl.errors import UsageError
 from kictl.records import DefinitionSpec, record_from_value
 from kictl.store import Registry

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from kictl.bench import correctness
-from kictl.bench.correctness import Tolerance, compare_output, compare_round, outputs_identical, worst_round
+from kictl.bench.judge import correctness
+from kictl.bench.judge.correctness import Tolerance, compare_output, compare_round, outputs_identical, worst_round
 
 TOL = Tolerance(atol=1e-2, rtol=1e-2, required_matched_ratio=1.0)
 

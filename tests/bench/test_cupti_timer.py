@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kictl.bench.cupti_attribution import attribute, timer_tampering
-from kictl.bench.cupti_model import (
+from kictl.bench.worker.cupti_attribution import attribute, timer_tampering
+from kictl.bench.worker.cupti_model import (
     BLOCKING,
     BUFFER_BYTES,
     CONTEXT_SYNCHRONIZE,
@@ -31,8 +31,8 @@ from kictl.bench.cupti_model import (
     Synchronization,
     Window,
 )
-from kictl.bench.cupti_ordering import unordered_by_dependencies
-from kictl.bench.cupti_timer import CuptiCollector
+from kictl.bench.worker.cupti_ordering import unordered_by_dependencies
+from kictl.bench.worker.cupti_timer import CuptiCollector
 from kictl.errors import EnvError
 
 
@@ -1092,7 +1092,7 @@ def test_calls_settled_together_read_as_if_each_had_been_flushed_alone(bodies: l
     """One flush for many calls (the CUPTI timer's batches) gives each call the figure and the findings that a
     flush after that call alone gives: the sample, the kernel count, work outside the windows, unordered
     side-stream work and a re-recorded start event all stay with their own call."""
-    from kictl.bench.cupti_attribution import settle_calls
+    from kictl.bench.worker.cupti_attribution import settle_calls
 
     calls = [_harnessed_call(i, body) for i, body in enumerate(bodies)]
     windows = [_harnessed_window(i) for i in range(len(bodies))]
@@ -1120,7 +1120,7 @@ def test_a_calls_figure_is_its_span_and_its_busy_time_leaves_the_gaps_out() -> N
     """The sample is the span from the first kernel's start to the last one's end, the gap between them
     included (the caller waits for it); ``busy_ns`` is the time the kernels cover, what a profiler's sum of
     kernel durations adds up; a call without device work has no busy time."""
-    from kictl.bench.cupti_attribution import settle_calls
+    from kictl.bench.worker.cupti_attribution import settle_calls
 
     calls = [_harnessed_call(0, "gapped"), _harnessed_call(1, "one"), _harnessed_call(2, "none")]
     activities = [a for found, _, _ in calls for a in found]
@@ -1137,7 +1137,7 @@ def test_work_between_settled_calls_is_the_next_harness_windows_and_after_the_la
     """Settled together, an activity goes where a flush right at each window's end would put it: one that
     starts after a call's window is the next call's harness work (left out, as the harness's staging is);
     one that starts after the last window escaped every window (noWorkOutsideCalls)."""
-    from kictl.bench.cupti_attribution import settle_calls
+    from kictl.bench.worker.cupti_attribution import settle_calls
 
     calls = [_harnessed_call(i, "one") for i in range(2)]
     between = DeviceActivity(KERNEL, 9_500, 9_600, OTHER, "between", 60)
@@ -1229,7 +1229,7 @@ def _write(records: list[SimpleNamespace], cupti: _RawCupti, keep: list[Any]) ->
 def test_records_read_at_their_offsets_are_what_cupti_python_reads() -> None:
     """kictl's direct reader (``RecordReader``) turns CUPTI's records into the same activities, event records,
     synchronisations and stream flags as cupti-python's objects do, each field cross-checked."""
-    from kictl.bench.cupti_records import CROSS_CHECKED_RECORDS, RecordReader, record_layouts
+    from kictl.bench.worker.cupti_records import CROSS_CHECKED_RECORDS, RecordReader, record_layouts
 
     fake = _RawCupti()
     layouts, missing = record_layouts(fake)
@@ -1265,7 +1265,7 @@ def test_a_layout_that_reads_otherwise_than_numpy_hands_over_to_numpy() -> None:
     and every later one are numpy's reading."""
     import dataclasses
 
-    from kictl.bench.cupti_records import RecordReader, record_layouts
+    from kictl.bench.worker.cupti_records import RecordReader, record_layouts
 
     fake = _RawCupti()
     layouts, _ = record_layouts(fake)
@@ -1283,7 +1283,7 @@ def test_a_layout_that_reads_otherwise_than_numpy_hands_over_to_numpy() -> None:
 
 
 def test_a_layout_without_a_required_field_is_not_read_directly() -> None:
-    from kictl.bench.cupti_records import record_layouts
+    from kictl.bench.worker.cupti_records import record_layouts
 
     layouts, missing = record_layouts(_RawCupti(drop="flag"))
     assert "STREAM (activity_stream_dtype)" in (missing or "")
@@ -1294,7 +1294,7 @@ def test_a_layout_without_a_required_field_is_not_read_directly() -> None:
 def test_at_the_end_of_a_run_what_ran_after_the_last_window_is_the_harnesss() -> None:
     """Settled at the end of a run (after the last call's audit copied its outputs), the audit's copy is the
     harness's work, not the last call's: no noWorkOutsideCalls for an honest run (device call AH)."""
-    from kictl.bench.cupti_attribution import settle_calls
+    from kictl.bench.worker.cupti_attribution import settle_calls
 
     activities, records, syncs = _harnessed_call(0, "one")
     audit = DeviceActivity(MEMCPY, 9_500, 9_600, CALLING, "", 60)
@@ -1333,7 +1333,7 @@ def _walk(lib: _FakeLibcupti, fake: _RawCupti, delivered: list[Any]) -> Any:
     """A DirectRecords over ``lib``: one buffer requested, then completed with the records ``lib`` walks."""
     import ctypes
 
-    from kictl.bench.cupti_records import DirectRecords, record_layouts
+    from kictl.bench.worker.cupti_records import DirectRecords, record_layouts
 
     layouts, _ = record_layouts(fake)
     direct = DirectRecords(fake, layouts, delivered.extend, lib=lib)

@@ -1,4 +1,4 @@
-"""The energy method's arithmetic (kictl/bench/energy.py) and its physical bounds (kictl/families/energy.py).
+"""The energy method's arithmetic (kictl/bench/judge/energy.py) and its physical bounds (kictl/families/energy.py).
 
 ``tests/assets/energy/h200/`` holds NVML counter traces recorded on the lent H200 by ``benchmarks/energy.py``
 (2026-12-02, device call 1 and 2: the raw readings of the idle window and the three loops of one run each),
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kictl.bench import energy
+from kictl.bench.judge import energy
 from kictl.families import Work
 from kictl.families.energy import CEILING_CHECK, FLOOR_CHECK, bounds, check_record, energy_floor
 
@@ -212,7 +212,7 @@ def test_the_recorded_runs_lie_within_their_bounds(name: str) -> None:
 
 
 def test_a_loop_ten_times_faster_than_its_timed_calls_did_less_work() -> None:
-    from kictl.bench.energy_loop import loop_pace
+    from kictl.bench.judge.energy_loop import loop_pace
 
     # the H200's torch_sdpa on b16x_q32_kv1024: 6.4 ms a call in the loop, 11.0 ms timed (cold L2)
     assert loop_pace(6.4e6, [11_000_000, 11_900_000, 10_900_000])[0]

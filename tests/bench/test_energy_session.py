@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kictl.bench import energy, energy_loop
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge import energy, energy_loop
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.errors import EnvError
 from kictl.records import BenchmarkProtocolSpec, BenchmarkRunSpec
 from kictl.store import Registry
@@ -79,7 +79,7 @@ def counter(monkeypatch: pytest.MonkeyPatch) -> StepCounter:
             super().__init__(device, made, **{**options, "idle_s": 0.6, "settle_s": 0.1})
 
     monkeypatch.setattr(energy_loop.EnergyPhase, "_loop", loop)
-    monkeypatch.setattr("kictl.bench.session.EnergyPhase", CpuPhase)
+    monkeypatch.setattr("kictl.bench.judge.session.EnergyPhase", CpuPhase)
     return made
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from kictl.bench.environment import capture, driver_from_proc
-from kictl.bench.results import environment_record
+from kictl.bench.judge.results import environment_record
+from kictl.bench.worker.environment import capture, driver_from_proc
 from kictl.records import ExecutionEnvironmentSpec
 
 

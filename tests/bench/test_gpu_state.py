@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kictl.bench.gpu_state import GpuReading, clocks_steady, decode_reasons
+from kictl.bench.worker.gpu_state import GpuReading, clocks_steady, decode_reasons
 
 
 def reading(sm: int, *reasons: str) -> GpuReading:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kictl.bench import correctness
-from kictl.bench.options import BenchOptions, check_options
-from kictl.bench.results import harness_identity, protocol_spec
+from kictl.bench.judge import correctness
+from kictl.bench.judge.options import BenchOptions, check_options
+from kictl.bench.judge.results import harness_identity, protocol_spec
 from kictl.errors import UsageError
 from kictl.records import BenchmarkProtocolSpec
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench.implementation import load_implementation
+from kictl.bench.judge.implementation import load_implementation
 from kictl.errors import NotFoundError, RecordError, UsageError
 from kictl.records import ImplementationSpec, StoredRecord
 from kictl.store import Registry

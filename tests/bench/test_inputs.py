@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from kictl import blobs
-from kictl.bench.inputs import derive_seed, materialize, plan_inputs
+from kictl.bench.judge.inputs import derive_seed, materialize, plan_inputs
 from kictl.definitions import signature
 from kictl.errors import RecordError
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record
@@ -88,8 +88,9 @@ def test_inputs_drawn_in_threads_are_the_inputs_drawn_one_after_another(
 ) -> None:
     """A worker draws large inputs of all its input sets in threads: the same values, bit for bit, and every
     input a tensor of its own (a timed tensor sharing storage with an input set would be overwritten)."""
-    from kictl.bench import inputs as inputs_module
-    from kictl.bench.inputs import materialize_plans, materialize_spec, to_wire, with_secret_values
+    from kictl.bench.judge.inputs import to_wire, with_secret_values
+    from kictl.bench.wire import tensors as inputs_module
+    from kictl.bench.wire.tensors import materialize_plans, materialize_spec
 
     monkeypatch.setattr(inputs_module, "PARALLEL_ELEMENTS", threshold)
     definition, spec = _definition(bundled_registry, PREFILL)
@@ -169,7 +170,7 @@ def test_blob_inputs_are_read_from_the_registry(empty_registry: Registry) -> Non
 
 def test_a_worker_makes_from_the_wire_what_the_plan_makes(bundled_registry: Registry) -> None:
     """Index tensors come straight from the wire's bytes in the worker: the same tensors as the plan's own."""
-    from kictl.bench.inputs import materialize_spec, to_wire
+    from kictl.bench.judge.inputs import materialize_spec, to_wire
 
     definition, spec = _definition(bundled_registry, PREFILL)
     workload = _workload(bundled_registry, definition, "b8x_q128_p64")
@@ -191,7 +192,7 @@ def test_a_worker_makes_from_the_wire_what_the_plan_makes(bundled_registry: Regi
 def test_a_gpu_draws_its_inputs_on_itself_the_same_every_time(bundled_registry: Registry) -> None:
     """On a GPU the inputs are drawn there (no host copy of 30 M values), the same for the same plan every time
     and in any order: the implementation's worker and kictl's reference workers see the same values."""
-    from kictl.bench.inputs import materialize_plans, materialize_spec, to_wire, with_secret_values
+    from kictl.bench.judge.inputs import materialize_plans, materialize_spec, to_wire, with_secret_values
 
     definition, spec = _definition(bundled_registry, PREFILL)
     workload = _workload(bundled_registry, definition, "q16_p1")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kictl.bench import integrity, timing
+from kictl.bench.worker import integrity, timing
 
 
 def test_aliasing_finds_views_and_ignores_copies() -> None:
@@ -51,7 +51,7 @@ def test_the_launch_paddings_source_and_the_flush_method_are_watched(monkeypatch
     assert integrity.patched(baseline) == []
     monkeypatch.setitem(timing._ORIGINALS, "urandom", lambda n: bytes(n))  # every count 0: the phase fixed
     monkeypatch.setattr(torch.Tensor, "zero_", lambda self: self)  # no flush, no padding
-    assert integrity.patched(baseline) == ["kictl.bench.timing._ORIGINALS[urandom]", "torch.Tensor.zero_"]
+    assert integrity.patched(baseline) == ["kictl.bench.worker.timing._ORIGINALS[urandom]", "torch.Tensor.zero_"]
 
 
 def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,7 +59,7 @@ def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch)
     import sys
     import types
 
-    from kictl.bench import cupti_attribution, cupti_records, cupti_timer
+    from kictl.bench.worker import cupti_attribution, cupti_records, cupti_timer
 
     bindings = types.ModuleType("cupti.cupti")  # the real one needs libcupti and a GPU; the watch is by name
     bindings.activity_flush_all = lambda flag: None  # type: ignore[attr-defined]
@@ -77,9 +77,9 @@ def test_the_cupti_timers_functions_are_watched(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(struct, "unpack_from", lambda fmt, buffer, offset=0: ())
     assert integrity.patched(baseline) == [
         "cupti.cupti.get_timestamp",
-        "kictl.bench.cupti_attribution.attribute",
-        "kictl.bench.cupti_records.RecordReader.read",
-        "kictl.bench.cupti_timer.CuptiCollector.drain",
+        "kictl.bench.worker.cupti_attribution.attribute",
+        "kictl.bench.worker.cupti_records.RecordReader.read",
+        "kictl.bench.worker.cupti_timer.CuptiCollector.drain",
         "struct.unpack_from",
     ]
 
@@ -159,8 +159,8 @@ def test_kictls_reader_of_cuptis_buffers_is_watched_like_the_collector() -> None
     them with are watched: a hand-over that drops the implementation's own records is named (timerNotPatched)."""
     from types import SimpleNamespace
 
-    from kictl.bench.cupti_records import RecordReader
-    from kictl.bench.worker import Worker
+    from kictl.bench.worker.cupti_records import RecordReader
+    from kictl.bench.worker.main import Worker
 
     reader = RecordReader({10: SimpleNamespace(layout="kernel")})  # type: ignore[dict-item]
 
@@ -195,7 +195,7 @@ def test_an_audit_hook_never_gets_in_and_its_attempt_condemns_nobody(tmp_path: P
     probe = tmp_path / "probe.txt"
     script = f"""
 import sys
-from kictl.bench import integrity
+from kictl.bench.worker import integrity
 integrity.guard_audit_hooks()
 calls = []
 sys.addaudithook(lambda event, args: calls.append(event))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench.phases import PHASES, PhaseClock, format_phases, parse_phases
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge.phases import PHASES, PhaseClock, format_phases, parse_phases
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.store import Registry
 from tests.bench.conftest import CHEATS, FAST, IMPLEMENTATIONS
 from tests.bench.fakes import Behaviour, FakeWorker
@@ -122,7 +122,7 @@ def test_timings_flag_prints_steps_and_phases(
 def test_a_long_wait_says_what_it_waits_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from kictl.bench import runner, sandbox
+    from kictl.bench.judge import runner, sandbox
 
     monkeypatch.setattr(runner, "HEARTBEAT_S", 0.05)
     said: list[str] = []
@@ -149,7 +149,7 @@ def test_a_worker_profiled_on_request_writes_its_profile(
 ) -> None:
     import pstats
 
-    from kictl.bench.worker import PROFILE_ENV
+    from kictl.bench.worker.main import PROFILE_ENV
 
     folder = tmp_path / "profiles"
     folder.mkdir()

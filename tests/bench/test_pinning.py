@@ -48,7 +48,7 @@ def test_the_parent_leaves_its_workers_cpu_while_a_session_runs(
 
     import torch
 
-    from kictl.bench import options, session
+    from kictl.bench.judge import options, session
 
     machine = len(MACHINE_CPUS)
     before = torch.get_num_threads()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kictl.bench.values import PROBE_PAIRS, _perturbed
+from kictl.bench.wire.values import PROBE_PAIRS, _perturbed
 
 
 def _values(dtype: torch.dtype, shape: tuple[int, ...] = (64, 4096)) -> torch.Tensor:

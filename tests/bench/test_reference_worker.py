@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kictl.bench import sandbox, wire
-from kictl.bench.implementation import reference_load
-from kictl.bench.inputs import materialize_spec, plan_inputs, to_wire, with_secret_values
-from kictl.bench.runner import WorkerProcess
-from kictl.bench.session import select_workloads
-from kictl.bench.values import _rolled
-from kictl.bench.worker import unpack
+from kictl.bench import wire
+from kictl.bench.judge import sandbox
+from kictl.bench.judge.implementation import reference_load
+from kictl.bench.judge.inputs import materialize_spec, plan_inputs, to_wire, with_secret_values
+from kictl.bench.judge.runner import WorkerProcess
+from kictl.bench.judge.session import select_workloads
+from kictl.bench.wire.values import _rolled
+from kictl.bench.worker.main import unpack
 from kictl.definitions import signature
 from kictl.records import DefinitionSpec
 from kictl.store import Registry
@@ -67,7 +68,7 @@ def test_the_reference_workers_do_not_attach_cupti_and_keep_freed_memory(
     """kictl's reference workers time nothing: they start without CUPTI (on a GPU, its activity records
     would cost the reference's many small kernels and their start); the implementations' workers attach it.
     Their malloc keeps freed memory (``worker.keep_freed_memory``); an implementation's does not."""
-    from kictl.bench.session import BenchOptions, KeptWorkers, run_bench
+    from kictl.bench.judge.session import BenchOptions, KeptWorkers, run_bench
     from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED
 
     kept = KeptWorkers(tmp_path / "kept")
@@ -96,7 +97,7 @@ def test_the_reference_workers_do_not_attach_cupti_and_keep_freed_memory(
 
 _REALLOCATE = """
 import ctypes, resource, sys
-from kictl.bench.worker import keep_freed_memory
+from kictl.bench.worker.main import keep_freed_memory
 if sys.argv[1] == "keep" and not keep_freed_memory():
     print("unsupported"); raise SystemExit
 libc = ctypes.CDLL(None)  # torch's CPU allocator takes its memory from the same malloc

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from kictl.bench import correctness
-from kictl.bench.results import protocol_spec
-from kictl.bench.session import BenchOptions
+from kictl.bench.judge import correctness
+from kictl.bench.judge.results import protocol_spec
+from kictl.bench.judge.session import BenchOptions
 from kictl.records import BenchmarkProtocolSpec
 
 
@@ -47,7 +47,7 @@ def test_protocol_says_what_was_timed() -> None:
 
 def test_the_l2_flush_is_twice_the_l2_and_none_on_the_cpu() -> None:
     """One rule for the bench session and the executors' job identity (``options.flush_bytes``)."""
-    from kictl.bench.options import FALLBACK_FLUSH_BYTES, flush_bytes
+    from kictl.bench.judge.options import FALLBACK_FLUSH_BYTES, flush_bytes
 
     h200 = {"memoryBytes": 150_754_820_096, "l2CacheBytes": 62_914_560}
     assert flush_bytes("cuda:0", h200) == 2 * 62_914_560

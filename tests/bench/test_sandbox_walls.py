@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.bench import sandbox, seccomp
+from kictl.bench.judge import sandbox, seccomp
 from tests.bench.conftest import SANDBOX
 from tests.conftest import REPO_ROOT
 
@@ -73,7 +73,13 @@ def test_the_checkout_and_home_are_never_bound() -> None:
     assert not any(repo.startswith(folder + "/") for folder in folders)
     assert not any(f.startswith(repo + "/") and "packages" not in f and not f.startswith(sys.prefix) for f in folders)
     copy = Path(sandbox.worker_package())
-    assert (copy / "kictl" / "bench" / "worker.py").read_bytes() == (REPO_ROOT / "kictl/bench/worker.py").read_bytes()
+    assert (copy / "kictl" / "bench" / "worker" / "main.py").read_bytes() == (
+        REPO_ROOT / "kictl/bench/worker/main.py"
+    ).read_bytes()
+    # the worker's part of kictl only: no judge, no records, no registry code
+    assert not (copy / "kictl" / "bench" / "judge").exists()
+    assert not (copy / "kictl" / "records.py").exists()
+    assert not (copy / "kictl" / "store").exists()
     assert not list(copy.rglob("*.json"))
     assert not (copy / "registry").exists()
 

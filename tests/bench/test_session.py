@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import torch
 
-from kictl.bench import loop as loop_module
-from kictl.bench import session as session_module
-from kictl.bench.options import GPU_COUNT_BUDGET_S, fixed_count_budget
-from kictl.bench.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
+from kictl.bench.judge import loop as loop_module
+from kictl.bench.judge import session as session_module
+from kictl.bench.judge.options import GPU_COUNT_BUDGET_S, fixed_count_budget
+from kictl.bench.judge.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.store import Registry
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, cuda_available
@@ -170,7 +170,7 @@ def test_the_reference_outputs_are_shared_out_among_the_reference_workers(
 def test_the_reference_workers_can_be_set_and_a_bad_count_is_a_usage_error(
     shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kictl.bench.session import reference_pool_size
+    from kictl.bench.judge.session import reference_pool_size
 
     assert reference_pool_size("cpu") == 1
     monkeypatch.setenv("KICTL_REFERENCE_WORKERS", "2")
@@ -332,7 +332,7 @@ def _batched_session(registry: Registry, behaviours: dict[str, Behaviour], itera
 def test_samples_settled_in_batches_land_on_their_own_calls(shared_registry: Registry) -> None:
     """A timer that settles its calls in batches (CUPTI) sends a call's sample with a later answer: each one is
     filed under the call it belongs to, and the parent asks for them every ``SETTLE_EVERY`` calls."""
-    from kictl.bench.loop import SETTLE_EVERY
+    from kictl.bench.judge.loop import SETTLE_EVERY
 
     batched = {label: Behaviour(batched=True) for label in ("reference", "impl0", "impl1")}
     iterations = SETTLE_EVERY + 5
@@ -490,7 +490,7 @@ def test_a_workers_files_and_log_are_capped(tmp_path: Path) -> None:
 
     script = (
         "import errno, signal\n"
-        "from kictl.bench import worker\n"
+        "from kictl.bench.worker import main as worker\n"
         "worker.MAX_FILE_BYTES = 4096\n"
         "worker._cap_files()\n"
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from kictl.bench import timing
+from kictl.bench.worker import timing
 from tests.bench.conftest import cuda_available
 
 
@@ -105,7 +105,7 @@ def test_cuda_timers_hide_launch_latency(name: str) -> None:
 def test_the_cupti_timer_settles_in_batches_and_leaves_the_touch_out() -> None:
     """The CUPTI timer's calls settled in one flush read as calls settled one by one, and the harness's read of
     the touch buffer (one kernel in the harness window) is no call's: each call is its one kernel."""
-    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.worker.cupti_timer import CuptiCollector
 
     timing.bind_originals()
     collector = CuptiCollector()
@@ -138,8 +138,8 @@ def test_the_cupti_timer_settles_in_batches_and_leaves_the_touch_out() -> None:
 def test_the_gpu_timers_pad_each_call_with_a_random_count_of_launches() -> None:
     """Before each call's L2 flush the timers launch 0-7 one-element fills, the count drawn per call: CUPTI sees
     every one of them in the harness's window, none of them is the call's, and the counts vary from call to call."""
-    from kictl.bench.cupti_model import KERNEL
-    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.worker.cupti_model import KERNEL
+    from kictl.bench.worker.cupti_timer import CuptiCollector
 
     timing.bind_originals()
     collector = CuptiCollector()

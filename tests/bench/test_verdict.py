@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 import torch
 
-from kictl.bench import correctness
-from kictl.bench.integrity import CHECKS, Check
-from kictl.bench.loop import RunEvidence
-from kictl.bench.verdict import WorkloadContext, evaluate
+from kictl.bench.judge import correctness
+from kictl.bench.judge.loop import RunEvidence
+from kictl.bench.judge.verdict import WorkloadContext, evaluate
+from kictl.bench.wire.checks import CHECKS, Check
 
 REFS = {
     label: [torch.full((4,), float(n + 1))] for n, label in enumerate(["input set 0, rolled 0", "round 1", "round 2"])
@@ -176,7 +176,7 @@ def test_stream_ordered_says_which_rule_judged_it_on_cuda() -> None:
     """Under CUPTI the check names its rule: CUDA's ordering from CUPTI's records, or time alone (and why)."""
     import dataclasses
 
-    from kictl.bench.session import stream_rule
+    from kictl.bench.judge.session import stream_rule
 
     cuda = dataclasses.replace(_context(), device="cuda:0")
     by_order = stream_rule("cupti_device_time", None)

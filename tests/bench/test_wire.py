@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from kictl.bench import wire
-from kictl.bench.worker import pack, unpack
+from kictl.bench.worker.main import pack, unpack
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kictl.bench.session import BenchOptions
+from kictl.bench.judge.session import BenchOptions
 from kictl.executors.seam import settings_of
 from kictl.store import Registry
 from tests.conftest import REPO_ROOT, copy_bundled

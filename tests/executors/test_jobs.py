@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kictl import canon
-from kictl.bench.session import BenchOptions
+from kictl.bench.judge.session import BenchOptions
 from kictl.errors import NotFoundError, RecordError, UsageError
 from kictl.executors import settings_from
 from kictl.executors.jobs import (
@@ -200,9 +200,9 @@ def test_a_gpu_run_may_name_the_cupti_or_the_events_protocol(shared_registry: Re
     On the H200 (2026-12-01) every `--devices all` result was refused as "not the protocol the job's settings
     give" while the expected digest was computed as if no timer had been resolved.
     """
-    from kictl.bench.options import check_options
-    from kictl.bench.results import protocol_record, protocol_spec
-    from kictl.bench.session import tolerance_for
+    from kictl.bench.judge.options import check_options
+    from kictl.bench.judge.results import protocol_record, protocol_spec
+    from kictl.bench.judge.session import tolerance_for
     from kictl.executors.seam import expected_protocol_digests
 
     workload = next(iter(shared_registry.iter_records(["Workload"])))

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kictl.bench.results import write_manifest
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge.results import write_manifest
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.errors import EnvError, RecordError, UsageError
 from kictl.executors import JobResult, run_bench_jobs
 from kictl.executors.base import DeviceFailure, check_result

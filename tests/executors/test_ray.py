@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from kictl.bench.results import write_manifest
-from kictl.bench.session import BenchOptions, run_bench
+from kictl.bench.judge.results import write_manifest
+from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.executors import run_bench_jobs
 from kictl.executors.ray_executor import RayExecutor

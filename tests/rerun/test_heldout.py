@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kictl import trust
-from kictl.bench.implementation import load_implementation
+from kictl.bench.judge.implementation import load_implementation
 from kictl.index import QueryIndex
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record, record_from_value
 from kictl.rerun.heldout import FAILS, GENERALIZES, SKIPPED, check_held_out, submitted_shapes

@@ -106,7 +106,7 @@ def test_jobs_of_one_definition_and_protocol_share_a_session(bundled_results: Re
 
 
 def test_fresh_seeds_salt_the_correctness_rounds_only_and_are_put_back() -> None:
-    from kictl.bench import inputs
+    from kictl.bench.judge import inputs
 
     public = inputs.derive_seed
     with fresh_correctness_seeds("0" * 32):
@@ -153,16 +153,16 @@ def test_settings_of_a_protocol_from_another_harness(bundled_results: Registry) 
 
 def test_a_rerun_repeats_the_originals_time_budget_and_only_that() -> None:
     """A GPU run whose default count was capped by the time budget is rerun capped; an exact count stays exact."""
-    from kictl.bench import correctness
-    from kictl.bench.options import BenchOptions
-    from kictl.bench.results import protocol_record, protocol_spec
+    from kictl.bench.judge import correctness
+    from kictl.bench.judge.options import BenchOptions
+    from kictl.bench.judge.results import protocol_record, protocol_spec
     from kictl.rerun.execute import _options
 
     def settings_of(options: BenchOptions) -> ProtocolSettings:
         spec = protocol_spec("cuda:0", (10, 100, 3), options, correctness.Tolerance(), 1, timer_name="cuda_events")
         return ProtocolSettings.from_protocol(protocol_record(spec))
 
-    from kictl.bench.options import GPU_COUNT_BUDGET_S
+    from kictl.bench.judge.options import GPU_COUNT_BUDGET_S
 
     capped = settings_of(BenchOptions())
     assert (capped.iterations, capped.time_budget_s) == (100, GPU_COUNT_BUDGET_S)
@@ -206,7 +206,7 @@ def test_help_lists_the_commands_and_imports_neither_torch_nor_the_rerun_package
 
     probe = (
         "import sys; from kictl.cli import make_app; make_app(); "
-        "print('torch' in sys.modules, 'kictl.rerun' in sys.modules, 'kictl.bench.session' in sys.modules)"
+        "print('torch' in sys.modules, 'kictl.rerun' in sys.modules, 'kictl.bench.judge.session' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False", "False"]

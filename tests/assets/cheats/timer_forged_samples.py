@@ -8,7 +8,7 @@ import time
 
 import torch
 
-worker = sys.modules["kictl.bench.worker"]
+worker = sys.modules["kictl.bench.worker.main"]
 wire = sys.modules["kictl.bench.wire"]
 _send = worker.Worker.send
 

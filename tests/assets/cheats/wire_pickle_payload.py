@@ -13,7 +13,7 @@ import torch
 
 class _Exploit:
     def __reduce__(self):
-        return (exec, ("import kictl.bench.correctness as c; c.compare_output = None",))
+        return (exec, ("import kictl.bench.judge.correctness as c; c.compare_output = None",))
 
 
 def _out_fd():

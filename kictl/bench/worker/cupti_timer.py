@@ -1,7 +1,7 @@
 """The CUPTI timer's collector: CUPTI's activity API bound to the worker (docs/bench.md, "Timers").
 
 ``CuptiCollector`` enables the activity kinds before the implementation is imported, reads CUPTI's clock and
-drains the buffers; ``kictl.bench.cupti_attribution`` turns what it drains into one figure per timed call.
+drains the buffers; ``kictl.bench.worker.cupti_attribution`` turns what it drains into one figure per timed call.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from kictl.bench.cupti_model import (
+from kictl.bench.worker.cupti_model import (
     BUFFER_BYTES,
     KERNEL,
     MEMCPY,
@@ -21,7 +21,7 @@ from kictl.bench.cupti_model import (
     EventRecord,
     Synchronization,
 )
-from kictl.bench.cupti_records import (
+from kictl.bench.worker.cupti_records import (
     _DEPENDENCY_KINDS,
     _STREAM_FLAGS,
     _SYNCHRONIZATION_TYPES,

@@ -11,7 +11,7 @@ import bisect
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from kictl.bench.cupti_model import (
+from kictl.bench.worker.cupti_model import (
     BLOCKING,
     EVENT_SYNCHRONIZE,
     KERNEL,

@@ -17,47 +17,18 @@ them.  A GPU run's inputs are device memory and are still staged by the worker.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 from kictl.bench import wire
-
-ALIGN = 64
-
-
-def layout(plan: wire.Plan, size: int) -> list[int | None] | None:
-    """The offset in an inputs region of ``size`` bytes of each random input of ``plan`` (``None`` for the
-    others), or ``None`` when they do not fit (the worker then stages its inputs itself)."""
-    offsets: list[int | None] = []
-    offset = 0
-    for spec in plan.inputs:
-        if spec.kind != "random" or spec.dtype not in wire.DTYPE_BYTES:
-            offsets.append(None)
-            continue
-        offsets.append(offset)
-        nbytes = math.prod(spec.shape) * wire.DTYPE_BYTES[spec.dtype]
-        offset += -(-nbytes // ALIGN) * ALIGN
-    return offsets if offset <= size else None
-
-
-def view(buffer: Any, offset: int, spec: wire.InputSpec) -> Any:
-    """A tensor of ``spec``'s dtype and shape over ``buffer`` (an mmap) at ``offset``, sharing its memory."""
-    import torch
-
-    dtype = getattr(torch, spec.dtype)
-    count = math.prod(spec.shape) * wire.DTYPE_BYTES[spec.dtype]
-    if count == 0:
-        return torch.empty(spec.shape, dtype=dtype)
-    return torch.frombuffer(buffer, dtype=torch.uint8, count=count, offset=offset).view(dtype).reshape(spec.shape)
-
+from kictl.bench.wire.regions import view
 
 _SETS: dict[tuple[int, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 
 def parent_sets(plans: Sequence[wire.Plan]) -> list[list[Any]]:
     """The timed input sets, made in the parent on the CPU (once per workload: every driver shares them)."""
-    from kictl.bench.inputs import materialize_plans
+    from kictl.bench.wire.tensors import materialize_plans
 
     key = tuple(id(plan) for plan in plans)
     found = _SETS.get(key)
@@ -89,7 +60,7 @@ class Stager:
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
-        from kictl.bench.values import _perturbed, _rolled
+        from kictl.bench.wire.values import _perturbed, _rolled
 
         for k, target in enumerate(self.views):
             if target is None:
@@ -100,7 +71,7 @@ class Stager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-        from kictl.bench.values import _same_bits
+        from kictl.bench.wire.values import _same_bits
 
         return [
             name

@@ -1,7 +1,7 @@
 """Value helpers the worker and the parent's staging share: bitwise equality, a roll, a probe's swapped pairs.
 
-Kept apart from ``kictl.bench.worker`` so that the parent's staging (``kictl.bench.staging``) uses exactly the
-worker's arithmetic without importing worker code (no import cycle).  torch is imported inside each function.
+Part of the protocol, so that the parent's staging (``kictl.bench.judge.staging``) uses exactly the worker's
+arithmetic (``kictl.bench.worker.main``) without importing worker code.  torch is imported inside each function.
 """
 
 from __future__ import annotations

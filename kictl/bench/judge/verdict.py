@@ -18,10 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kictl.bench import correctness, integrity
-from kictl.bench.integrity import Check
-from kictl.bench.loop import RunEvidence, consistency_notes
-from kictl.bench.timing import summarize
+from kictl.bench.judge import correctness
+from kictl.bench.judge.loop import RunEvidence, consistency_notes
+from kictl.bench.wire.checks import FAILED, PASSED, SKIPPED, Check, poisoned_elements, result
+from kictl.bench.worker.timing import summarize
 from kictl.records import StoredRecord
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -79,7 +79,7 @@ def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], r
     found = []
     for label, outputs in labelled:
         for name, tensor, want in zip(context.names, outputs, refs.get(label, [None] * len(outputs)), strict=False):
-            count = integrity.poisoned_elements(tensor, want)
+            count = poisoned_elements(tensor, want)
             if count:
                 found.append(f"{count} elements of {name} ({label}) were never written")
     return found
@@ -127,13 +127,13 @@ def integrity_checks(
     for check in NOTED:
         lines = evidence.notes.get(check.value)
         if lines:
-            checks[check.value] = integrity.result(integrity.FAILED, "; ".join(lines)[:1000])
+            checks[check.value] = result(FAILED, "; ".join(lines)[:1000])
         elif check is Check.STREAM_ORDERED and not context.device.startswith("cuda"):
-            checks[check.value] = integrity.result(integrity.SKIPPED, "no CUDA streams on the CPU")
+            checks[check.value] = result(SKIPPED, "no CUDA streams on the CPU")
         elif check is Check.STREAM_ORDERED and evidence.stream_rule:
-            checks[check.value] = integrity.result(integrity.PASSED, evidence.stream_rule)
+            checks[check.value] = result(PASSED, evidence.stream_rule)
         else:
-            checks[check.value] = integrity.result(integrity.PASSED)
+            checks[check.value] = result(PASSED)
     calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]
     audits = [
         (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift, evidence.probes.get(index, 0)))
@@ -143,9 +143,7 @@ def integrity_checks(
     audit_refs = {**refs, **{label: refs[key] for label, _, key in audits if key in refs}}
     labelled = [*calls, *[(label, out) for label, out, _ in audits]]
     poisoned = _poisoned(context, labelled, audit_refs)
-    checks[Check.OUTPUTS_FULLY_WRITTEN.value] = (
-        integrity.result(integrity.FAILED, "; ".join(poisoned)) if poisoned else integrity.result(integrity.PASSED)
-    )
+    checks[Check.OUTPUTS_FULLY_WRITTEN.value] = result(FAILED, "; ".join(poisoned)) if poisoned else result(PASSED)
     # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
     by_set: dict[str, list[Any]] = {}
     for _label, out, set_label in audits:
@@ -153,13 +151,11 @@ def integrity_checks(
     fresh = [*calls, *by_set.items()]
     stale = _stale(fresh, refs)
     if len(fresh) < 2:
-        checks[Check.OUTPUTS_FRESH.value] = integrity.result(
-            integrity.SKIPPED, "fewer than two different inputs were called"
-        )
+        checks[Check.OUTPUTS_FRESH.value] = result(SKIPPED, "fewer than two different inputs were called")
     elif stale:
-        checks[Check.OUTPUTS_FRESH.value] = integrity.result(integrity.FAILED, "; ".join(stale))
+        checks[Check.OUTPUTS_FRESH.value] = result(FAILED, "; ".join(stale))
     else:
-        checks[Check.OUTPUTS_FRESH.value] = integrity.result(integrity.PASSED)
+        checks[Check.OUTPUTS_FRESH.value] = result(PASSED)
     # timed calls, chosen at random after they returned, gave correct outputs for the values they got
     rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
     errors = [out for _, _, _, out in evidence.audits if isinstance(out, str)]
@@ -180,29 +176,27 @@ def integrity_checks(
             wrong.append(f"{label}: {compared.detail}")
     key = Check.TIMED_OUTPUTS_CORRECT.value
     if errors:
-        checks[key] = integrity.result(integrity.FAILED, f"a timed call {errors[0]}")
+        checks[key] = result(FAILED, f"a timed call {errors[0]}")
     elif not evidence.audits:
-        checks[key] = integrity.result(integrity.SKIPPED, "no timed call was audited")
+        checks[key] = result(SKIPPED, "no timed call was audited")
     elif not rounds_passed:
-        checks[key] = integrity.result(integrity.SKIPPED, "the correctness rounds did not pass")
+        checks[key] = result(SKIPPED, "the correctness rounds did not pass")
     elif wrong:
-        checks[key] = integrity.result(
-            integrity.FAILED, f"{len(wrong)} of {len(audits)} audited timed calls were wrong: {wrong[0]}"[:1000]
-        )
+        checks[key] = result(FAILED, f"{len(wrong)} of {len(audits)} audited timed calls were wrong: {wrong[0]}"[:1000])
     else:
-        checks[key] = integrity.result(integrity.PASSED, f"{len(audits)} timed call(s) audited")
+        checks[key] = result(PASSED, f"{len(audits)} timed call(s) audited")
     # not faster than physics allows
     key = Check.ABOVE_FLOOR.value
     if context.floor_ns is None:
-        checks[key] = integrity.result(integrity.SKIPPED, context.floor_text or "no floor for this device")
+        checks[key] = result(SKIPPED, context.floor_text or "no floor for this device")
     elif primary_ns is None:
-        checks[key] = integrity.result(integrity.SKIPPED, "no timing")
+        checks[key] = result(SKIPPED, "no timing")
     elif primary_ns < context.floor_ns:
-        checks[key] = integrity.result(
-            integrity.FAILED, f"{primary_ns} ns is below the floor of {context.floor_ns:.0f} ns ({context.floor_text})"
+        checks[key] = result(
+            FAILED, f"{primary_ns} ns is below the floor of {context.floor_ns:.0f} ns ({context.floor_text})"
         )
     else:
-        checks[key] = integrity.result(integrity.PASSED, f"floor {context.floor_ns:.0f} ns ({context.floor_text})")
+        checks[key] = result(PASSED, f"floor {context.floor_ns:.0f} ns ({context.floor_text})")
     return {check.value: checks[check.value] for check in Check}
 
 
@@ -264,7 +258,7 @@ def evaluate(
         if evidence.busy_ns:
             timing["busyMedianNs"] = round(statistics.median(evidence.busy_ns))
         if evidence.clocks:
-            from kictl.bench.gpu_state import GpuReading, clocks_steady
+            from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
 
             readings = [GpuReading(**_reading_fields(item)) for item in evidence.clocks]
             steady, why = clocks_steady(readings)
@@ -289,7 +283,7 @@ def evaluate(
             if value is not None and math.isfinite(value):
                 record_correctness[key] = float(value)
     members["correctness"] = record_correctness
-    failed = sorted(name for name, check in checks.items() if check["result"] == integrity.FAILED)
+    failed = sorted(name for name, check in checks.items() if check["result"] == FAILED)
     if evidence.failure is not None:  # the worker broke the wire: a reward hack, with what was seen before
         members["status"], members["statusDetail"] = evidence.failure
     elif shape_problem is not None:

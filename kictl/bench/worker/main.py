@@ -51,9 +51,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from kictl.bench import environment, integrity, staging, timing, wire
-from kictl.bench.integrity import Check
-from kictl.bench.values import _perturbed, _rolled, _same_bits
+from kictl.bench import wire
+from kictl.bench.wire import regions
+from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
+from kictl.bench.worker import environment, integrity, timing
+from kictl.bench.worker.integrity import Check
 
 TAIL_LINES = 25
 #: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there at every Finish (unsandboxed:
@@ -178,8 +180,8 @@ def unpack(packed: wire.TensorData) -> Any:
     return torch.frombuffer(data, dtype=torch.uint8).view(dtype).reshape(packed.shape)
 
 
-# ``_same_bits``, ``_rolled``, ``_perturbed`` and ``PROBE_PAIRS`` live in ``kictl.bench.values`` (the parent's staging
-# uses them too, and imports no worker code).
+# ``_same_bits``, ``_rolled``, ``_perturbed`` and ``PROBE_PAIRS`` live in ``kictl.bench.wire.values`` (the
+# parent's staging uses them too, and imports no worker code).
 
 
 def normalize(value: Any, names: Sequence[str]) -> list[Any]:
@@ -414,7 +416,7 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
 
     def inputs(self, plan: wire.Plan) -> list[Any]:
-        from kictl.bench.inputs import materialize_plans
+        from kictl.bench.wire.tensors import materialize_plans
 
         return materialize_plans([plan], self.device)[0]
 
@@ -538,21 +540,21 @@ class Worker:
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
-        from kictl.bench.inputs import materialize_plans
+        from kictl.bench.wire.tensors import materialize_plans
 
-        # the parent stages the timed values in the inputs region (kictl.bench.staging): only the setup values here
+        # the parent stages the timed values in the inputs region (judge.staging): only the setup values here
         self.parent_stages = request.parent_stages and self.input_region is not None and not self.cuda
         plans = [request.setup_plan] if self.parent_stages else [request.setup_plan, *request.timed_plans]
         self.timed_args, *self.sets = materialize_plans(plans, self.device)
         self.current_set = -1
         if self.parent_stages:
             assert self.input_region is not None
-            offsets = staging.layout(request.setup_plan, self.input_region.size)
+            offsets = regions.layout(request.setup_plan, self.input_region.size)
             if offsets is None:
                 raise Failure("runtime_error", "kictl asked for inputs staged in a region they do not fit")
             for k, (offset, spec) in enumerate(zip(offsets, request.setup_plan.inputs, strict=True)):
                 if offset is not None and type(self.timed_args[k]) is torch.Tensor:
-                    shared = staging.view(self.input_region.map, offset, spec)
+                    shared = regions.view(self.input_region.map, offset, spec)
                     shared.copy_(self.timed_args[k])
                     self.timed_args[k] = shared
         self.time_setup = request.time_setup
@@ -959,7 +961,7 @@ def keep_freed_memory() -> bool:
 
 def _attach_cupti() -> tuple[Any, str | None]:
     """A started CUPTI collector, or None and why not (``cupti-python`` missing, CUPTI refused to attach)."""
-    from kictl.bench.cupti_timer import CuptiCollector
+    from kictl.bench.worker.cupti_timer import CuptiCollector
     from kictl.errors import EnvError
 
     try:
@@ -968,15 +970,3 @@ def _attach_cupti() -> tuple[Any, str | None]:
     except EnvError as exc:
         return None, wire.clean_text(str(exc), 300)
     return collector, None
-
-
-if __name__ == "__main__":
-    # run the copy importable as kictl.bench.worker, so that its functions are the ones integrity watches
-    from kictl.bench import worker as _worker
-
-    _worker.main()
-    # nothing is left to say: end now rather than tear down torch's interpreter state (a few hundred ms
-    # per worker at the end of every session); the log is flushed first
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

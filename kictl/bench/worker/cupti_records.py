@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kictl.bench.cupti_model import (
+from kictl.bench.worker.cupti_model import (
     BLOCKING,
     BUFFER_BYTES,
     CONTEXT_SYNCHRONIZE,

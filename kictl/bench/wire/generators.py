@@ -1,6 +1,6 @@
 """Inputs whose values need a structure that independent random draws lack, drawn from a seed (worker side).
 
-A family names these per input (``Family.generated``); ``kictl.bench.inputs`` plans them as
+A family (``kictl.families``) names these per input (``Family.generated``); ``kictl.bench.judge.inputs`` plans them as
 ``generated:<name>`` sources, reseeded like random inputs for every input set, and every worker draws them
 with ``draw`` on the CPU (the same values on any device) before moving them to its device:
 

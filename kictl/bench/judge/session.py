@@ -41,12 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from kictl import canon, families, lookup
-from kictl.bench import correctness, sandbox, wire
-from kictl.bench.energy_loop import EnergyPhase, energy_work
-from kictl.bench.implementation import LoadedImplementation, load_implementation, reference_load
-from kictl.bench.inputs import entrypoint_parameters, plan_inputs, resolve_entrypoint, to_wire, with_secret_values
-from kictl.bench.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
-from kictl.bench.options import (
+from kictl.bench import wire
+from kictl.bench.judge import correctness, sandbox
+from kictl.bench.judge.energy_loop import EnergyPhase, energy_work
+from kictl.bench.judge.implementation import LoadedImplementation, load_implementation, reference_load
+from kictl.bench.judge.inputs import (
+    entrypoint_parameters,
+    plan_inputs,
+    resolve_entrypoint,
+    to_wire,
+    with_secret_values,
+)
+from kictl.bench.judge.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
+from kictl.bench.judge.options import (
     BenchOptions,
     adaptive_budget,
     check_options,
@@ -57,8 +64,8 @@ from kictl.bench.options import (
     resolve_device,
     usable_cpus,
 )
-from kictl.bench.phases import PhaseClock
-from kictl.bench.results import (
+from kictl.bench.judge.phases import PhaseClock
+from kictl.bench.judge.results import (
     BenchReport,
     RunSummary,
     build_run,
@@ -68,8 +75,9 @@ from kictl.bench.results import (
     speedups,
     write_manifest,
 )
-from kictl.bench.runner import ImplementationFailed, WorkerGone, WorkerProcess
-from kictl.bench.verdict import WorkloadContext, audit_label, evaluate
+from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerProcess
+from kictl.bench.judge.verdict import WorkloadContext, audit_label, evaluate
+from kictl.bench.wire import timers
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, UsageError
 from kictl.families import judges
@@ -406,7 +414,7 @@ class _Session:
         import torch  # noqa: F401  # imported here, while the workers start, rather than at the first output
 
         if self.device.startswith("cuda"):
-            from kictl.bench.gpu_state import Nvml
+            from kictl.bench.worker.gpu_state import Nvml
 
             try:
                 self.nvml = Nvml(int(self.device.split(":")[1]) if ":" in self.device else 0)
@@ -520,22 +528,14 @@ class _Session:
         if self.timer_name is not None:
             return self.timer_name
         options = self.options
-        if self.device == "cpu":
-            name = "perf_counter_ns"
-        elif options.cuda_graph or options.timer == "graph":
-            name = "cuda_graph_replay"
-        elif options.time_setup:
-            name = "cuda_events_host_inclusive"
-        elif options.timer == "events":
-            name = "cuda_events"
-        elif "cupti_device_time" in worker.timers:
-            name = "cupti_device_time"
-        elif options.timer == "cupti":
+        rows = timers.choices(self.device, options.timer, options.cuda_graph, options.time_setup)
+        served = [row for row in rows if not row.needs_cupti or row.name in worker.timers]
+        if not served:
             from kictl.errors import EnvError
 
-            raise EnvError(f"--timer cupti: CUPTI did not attach ({worker.cupti_error or 'unknown reason'})")
-        else:
-            name = "cuda_events"
+            raise EnvError(f"--timer {options.timer}: CUPTI did not attach ({worker.cupti_error or 'unknown reason'})")
+        name = served[0].name
+        if served[0] is not rows[0]:
             self.report.warnings.append(
                 f"CUPTI did not attach ({worker.cupti_error or 'unknown reason'}): timing with CUDA events "
                 "instead (the protocol records timer cuda_events); install the gpu extra for cupti-python"
@@ -808,7 +808,7 @@ class _Session:
         wanted: Sequence[tuple[str, wire.Plan, int, int]],
     ) -> dict[str, list[Any]]:
         """One reference worker's share of ``reference_outputs``; raises ``_Skip`` when the reference fails."""
-        from kictl.bench.worker import unpack
+        from kictl.bench.worker.main import unpack
 
         name = context.record.name
         outputs: dict[str, list[Any]] = {}
@@ -874,7 +874,7 @@ def tolerance_for_trials(spec: DefinitionSpec) -> int | None:
 
 def _inputs_by_name(plan: wire.Plan, device: str) -> dict[str, Any]:
     """A plan's inputs, as the workers make them on ``device``, by name on the CPU (for a judge)."""
-    from kictl.bench.inputs import materialize_plans
+    from kictl.bench.wire.tensors import materialize_plans
 
     made = materialize_plans([plan], device)[0]
     return {
@@ -920,17 +920,7 @@ def possible_timers(options: BenchOptions, device: str) -> tuple[str, ...]:
     More than one only where CUPTI is the default on CUDA: a worker where it does not attach times with CUDA
     events and says so.  Executors use this to recognise the protocol a job's run may name.
     """
-    if device == "cpu":
-        return ("perf_counter_ns",)
-    if options.cuda_graph or options.timer == "graph":
-        return ("cuda_graph_replay",)
-    if options.time_setup:
-        return ("cuda_events_host_inclusive",)
-    if options.timer == "events":
-        return ("cuda_events",)
-    if options.timer == "cupti":
-        return ("cupti_device_time",)
-    return ("cupti_device_time", "cuda_events")
+    return tuple(row.name for row in timers.choices(device, options.timer, options.cuda_graph, options.time_setup))
 
 
 class KeptWorkers:

@@ -3,7 +3,7 @@
 The session calls :meth:`EnergyPhase.measure` for each implementation right
 after its timed calls, while its worker is still armed: the inputs staged by
 the harness, the implementation's ``setup()`` done, its timer ready.  From
-there the method of ``kictl.bench.energy`` runs with the harness's walls:
+there the method of ``kictl.bench.judge.energy`` runs with the harness's walls:
 
 - the loop is the worker's (``wire.Loop``: the harness's own call path, the
   graph timer's replay where ``--timer graph`` is asked), on input sets the
@@ -37,8 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kictl.bench import energy, wire
-from kictl.bench.integrity import Check
+from kictl.bench import wire
+from kictl.bench.judge import energy
+from kictl.bench.wire.checks import Check
 from kictl.errors import EnvError
 
 FAMILY = "kictl-nvml-energy"
@@ -242,7 +243,7 @@ class EnergyPhase:
 
     def judge(self, members: dict[str, Any], driver: Any, work: Any) -> dict[str, Any]:
         """The run's members with ``energy`` and its checks; a run without a figure or outside the bounds fails."""
-        from kictl.bench.gpu_state import GpuReading, clocks_steady
+        from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
         from kictl.families.energy import bounds
 
         if members.get("status") != "passed":

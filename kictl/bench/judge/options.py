@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from kictl.bench.wire import timers
 from kictl.errors import EnvError, UsageError
 from kictl.records import STATISTICS
 
@@ -61,14 +62,14 @@ class BenchOptions:
     timer: str = "auto"
     #: the session's input secret, given by a rerun request (``kictl.rerun.request``); ``None``: drawn afresh
     input_secret: str | None = None
-    #: latency, or energy (issue 31: kictl/bench/energy_loop.py; its own family, kictl-nvml-energy)
+    #: latency, or energy (issue 31: kictl/bench/judge/energy_loop.py; its own family, kictl-nvml-energy)
     measure: str = "latency"
     #: energy: seconds per back-to-back loop and how many loops (trials)
     energy_loop_s: float = 1.5
     energy_trials: int = 3
 
 
-TIMERS = ("auto", "cupti", "events", "graph")
+TIMERS = timers.OPTIONS
 
 
 def adaptive_budget(options: BenchOptions) -> float:
@@ -202,10 +203,6 @@ def parent_threads(pinned: tuple[int, ...]) -> Iterator[int]:
 
 #: The L2 flush when the environment does not report the L2's size.
 FALLBACK_FLUSH_BYTES = 256 * 1024 * 1024
-#: What the experiments with a touch buffer read (``timing.CudaEventTimer.cold_translations``): one byte per
-#: this many.  Not part of kictl's protocol: on the H200 it did not make a small kernel's figure independent
-#: of what ran before it (benchmarks/HISTORY-2026-12-01.md, "What moves a small kernel's figure").
-TOUCH_STRIDE_BYTES = 64 * 1024
 
 
 def flush_bytes(device: str, hardware: Mapping[str, object]) -> int:

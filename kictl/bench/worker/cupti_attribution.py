@@ -35,8 +35,8 @@ sample per timed call:
   closed, is work that escaped the measurement and is reported as such.
 
 This module (:func:`attribute`, :func:`settle_calls`) needs no GPU and is what the CPU tests exercise; the
-happens-before check is ``kictl.bench.cupti_ordering``, the records' types ``kictl.bench.cupti_model``, the
-reader of CUPTI's buffers ``kictl.bench.cupti_records``, and ``kictl.bench.cupti_timer.CuptiCollector`` binds it
+happens-before check is ``cupti_ordering``, the records' types ``cupti_model``, the
+reader of CUPTI's buffers ``cupti_records``, and ``cupti_timer.CuptiCollector`` binds it
 all to ``cupti-python`` (the ``gpu`` extra), raising :class:`~kictl.errors.EnvError` when CUPTI is missing or
 cannot attach, so that the caller can fall back to CUDA events and say so.
 """
@@ -48,7 +48,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kictl.bench.cupti_model import (
+from kictl.bench.worker.cupti_model import (
     KERNEL,
     MEMCPY,
     MEMSET,
@@ -59,7 +59,7 @@ from kictl.bench.cupti_model import (
     DeviceActivity,
     Window,
 )
-from kictl.bench.cupti_ordering import _dependencies_per_call, _end_marker, unordered_by_dependencies
+from kictl.bench.worker.cupti_ordering import _dependencies_per_call, _end_marker, unordered_by_dependencies
 
 
 def _busy(activities: Sequence[DeviceActivity]) -> int:

@@ -37,9 +37,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kictl.bench import staging, timing, wire
-from kictl.bench.integrity import Check
-from kictl.bench.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
+from kictl.bench import wire
+from kictl.bench.judge import staging
+from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
+from kictl.bench.wire import regions
+from kictl.bench.wire.checks import Check
+from kictl.bench.worker import timing
 
 PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
@@ -355,7 +358,7 @@ class RunDriver:
             evidence.rounds[label] = self._tensors(answer, f"correctness round {label}")
             self._processes("after a correctness call")
         region = self.worker.inputs
-        offsets = staging.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
+        offsets = regions.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
         arm = wire.Arm(
             setup_plan=self.setup_plan,
             timed_plans=tuple(self.timed_plans),
@@ -425,7 +428,7 @@ class RunDriver:
         self.active = True
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
-        from kictl.bench.worker import unpack
+        from kictl.bench.worker.main import unpack
 
         if answer.error is not None:
             return answer.error

@@ -68,6 +68,10 @@ SPIN_DEFAULT_NS = 200_000
 #: (benchmarks/HISTORY-2026-12-01.md, calls BB-BE): a harness that launched the same kernels before every call
 #: would time every call at one phase, and a run would read a small multi-kernel call 0.9 µs apart from another run.
 LAUNCH_PHASES = 8
+#: What the experiments with a touch buffer read (``CudaEventTimer.cold_translations``): one byte per this many.
+#: Not part of kictl's protocol: on the H200 it did not make a small kernel's figure independent of what ran
+#: before it (benchmarks/HISTORY-2026-12-01.md, "What moves a small kernel's figure").
+TOUCH_STRIDE_BYTES = 64 * 1024
 
 _perf_counter_ns = time.perf_counter_ns
 _ORIGINALS: dict[str, Any] = {}
@@ -160,11 +164,46 @@ class Measured:
     tampered: tuple[str, ...] = ()
 
 
-class CpuTimer:
+class Timer:
+    """What every timer is: a subclass with a ``name`` is the worker's timer of that name (``make_timer``).
+
+    Its row in ``kictl.bench.wire.timers.TIMERS`` (same name) says when kictl's parent asks for it and what the
+    protocol records of it: adding a timer is one class here and one row there.
+    """
+
+    name: str = ""
+    spin_ns: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _CLASSES[cls.name] = cls
+
+    @classmethod
+    def make(
+        cls, device: str, flush_bytes: int, collector: Any, touch_bytes: int, launch_phases: int
+    ) -> Timer:  # pragma: no cover - every timer class has its own
+        raise NotImplementedError
+
+    def prepare(self, call: Call) -> None:  # pragma: no cover - every timer class has its own
+        raise NotImplementedError
+
+    def measure(self, call: Call) -> Measured:  # pragma: no cover - every timer class has its own
+        raise NotImplementedError
+
+
+_CLASSES: dict[str, type[Timer]] = {}
+
+
+class CpuTimer(Timer):
     """``perf_counter_ns`` around the call."""
 
     name = "perf_counter_ns"
     spin_ns: int | None = None
+
+    @classmethod
+    def make(cls, device: str, flush_bytes: int, collector: Any, touch_bytes: int, launch_phases: int) -> Timer:
+        return cls()
 
     def __init__(self) -> None:
         self.clock = original("perf_counter_ns")
@@ -196,18 +235,9 @@ def make_timer(
     none); ``launch_phases``
     the GPU timers' padding before each call (``LAUNCH_PHASES``; 1: none, for experiments).
     """
-    if name == CuptiTimer.name:
-        if collector is None:
-            raise ValueError("the CUPTI timer was asked for but CUPTI did not attach in this worker")
-        return CuptiTimer(device, flush_bytes, collector, touch_bytes, launch_phases)
-    if name == CpuTimer.name:
-        return CpuTimer()
-    if name == CudaEventTimer.name:
-        return CudaEventTimer(device, flush_bytes, touch_bytes, launch_phases)
-    if name == CudaGraphTimer.name:
-        return CudaGraphTimer(device, flush_bytes, touch_bytes, launch_phases)
-    if name == HostInclusiveCudaTimer.name:
-        return HostInclusiveCudaTimer(device, flush_bytes, touch_bytes, launch_phases)
+    found = _CLASSES.get(name)
+    if found is not None:
+        return found.make(device, flush_bytes, collector, touch_bytes, launch_phases)
     raise ValueError(f"unknown timer {name!r}")
 
 
@@ -247,10 +277,15 @@ def _spin_for(host_ns: Sequence[int]) -> int:
     return max(SPIN_MIN_NS, min(SPIN_MAX_NS, 2 * typical + SPIN_MARGIN_NS))
 
 
-class CudaEventTimer:
+class CudaEventTimer(Timer):
     """CUDA events around each call, the GPU kept busy (spin, then L2 flush) before the start event."""
 
     name = "cuda_events"
+
+    @classmethod
+    def make(cls, device: str, flush_bytes: int, collector: Any, touch_bytes: int, launch_phases: int) -> Timer:
+        return cls(device, flush_bytes, touch_bytes, launch_phases)
+
     #: whether ``measure()`` judges the lead-to-start gaps (the CUPTI and host-inclusive timers' does not)
     judges_start_gaps = True
     #: the lead-to-start gaps judged so far, calibrated by ``prepare()``. A class default until then, not an
@@ -261,8 +296,6 @@ class CudaEventTimer:
 
     def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0, launch_phases: int = LAUNCH_PHASES) -> None:
         import torch
-
-        from kictl.bench.options import TOUCH_STRIDE_BYTES
 
         self.device = device
         self.event = original("Event")
@@ -566,6 +599,12 @@ class CuptiTimer(CudaEventTimer):
     name = "cupti_device_time"
     judges_start_gaps = False
 
+    @classmethod
+    def make(cls, device: str, flush_bytes: int, collector: Any, touch_bytes: int, launch_phases: int) -> Timer:
+        if collector is None:
+            raise ValueError("the CUPTI timer was asked for but CUPTI did not attach in this worker")
+        return cls(device, flush_bytes, collector, touch_bytes, launch_phases)
+
     def __init__(
         self,
         device: str,
@@ -587,7 +626,7 @@ class CuptiTimer(CudaEventTimer):
         self.sequence = 0
 
     def measure(self, call: Call, settle: bool = True) -> Measured:
-        from kictl.bench.cupti_model import Window
+        from kictl.bench.worker.cupti_model import Window
 
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
@@ -648,7 +687,7 @@ class CuptiTimer(CudaEventTimer):
         ``harness_after``: called later than right after the last call (the end of a run), so that what ran
         since that call's window closed is the harness's (``cupti_attribution.settle_calls``).
         """
-        from kictl.bench.cupti_attribution import settle_calls
+        from kictl.bench.worker.cupti_attribution import settle_calls
 
         waiting, self.waiting = self.waiting, []
         if not waiting:
@@ -683,7 +722,7 @@ class CuptiTimer(CudaEventTimer):
 
 def reset_persisting_l2() -> None:
     """Reset the persisting L2 lines (``cudaCtxResetPersistingL2Cache``) where the runtime allows it."""
-    from kictl.bench.gpu_state import reset_persisting_l2 as reset
+    from kictl.bench.worker.gpu_state import reset_persisting_l2 as reset
 
     if _RESET_WORKS.get("ok", True):
         _RESET_WORKS["ok"] = reset()

@@ -39,7 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl.bench import cgroup, sandbox, wire
+from kictl.bench import wire
+from kictl.bench.judge import cgroup, sandbox
 from kictl.errors import EnvError
 
 TIMEOUT = "timeout"
@@ -265,7 +266,7 @@ class WorkerProcess:
         # the worker's large answers (outputs) come through memory shared with it alone (wire.SharedRegion)
         self.region = wire.SharedRegion.create(self.label)
         shared = [] if self.region is None else ["--fd-shared", str(self.region.fd)]
-        # on the CPU the timed inputs live in memory the parent writes (kictl.bench.staging)
+        # on the CPU the timed inputs live in memory the parent writes (kictl.bench.judge.staging)
         if self.device == "cpu":
             self.inputs = wire.SharedRegion.create(f"{self.label}-inputs", parent_writes=True)
         if self.inputs is not None:
@@ -275,7 +276,7 @@ class WorkerProcess:
         command, executable, inherited = sandbox.worker_command(
             self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
         )
-        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.cgroup)
+        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.judge.cgroup)
         self.group = cgroup.SandboxGroup.create(f"{self.label}-{self.starts}")
         if self.group is not None:
             command, executable = self.group.wrap(command, executable), None
@@ -336,6 +337,11 @@ class WorkerProcess:
             env = json.loads(ready.environment)
             if not isinstance(env, dict):
                 raise WorkerGone(PROTOCOL, "the worker's environment is not an object")
+            hardware = env.get("hardware")
+            if isinstance(hardware, dict) and isinstance(hardware.get("product"), str) and self.device != "cpu":
+                from kictl.families.gpus import normalize_product  # the worker holds no GPU table
+
+                hardware["product"] = normalize_product(hardware["product"])
         except (WorkerGone, ImplementationFailed, ValueError) as exc:
             self.stop()
             detail = getattr(exc, "detail", str(exc))

@@ -22,10 +22,11 @@ from typing import Any
 
 import kictl
 from kictl import canon
-from kictl.bench import correctness
-from kictl.bench.implementation import LoadedImplementation
-from kictl.bench.options import BenchOptions, adaptive_budget, fixed_count_budget
-from kictl.bench.timing import LAUNCH_PHASES
+from kictl.bench.judge import correctness
+from kictl.bench.judge.implementation import LoadedImplementation
+from kictl.bench.judge.options import BenchOptions, adaptive_budget, fixed_count_budget
+from kictl.bench.wire import timers
+from kictl.bench.worker.timing import LAUNCH_PHASES
 from kictl.errors import RegistryError
 from kictl.records import (
     BenchmarkProtocolSpec,
@@ -170,43 +171,12 @@ def protocol_spec(
     """
     warmup, iterations, trials = counts
     on_gpu = device != "cpu"
-    if on_gpu and timer_name == "cupti_device_time" and not options.time_setup:
-        timer, family = "cupti_device_time", "kictl-cupti-device-time"
-        region = (
-            "CUPTI activity records of every kernel, copy and memset the call of run() caused, on any stream: "
-            "from the first one's start to the last one's end, the device synchronised before the window "
-            "closes; the persisting L2 reset and the L2 flushed before, then a device spin so the call is "
-            "enqueued before the GPU reaches it; CUDA events around the same call kept as the cross-check"
-        )
-    elif not on_gpu:
-        timer, family = "perf_counter_ns", "kictl-cpu-wall-time"
-        region = (
-            "kictl's parent's time.perf_counter_ns around each timed-call request to the worker (one call of run() "
-            "each), less the wire's fastest round trip measured before the import; the inputs staged by the parent "
-            "in memory shared with the worker before each request; the worker's own perf_counter_ns sample around "
-            "the call kept as a cross-check against the parent's wall time and the sandbox's CPU time"
-        )
-    elif options.cuda_graph:
-        timer, family = "cuda_graph_replay", "kictl-cuda-device-time"
-        region = (
-            "CUDA events around one replay of a CUDA graph captured from one call of run(), after an L2 flush "
-            "and a device spin"
-        )
-    else:
-        timer, family = "cuda_events", "kictl-cuda-device-time"
-        region = (
-            "CUDA events on the calling stream around each call of run(); a device spin and an L2 flush before "
-            "the start event keep the GPU busy so the call is enqueued before the GPU reaches it: device time, "
-            "not the host's launch path, unless the call waits for the GPU"
-        )
+    rows = timers.choices(device, options.timer, options.cuda_graph, options.time_setup)
+    row = next((row for row in rows if row.name == timer_name), rows[-1])
+    timer, region = row.recorded, row.region
+    family = row.setup_family if options.time_setup and row.setup_family else row.family
     if options.time_setup:
-        family = "kictl-cuda-setup-and-run" if on_gpu else "kictl-cpu-setup-and-run"
-        if on_gpu:
-            region = (
-                "CUDA events on the calling stream around setup() and run(), after an L2 flush and a device "
-                "synchronisation: the host's time in setup() (e.g. a FlashInfer plan()) and the launch path count"
-            )
-        else:
+        if row.time_setup is None:  # a timer that times setup() with run() when asked
             region += "; setup() and run() both inside the timed region"
     else:
         region += "; setup(), if the module has one, called once before, outside the timed region"

@@ -316,7 +316,7 @@ class Stop(Message):
     TYPE: ClassVar[str] = "stop"
 
 
-# energy (issue 31): kictl/bench/energy_loop.py drives it
+# energy (issue 31): kictl/bench/judge/energy_loop.py drives it
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The CUPTI timer's data: device activities, the dependency records that order them, windows and spans.
 
-Pure data, no GPU: ``kictl.bench.cupti_attribution`` turns these into one figure per timed call,
-``kictl.bench.cupti_records`` reads them from CUPTI's buffers and ``kictl.bench.cupti_timer`` collects them.
+Pure data, no GPU: ``kictl.bench.worker.cupti_attribution`` turns these into one figure per timed call,
+``cupti_records`` reads them from CUPTI's buffers and ``cupti_timer`` collects them.
 """
 
 from __future__ import annotations

@@ -15,10 +15,9 @@ import os
 import platform
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from kictl.families.gpus import normalize_product
 
 LIBRARIES = ("triton", "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi", "numpy")
 
@@ -93,8 +92,13 @@ def _software() -> dict[str, Any]:
     return software
 
 
-def capture(device: str) -> dict[str, Any]:
-    """The ExecutionEnvironment spec (JSON members) of ``device`` on this machine."""
+def capture(device: str, product: Callable[[str], str] = str) -> dict[str, Any]:
+    """The ExecutionEnvironment spec (JSON members) of ``device`` on this machine.
+
+    ``product`` turns the driver's name of the GPU into the index's (kictl's parent passes
+    ``kictl.families.gpus.normalize_product``; the worker, which holds no GPU table, leaves it to the parent:
+    ``judge.runner`` normalises what a worker reports).
+    """
     import torch
 
     software = _software()
@@ -113,7 +117,7 @@ def capture(device: str) -> dict[str, Any]:
     hip = getattr(torch.version, "hip", None)
     hardware = {
         "vendor": "AMD" if hip else "NVIDIA",
-        "product": normalize_product(props.name),
+        "product": product(props.name),
         "architecture": getattr(props, "gcnArchName", None) if hip else f"sm_{props.major}{props.minor}",
         "computeCapability": f"{props.major}.{props.minor}",
         "smCount": int(props.multi_processor_count),

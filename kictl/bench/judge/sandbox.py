@@ -18,8 +18,9 @@ started as ``bwrap [options] python -m kictl.bench.worker``:
   (no remount, no ``mknod``, no write outside its private ``/tmp``);
 * a seccomp filter (``seccomp``): no mount, namespaces, ``ptrace``, BPF, keyrings, modules, perf counters,
   ``userfaultfd`` or clock setting, whatever the worker's privileges;
-* kictl's own package as a read-only copy of its Python files (``worker_package``) at ``/kictl-worker``:
-  never the repository it came from, the registry or a key;
+* the worker's part of kictl as a read-only copy of its Python files (``worker_package``, the files
+  ``kictl.bench.worker.FILES`` derives) at ``/kictl-worker``: never the repository it came from, the
+  registry, a key or kictl's judge;
 * ``--die-with-parent``, ``--new-session`` (no terminal injection);
 * on CUDA, the ``/dev/nvidia*`` device nodes bound in;
 * JIT caches named in ``$KICTL_SANDBOX_CACHE`` (colon-separated folders,
@@ -51,7 +52,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kictl.bench import seccomp
+from kictl.bench.judge import seccomp
 from kictl.errors import EnvError
 
 ENV_BWRAP = "KICTL_BWRAP"
@@ -184,22 +185,23 @@ def _python_folders() -> list[str]:
 
 @functools.cache
 def worker_package() -> str:
-    """A read-only copy of kictl's Python files (the package alone), made once per process, for the sandbox.
+    """A read-only copy of the files of kictl a sandbox holds, made once per process.
 
-    The worker imports ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout
-    kictl runs from (with its registry and any key) is never bound into a sandbox.
+    Those are ``kictl.bench.worker.FILES``: the worker package, the protocol (``kictl.bench.wire``) and the
+    few modules of kictl they import, derived from the packages themselves.  The worker imports
+    ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout kictl runs from (with
+    its registry and any key), kictl's judge and its record code are never bound into a sandbox.
     """
     import kictl
+    from kictl.bench.worker import FILES
 
     source = Path(kictl.__file__).resolve().parent
     target = Path(tempfile.mkdtemp(prefix="kictl-worker-package-"))
     atexit.register(shutil.rmtree, target, True)
-    for path in sorted(source.rglob("*.py")):
-        if "__pycache__" in path.parts:
-            continue
-        copy = target / "kictl" / path.relative_to(source)
+    for relative in FILES:
+        copy = target / "kictl" / relative
         copy.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy)
+        shutil.copyfile(source / relative, copy)
     return str(target)
 
 

@@ -37,55 +37,22 @@ parent-side ones (``poisoned_elements``, ``floor_check``) run in kictl.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-PASSED = "passed"
-FAILED = "failed"
-SKIPPED = "skipped"
-POISON_BYTE = 0xFF
-
-
-class Check(StrEnum):
-    """Every integrity check, by the name a run records it under: the one list, used everywhere."""
-
-    INPUTS_UNCHANGED = "inputsUnchanged"
-    OUTPUTS_NOT_ALIAS_INPUTS = "outputsNotAliasInputs"
-    OUTPUTS_FULLY_WRITTEN = "outputsFullyWritten"
-    OUTPUTS_FRESH = "outputsFresh"
-    TIMED_OUTPUTS_CORRECT = "timedOutputsCorrect"
-    PLAIN_TENSOR_OUTPUTS = "plainTensorOutputs"
-    NO_THREADS_LEFT = "noThreadsLeft"
-    NO_PROCESSES_LEFT = "noProcessesLeft"
-    STREAM_ORDERED = "streamOrdered"
-    TIMER_NOT_PATCHED = "timerNotPatched"
-    SAMPLES_CONSISTENT = "samplesConsistent"
-    NO_WORK_OUTSIDE_CALLS = "noWorkOutsideCalls"
-    WIRE_INTACT = "wireIntact"
-    ABOVE_FLOOR = "aboveFloor"
-
-
-CHECKS: tuple[str, ...] = tuple(check.value for check in Check)
-_KICTL_MODULES = (
-    "kictl.bench.timing",
-    "kictl.bench.integrity",
-    "kictl.bench.worker",
-    "kictl.bench.inputs",
-    "kictl.bench.cupti_model",
-    "kictl.bench.cupti_attribution",
-    "kictl.bench.cupti_ordering",
-    "kictl.bench.cupti_records",
-    "kictl.bench.cupti_timer",
-    "kictl.bench.gpu_state",
-    "kictl.bench.wire",
-)
-
+from kictl.bench.wire.checks import CHECKS as CHECKS
+from kictl.bench.wire.checks import FAILED as FAILED
+from kictl.bench.wire.checks import PASSED as PASSED
+from kictl.bench.wire.checks import POISON_BYTE as POISON_BYTE
+from kictl.bench.wire.checks import SKIPPED as SKIPPED
+from kictl.bench.wire.checks import Check as Check
+from kictl.bench.wire.checks import os_threads as os_threads
+from kictl.bench.wire.checks import poisoned_elements as poisoned_elements
+from kictl.bench.wire.checks import result as result
 
 #: NVIDIA's CUPTI bindings, when loaded (the CUPTI timer): every callable they hold is watched, so an
 #: implementation that swaps the activity API's functions (flush, timestamps, callbacks) is named.
@@ -131,17 +98,19 @@ def _watched() -> dict[str, Any]:
     # zero_: the timers' L2 flush and launch padding (a no-op zero_ would leave the cache warm and the phase fixed)
     for name in ("clone", "copy_", "to", "cpu", "fill_", "zero_", "view", "untyped_storage", "data_ptr"):
         found[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
-    from kictl.bench import timing
+    from kictl.bench.worker import timing
 
     for name, value in timing._ORIGINALS.items():
-        found[f"kictl.bench.timing._ORIGINALS[{name}]"] = value
+        found[f"kictl.bench.worker.timing._ORIGINALS[{name}]"] = value
     for module_name in _FOREIGN_TIMER_MODULES:
         module = sys.modules.get(module_name)
         if module is not None:
             for name, value in vars(module).items():
                 if callable(value) and not name.startswith("__"):
                     found[f"{module_name}.{name}"] = value
-    for module_name in _KICTL_MODULES:
+    from kictl.bench.worker import MODULES
+
+    for module_name in MODULES:
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -400,42 +369,3 @@ def poison_in_place(tensor: Any) -> None:
 
     if isinstance(tensor, torch.Tensor) and tensor.is_contiguous() and tensor.numel() > 0:
         tensor.view(-1).view(torch.uint8).fill_(POISON_BYTE)
-
-
-_SIGNED_BY_SIZE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
-
-
-def poisoned_elements(output: Any, reference: Any) -> int:
-    """Elements of a floating-point ``output`` whose bytes are all 0xFF where ``reference`` is no NaN."""
-    import torch
-
-    if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.numel() == 0:
-        return 0
-    flat = output.detach().contiguous().reshape(-1)
-    as_int = _SIGNED_BY_SIZE.get(flat.element_size())
-    if as_int is not None:  # all bytes 0xFF <=> the element read as a signed integer of its size is -1
-        poisoned = flat.view(getattr(torch, as_int)) == -1
-    else:
-        as_bytes = flat.view(torch.uint8).reshape(flat.numel(), flat.element_size())
-        poisoned = (as_bytes == POISON_BYTE).all(dim=1)
-    count = int(torch.count_nonzero(poisoned))  # a bool tensor's sum() is 2.7x slower (it counts in int64)
-    if count and isinstance(reference, torch.Tensor) and reference.shape == output.shape:
-        if reference.is_floating_point():  # looked at only when there is something to forgive: NaN is slow
-            count = int(torch.count_nonzero(poisoned & ~torch.isnan(reference.reshape(-1))))
-    return count
-
-
-def result(outcome: str, detail: str | None = None) -> dict[str, str]:
-    """One check's entry as the run records it."""
-    entry = {"result": outcome}
-    if detail:
-        entry["detail"] = detail
-    return entry
-
-
-def os_threads(pid: int | str = "self") -> int:
-    """How many threads the OS lists for process ``pid`` (``/proc/<pid>/task``); 0 when it cannot tell."""
-    try:
-        return len(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return 0
