@@ -6,6 +6,7 @@ Areas with fixtures of their own keep them in their folder's conftest.py
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -169,17 +170,57 @@ def empty_registry(tmp_path: Path) -> Registry:
 RESULT_KINDS = ("BenchmarkRun", "Implementation", "BenchmarkProtocol", "ExecutionEnvironment")
 
 
-def copy_bundled(target: Path, *, results: bool = False) -> Registry:
+@functools.cache
+def catalogue_paths() -> frozenset[Path]:
+    """The definition folders and record files of the catalogue's imported definitions (definitions/catalogue.json).
+
+    About 1,900 files: copied into every bundled registry a test makes, they would cost seconds each time.
+    """
+    from kictl.definitions import catalogue_names
+
+    names = catalogue_names(REPO_ROOT)
+    paths: set[Path] = set()
+    digests: set[str] = set()
+    for path in (REPO_ROOT / "registry" / "records" / "Definition").glob("*/*.json"):
+        if json.loads(path.read_bytes())["spec"]["name"] in names:
+            digests.add(f"sha256:{path.stem}")
+            paths.add(path)
+    for path in (REPO_ROOT / "registry" / "records" / "Workload").glob("*/*.json"):
+        if json.loads(path.read_bytes())["spec"]["definitionDigest"] in digests:
+            paths.add(path)
+    paths.update(
+        folder.parent
+        for folder in (REPO_ROOT / "definitions").glob("*/*/definition.json")
+        if folder.parent.name in names
+    )
+    if names:
+        paths.add(REPO_ROOT / "definitions" / "catalogue.json")
+    return frozenset(paths)
+
+
+def _leave_out(*patterns: str, catalogue: bool) -> Callable[[str, list[str]], set[str]]:
+    by_pattern = shutil.ignore_patterns(*patterns)
+    left_out = frozenset() if catalogue else catalogue_paths()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return set(by_pattern(folder, names)) | {name for name in names if Path(folder, name) in left_out}
+
+    return ignore
+
+
+def copy_bundled(target: Path, *, results: bool = False, catalogue: bool = False) -> Registry:
     """The repository's definitions (and, with ``results``, its measured runs), in a new git repository.
 
     Without ``results`` the copy holds the definitions and workloads only, with
     the keyless trust root `kictl init` writes: the starting point most tests
-    want, whatever results the repository carries.
+    want, whatever results the repository carries.  Without ``catalogue`` it
+    holds the hand-written definitions only, not the 151 the catalogue imported
+    (``catalogue_paths``), which no test of another area needs.
     """
     target.mkdir(parents=True)
-    shutil.copytree(REPO_ROOT / "definitions", target / "definitions")
+    shutil.copytree(REPO_ROOT / "definitions", target / "definitions", ignore=_leave_out(catalogue=catalogue))
     ignored = () if results else ("attestations", *RESULT_KINDS)
-    shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=shutil.ignore_patterns(*ignored))
+    shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=_leave_out(*ignored, catalogue=catalogue))
     if not results:
         empty_trust_root(target)
     import git

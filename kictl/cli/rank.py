@@ -382,6 +382,8 @@ def _leaderboard(
             else:
                 for line in _render_definition(result):
                     out(line)
+                for line in _origin_lines(index, result.workloads):  # issue 42: generated, not captured
+                    out(line)
             return document, policy
         board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         # issue 32: what verifiers' reruns found on held-out shapes (kictl.rerun.heldout)
@@ -392,7 +394,18 @@ def _leaderboard(
         else:
             for line in _render_workload(board, held_out):
                 out(line)
+            for line in _origin_lines(index, [board.workload]):  # issue 42: generated, not captured
+                out(line)
         return document, policy
+
+
+def _origin_lines(index: Any, workloads: list[Any]) -> list[str]:
+    """The workloads whose inputs are not the captured tensors, or a generated suite (kictl.definitions)."""
+    from kictl.definitions import origin_notes, workload_origin
+
+    origins = {workload.name: workload_origin(index.load_record(workload.digest).raw) for workload in workloads}
+    notes = origin_notes(origins)
+    return ["", *(line for note in notes for line in _wrap(f"inputs: {note}"))] if notes else []
 
 
 def _answered(registry: Path | None, command: tuple[object, ...], compute: Callable[[], tuple[Any, Policy]]) -> None:
