@@ -83,14 +83,21 @@ def secret_seed(secret: str, label: str, name: str) -> int:
 
 
 def with_secret_values(plan: InputPlan, secret: str, label: str) -> InputPlan:
-    """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values."""
-    sources = tuple(
-        replace(source, seed=secret_seed(secret, label, source.name))
-        if source.kind == "random" or source.kind.startswith(GENERATED)
-        else source
-        for source in plan.sources
-    )
-    return replace(plan, sources=sources)
+    """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values.
+
+    A family's generated input (``generated:<name>``) is re-seeded from ``secret`` and its own seed, not the
+    label: like structure, it is the same in every input set of one plan (a worker makes each set's random
+    inputs only), and differs between rounds, whose plans differ.
+    """
+
+    def seeded(source: InputSource) -> InputSource:
+        if source.kind == "random":
+            return replace(source, seed=secret_seed(secret, label, source.name))
+        if source.kind.startswith(GENERATED):
+            return replace(source, seed=secret_seed(secret, f"generated {source.seed}", source.name))
+        return source
+
+    return replace(plan, sources=tuple(seeded(source) for source in plan.sources))
 
 
 def to_wire(plan: InputPlan, label: str) -> wire.Plan:
