@@ -142,7 +142,7 @@ def test_the_catalogues_definitions_get_their_familys_judge() -> None:
     for spec, judge, ratio in (
         (low_bit, judges.ALLCLOSE, 0.95),
         (sampler, judges.DISTRIBUTION, 1.0),
-        (indexer, judges.INDEX_SET, 1.0),
+        (indexer, judges.INDEX_SET, judges.INDEXER_MATCHED_RATIO),
     ):
         workload = small_workload(spec, [])
         found = tolerance_for(workload, BenchOptions(), spec)
@@ -304,3 +304,21 @@ def test_a_cpu_session_holds_indices_to_the_contracts_judge(
     assert run.correctness.comparator.startswith(judge)
     status, detail, _ = found["cheat"]
     assert status == "incorrect_numerical", detail
+
+
+def test_the_indexers_contract_lets_a_boundary_swap_pass_and_not_other_indices() -> None:
+    """topk 2048 of 8192 scores: one index at the boundary swapped for the next-best (an FP8 kernel's
+    rounding) passes 0.99; the right indices moved to their neighbours do not."""
+    scores = torch.randn((2, 8192), generator=torch.Generator().manual_seed(9))
+    ranked = torch.topk(scores, 2049, dim=-1).indices
+    want = ranked[:, :2048]
+    swapped = want.clone()
+    swapped[0, -1] = ranked[0, 2048]
+    contract = correctness.Tolerance(judge=judges.INDEX_SET, required_matched_ratio=judges.INDEXER_MATCHED_RATIO)
+
+    def status(got: Any) -> str:
+        found = correctness.compare_output("i", got, want, shape=(2, 2048), dtype="int64", tolerance=contract)
+        return found.status
+
+    assert status(swapped.flip(-1)) == "passed"
+    assert status(torch.where(want >= 100, want - 1, want)) == "incorrect_numerical"

@@ -12,7 +12,8 @@ family's (``contract``) applies, and the run's correctness record names the judg
 ``index-set``
     top-k indices whose order carries nothing (the sparse-attention indexer: attention over them is the same
     in any order): per row, the indices other than ``-1`` are compared as sets; the matched ratio is the
-    share of the reference's indices found.  Closeness would pass a neighbouring token (index 5000 for 5001
+    share of the reference's indices found (the indexer's contract asks 0.99 of them: FP8 scores may swap a
+    few near-equal ones at the top-k boundary).  Closeness would pass a neighbouring token (index 5000 for 5001
     is within ``rtol`` 1e-2) and fail the right ones in another order.
 ``index-sequence``
     indices whose order matters: equal, element by element.
@@ -49,6 +50,10 @@ DEFAULT_MAX_TOTAL_VARIATION = 0.2
 DEFAULT_TRIALS = 100
 #: FlashInfer-Bench's matched ratio for low-bit (FP8, FP4) kernels.
 LOW_BIT_MATCHED_RATIO = 0.95
+#: The indexer's share of the reference's top-k an implementation must find: a kernel scoring in FP8 may swap
+#: a few near-equal scores at the top-k boundary (FlashInfer-Bench compares the sorted scores for this); one
+#: that returns other indices finds almost none.
+INDEXER_MATCHED_RATIO = 0.99
 #: Cells per row of the distribution test.
 CELLS = 5
 #: Cumulative mass a top-p boundary may be off by before a token beyond it counts as outside the support
@@ -83,7 +88,7 @@ def contract(spec: DefinitionSpec) -> dict[str, Any] | None:
     if family == "sampling":
         return {"judge": DISTRIBUTION, "maxTotalVariation": DEFAULT_MAX_TOTAL_VARIATION, "trials": DEFAULT_TRIALS}
     if family == "dsa-paged" and "block_table" in spec.inputs:
-        return {"judge": INDEX_SET}
+        return {"judge": INDEX_SET, "requiredMatchedRatio": INDEXER_MATCHED_RATIO}
     if family == "moe" and _quantized(spec):
         return {"requiredMatchedRatio": LOW_BIT_MATCHED_RATIO}
     return None
