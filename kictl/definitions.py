@@ -32,6 +32,7 @@ from kictl.records import (
     API_VERSION,
     BlobInput,
     DefinitionSpec,
+    GeneratedInput,
     RandomInput,
     ScalarInput,
     StoredRecord,
@@ -279,6 +280,8 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
             raise RecordError(
                 f"{where}: only structural inputs ({', '.join(sorted(structural)) or 'none'}) are synthesised"
             )
+        if isinstance(given, GeneratedInput) and spec.inputs_entrypoint is None:
+            raise RecordError(f"{where}: generated, and {spec.name} names no inputs_entrypoint to make it")
         if isinstance(given, RandomInput) and name in structural:
             raise RecordError(f"{where}: a structural input cannot be random; use synthesized or a blob")
         if isinstance(given, BlobInput) and given.missing:

@@ -180,11 +180,20 @@ class TensorSpec(WireModel):
 
 
 class Tolerance(WireModel):
-    """Element-wise closeness: |out - ref| <= atol + rtol * |ref| on at least ``required_matched_ratio``."""
+    """Element-wise closeness: |out - ref| <= atol + rtol * |ref| on at least ``required_matched_ratio``.
+
+    ``judge`` names another comparison where closeness does not fit the output (issue 42,
+    ``kictl.families.judges``): ``index-set`` (top-k indices, any order), ``index-sequence`` (indices whose
+    order matters) or ``distribution`` (samples: total variation at most ``max_total_variation`` over
+    ``trials`` calls on one input).
+    """
 
     atol: NonNegativeFloat | None = None
     rtol: NonNegativeFloat | None = None
     required_matched_ratio: Ratio | None = None
+    judge: Literal["allclose", "index-set", "index-sequence", "distribution"] | None = None
+    max_total_variation: Ratio | None = None
+    trials: PositiveInt | None = None
 
 
 class DefinitionSpec(WireModel):
@@ -198,6 +207,9 @@ class DefinitionSpec(WireModel):
     reference: str
     tags: tuple[str, ...] | None = None
     determinism: Literal["deterministic", "nondeterministic"] | None = None
+    #: a function of the reference's module that makes the workloads' ``generated`` inputs (issue 42): called in
+    #: kictl's reference worker as ``f(seed, <axes named by its other parameters>)``, it returns a dict name -> tensor.
+    inputs_entrypoint: Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
     #: the precision contract: the loosest tolerance any run of this definition is judged at (docs/records.md).
     #: Workloads and the command line may tighten it, never loosen it; absent, kictl's defaults apply.
     tolerance: Tolerance | None = None
@@ -259,7 +271,17 @@ class SynthesizedInput(WireModel):
     seed: NonNegativeInt | None = None
 
 
-WorkloadInput = Annotated[RandomInput | ScalarInput | BlobInput | SynthesizedInput, Field(discriminator="type")]
+class GeneratedInput(WireModel):
+    """A tensor the definition's ``inputs_entrypoint`` makes from the axes and ``seed`` (in kictl's reference
+    worker, never in an implementation's process)."""
+
+    type: Literal["generated"]
+    seed: NonNegativeInt | None = None
+
+
+WorkloadInput = Annotated[
+    RandomInput | ScalarInput | BlobInput | SynthesizedInput | GeneratedInput, Field(discriminator="type")
+]
 
 
 class WorkloadSpec(WireModel):

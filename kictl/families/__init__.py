@@ -121,7 +121,12 @@ def tensor_bytes(spec: DefinitionSpec, name: str, axes: dict[str, int]) -> int:
 
 
 def compute_dtype(spec: DefinitionSpec) -> str:
-    """The dtype the arithmetic runs in: that of the first floating-point input."""
+    """The dtype whose peak bounds the arithmetic, as the definition's family says (``Family.compute_dtype``)."""
+    return family_for(spec.family).compute_dtype(spec)
+
+
+def first_float_dtype(spec: DefinitionSpec) -> str:
+    """The dtype of the first floating-point input with a shape (the default compute dtype)."""
     for tensor in spec.inputs.values():
         if tensor.dtype.startswith(("float", "bfloat")) and tensor.shape:
             return tensor.dtype
@@ -160,6 +165,20 @@ class Family:
     def notes(self, spec: DefinitionSpec, structure: Structure) -> dict[str, int]:
         return {}
 
+    def compute_dtype(self, spec: DefinitionSpec) -> str:
+        """The dtype whose peak bounds the FLOPs (the lowest precision the arithmetic may legally run in)."""
+        return first_float_dtype(spec)
+
+    def generated(self, spec: DefinitionSpec) -> dict[str, str]:
+        """Inputs whose values must have a structure random draws lack (a distribution, a probability, a
+        packed cache), each with the name of the ``kictl.bench.wire.generators`` function that draws them."""
+        return {}
+
+    def relations(self, spec: DefinitionSpec) -> list[str]:
+        """Constraints that hold for every valid structure of this family (``kictl.families.legal`` forms):
+        relations between axes, and the smallest legal value of an axis."""
+        return []
+
 
 _REGISTRY: dict[str, Family] = {}
 
@@ -189,9 +208,9 @@ def _load_builtin() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from kictl.families import attention, gemm, norm
+    from kictl.families import attention, gdn, gemm, mamba, moe, norm, rope, sampling, sparse
 
-    for module in (attention, gemm, norm):
+    for module in (attention, gemm, norm, sparse, moe, gdn, mamba, sampling, rope):
         module.register_all()
 
 
@@ -254,7 +273,7 @@ def work(spec: DefinitionSpec, workload: WorkloadSpec, read_blob: BlobReader | N
     return Work(
         bytes=family.bytes_moved(spec, made),
         flops=family.flops(spec, made),
-        compute_dtype=compute_dtype(spec),
+        compute_dtype=family.compute_dtype(spec),
         notes=family.notes(spec, made),
     )
 

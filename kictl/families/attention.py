@@ -194,7 +194,104 @@ class PagedAttention(Family):
             "kvTokens": self.referenced_tokens(spec, structure),
         }
 
+    def relations(self, spec: DefinitionSpec) -> list[str]:
+        axes = spec.axes
+        out = []
+        if "len_indptr" in axes:
+            out.append("len_indptr >= 2")
+            if "batch_size" in axes:
+                out.append("len_indptr == batch_size + 1")
+            out.append("len_indptr - 1 <= num_kv_indices")
+        elif "batch_size" in axes:
+            out.append("batch_size >= 1")
+            out.append("batch_size <= num_kv_indices")
+        out.append("num_kv_indices <= num_pages")
+        if "total_q" in axes:
+            out.append("total_q >= 1")
+        return out
+
+
+class MlaPagedAttention(PagedAttention):
+    """Multi-head latent attention over a paged cache of compressed KV (``ckv``) and rope keys (``kpe``).
+
+    Each visible (query, key) pair costs ``2 * (ckv + kpe)`` FLOPs per head for the logits and ``2 * ckv`` for
+    the output (the compressed KV is also the value); bytes count the referenced tokens of both caches.
+    """
+
+    name = "mla-paged-attention"
+
+    def flops(self, spec: DefinitionSpec, structure: Structure) -> int | None:
+        axes = structure.axes
+        if not {"num_qo_heads", "head_dim_ckv", "head_dim_kpe"} <= axes.keys():
+            return None
+        per_pair = 2 * (axes["head_dim_ckv"] + axes["head_dim_kpe"]) + 2 * axes["head_dim_ckv"]
+        return self.visible_pairs(spec, structure) * axes["num_qo_heads"] * per_pair
+
+
+class RaggedAttention(Family):
+    """Attention over ragged (contiguous, per-sequence) Q and KV: sequence b owns
+    ``q[qo_indptr[b]:qo_indptr[b+1]]`` and ``k, v[kv_indptr[b]:kv_indptr[b+1]]``.
+
+    Synthesis gives every sequence at least as many keys as queries (so that, causal, every query sees a
+    key); FLOPs are ``2 * pairs * heads * (qk_dim + vo_dim)``; every input is read in full.
+    """
+
+    name = "gqa-ragged-attention"
+    structural_inputs = frozenset({"qo_indptr", "kv_indptr"})
+
+    @staticmethod
+    def dims(axes: dict[str, int]) -> tuple[int, int] | None:
+        if "head_dim" in axes:
+            return axes["head_dim"], axes["head_dim"]
+        if "qk_dim" in axes and "vo_dim" in axes:
+            return axes["qk_dim"], axes["vo_dim"]
+        return None
+
+    def check_axes(self, spec: DefinitionSpec, axes: dict[str, int]) -> None:
+        batch = axes["len_indptr"] - 1
+        if batch < 1:
+            raise RecordError(f"{spec.name}: a workload needs at least one sequence (len_indptr >= 2)")
+        if axes["total_kv"] < axes["total_q"]:
+            raise RecordError(
+                f"{spec.name}: total_kv {axes['total_kv']} < total_q {axes['total_q']}: some causal query sees no key"
+            )
+
+    def synthesize(self, spec: DefinitionSpec, axes: dict[str, int], seed: int) -> dict[str, list[int]]:
+        self.check_axes(spec, axes)
+        batch = axes["len_indptr"] - 1
+        rng = random.Random(seed)
+        q_lens = split_evenly(axes["total_q"], batch)
+        rng.shuffle(q_lens)
+        extra = split_evenly(axes["total_kv"] - axes["total_q"], batch)
+        rng.shuffle(extra)
+        kv_lens = [q + e for q, e in zip(q_lens, extra, strict=True)]
+        return {"qo_indptr": _cumsum(q_lens), "kv_indptr": _cumsum(kv_lens)}
+
+    def visible_pairs(self, spec: DefinitionSpec, structure: Structure) -> int:
+        qo, kv = structure.tensors["qo_indptr"], structure.tensors["kv_indptr"]
+        causal = PagedAttention.is_causal(spec)
+        total = 0
+        for b in range(len(qo) - 1):
+            q_len, kv_len = qo[b + 1] - qo[b], kv[b + 1] - kv[b]
+            total += causal_pairs(q_len, kv_len) if causal else max(0, q_len) * max(0, kv_len)
+        return total
+
+    def flops(self, spec: DefinitionSpec, structure: Structure) -> int | None:
+        dims = self.dims(structure.axes)
+        if dims is None or "num_qo_heads" not in structure.axes:
+            return None
+        return 2 * self.visible_pairs(spec, structure) * structure.axes["num_qo_heads"] * (dims[0] + dims[1])
+
+    def notes(self, spec: DefinitionSpec, structure: Structure) -> dict[str, int]:
+        return {"visiblePairs": self.visible_pairs(spec, structure)}
+
+    def relations(self, spec: DefinitionSpec) -> list[str]:
+        return ["len_indptr >= 2", "total_q >= 1", "total_q <= total_kv"]
+
 
 def register_all() -> None:
     family = PagedAttention()
     register(family, "gqa-paged", "gqa", "gqa-paged-attention-prefill", "gqa-paged-attention-decode")
+    register(MlaPagedAttention(), "mla-paged", "mla_paged")
+    ragged = RaggedAttention()
+    register(ragged, "gqa-ragged", "gqa_ragged", "mla-ragged-attention", "mla-ragged", "mla_ragged")

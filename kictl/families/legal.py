@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from kictl.records import DefinitionSpec
@@ -172,12 +172,23 @@ def _holds(node: ast.Compare, axes: Mapping[str, int]) -> bool:
     return True
 
 
-def legal_axes(spec: DefinitionSpec) -> LegalAxes:
-    """What the definition's constraints say about its variable axes (forms in the module's docstring)."""
+def legal_axes(spec: DefinitionSpec, observed: Sequence[Mapping[str, int]] = ()) -> LegalAxes:
+    """What the definition's constraints say about its variable axes (forms in the module's docstring).
+
+    With ``observed`` (the axes of the definition's workloads), a variable axis the constraints leave
+    without an upper bound gets the range the workloads span: from its family's least legal value
+    (``Family.relations``; else the least observed) to the largest observed.  The family's relations
+    (``len_indptr == batch_size + 1``, ``num_kv_indices <= num_pages``) always join the constraints, so that a
+    drawn shape has a valid structure.
+    """
+    from kictl.families import family_for
+
     constants = {name: axis.value for name, axis in spec.axes.items() if axis.type == "const"}
     variable = {name for name, axis in spec.axes.items() if axis.type == "var"}
     legal = LegalAxes(constants=constants)
-    for text in spec.constraints or ():
+    stated = list(spec.constraints or ())
+    relations = [text for text in family_for(spec.family).relations(spec) if text not in stated]
+    for text in [*stated, *relations]:
         if len(text) > MAX_CONSTRAINT_CHARS:
             continue
         try:
@@ -186,7 +197,38 @@ def legal_axes(spec: DefinitionSpec) -> LegalAxes:
             continue
         if isinstance(node, ast.Compare):
             _read_compare(node, legal, variable)
+    for axis in sorted(variable - set(legal.derived)):
+        seen = [shape[axis] for shape in observed if isinstance(shape.get(axis), int)]
+        domain = legal.domains.setdefault(axis, Domain())
+        if not seen or domain.bounded():
+            continue
+        domain.high = max(seen)
+        if domain.low is None:
+            domain.low = min(seen)
+        domain.low = min(domain.low, domain.high)
     return legal
+
+
+def range_constraints(spec: DefinitionSpec, observed: Sequence[Mapping[str, int]]) -> list[str]:
+    """The constraints a definition imported without ranges can state, so that held-out shapes apply to it.
+
+    For each variable axis that neither the definition's constraints nor its family's relations bound (or
+    derive), ``low <= axis <= high`` over what ``observed`` (its workloads' axes) spans, ``low`` being the
+    family's least legal value where it states one; then the family's relations not already stated.  Axes
+    no workload gives a value stay unbounded.
+    """
+    legal = legal_axes(spec, observed)
+    bare = legal_axes(spec)
+    stated = list(spec.constraints or ())
+    out: list[str] = []
+    for axis, domain in sorted(legal.domains.items()):
+        if axis in legal.derived or bare.domains.get(axis, Domain()).bounded() or not domain.bounded():
+            continue
+        out.append(f"{domain.low} <= {axis} <= {domain.high}")
+    from kictl.families import family_for
+
+    out += [text for text in family_for(spec.family).relations(spec) if text not in stated]
+    return out
 
 
 def _read_compare(node: ast.Compare, legal: LegalAxes, variable: set[str]) -> None:

@@ -37,6 +37,7 @@ from kictl.errors import KictlError, RecordError
 from kictl.families.legal import NotAxisArithmetic, legal_axes
 from kictl.records import (
     DefinitionSpec,
+    GeneratedInput,
     RandomInput,
     ScalarInput,
     StoredRecord,
@@ -176,6 +177,8 @@ def held_out_workloads(
                 inputs[name] = SynthesizedInput(type="synthesized", seed=seed)
             elif isinstance(given, ScalarInput):
                 inputs[name] = given
+            elif isinstance(given, GeneratedInput):  # the definition's entrypoint makes it for the new shape
+                inputs[name] = GeneratedInput(type="generated", seed=seed)
             else:
                 inputs[name] = RandomInput(type="random", seed=seed)
         workload = WorkloadSpec(

@@ -46,6 +46,17 @@ class Tolerance:
     atol: float = DEFAULT_ATOL
     rtol: float = DEFAULT_RTOL
     required_matched_ratio: float = DEFAULT_MATCHED_RATIO
+    #: the judge (``kictl.families.judges``): allclose, index-set, index-sequence or distribution
+    judge: str = "allclose"
+    max_total_variation: float = 0.2
+    trials: int = 100
+
+    @property
+    def comparator(self) -> str:
+        """What the run's correctness record names its judge by."""
+        from kictl.families import judges
+
+        return judges.comparator(self.judge, trials=self.trials, limit=self.max_total_variation, default=COMPARATOR)
 
     def looser_than(self, default: Tolerance) -> bool:
         """Whether a run judged at this tolerance passes something ``default`` would fail."""
@@ -117,6 +128,8 @@ def compare_output(
     if got.dtype != expected_dtype:
         detail = f"dtype {str(got.dtype).removeprefix('torch.')}, expected {dtype}"
         return OutputComparison(name, "incorrect_dtype", detail, None, None, None)
+    if tolerance.judge != "allclose":
+        return _judged(name, got, want, shape, tolerance)
     if tuple(want.shape) != shape:
         raise ValueError(f"the reference's {name} has shape {list(want.shape)}, the definition says {list(shape)}")
     total = got.numel()
@@ -135,6 +148,30 @@ def compare_output(
         return OutputComparison(name, "passed", None, max_abs, max_rel, ratio)
     detail = f"{total - matched} of {total} elements outside tolerance (matched ratio {ratio:.6g})"
     return OutputComparison(name, "incorrect_numerical", detail, max_abs, max_rel, ratio)
+
+
+def _judged(name: str, got: Any, want: Any, shape: tuple[int, ...], tolerance: Tolerance) -> OutputComparison:
+    """One output under a judge of ``kictl.families.judges`` (shape and dtype already checked).  A distribution
+    is judged over all its trials (``judges.judge_distribution``); one call's samples need only be tokens."""
+    from kictl.families import judges
+
+    if tolerance.judge == judges.DISTRIBUTION:
+        found = judges.Judged("passed", None, None, None, None)
+        if got.dtype.is_floating_point:
+            found = judges.Judged("incorrect_dtype", "samples must be integers", None, None, None)
+    else:
+        if tuple(want.shape) != shape:
+            raise ValueError(f"the reference's {name} has shape {list(want.shape)}, the definition says {list(shape)}")
+        ordered = tolerance.judge == judges.INDEX_SEQUENCE
+        found = judges.compare_indices(got, want, ordered=ordered, required_ratio=tolerance.required_matched_ratio)
+    return OutputComparison(
+        name,
+        found.status,
+        found.detail,
+        found.maximum_absolute_error,
+        found.maximum_relative_error,
+        found.matched_ratio,
+    )
 
 
 def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) -> tuple[int, float, float]:

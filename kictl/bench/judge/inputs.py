@@ -37,6 +37,7 @@ from typing import Any
 from kictl import blobs, families
 from kictl.bench import wire
 from kictl.bench.wire.tensors import FLOAT_DTYPES as FLOAT_DTYPES
+from kictl.bench.wire.tensors import GENERATED as GENERATED
 from kictl.bench.wire.tensors import InputSource as InputSource
 from kictl.bench.wire.tensors import drawn_on as drawn_on
 from kictl.bench.wire.tensors import materialize_one as materialize_one
@@ -44,9 +45,22 @@ from kictl.bench.wire.tensors import materialize_plans as materialize_plans
 from kictl.bench.wire.tensors import materialize_spec as materialize_spec
 from kictl.bench.wire.tensors import torch_dtype as torch_dtype
 from kictl.errors import RecordError
-from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, StoredRecord, WorkloadSpec
+from kictl.records import (
+    BlobInput,
+    DefinitionSpec,
+    GeneratedInput,
+    RandomInput,
+    ScalarInput,
+    StoredRecord,
+    WorkloadSpec,
+)
 
 BlobReader = Callable[[str], bytes]
+#: The kind of an input the definition's ``inputs_entrypoint`` makes, until ``resolve_entrypoint`` makes it.
+ENTRYPOINT = "entrypoint"
+#: ``generate(names, axes, seed)``: the definition's entrypoint run in kictl's reference worker; tensors as
+#: ``(dtype, shape, bytes)`` by name.
+EntrypointRunner = Callable[[tuple[str, ...], dict[str, int], int], dict[str, tuple[str, tuple[int, ...], bytes]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +83,21 @@ def secret_seed(secret: str, label: str, name: str) -> int:
 
 
 def with_secret_values(plan: InputPlan, secret: str, label: str) -> InputPlan:
-    """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values."""
-    sources = tuple(
-        replace(source, seed=secret_seed(secret, label, source.name)) if source.kind == "random" else source
-        for source in plan.sources
-    )
-    return replace(plan, sources=sources)
+    """``plan`` with every random input re-seeded from ``secret``: the same structure, fresh values.
+
+    A family's generated input (``generated:<name>``) is re-seeded from ``secret`` and its own seed, not the
+    label: like structure, it is the same in every input set of one plan (a worker makes each set's random
+    inputs only), and differs between rounds, whose plans differ.
+    """
+
+    def seeded(source: InputSource) -> InputSource:
+        if source.kind == "random":
+            return replace(source, seed=secret_seed(secret, label, source.name))
+        if source.kind.startswith(GENERATED):
+            return replace(source, seed=secret_seed(secret, f"generated {source.seed}", source.name))
+        return source
+
+    return replace(plan, sources=tuple(seeded(source) for source in plan.sources))
 
 
 def to_wire(plan: InputPlan, label: str) -> wire.Plan:
@@ -135,6 +158,7 @@ def plan_inputs(
         raise RecordError(f"{workload.name}: not a Workload")
     source = f"workload {workload.name}"
     made = families.structure(spec, model, read_blob, source=source, seed_offset=offset)
+    generated = families.family_for(spec.family).generated(spec)
     axes = made.axes
     out: list[InputSource] = []
     for name in order:
@@ -143,6 +167,16 @@ def plan_inputs(
         given = model.inputs.get(name)
         if name in made.tensors:
             out.append(InputSource(name, "values", tensor.dtype, shape, values=tuple(made.tensors[name])))
+        elif name in generated and not isinstance(given, ScalarInput) and not _present_blob(given):
+            seed = given.seed if isinstance(given, RandomInput) and given.seed is not None else None
+            seed = _default_seed(workload.digest, name) if seed is None else seed
+            kind = GENERATED + generated[name]
+            out.append(InputSource(name, kind, tensor.dtype, shape, seed=derive_seed(seed, offset)))
+        elif isinstance(given, GeneratedInput):
+            if spec.inputs_entrypoint is None:
+                raise RecordError(f"{source}: input {name} is generated, and {spec.name} names no inputs_entrypoint")
+            seed = given.seed if given.seed is not None else _default_seed(workload.digest, ENTRYPOINT)
+            out.append(InputSource(name, ENTRYPOINT, tensor.dtype, shape, seed=derive_seed(seed, offset)))
         elif isinstance(given, ScalarInput):
             out.append(InputSource(name, "scalar", tensor.dtype, shape, scalar=given.value))
         elif isinstance(given, RandomInput):
@@ -161,6 +195,63 @@ def plan_inputs(
         else:
             raise RecordError(f"{source}: input {name} has no source")
     return InputPlan(offset=offset, sources=tuple(out), synthesized=made.synthesized)
+
+
+def entrypoint_parameters(spec: DefinitionSpec) -> tuple[str, ...]:
+    """The axes the definition's ``inputs_entrypoint`` takes after its seed, by its parameters' names (a stored
+    definition's axes are in canonical, not written, order).  Raises ``RecordError``."""
+    import ast
+
+    try:
+        tree = ast.parse(spec.reference)
+    except SyntaxError as exc:
+        raise RecordError(f"{spec.name}: the reference does not parse: line {exc.lineno}: {exc.msg}") from exc
+    found = next(
+        (node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == spec.inputs_entrypoint),
+        None,
+    )
+    if found is None:
+        raise RecordError(f"{spec.name}: the reference defines no top-level {spec.inputs_entrypoint}(...)")
+    params = [arg.arg for arg in (*found.args.posonlyargs, *found.args.args)]
+    unknown = [name for name in params[1:] if name not in spec.axes]
+    if not params or unknown:
+        raise RecordError(
+            f"{spec.name}: {spec.inputs_entrypoint}({', '.join(params)}) must take a seed and then axes "
+            f"({', '.join(unknown) or 'no seed'} is none)"
+        )
+    return tuple(params[1:])
+
+
+def resolve_entrypoint(plan: InputPlan, axes: dict[str, int], generate: EntrypointRunner) -> InputPlan:
+    """``plan`` with the inputs of the definition's entrypoint made (one call for them all, seeded by the first
+    one's seed) and held as a blob, as a captured tensor would be.
+
+    Raises ``RecordError`` when the entrypoint's tensors are not the definition's dtypes and shapes.
+    """
+    wanted = [source for source in plan.sources if source.kind == ENTRYPOINT]
+    if not wanted:
+        return plan
+    assert wanted[0].seed is not None
+    made = generate(tuple(source.name for source in wanted), dict(axes), wanted[0].seed)
+    for source in wanted:
+        dtype, shape, _ = made[source.name]
+        if dtype != source.dtype or tuple(shape) != source.shape:
+            raise RecordError(
+                f"the inputs entrypoint made {source.name} as {dtype} {list(shape)}, the definition says "
+                f"{source.dtype} {list(source.shape)}"
+            )
+    blob = blobs.write_safetensors({source.name: made[source.name] for source in wanted})
+    sources = tuple(
+        replace(source, kind="blob", seed=None, blob=blob, blob_key=source.name)
+        if source.kind == ENTRYPOINT
+        else source
+        for source in plan.sources
+    )
+    return replace(plan, sources=sources)
+
+
+def _present_blob(given: object) -> bool:
+    return isinstance(given, BlobInput) and not given.missing and given.digest is not None
 
 
 # --------------------------------------------------------------------------- tensors (worker side)

@@ -223,7 +223,7 @@ def protocol_spec(
         "harness": dict(harness_identity()),
         "correctness": {
             "reference": REFERENCE_TEXT,
-            "comparator": correctness.COMPARATOR,
+            "comparator": tolerance.comparator,
             "atol": tolerance.atol,
             "rtol": tolerance.rtol,
             "requiredMatchedRatio": tolerance.required_matched_ratio,

@@ -46,7 +46,13 @@ from kictl.bench import wire
 from kictl.bench.judge import correctness, sandbox
 from kictl.bench.judge.energy_loop import EnergyPhase, energy_work
 from kictl.bench.judge.implementation import LoadedImplementation, load_implementation, reference_load
-from kictl.bench.judge.inputs import plan_inputs, to_wire, with_secret_values
+from kictl.bench.judge.inputs import (
+    entrypoint_parameters,
+    plan_inputs,
+    resolve_entrypoint,
+    to_wire,
+    with_secret_values,
+)
 from kictl.bench.judge.loop import IDLE_WINDOW_S, LoopOptions, RunDriver
 from kictl.bench.judge.options import (
     BenchOptions,
@@ -76,6 +82,7 @@ from kictl.bench.judge.verdict import WorkloadContext, audit_label, evaluate
 from kictl.bench.wire import timers
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
+from kictl.families import judges
 from kictl.families.gpus import find_gpu
 from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store import Registry
@@ -157,10 +164,23 @@ def tolerance_for(
     ratio = options.matched_ratio
     if ratio is None and given is not None:
         ratio = given.required_matched_ratio
+    family = judges.contract(definition) if definition is not None else None  # the family's, where none is stated
+    stated = definition.tolerance if definition is not None else None
+    if ratio is None and family is not None:
+        ratio = family.get("requiredMatchedRatio")
+    judge = str((stated.judge if stated and stated.judge else None) or (family or {}).get("judge", "allclose"))
+    limit = float(
+        (stated.max_total_variation if stated else None)
+        or (family or {}).get("maxTotalVariation", judges.DEFAULT_MAX_TOTAL_VARIATION)
+    )
+    trials = int((stated.trials if stated else None) or (family or {}).get("trials", judges.DEFAULT_TRIALS))
     found = correctness.Tolerance(
         atol=correctness.DEFAULT_ATOL if atol is None else atol,
         rtol=correctness.DEFAULT_RTOL if rtol is None else rtol,
         required_matched_ratio=correctness.DEFAULT_MATCHED_RATIO if ratio is None else ratio,
+        judge=judge,
+        max_total_variation=limit,
+        trials=trials,
     )
     if definition is None or definition.tolerance is None:
         return found
@@ -175,6 +195,9 @@ def tolerance_for(
             f"({least:g})"
         )
     return correctness.Tolerance(
+        judge=judge,
+        max_total_variation=limit,
+        trials=trials,
         atol=found.atol if contract.atol is None else min(found.atol, contract.atol),
         rtol=found.rtol if contract.rtol is None else min(found.rtol, contract.rtol),
         required_matched_ratio=(
@@ -331,6 +354,10 @@ class _Session:
         #: drawn now, never shown to a worker; seeds every value the rounds and the timed calls get
         self.secret = options.input_secret or secrets.token_hex(16)
         self.round_labels = [f"round {n}" for n in range(1, options.rounds + 1)]
+        #: the distribution judge's trials: that many calls on the first round's input (kictl.families.judges)
+        self.trials = tolerance_for_trials(spec)
+        if self.trials:
+            self.round_labels = [f"trial {n}" for n in range(1, self.trials + 1)]
         iterations = counts[1]
         sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
         self.set_labels = [f"input set {n}" for n in range(max(1, sets))]
@@ -446,11 +473,16 @@ class _Session:
             for name in self.order.outputs
         ]
         read = self.registry.read_blob
+        made = partial(self.entrypoint_inputs, workload.name)
         rounds = []
         for offset, label in enumerate(self.round_labels, start=1):
-            plan = plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset)
-            rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{label}"), label)))
+            offset, seeded = (1, "round 1") if self.trials else (offset, label)  # trials: one input, many calls
+            plan = resolve_entrypoint(
+                plan_inputs(self.spec, workload, self.order.inputs, read, offset=offset), axes, made
+            )
+            rounds.append((label, to_wire(with_secret_values(plan, self.secret, f"{workload.digest}:{seeded}"), label)))
         timed_structure = plan_inputs(self.spec, workload, self.order.inputs, read, offset=0)
+        timed_structure = resolve_entrypoint(timed_structure, axes, made)
         setup = to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:setup"), "setup")
         timed = [
             to_wire(with_secret_values(timed_structure, self.secret, f"{workload.digest}:{label}"), label)
@@ -466,9 +498,58 @@ class _Session:
             set_labels=list(self.set_labels),
             synthesized=timed_structure.synthesized,
             device=self.device,
+            judge_inputs=partial(_judge_inputs, {"trials": rounds[0][1], "timed": setup}, self.device)
+            if self.trials
+            else None,
         )
         outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
         return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
+
+    def entrypoint_inputs(
+        self, workload: str, names: tuple[str, ...], axes: dict[str, int], seed: int
+    ) -> dict[str, tuple[str, tuple[int, ...], bytes]]:
+        """The definition's ``inputs_entrypoint`` called in kictl's reference worker (never an implementation's):
+        ``f(seed, *axis values named by its parameters)``, its tensors by name.  The worker loads ``run`` again
+        before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
+        import dataclasses
+
+        assert self.spec.inputs_entrypoint is not None
+        worker = self.reference_worker
+        parameters = entrypoint_parameters(self.spec)
+        scalars = [("seed", seed & wire.SAFE_INT), *((axis, axes[axis]) for axis in parameters)]
+        plan = wire.Plan(
+            label="inputs",
+            inputs=tuple(
+                wire.InputSpec(name=name, kind="scalar", dtype="int64", shape=(), scalar=value)
+                for name, value in scalars
+            ),
+        )
+        outputs = tuple(
+            wire.OutputSpec(
+                name=name, shape=families.tensor_shape(self.spec, name, axes), dtype=self.spec.inputs[name].dtype
+            )
+            for name in names
+        )
+        load = dataclasses.replace(reference_load(self.spec), function=self.spec.inputs_entrypoint)
+        try:
+            self.wait_ready(worker)
+            self.say(f"{workload}: inputs from {self.spec.inputs_entrypoint}() in kictl's reference worker")
+            worker.loaded = False  # run() is loaded again before the next reference call
+            worker.request(load, self.options.timeout_s, frozenset({wire.Loaded.TYPE}))
+            answer = worker.request(
+                wire.Reference(plan=plan, outputs=outputs, shift=0),
+                self.options.timeout_s,
+                frozenset({wire.Outputs.TYPE}),
+            )
+        except (ImplementationFailed, WorkerGone, wire.WireError) as exc:
+            worker.stop()
+            detail = getattr(exc, "detail", str(exc))
+            raise _Skip(f"the definition's inputs entrypoint failed: {_last_line(detail)}") from None
+        assert isinstance(answer, wire.Outputs)
+        return {
+            name: (item.dtype, tuple(item.shape), bytes(item.data))
+            for name, item in zip(names, answer.tensors, strict=True)
+        }
 
     def resolve_timer(self, worker: WorkerProcess) -> str:
         """The session's timer, once: CUPTI where the worker reports it attached, unless another was asked for.
@@ -725,6 +806,14 @@ class _Session:
         """
         from concurrent.futures import ThreadPoolExecutor
 
+        same: dict[str, str] = {}  # a label whose call is another's (the same inputs): computed once
+        first: dict[Any, str] = {}
+        for label, plan, shift, perturb in wanted:
+            same[label] = first.setdefault((plan.inputs, shift, perturb), label)
+        if len(first) < len(wanted):
+            unique = [item for item in wanted if same[item[0]] == item[0]]
+            found = self.reference_outputs(context, plans, unique)
+            return {label: found[same[label]] for label, _, _, _ in wanted}
         count = min(len(self.reference_workers), len(wanted))
         if count <= 1:
             return self._reference_share(self.reference_worker, context, plans, wanted)
@@ -804,6 +893,42 @@ class _Session:
         if key not in self.protocols:
             self.protocols[key] = protocol_record(spec)
         return self.protocols[key]
+
+
+def tolerance_for_trials(spec: DefinitionSpec) -> int | None:
+    """The trials of the definition's distribution judge (stated, else its family's), or None."""
+    stated = spec.tolerance
+    family = judges.contract(spec) or {}
+    judge = (stated.judge if stated and stated.judge else None) or family.get("judge")
+    if judge != judges.DISTRIBUTION:
+        return None
+    return (stated.trials if stated else None) or family.get("trials") or judges.DEFAULT_TRIALS
+
+
+def _judge_inputs(plans: dict[str, wire.Plan], device: str, which: str) -> dict[str, Any]:
+    """The inputs of ``plans[which]`` as the workers make them on ``device``, by name on the CPU (for a judge);
+    made once per plan.  Empty for the timed calls when they have random inputs (an audited call's are rolled:
+    kictl does not remake them)."""
+    from kictl.bench.wire.tensors import materialize_plans
+
+    plan = plans[which]
+    if which == "timed" and any(spec.kind == "random" for spec in plan.inputs):
+        return {}
+    cached = _JUDGE_INPUTS.get(id(plan))
+    if cached is not None and cached[0] is plan:
+        return cached[1]
+    made = materialize_plans([plan], device)[0]
+    found = {
+        spec.name: value.cpu() if hasattr(value, "cpu") else value
+        for spec, value in zip(plan.inputs, made, strict=True)
+    }
+    if len(_JUDGE_INPUTS) > 4:
+        _JUDGE_INPUTS.clear()  # a workload's two plans at a time
+    _JUDGE_INPUTS[id(plan)] = (plan, found)
+    return found
+
+
+_JUDGE_INPUTS: dict[int, tuple[wire.Plan, dict[str, Any]]] = {}
 
 
 def reference_pool_size(device: str) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,9 @@ class WorkloadContext:
     device: str = "cpu"
     floor_ns: float | None = None
     floor_text: str | None = None
+    #: the inputs by name of the distribution judge's trials ("trials": they share one) or of the timed calls
+    #: ("timed": every input set has the same generated inputs), made on demand
+    judge_inputs: Callable[[str], dict[str, Any]] | None = None
 
 
 def _reading_fields(item: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +151,10 @@ def integrity_checks(
         by_set.setdefault(set_label, out)
     fresh = [*calls, *by_set.items()]
     stale = _stale(fresh, refs)
-    if len(fresh) < 2:
+    samples = context.tolerance.judge == "distribution"
+    if samples:  # a random process: references differ call to call; repeats are the distribution test's
+        checks[Check.OUTPUTS_FRESH.value] = result(SKIPPED, "outputs are samples, judged by the distribution test")
+    elif len(fresh) < 2:
         checks[Check.OUTPUTS_FRESH.value] = result(SKIPPED, "fewer than two different inputs were called")
     elif stale:
         checks[Check.OUTPUTS_FRESH.value] = result(FAILED, "; ".join(stale))
@@ -171,6 +178,13 @@ def integrity_checks(
         )
         if compared.status != "passed":
             wrong.append(f"{label}: {compared.detail}")
+        elif samples and context.judge_inputs is not None:  # each sample inside its filtered distribution
+            from kictl.families import judges
+
+            timed = context.judge_inputs("timed")
+            found = judges.judge_distribution(timed, [out[0]], limit=1.0) if timed else None
+            if found is not None and found.status != "passed":
+                wrong.append(f"{label}: {found.detail}")
     key = Check.TIMED_OUTPUTS_CORRECT.value
     if errors:
         checks[key] = result(FAILED, f"a timed call {errors[0]}")
@@ -227,6 +241,8 @@ def evaluate(
                 tolerance=context.tolerance,
             )
         )
+    if context.tolerance.judge == "distribution" and compared and context.judge_inputs is not None:
+        compared.append(_distribution_round(evidence, context))
     primary_ns = None
     if evidence.samples:
         stats = summarize(evidence.samples)
@@ -268,7 +284,7 @@ def evaluate(
     checks = integrity_checks(evidence, context, refs, compared, primary_ns)
     members["integrity"] = checks
     worst = correctness.worst_round(compared) if compared else None
-    record_correctness: dict[str, Any] = {"comparator": correctness.COMPARATOR, "rounds": rounds_count}
+    record_correctness: dict[str, Any] = {"comparator": context.tolerance.comparator, "rounds": rounds_count}
     if worst is not None:
         for key, value in (
             ("maximumAbsoluteError", worst.maximum_absolute_error),
@@ -295,6 +311,20 @@ def evaluate(
     else:
         members["status"] = "passed"
     return members
+
+
+def _distribution_round(evidence: RunEvidence, context: WorkloadContext) -> correctness.RoundComparison:
+    """The distribution judge over every trial's samples of the first output (``kictl.families.judges``)."""
+    from kictl.families import judges
+
+    assert context.judge_inputs is not None
+    samples = [out[0] for label in context.round_labels if isinstance(out := evidence.rounds.get(label), list)]
+    limit = context.tolerance.max_total_variation
+    found = judges.judge_distribution(context.judge_inputs("trials"), samples, limit=limit)
+    output = correctness.OutputComparison(
+        context.names[0], found.status, found.detail, found.maximum_absolute_error, None, found.matched_ratio
+    )
+    return correctness.RoundComparison(offset=0, outputs=(output,))
 
 
 def _load_average() -> float | None:

@@ -21,6 +21,8 @@ from kictl.bench.wire.checks import os_threads
 from kictl.errors import RecordError
 
 FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+#: The kind prefix of an input a family's generator draws (``generated:<name>``, ``kictl.bench.wire.generators``).
+GENERATED = "generated:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +98,11 @@ def materialize_one(source: InputSource, device: str) -> Any:
         tensor = torch.tensor(source.values, dtype=torch_dtype(source.dtype)).reshape(source.shape)
     elif source.kind == "random":
         tensor = _random(source, device)
+    elif source.kind.startswith(GENERATED):
+        from kictl.bench.wire import generators
+
+        assert source.seed is not None
+        tensor = generators.draw(source.kind.removeprefix(GENERATED), source.shape, source.dtype, source.seed)
     else:
         tensor = _from_blob(source)
     return tensor.to(device)

@@ -1,0 +1,82 @@
+"""Inputs whose values need a structure that independent random draws lack, drawn from a seed (worker side).
+
+A family (``kictl.families``) names these per input (``Family.generated``); ``kictl.bench.judge.inputs`` plans them as
+``generated:<name>`` sources, reseeded like random inputs for every input set, and every worker draws them
+with ``draw`` on the CPU (the same values on any device) before moving them to its device:
+
+``probability-rows``
+    one probability distribution per row of the last axis: ``softmax(2 * N(0, 1))`` in float64, so every
+    row is non-negative and sums to one to within the dtype's rounding;
+``top-p``
+    thresholds drawn uniformly in ``[0.5, 0.95]``;
+``fp8-paged-index-cache``
+    DeepSeek's packed FP8 key cache ``[num_pages, page_size, 1, head_dim + 4]`` (bytes as int8): per page,
+    ``page_size * head_dim`` FP8 E4M3 values then ``page_size`` float32 scales in ``[0.5, 1.5)``; random bytes
+    would hold NaN and infinite scales.
+
+torch is imported inside ``draw``: the families themselves stay light.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from kictl.errors import RecordError
+
+
+def _generator(seed: int) -> Any:
+    import torch
+
+    return torch.Generator(device="cpu").manual_seed(seed)
+
+
+def probability_rows(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    import torch
+
+    logits = torch.randn(shape, generator=_generator(seed), dtype=torch.float64) * 2.0
+    return torch.softmax(logits, dim=-1).to(dtype)
+
+
+def top_p(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    import torch
+
+    return (0.5 + 0.45 * torch.rand(shape, generator=_generator(seed), dtype=torch.float64)).to(dtype)
+
+
+def fp8_paged_index_cache(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    import torch
+
+    if len(shape) != 4 or shape[-1] <= 4:
+        raise RecordError(f"fp8-paged-index-cache needs [num_pages, page_size, heads, head_dim + 4], not {list(shape)}")
+    pages, page_size, heads, width = shape
+    head_dim = (width - 4) * heads
+    generator = _generator(seed)
+    values = torch.randn((pages, page_size * head_dim), generator=generator).to(torch.float8_e4m3fn)
+    scales = 0.5 + torch.rand((pages, page_size * heads), generator=generator, dtype=torch.float32)
+    packed = torch.cat([values.view(torch.uint8), scales.view(torch.uint8)], dim=1)
+    return packed.view(torch.int8).reshape(shape).to(dtype)
+
+
+GENERATORS: dict[str, Callable[[tuple[int, ...], Any, int], Any]] = {
+    "probability-rows": probability_rows,
+    "top-p": top_p,
+    "fp8-paged-index-cache": fp8_paged_index_cache,
+}
+
+
+def draw(name: str, shape: tuple[int, ...], dtype: str, seed: int) -> Any:
+    """The tensor generator ``name`` draws for ``shape`` and ``dtype`` from ``seed``, on the CPU.
+
+    Raises ``RecordError`` for an unknown generator or a shape it cannot fill.
+    """
+    import torch
+
+    function = GENERATORS.get(name)
+    if function is None:
+        raise RecordError(f"no input generator {name!r}; known: {', '.join(sorted(GENERATORS))}")
+    made = function(shape, getattr(torch, dtype), seed)
+    if tuple(made.shape) != shape or math.prod(shape) != made.numel():  # pragma: no cover - generators keep shapes
+        raise RecordError(f"generator {name} made {list(made.shape)}, not {list(shape)}")
+    return made
