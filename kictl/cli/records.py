@@ -178,7 +178,7 @@ def show(
     out(f"evidence: {with_advisories(trust.level, marks.of(digest))} · " + " · ".join(extras))
     if report.attestations:
         out(f"attestations ({len(report.attestations)}):")
-        for line in attestation_lines(report.attestations):
+        for line in attestation_lines(report.attestations, target.root):
             out(line)
     else:
         out("attestations: none")
