@@ -220,6 +220,7 @@ def test_writers_on_a_read_only_registry_are_one_line_exit_4(keys: Path, registr
     commands = [
         ["add", str(manifest)],
         ["sign", _run_digest(), "--key", str(keys / "KEY")],
+        ["bench", "gemm_tiny", "--impl", str(tmp_path / "impl.py"), "--device", "cpu"],  # refused before it runs
         ["init", str(registry_copy / "inner")],
         ["keygen", "--out", str(registry_copy / "new.key")],
     ]
