@@ -180,6 +180,7 @@ _NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\(([0-9a-f]{12})\)"), "(<commit>)"),
     (re.compile(r"\broot (version )?\d+\b|\bversion \d+ of the trust root|v\d+\.root\.json"), "<root version>"),
     (re.compile(r"\bkeyid [0-9a-f]{8,64}\b"), "keyid <keyid>"),
+    (re.compile(r"\b\d+ version\(s\)"), "<n> version(s)"),
     (re.compile(r"sha256:[0-9a-f]{8,63}…"), "sha256:<cut digest>…"),
     (re.compile(r"accessed \S+"), "accessed <date>"),
 )

@@ -220,6 +220,7 @@ def test_writers_on_a_read_only_registry_are_one_line_exit_4(keys: Path, registr
     commands = [
         ["add", str(manifest)],
         ["sign", _run_digest(), "--key", str(keys / "KEY")],
+        ["bench", "gemm_tiny", "--impl", str(tmp_path / "impl.py"), "--device", "cpu"],  # refused before it runs
         ["init", str(registry_copy / "inner")],
         ["keygen", "--out", str(registry_copy / "new.key")],
     ]
@@ -250,3 +251,36 @@ def test_writers_on_a_read_only_registry_are_one_line_exit_4(keys: Path, registr
         assert len(errors) == 1, (args, stderr)
         assert str(registry_copy) in errors[0], (args, errors[0])
         assert "read-only" in errors[0].lower() or "permission" in errors[0].lower(), (args, errors[0])
+
+
+def test_a_tampered_registry_blob_is_named_by_its_file(cli: RunCli, tmp_path: Path) -> None:
+    """A blob under registry/blobs/ whose bytes no longer hash to its name: each reader names that file."""
+    from kictl import blobs
+    from kictl.records import record_from_value
+    from kictl.store import Registry
+
+    root = tmp_path / "registry"
+    create_registry(root)
+    registry = Registry(root)
+    chain = factories.chain()
+    data = blobs.write_safetensors({"A": ("float16", (2, 8), bytes(32))})
+    digest = registry.add_blob(data)
+    chain["workload"]["spec"]["inputs"]["A"] = {"type": "blob", "digest": digest, "key": "A"}
+    workload_digest = canon.record_digest(chain["workload"])
+    chain["run"]["spec"]["workloadDigest"] = workload_digest
+    registry.add([record_from_value(value) for value in chain.values()])
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "a workload with a blob input")
+    relative = f"registry/blobs/{digest[7:9]}/{digest[7:]}"
+    (root / relative).write_bytes(data[:-1] + b"\x01")  # same name, other bytes
+    run = canon.record_digest(chain["run"])
+    for args, code in ((["validate"], 3), (["verify", run], 1)):
+        result = cli(*args, "--registry", root)
+        assert "Traceback" not in result.output, (args, result.output)
+        assert result.exit_code == code, (args, result.output)
+        assert relative[:30] in result.output, (args, result.output)  # verify cuts the digest to 12 digits
+    implementation = canon.record_digest(chain["implementation"])
+    bench = cli("bench", "gemm_tiny", "--impl", implementation, "--device", "cpu", "--no-sandbox", "--registry", root)
+    assert "Traceback" not in bench.output
+    assert bench.exit_code == 3, bench.output
+    assert relative in bench.stderr, bench.stderr

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from kictl import render
-from kictl.errors import KictlError, RegistryError
+from kictl.errors import EXIT_REGISTRY, KictlError, RegistryError
 from kictl.render import short as short
 from kictl.render import table as table
 from kictl.terminal import json_safe, terminal_safe
@@ -77,6 +77,14 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
                 raise
             print(terminal_safe(f"error: {exc.diagnostics()}"), file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:
+            # the reader of stdout went away (`kictl ... | head`): nothing more to say, and no one to say it to
+            import contextlib
+            import os
+
+            with contextlib.suppress(OSError, ValueError):  # Python's own flush at exit would fail the same way
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(EXIT_REGISTRY) from None
         except Exception as exc:
             mapped = io_error(exc)
             if mapped is None or STATE.debug:

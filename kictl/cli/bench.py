@@ -77,6 +77,26 @@ def failure_reason(detail: str | None, *, width: int = 240) -> str:
     return reason
 
 
+def _writable_or_refuse(folder: Path) -> None:
+    """``RegistryError`` (exit 4) now when the records could not be written after the bench (a read-only registry)."""
+    import errno
+
+    from kictl.errors import RegistryError
+    from kictl.store.files import write_hint
+
+    existing = next((place for place in (folder, *folder.parents) if place.exists()), None)
+    if existing is not None and not os.access(existing, os.W_OK):
+        reason = OSError(errno.EROFS if _read_only_mount(existing) else errno.EACCES, "")
+        raise RegistryError(f"{existing}: cannot write the runs' records{write_hint(reason)}")
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 def _number(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}g}"
 
@@ -244,6 +264,8 @@ def bench(
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
     target = open_registry(registry)
+    if out_dir is None:
+        _writable_or_refuse(target.root / "registry" / "records")  # before minutes of benchmarking, not after
     if sign is not None:
         from kictl import trust
 
@@ -296,6 +318,10 @@ def bench(
         worker_limits=worker_limits,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
+    if not scaled and device.strip().lower().startswith("cuda"):
+        from kictl.bench.options import resolve_device
+
+        resolve_device(device)  # no GPU: exit 5 now, before any worker starts (the session would spawn them first)
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
     if devices is None and executor == "local":  # one device known here; scale-out workers pick theirs
         _size_warnings(

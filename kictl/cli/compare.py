@@ -24,6 +24,7 @@ from kictl.cli._common import (
     emit_json,
     guarded,
     out,
+    short,
     table,
 )
 from kictl.cli.rank import _line, _open, _room  # the boards' text helpers and index opening, shared
@@ -82,10 +83,8 @@ def _key_comparison(result: RecordDiff) -> str | None:
 def _render_record_diff(result: RecordDiff, *, samples: bool = False) -> list[str]:
     key_line = _key_comparison(result)
     lines = [] if key_line is None or result.equal else [_line(key_line)]
-    lines += [
-        f"a  {result.before.digest}  {fit(result.before.kind + ' ' + result.before.name, 20)}",
-        f"b  {result.after.digest}  {fit(result.after.kind + ' ' + result.after.name, 20)}",
-    ]
+    for side, record in (("a", result.before), ("b", result.after)):  # the whole name, under its digest
+        lines += [f"{side}  {record.digest}", _line(f"   {record.kind} {record.name}")]
     if result.equal:
         lines.append("the same record")
         return lines
@@ -108,15 +107,29 @@ def _render_record_diff(result: RecordDiff, *, samples: bool = False) -> list[st
     return lines
 
 
+def _by_kind_and_name(item: tuple[str, str, str]) -> tuple[int, str, str]:
+    kind, digest, name = item
+    order = ("Definition", "Workload", "Implementation", "BenchmarkProtocol", "ExecutionEnvironment", "BenchmarkRun")
+    return (order.index(kind) if kind in order else len(order), name, digest)
+
+
+def _by_new_rank(rank: Any) -> tuple[int, int, str]:
+    """Rank changes as the board reads after the change: #1 first, then who left it (by their old rank)."""
+    after = rank.after_rank if rank.after_rank is not None else 1_000_000
+    before = rank.before_rank if rank.before_rank is not None else 1_000_000
+    return (after, before, rank.name)
+
+
 def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
     lines = [
         f"{before} ({result.before[:12]}) → {after} ({result.after[:12]}): "
         f"{len(result.added)} record(s) added, {len(result.removed)} removed"
     ]
     for title, items in (("added", result.added), ("removed", result.removed)):
-        if items:
+        if items:  # by kind, then name: what a reader looks for (the digest's first 12 digits beside it)
             lines.append(f"{title}:")
-            lines.extend(f"  {kind:<20}  {digest}" for kind, digest, _ in items)
+            rows = [[kind, name, short(digest)] for kind, digest, name in sorted(items, key=_by_kind_and_name)]
+            lines.extend("  " + line for line in table(["kind", "name", "digest"], rows, cut=(1,), width=_room(2)))
     for change in result.groups:
         lines.append("")
         label = f"{change.definition or '?'} / {change.workload_name} on {change.key.gpu}"
@@ -131,7 +144,7 @@ def _render_state_diff(result: StateDiff, before: str, after: str) -> list[str]:
                 lines.append(_line(f"    was: {was}{margin}"))
             else:
                 lines.append("    the group's first ranked run")
-        for rank in change.rank_changes:
+        for rank in sorted(change.rank_changes, key=_by_new_rank):
             before_rank = "-" if rank.before_rank is None else str(rank.before_rank)
             after_rank = "-" if rank.after_rank is None else str(rank.after_rank)
             times_ = latency(rank.after_ns)

@@ -14,7 +14,8 @@ from typing import Annotated
 
 import typer
 
-from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
+from kictl.render import WIDTH
 
 app = typer.Typer(help="Export records in other harnesses' formats.", no_args_is_help=True)
 
@@ -70,8 +71,14 @@ def flashinfer_trace(
     if as_json:
         emit_json(report.to_json())
     else:
-        for item in report.exported:
-            out(f"{short(item.run)}  {item.evidence:<8}  {item.definition}  {item.workload}  {item.implementation}")
+        rows = [
+            [short(item.run), item.evidence, item.definition, item.workload, item.implementation]
+            for item in report.exported
+        ]
+        if rows:  # aligned columns (issue 45), names cut to the terminal's width, the digest never
+            headers = ["run", "evidence", "definition", "workload", "implementation"]
+            for line in table(headers, rows, cut=(2, 3, 4), width=WIDTH):
+                out(line)
     err(
         f"{report.out}: {len(report.exported)} trace(s) of {len({item.definition for item in report.exported})} "
         f"definition(s) on {report.gpu} at evidence {report.min_evidence} or above; "

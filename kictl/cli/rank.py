@@ -90,9 +90,7 @@ def _room(indent: int = 0) -> int | None:
 
 
 #: What the summary's columns and marks mean, in one line under each board (docs/leaderboards.md says more).
-SUMMARY_LEGEND = (
-    "vs floor: record ÷ physical floor · evidence: disputed < unsigned < reported < verified · docs/leaderboards.md"
-)
+SUMMARY_LEGEND = "vs floor: record ÷ floor · evidence disputed < unsigned < reported < verified · docs/leaderboards.md"
 #: The same for one workload's groups.
 GROUP_LEGEND = "1= tied within noise · * not committed · × ref: speed-up over the reference · docs/leaderboards.md"
 

@@ -187,7 +187,7 @@ def show(
         out(line)  # kictl.derived: the figures every reader uses, and what the record contradicts
     if report.attestations:
         out(f"attestations ({len(report.attestations)}):")
-        for line in attestation_lines(report.attestations):
+        for line in attestation_lines(report.attestations, target.root):
             out(line)
     else:
         out("attestations: none")

@@ -64,10 +64,12 @@ def selftest(
             out(line)
     for session, reason in report.skipped:
         err(f"skipped session {session}: {reason}")
+    from kictl.cli.bench import failure_reason  # one line per run that did not pass, as the bench says it
+
     missed = report.missed
     for result in missed:
         err(f"missed: {result.entry} on {result.workload} ({result.device}): expected {result.expected}, "
-            f"got {result.status}: {result.detail.splitlines()[0][:160] if result.detail else ''}")  # fmt: skip
+            f"got {result.status}: {failure_reason(result.detail, width=160)}")  # fmt: skip
     if missed:
         names = sorted({result.entry for result in missed})
         raise CheckFailed(f"{len(names)} corpus entr{'y' if len(names) == 1 else 'ies'} missed: {', '.join(names)}")

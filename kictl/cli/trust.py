@@ -171,16 +171,39 @@ def _detail(result: trust_core.AttestationResult) -> str:
     return ""
 
 
-def attestation_lines(results: list[trust_core.AttestationResult]) -> list[str]:
+def claimed_type(root: Path | None, path: str) -> str:
+    """What an envelope that failed before its type was known says it is, marked unverified (never trusted).
+
+    ``rerun (claimed)`` from the statement's ``predicateType``; ``unreadable`` where the file, its
+    payload or its statement cannot be read.
+    """
+    import base64
+    import json
+
+    if root is None:
+        return "unreadable"
+    try:
+        envelope = json.loads((root / path).read_bytes())
+        statement = json.loads(base64.b64decode(envelope["payload"], validate=False))
+        uri = statement["predicateType"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "unreadable"
+    kind = trust_core.predicate_kind(uri) if isinstance(uri, str) else None
+    return f"{kind} (claimed)" if kind else "unknown type"
+
+
+def attestation_lines(results: list[trust_core.AttestationResult], root: Path | None = None) -> list[str]:
     """One row per envelope: type, valid or INVALID, signers, signing time (UTC), what it says.
 
-    A signing time marked ``*`` is now: the envelope is not committed yet.
+    A signing time marked ``*`` is now: the envelope is not committed yet.  An envelope rejected before
+    its type was verified shows the type it claims, marked so (``claimed_type``), read from ``root``.
     """
     rows = []
     for result in results:
         when = _records.format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
         state = "valid" if result.valid else "INVALID"
-        rows.append([result.predicate_type or "?", state, _signers(result), when, _detail(result)])
+        kind = result.predicate_type or claimed_type(root, result.path)
+        rows.append([kind, state, _signers(result), when, _detail(result)])
     # names whole; cut only to fit a terminal (issue 30)
     width = terminal_width()
     headers = ["type", "state", "signed by", "signed (UTC)", "says"]
@@ -230,7 +253,7 @@ def verify(
             out(f"anchor     {report.anchor}")
         if report.attestations:
             out(f"attestations ({len(report.attestations)})")
-            for line in attestation_lines(report.attestations):
+            for line in attestation_lines(report.attestations, target.root):
                 out(line)
         for note in report.notes:
             out(f"note       {note}")

@@ -143,7 +143,7 @@ class _RunChecks(_ReviewBase):
         if unknown_gpus:
             names = ", ".join(sorted(unknown_gpus))
             self.report.not_checked.append(
-                NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
+                NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on CPUs (no datasheet floor): {names}")
             )
 
     def _derived_figures(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:

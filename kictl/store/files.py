@@ -122,8 +122,21 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
                 os.unlink(tmp_name)
             raise
     except OSError as exc:
-        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}{write_hint(exc)}") from exc
     return True
+
+
+def write_hint(exc: OSError) -> str:
+    """What to do about a write that failed: a read-only mount, missing permissions, a full disk."""
+    import errno
+
+    if exc.errno == errno.EROFS:
+        return " (the registry is mounted read-only: write in a writable checkout, or give --out where there is one)"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return " (no permission: check the folder's owner and mode)"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return " (the disk is full: free space and run it again; nothing was half-written)"
+    return ""
 
 
 def _same_or_refuse(path: Path, data: bytes) -> bool:
@@ -168,7 +181,7 @@ def write_immutable(path: Path, data: bytes) -> bool:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)
     except OSError as exc:
-        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}") from exc
+        raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}{write_hint(exc)}") from exc
     return True
 
 

@@ -134,6 +134,8 @@ def test_no_gpu_is_exit_5(cli: RunCli, bundled_registry: Registry) -> None:
     )
     assert result.exit_code == 5, result.output
     assert "no CUDA GPU is available" in result.stderr
+    # issue 45: refused before any worker started, so the one line is all there is
+    assert result.stderr.splitlines() == [line for line in result.stderr.splitlines() if line.startswith("error: ")]
 
 
 def test_no_sandbox_is_exit_5_unless_waived(

@@ -209,3 +209,26 @@ def test_a_gpu_draws_its_inputs_on_itself_the_same_every_time(bundled_registry: 
         assert torch.equal(values[q], materialize_spec(plan.inputs[q], "cuda:0"))
         assert abs(values[q].float().std().item() - 1.0) < 0.05
     assert not torch.equal(made[0][q], made[1][q])
+
+
+def test_a_blob_that_is_no_safetensors_file_is_named_by_its_registry_file(empty_registry: Registry) -> None:
+    """Issue 45: the error named the blob's digest only; it names the workload, the input and the file."""
+    spec_members = {
+        "name": "scale_rows",
+        "family": "elementwise",
+        "axes": {"n": {"type": "var"}},
+        "inputs": {"x": {"shape": ["n"], "dtype": "float32"}},
+        "outputs": {"y": {"shape": ["n"], "dtype": "float32"}},
+        "reference": "def run(x):\n    return x * 2\n",
+    }
+    definition = new_record(DefinitionSpec.model_validate_json(json.dumps(spec_members)), name="scale_rows")
+    assert isinstance(definition.model.spec, DefinitionSpec)
+    for data, problem in ((b"not a safetensors file", "not a safetensors file"), (None, "has no tensor 'x'")):
+        blob = data or blobs.write_safetensors({"y": ("float32", (1,), b"\0\0\0\0")})
+        digest = empty_registry.add_blob(blob)
+        inputs = {"x": {"type": "blob", "digest": digest, "key": "x"}}
+        body = {"definitionDigest": definition.digest, "axes": {"n": 3}, "inputs": inputs}
+        workload = new_record(WorkloadSpec.model_validate_json(json.dumps(body)), name="three")
+        where = f"registry/blobs/{digest[7:9]}/{digest[7:]}"
+        with pytest.raises(RecordError, match=f"^workload three: input x: {where}.*{problem}"):
+            plan_inputs(definition.model.spec, workload, ("x",), empty_registry.read_blob)

@@ -256,6 +256,33 @@ def test_diff_over_two_revisions(cli: RunCli, world: World, basic: dict[str, Sto
     assert json.loads(equal.stdout)["equal"] is True
 
 
+def test_diff_text_names_records_whole_and_lists_ranks_in_board_order(
+    cli: RunCli, world: World, basic: dict[str, StoredRecord]
+) -> None:
+    """Issue 45: `diff REV REV` listed added records as bare digests and rank changes in reverse; `diff A B` cut a
+    run's name to 6 characters."""
+    b = basic
+    world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000)
+    slow = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 12_000)
+    world.commit("first runs", when=NOW - timedelta(days=1))
+    new = world.run(b["m128"], b["flashinfer"], b["protocol"], b["h200"], 8_000)
+    world.commit("a faster run", when=NOW)
+    text = cli("diff", "HEAD~1", "HEAD", "--registry", world.registry.root)
+    assert text.exit_code == 1, text.output
+    lines = text.stdout.splitlines()
+    added = lines[lines.index("added:") + 1 : lines.index("added:") + 4]
+    assert added[0].split() == ["kind", "name", "digest"]
+    assert added[2].split() == ["BenchmarkRun", new.name, new.digest[:19]]
+    ranks = [line.split(":")[0].strip() for line in lines if line.strip().startswith("rank ")]
+    assert ranks == ["rank - → 1", "rank 1 → 2", "rank 2 → 3"], lines
+    _lines_fit(text.stdout)
+    record = cli("diff", slow.digest, new.digest, "--registry", world.registry.root)
+    shown = record.stdout.splitlines()
+    assert f"   BenchmarkRun {slow.name}" in shown
+    assert f"   BenchmarkRun {new.name}" in shown
+    assert f"a  {slow.digest}" in shown
+
+
 def test_history_across_commits(cli: RunCli, world: World, basic: dict[str, StoredRecord]) -> None:
     b = basic
     world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 12_000)

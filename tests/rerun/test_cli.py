@@ -48,6 +48,11 @@ def test_reruns_of_the_pytorch_and_reference_kernels_agree_and_make_them_verifie
     cli: RunCli, origin: Origin, wide: Reruns, tmp_path: Path
 ) -> None:
     assert wide.result.exit_code == 0, wide.result.output
+    # issue 45: a line per step on a log, each group saying what is left
+    steps = [line for line in wide.result.stderr.splitlines() if "groups done; now " in line]
+    assert [line.split("s ", 1)[1].split(";")[0] for line in steps] == ["0/2 groups done", "1/2 groups done"], steps
+    assert steps[0].endswith("(0 of 2, time left unknown yet)")
+    assert steps[1].endswith(" left)")
     verdicts = wide.verdicts
     names = ("rmsnorm_torch", "rmsnorm_reference", "gemm_torch", "gemm_reference")
     assert {verdicts[origin.runs[name]]["verdict"] for name in names} == {"agrees"}
