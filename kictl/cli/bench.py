@@ -319,7 +319,7 @@ def bench(
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     if not scaled and device.strip().lower().startswith("cuda"):
-        from kictl.bench.options import resolve_device
+        from kictl.bench.judge.options import resolve_device
 
         resolve_device(device)  # no GPU: exit 5 now, before any worker starts (the session would spawn them first)
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
