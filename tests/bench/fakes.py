@@ -117,6 +117,21 @@ class FakeWorker:
     def cpu_ns(self) -> int:
         return 0
 
+    # issue 40's limits, as a worker in no cgroup shows them: none reached, no per-CPU count, nothing to quiet
+    cpus: tuple[int, ...] = ()
+
+    def breaches(self) -> list[str]:
+        return []
+
+    def cpu_ns_per_cpu(self) -> dict[int, int] | None:
+        return None
+
+    def cpus_outside(self, given: tuple[int, ...]) -> str | None:
+        return None
+
+    def quiet(self, idle: bool) -> None:
+        pass
+
     def send(self, message: wire.Message) -> None:
         """Hold the request: ``receive`` answers it (a misbehaviour shows there, as over a real wire)."""
         if not self.alive:
