@@ -172,8 +172,8 @@ class FakeWorker:
         if isinstance(message, wire.Reference):
             made = [materialize_spec(spec, "cpu") for spec in message.plan.inputs]
             args = [
-                _rolled(v, message.shift) if spec.kind == "random" else v
-                for v, spec in zip(made, message.plan.inputs, strict=True)
+                _rolled(v, message.shift, k) if spec.kind == "random" else v
+                for k, (v, spec) in enumerate(zip(made, message.plan.inputs, strict=True))
             ]
             return wire.Outputs(tensors=(pack(rmsnorm(*args)),), error=None, notes=())
         if isinstance(message, wire.Check):
@@ -186,8 +186,8 @@ class FakeWorker:
             return wire.Armed(notes=())
         if isinstance(message, wire.Stage):
             self.staged = [
-                _rolled(v, message.shift) if roll else v
-                for v, roll in zip(self.sets[message.input_set], self.rolled, strict=True)
+                _rolled(v, message.shift, k) if roll else v
+                for k, (v, roll) in enumerate(zip(self.sets[message.input_set], self.rolled, strict=True))
             ]
             return wire.Staged()
         if isinstance(message, wire.Call):
