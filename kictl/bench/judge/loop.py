@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kictl.bench import wire
-from kictl.bench.judge import staging
+from kictl.bench.judge import staging, taken
 from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
 from kictl.bench.wire import regions
 from kictl.bench.wire.checks import Check
@@ -367,6 +367,7 @@ class RunDriver:
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
             parent_stages=offsets is not None,
+            stop_at_return=self.takes_outputs,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
         if self._ask(arm, wire.Armed) is None:
@@ -406,6 +407,8 @@ class RunDriver:
             if answer is None:
                 return
             assert isinstance(answer, wire.Sample)
+            if self.takes_outputs:
+                self._took(taken.take(self.worker.worker_pid, answer, False, self.outputs_limit), False)
             self.call_number += 1
             if answer.ns is None:
                 self.warmup_calls.add(self.call_number)
@@ -426,6 +429,22 @@ class RunDriver:
         self.loop_started_ticks = armed.cpu_ticks
         self.loop_started_ns = time.perf_counter_ns()
         self.active = True
+
+    @property
+    def takes_outputs(self) -> bool:
+        """Whether the parent takes each timed call's outputs itself at its return (CPU, a real worker
+        process: ``judge.taken``); a GPU run's worker still sends an audited call's outputs (``wire.Audit``)."""
+        return self.cpu_device and getattr(self.worker, "takes_outputs", False)
+
+    @property
+    def outputs_limit(self) -> int:
+        return wire.outputs_limit(self.outputs)
+
+    def _took(self, found: list[Any] | str | None, read: bool) -> list[Any] | str | None:
+        """What ``taken.take`` found: a worker that did not stop breaks the wire's protocol."""
+        if isinstance(found, str) and not read:
+            self.evidence.note(Check.WIRE_INTACT, found)
+        return found
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
         from kictl.bench.worker.main import unpack
@@ -476,6 +495,12 @@ class RunDriver:
         if answer is None:
             return
         assert isinstance(answer, wire.Sample)
+        # whether this call is audited is drawn only now that it returned; on the CPU its outputs are taken at
+        # once, the worker stopped, before anything of the implementation's can run again (judge.taken)
+        audit = bool(perturb) or secrets.randbelow(index + 1) < AUDIT_WEIGHT
+        outputs: list[Any] | str | None = None
+        if self.takes_outputs:
+            outputs = self._took(taken.take(self.worker.worker_pid, answer, audit, self.outputs_limit), audit)
         self.call_number += 1
         if self.cpu_device:
             self.cpu_mark = worker.cpu_ns()
@@ -509,7 +534,11 @@ class RunDriver:
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
-        if perturb or secrets.randbelow(index + 1) < AUDIT_WEIGHT:
+        if audit and self.takes_outputs:
+            assert outputs is not None
+            evidence.audits.append((index, chosen, shift, outputs))
+            self._inputs_unchanged("an audited timed call")
+        elif audit:
             audit_from = worker.cpu_ns() if self.cpu_device else 0
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
