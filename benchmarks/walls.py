@@ -8,6 +8,7 @@ every class of cheat fails. Machine and command: any CPU with bubblewrap, run as
 benchmarks/walls.py cost --repeat 3`; the H200, `bash benchmarks/device.sh walls.py gpu`.
 
     python benchmarks/walls.py cost [--repeat 3] [--calls 2000]
+    python benchmarks/walls.py neighbour [--repeat 3] [--iterations 60] [--workload b64]
     KICTL_BWRAP=/path/to/usr/bin/bwrap python benchmarks/walls.py gpu --out "$OUT" [--part honest|cheats]
 
 ``cost`` prints one table (docs/bench.md, "What runs where"):
@@ -20,6 +21,11 @@ benchmarks/walls.py cost --repeat 3`; the H200, `bash benchmarks/device.sh walls
   b1024, and reading them back (``Stager.changed``, after audited calls and the last);
 - one whole ``kictl bench`` session (reference and torch_rmsnorm on b64, 1 warm-up, 200 timed calls each),
   sandboxed, and its per-request means (the parent's wall from sending to the answer).
+
+``neighbour`` (issue 40) prints torch_rmsnorm's median, session by session, alone, beside
+``tests/assets/cheats/lim_neighbour_spins_in_allowance.py`` (a neighbour that burns 0.8 ms of CPU just after each
+of its own calls, inside the next worker's call, within its allowance), and beside it with the neighbours'
+quieting turned off in this process (the control: what the quieting removes), as root with cgroups.
 
 ``gpu`` runs from the repository root on the GPU machine (FlashInfer installed), with bubblewrap reachable (on
 the lent H200, which has no network: ``apt-get download bubblewrap`` here, carry the .deb; ``device.sh`` unpacks
@@ -75,6 +81,31 @@ def _per_call(function: object, calls: int) -> float:
     return (time.perf_counter_ns() - began) / calls
 
 
+def _limits_costs(isolation: object, folder: Path, calls: int) -> list[tuple[str, str]]:
+    """Issue 40's per-answer and per-call costs in the parent, on a live sandboxed worker."""
+    from kictl.bench.judge.runner import WorkerProcess
+
+    worker = WorkerProcess("limits", "cpu", folder, isolation, cpus=(max(os.sched_getaffinity(0)),))  # type: ignore[arg-type]
+    worker.start()
+    try:
+        given = worker.cpus
+        group = "a cgroup" if worker.group is not None else "no cgroup"
+        return [
+            (f"limits looked at, per answer ({group})", f"{_per_call(worker.breaches, calls) / 1e3:.0f} µs"),
+            (
+                "CPUs re-checked (affinity), per timed call",
+                f"{_per_call(lambda: worker.cpus_outside(given), calls) / 1e3:.0f} µs",
+            ),
+            ("CPU time per CPU read, per timed call", f"{_per_call(worker.cpu_ns_per_cpu, calls) / 1e3:.0f} µs"),
+            (
+                "a neighbour quieted and back, per neighbour per timed call",
+                f"{_per_call(lambda: (worker.quiet(True), worker.quiet(False)), calls) / 1e3:.0f} µs",
+            ),
+        ]
+    finally:
+        worker.stop()
+
+
 def cost_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="walls.py cost", description="what the walls cost on the CPU")
     parser.add_argument("--repeat", type=int, default=3)
@@ -95,6 +126,7 @@ def cost_main(argv: list[str]) -> int:
         bare = [_start(sandbox.Isolation(None), folder / f"n{n}") for n in range(args.repeat)]
         rows.append(("worker start to Ready, hardened sandbox (median)", f"{statistics.median(starts):.2f} s"))
         rows.append(("worker start to Ready, --no-sandbox (median)", f"{statistics.median(bare):.2f} s"))
+        rows += _limits_costs(hardened, folder / "limits", args.calls)
     rows.append(("seccomp filter, built", f"{_per_call(seccomp.program, args.calls) / 1e3:.1f} µs"))
     hooks = _per_call(integrity.foreign_hooks, args.calls * 10)
     rows.append(("foreign-hook check (3 a call)", f"{hooks / 1e3:.2f} µs"))
@@ -160,6 +192,57 @@ def _fields(spec: object) -> dict[str, object]:
     import dataclasses
 
     return {field.name: getattr(spec, field.name) for field in dataclasses.fields(spec)}  # type: ignore[arg-type]
+
+
+NEIGHBOUR = "lim_neighbour_spins_in_allowance"
+NEIGHBOUR_MODES = ("alone", "beside the neighbour", "beside the neighbour, not quieted")
+
+
+def neighbour_main(argv: list[str]) -> int:
+    """Issue 40: an honest implementation's figure beside a neighbour that spends its between-call allowance inside
+    the honest one's calls, against its figure alone, and with the neighbours' quieting (``cpu.idle`` while a call
+    is timed) turned off in this process as the control."""
+    parser = argparse.ArgumentParser(prog="walls.py neighbour", description="a neighbour's record, not moved")
+    parser.add_argument("--repeat", type=int, default=3, help="sessions per mode (taken in turns)")
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--workload", default="b64")
+    args = parser.parse_args(argv)
+
+    from kictl.bench.judge.runner import WorkerProcess
+    from kictl.bench.judge.session import BenchOptions, run_bench
+    from kictl.store import Registry
+
+    registry = Registry(ROOT)
+    honest = str(ROOT / "implementations/rmsnorm_h4096/torch_rmsnorm")
+    options = BenchOptions(
+        device="cpu", workloads=(args.workload,), warmup=1, iterations=args.iterations, trials=1, rounds=1
+    )
+    quiet = WorkerProcess.quiet
+    found: dict[str, list[float]] = {mode: [] for mode in NEIGHBOUR_MODES}
+    statuses: dict[str, set[str]] = {mode: set() for mode in NEIGHBOUR_MODES}
+    for _ in range(args.repeat):
+        for mode in NEIGHBOUR_MODES:
+            impls = [honest] if mode == "alone" else [honest, str(CHEATS / f"{NEIGHBOUR}.py")]
+            WorkerProcess.quiet = quiet if mode != NEIGHBOUR_MODES[2] else (lambda self, idle: None)  # type: ignore[method-assign]
+            try:
+                report = run_bench(registry, RMSNORM, impls, options)
+            finally:
+                WorkerProcess.quiet = quiet  # type: ignore[method-assign]
+            for run in report.runs:
+                statuses[mode].add(f"{run.implementation.rsplit('_', 1)[0]} {run.status}")
+                if run.run is not None and run.implementation.startswith("torch_rmsnorm"):
+                    found[mode].append(run.run.raw["spec"]["timing"]["latencyNs"]["median"] / 1e6)
+    alone = found["alone"]
+    print(f"torch_rmsnorm {args.workload}, {args.iterations} timed calls a session, {args.repeat} sessions a mode")
+    print(f"load average after: {' '.join(f'{value:.1f}' for value in os.getloadavg())}, {os.cpu_count()} CPUs")
+    print("mode                                 medians (ms)                 median of them  vs alone  statuses")
+    for mode in NEIGHBOUR_MODES:
+        values = found[mode]
+        middle = statistics.median(values) if values else float("nan")
+        ratio = middle / statistics.median(alone) if values and alone else float("nan")
+        shown = ", ".join(f"{value:.3f}" for value in values)
+        print(f"{mode.ljust(36)} {shown.ljust(28)} {middle:14.3f}  {ratio:7.2f}x  {'; '.join(sorted(statuses[mode]))}")
+    return 0
 
 
 PREFILL = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
@@ -324,10 +407,10 @@ def _finish(out: Path, results: dict[str, Any], lines: list[str], problems: list
 
 
 def main(argv: list[str]) -> int:
-    parts = {"cost": cost_main, "gpu": gpu_main}
+    parts = {"cost": cost_main, "gpu": gpu_main, "neighbour": neighbour_main}
     if not argv or argv[0] not in parts:
         print(
-            "usage: python benchmarks/walls.py cost|gpu [ARGS...] (--help after the part for its options)",
+            "usage: python benchmarks/walls.py cost|gpu|neighbour [ARGS...] (--help after the part for its options)",
             file=sys.stderr,
         )
         return 2

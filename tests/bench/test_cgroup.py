@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,3 +61,47 @@ def test_a_worker_that_could_not_join_its_group_is_read_through_proc(
         assert worker.cpu_ns() > 0  # /proc's counters of the live worker
     finally:
         worker.stop()
+
+
+#: Both processes wait for the same moment (``argv[3]``, after their start), then spin for ``argv[2]`` seconds.
+SPIN = (
+    "import os, sys, time\n"
+    "os.sched_setaffinity(0, {int(sys.argv[1])})\n"
+    "while time.time() < float(sys.argv[3]): time.sleep(0.001)\n"
+    "begin = time.process_time()\n"
+    "end = time.time() + float(sys.argv[2])\n"
+    "while time.time() < end: pass\n"
+    "print(time.process_time() - begin)\n"
+)
+
+
+def _spin_pair(quiet: bool) -> tuple[float, float]:
+    """CPU seconds of a timed process and of a neighbour in a quieted (or not) group, both spinning on one CPU."""
+    cpu = max(os.sched_getaffinity(0))
+    timed = cgroup.SandboxGroup.create("timed")
+    neighbour = cgroup.SandboxGroup.create("neighbour")
+    try:
+        if timed is None or neighbour is None or neighbour.idle_file is None:
+            pytest.skip("no cgroup with cpu.idle here")
+        neighbour.quiet(quiet)
+        command = [sys.executable, "-S", "-c", SPIN, str(cpu), "0.8", str(time.time() + 2.0)]
+        first = subprocess.Popen(timed.wrap(command, None), stdout=subprocess.PIPE, text=True)
+        second = subprocess.Popen(neighbour.wrap(command, None), stdout=subprocess.PIPE, text=True)
+        a, _ = first.communicate(timeout=60)
+        b, _ = second.communicate(timeout=60)
+        return float(a), float(b)
+    finally:
+        for group in (timed, neighbour):
+            if group is not None:
+                group.quiet(False)
+                group.remove()
+
+
+@pytest.mark.heavy
+def test_a_quieted_neighbour_leaves_the_cpu_to_the_timed_worker() -> None:
+    """Issue 40: while a call is timed, every other worker's group is idle (``cpu.idle``); a neighbour that spins
+    on the same CPU then gets a sliver of it, where unquieted it takes half."""
+    timed, neighbour = _spin_pair(quiet=True)
+    assert neighbour < 0.1 * timed, (timed, neighbour)
+    timed, neighbour = _spin_pair(quiet=False)  # the control: the same pair, equal shares
+    assert neighbour > 0.4 * timed, (timed, neighbour)

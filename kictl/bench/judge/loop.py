@@ -101,6 +101,13 @@ RUN_WALL_TIMEOUTS = 6
 #: keeps working between its calls (precomputing, or slowing the workers timed meanwhile) is judged.
 OUTSIDE_PER_CALL_NS = 1_000_000
 OUTSIDE_SLACK_NS = 50_000_000
+#: The sandbox's CPU time over its timed calls may exceed what the CPUs it was given can run in their wall time
+#: by this much a call (the parent reads the counter just after the answer, while kictl's checks of the call
+#: start) and in all (issue 40): more is a second CPU it was not given.
+OVER_WALL_PER_CALL_NS = 300_000
+#: ... and where the cgroup counts CPU time per CPU (v1), at most this much on CPUs it was not given, in all.
+OTHER_CPUS_NS = 1_000_000
+OVER_WALL_SLACK_NS = 10_000_000
 
 
 @dataclass
@@ -230,6 +237,8 @@ class RunDriver:
         #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
         self.cpu_device = options.timer == "perf_counter_ns"
         self.total_fixed = (options.iterations * options.trials) if options.iterations is not None else None
+        #: the sandbox's CPU time per CPU when the timed calls began (v1 cgroups; ``None`` where none is kept)
+        self.per_cpu_from: dict[int, int] | None = None
         #: request type -> [count, parent's wall ns from sending it to taking its answer] (``kictl bench
         #: --timings`` prints them: where a run's harness time goes, request by request)
         self.requests: dict[str, list[int]] = {}
@@ -270,6 +279,8 @@ class RunDriver:
             else:
                 self.fail("runtime_error", exc.detail or "the worker died")
             return None
+        if expect is not wire.Sample and self._breached():  # a timed call's answer: step() looks, after its reads
+            return None
         for note in getattr(answer, "notes", ()):
             if _known_check(note.check):
                 self.evidence.note(note.check, note.detail)
@@ -278,11 +289,39 @@ class RunDriver:
         return answer
 
     def fail(self, status: str, detail: str) -> None:
+        breached = self.worker.breaches() if status != "reward_hack" else []
+        if breached:  # a limit the sandbox ran into explains the failure (issue 40)
+            found = "resource_limit: " + "; ".join(breached)
+            status, detail = "runtime_error", f"{found}; {detail}" if detail else found
         if self.evidence.failure is None:
             self.evidence.failure = (status, wire.clean_text(detail, 4000))
             self.say(f"{self.label}: {status}")
         self.active = False
         self.worker.stop()
+
+    def _other_cpus(self) -> None:
+        """CPU time the sandbox spent, since the timed calls began, on CPUs it was not given (its cgroup counts it
+        per CPU, processes and threads that have ended included): more than ``OTHER_CPUS_NS`` condemns the run."""
+        given = set(self.worker.cpus or self.evidence.cpus)
+        now = self.worker.cpu_ns_per_cpu() if self.per_cpu_from is not None and given else None
+        if now is None or self.per_cpu_from is None:
+            return
+        used = {cpu: ns - self.per_cpu_from.get(cpu, 0) for cpu, ns in now.items() if cpu not in given}
+        if sum(used.values()) > OTHER_CPUS_NS:
+            self.per_cpu_from = None  # said once
+            where = ", ".join(f"{ns / 1e6:.1f} ms on CPU {cpu}" for cpu, ns in sorted(used.items()) if ns > 0)
+            self.evidence.note(
+                Check.NO_WORK_OUTSIDE_CALLS,
+                f"the sandbox ran on CPUs it was not given during its timed calls ({where}; it was given "
+                f"{','.join(map(str, sorted(given)))})",
+            )
+
+    def _breached(self) -> bool:
+        """A limit the worker's sandbox ran into (``runner.WorkerProcess.breaches``) ends the run."""
+        if not self.worker.breaches():
+            return False
+        self.fail("runtime_error", "")
+        return True
 
     # ----------------------------------------------------------------- phases
 
@@ -361,7 +400,9 @@ class RunDriver:
         offsets = regions.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
         arm = wire.Arm(
             setup_plan=self.setup_plan,
-            timed_plans=tuple(self.timed_plans),
+            # where the parent stages the timed values (CPU), the worker never learns their plans (issue 40): setup()
+            # runs in a frame that holds no seed of a timed input set
+            timed_plans=() if offsets is not None else tuple(self.timed_plans),
             outputs=self.outputs,
             timer=self.options.timer,
             time_setup=self.options.time_setup,
@@ -427,6 +468,7 @@ class RunDriver:
                 "warm-up calls are alive when the timed calls begin",
             )
         self.loop_started_ticks = armed.cpu_ticks
+        self.per_cpu_from = self.worker.cpu_ns_per_cpu() if self.cpu_device else None
         self.loop_started_ns = time.perf_counter_ns()
         self.active = True
 
@@ -464,8 +506,9 @@ class RunDriver:
                 Check.NO_PROCESSES_LEFT, f"{len(view.processes)} process(es) besides the worker alive {when}"
             )
 
-    def step(self) -> None:
-        """One timed call (and its audit, if the parent draws one)."""
+    def step(self, neighbours: Sequence[WorkerProcess] = ()) -> None:
+        """One timed call (and its audit, if the parent draws one).  ``neighbours``' CPU share is idle while the
+        call runs (``WorkerProcess.quiet``): nothing they run then can slow it."""
         if not self.active:
             return
         evidence = self.evidence
@@ -489,9 +532,15 @@ class RunDriver:
             # the sandbox's CPU time since its last answer: kictl's checks of that call (after its answer), and
             # whatever of the implementation's ran while the parent staged or other workers were timed
             evidence.outside_cpu_ns += max(0, cpu_before - self.cpu_mark)
-        started = time.perf_counter_ns()
-        answer = self._ask(wire.Call(settle=settle), wire.Sample)
-        wall = time.perf_counter_ns() - started
+        for neighbour in neighbours:
+            neighbour.quiet(True)
+        try:
+            started = time.perf_counter_ns()
+            answer = self._ask(wire.Call(settle=settle), wire.Sample)
+            wall = time.perf_counter_ns() - started
+        finally:
+            for neighbour in neighbours:
+                neighbour.quiet(False)
         if answer is None:
             return
         assert isinstance(answer, wire.Sample)
@@ -517,6 +566,13 @@ class RunDriver:
                 f"{threads - self.threads_armed} thread(s) more than before the timed calls were alive "
                 "when a timed call returned",
             )
+        if self.cpu_device:
+            outside = worker.cpus_outside(worker.cpus or evidence.cpus)  # the CPUs it was given, re-checked (issue 40)
+            if outside:
+                evidence.note(Check.NO_WORK_OUTSIDE_CALLS, f"when a timed call returned, {outside}")
+            self._other_cpus()
+        if self._breached():
+            return
         evidence.samples.append(0)
         evidence.worker_samples.append(0)
         evidence.walls.append(wall)
@@ -711,7 +767,7 @@ def interleave(drivers: Sequence[RunDriver]) -> None:
         if not active:
             return
         for driver in active:
-            driver.step()
+            driver.step([other.worker for other in drivers if other is not driver and other.worker.alive])
 
 
 def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int) -> None:
@@ -756,6 +812,17 @@ def consistency_notes(evidence: RunEvidence, cpu_device: bool, clock_ticks: int)
                 Check.SAMPLES_CONSISTENT,
                 f"the worker's processes used {cpu_ns / 1e6:.0f} ms of CPU over {len(reported)} timed calls "
                 f"whose samples add up to {reported_sum / 1e6:.1f} ms (at most {allowed_cpu / 1e6:.0f} ms expected)",
+            )
+    if cpu_device and evidence.call_cpu_ns > 0 and evidence.walls:
+        # CPU time counted across the whole sandbox, against what the CPUs it was given can do in the calls' wall time
+        given = len(evidence.cpus) or evidence.threads_allowed
+        most = given * sum(evidence.walls) + len(evidence.walls) * OVER_WALL_PER_CALL_NS + OVER_WALL_SLACK_NS
+        if evidence.call_cpu_ns > most:
+            evidence.note(
+                Check.NO_WORK_OUTSIDE_CALLS,
+                f"the worker's processes used {evidence.call_cpu_ns / 1e6:.1f} ms of CPU in "
+                f"{sum(evidence.walls) / 1e6:.1f} ms of timed calls on {given} CPU(s) given "
+                f"(at most {most / 1e6:.1f} ms): a CPU it was not given",
             )
     if cpu_device and evidence.samples:
         allowed_outside = len(evidence.samples) * OUTSIDE_PER_CALL_NS + OUTSIDE_SLACK_NS

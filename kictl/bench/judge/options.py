@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from kictl.bench.judge.cgroup import GIB, MIB, Limits
 from kictl.bench.wire import timers
 from kictl.errors import EnvError, UsageError
 from kictl.records import STATISTICS
@@ -67,9 +68,38 @@ class BenchOptions:
     #: energy: seconds per back-to-back loop and how many loops (trials)
     energy_loop_s: float = 1.5
     energy_trials: int = 3
+    #: what each worker's sandbox may hold (``--worker-limits``, ``parse_limits``); ``None``: ``Limits.default()``
+    worker_limits: str | None = None
 
 
 TIMERS = timers.OPTIONS
+_LIMIT_NAMES = {"memory": "memory_bytes", "tasks": "tasks", "tmpfs": "tmpfs_bytes", "log": "log_bytes"}
+_UNITS = {"": 1, "k": 1024, "kib": 1024, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
+
+
+def parse_limits(text: str) -> Limits:
+    """``--worker-limits memory=4GiB,tasks=256,tmpfs=512MiB,log=8MiB`` (any subset; the rest keep their
+    defaults) as ``Limits``.  Raises ``UsageError``."""
+    values: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, raw = item.partition("=")
+        found = re.fullmatch(r"(\d+)\s*([a-zA-Z]*)", raw.strip())
+        if name.strip() not in _LIMIT_NAMES or found is None or found.group(2).lower() not in _UNITS:
+            raise UsageError(
+                f"--worker-limits {item!r}: expected NAME=SIZE with NAME one of {', '.join(_LIMIT_NAMES)} "
+                "and SIZE a number with an optional unit (KiB, MiB, GiB)"
+            )
+        unit = 1 if name.strip() == "tasks" else _UNITS[found.group(2).lower()]
+        values[_LIMIT_NAMES[name.strip()]] = int(found.group(1)) * unit
+    limits = Limits.default()
+    limits = Limits(**{**{key: getattr(limits, key) for key in _LIMIT_NAMES.values()}, **values})
+    if limits.memory_bytes < 256 * MIB or limits.tasks < 16 or limits.tmpfs_bytes < MIB or limits.log_bytes < 64 * 1024:
+        raise UsageError(
+            "--worker-limits: at least memory=256MiB, tasks=16, tmpfs=1MiB, log=64KiB (a worker's own needs)"
+        )
+    return limits
 
 
 def adaptive_budget(options: BenchOptions) -> float:
@@ -153,6 +183,8 @@ def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, 
         raise UsageError("--time-budget must be positive")
     if not 1 <= options.input_sets <= 64:
         raise UsageError("--input-sets must be between 1 and 64")
+    if options.worker_limits is not None:
+        parse_limits(options.worker_limits)
     return warmup, iterations, trials
 
 

@@ -33,6 +33,7 @@ import select
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,54 @@ HEARTBEAT_S = 10.0
 #: How long a worker that timed out gets to write its stacks to its log before it is killed.
 STACK_DUMP_WAIT_S = 0.5
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+class _Log:
+    """A worker's stdout and stderr: a pipe that a thread of the parent drains into the log file, up to
+    ``cap`` bytes. Past it the parent closes its end (the worker's writes then fail) and ``exceeded`` is set:
+    a worker cannot fill kictl's disk, nor make the parent read without end."""
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self.path = path
+        self.cap = cap
+        self.exceeded = False
+        read_end, self.write_end = os.pipe()
+        self.thread = threading.Thread(target=self._drain, args=(read_end,), name="kictl-worker-log", daemon=True)
+        self.thread.start()
+
+    def _drain(self, fd: int) -> None:
+        written = 0
+        try:
+            with open(self.path, "ab") as log:
+                while True:
+                    try:
+                        data = os.read(fd, 65536)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    if written + len(data) > self.cap:
+                        log.write(data[: self.cap - written])
+                        self.exceeded = True
+                        return
+                    log.write(data)
+                    log.flush()
+                    written += len(data)
+        except OSError:
+            return
+        finally:
+            os.close(fd)
+
+    def close_writer(self) -> None:
+        """The parent's copy of the writing end, once the worker holds its own."""
+        if self.write_end >= 0:
+            with contextlib.suppress(OSError):
+                os.close(self.write_end)
+            self.write_end = -1
+
+    def join(self, timeout: float) -> None:
+        self.close_writer()
+        self.thread.join(timeout)
 
 
 class WorkerGone(Exception):
@@ -163,6 +212,20 @@ def cpu_ns_live(pid: int) -> int:
     return total
 
 
+def _cpu_list(text: str) -> set[int]:
+    """``0-3,8`` as {0, 1, 2, 3, 8}."""
+    found: set[int] = set()
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        with contextlib.suppress(ValueError):
+            found.update(range(int(low), int(high or low) + 1))
+    return found
+
+
+def _cpu_text(cpus: set[int]) -> str:
+    return ",".join(map(str, sorted(cpus)))
+
+
 def cpu_ticks(pid: int) -> int:
     """utime + stime of process ``pid`` (all its threads) in clock ticks; 0 when it is gone."""
     try:
@@ -189,6 +252,7 @@ class WorkerProcess:
         progress: Callable[[str], None] | None = None,
         cupti: bool = True,
         keep_freed_memory: bool = False,
+        limits: cgroup.Limits | None = None,
     ) -> None:
         #: told what the parent waits for, every ``HEARTBEAT_S`` of a long wait (``kictl bench --timings``)
         self.progress = progress
@@ -213,6 +277,11 @@ class WorkerProcess:
         self.inputs: wire.SharedRegion | None = None
         #: the cgroup every process of the worker's sandbox is in, where one could be made (``cgroup``)
         self.group: cgroup.SandboxGroup | None = None
+        #: what the worker's sandbox may hold (issue 40), and the limits it ran into (``breaches``), kept when its
+        #: group goes; cleared when it starts again
+        self.limits = limits or cgroup.Limits.default()
+        self.breached: list[str] = []
+        self._log: _Log | None = None
         self.environment: dict[str, Any] | None = None
         self.pinned: tuple[tuple[int, ...], int] | None = None
         self.timers: tuple[str, ...] = ()
@@ -274,10 +343,15 @@ class WorkerProcess:
         self.scratch = self.log_dir.parent / f"scratch-{self.label}-{self.starts}"
         self.scratch.mkdir(parents=True, exist_ok=True)
         command, executable, inherited = sandbox.worker_command(
-            self.isolation, cuda=self.device.startswith("cuda"), scratch=self.scratch
+            self.isolation,
+            cuda=self.device.startswith("cuda"),
+            scratch=self.scratch,
+            tmpfs_bytes=self.limits.tmpfs_bytes,
         )
-        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.judge.cgroup)
-        self.group = cgroup.SandboxGroup.create(f"{self.label}-{self.starts}")
+        self.breached = []
+        # every process the sandbox will hold joins one cgroup before bubblewrap runs (kictl.bench.judge.cgroup),
+        # which holds its limits (memory, tasks)
+        self.group = cgroup.SandboxGroup.create(f"{self.label}-{self.starts}", self.limits)
         if self.group is not None:
             command, executable = self.group.wrap(command, executable), None
         command += [
@@ -295,29 +369,31 @@ class WorkerProcess:
             *(["--keep-freed-memory"] if self.keep_freed_memory else []),
             *shared,
         ]
-        with open(self.log_path, "ab") as log:
-            try:
-                self.process = subprocess.Popen(
-                    command,
-                    executable=executable,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=log,
-                    pass_fds=(
-                        to_read,
-                        from_write,
-                        *inherited,
-                        *(region.fd for region in (self.region, self.inputs) if region is not None),
-                    ),
-                    env=sandbox.worker_environment(self.isolation),
-                    cwd="/",
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                for fd in (to_read, to_write, from_read, from_write, *inherited):
-                    os.close(fd)
-                self._close_region()
-                raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
+        self._log = log = _Log(self.log_path, self.limits.log_bytes)
+        try:
+            self.process = subprocess.Popen(
+                command,
+                executable=executable,
+                stdin=subprocess.DEVNULL,
+                stdout=log.write_end,
+                stderr=log.write_end,
+                pass_fds=(
+                    to_read,
+                    from_write,
+                    *inherited,
+                    *(region.fd for region in (self.region, self.inputs) if region is not None),
+                ),
+                env=sandbox.worker_environment(self.isolation, self.threads),
+                cwd="/",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for fd in (to_read, to_write, from_read, from_write, *inherited):
+                os.close(fd)
+            self._close_region()
+            log.join(1.0)
+            raise EnvError(f"cannot start the benchmark worker for {self.label}: {exc}") from exc
+        log.close_writer()
         for fd in inherited:
             os.close(fd)
         os.close(to_read)
@@ -358,6 +434,8 @@ class WorkerProcess:
         if self.group is not None and (self.worker_pid is None or not self.group.joined(self.worker_pid)):
             self.group.remove()  # the join failed here (a hierarchy that refuses it): /proc's counters instead
             self.group = None
+        if (self.group is None or "memory" not in self.group.enforced) and self.device == "cpu":
+            self._rlimit_memory()
         self.baseline_threads = self.view().threads
         return env
 
@@ -373,6 +451,76 @@ class WorkerProcess:
                 break
             chain.append(children[0])
         return chain[-1] if len(chain) > 1 else None
+
+    def _rlimit_memory(self) -> None:
+        """Where no cgroup holds the memory limit: ``RLIMIT_DATA`` (private writable memory, the heap and every
+        tensor's) on every process of the sandbox, before the implementation is imported (CPU workers only: a
+        CUDA driver's reservations would count)."""
+        import resource
+
+        assert self.process is not None
+        for pid in (self.process.pid, *descendants(self.process.pid)):
+            with contextlib.suppress(OSError, ValueError):
+                resource.prlimit(pid, resource.RLIMIT_DATA, (self.limits.memory_bytes, self.limits.memory_bytes))
+
+    def breaches(self) -> list[str]:
+        """The limits the worker's sandbox ran into (``resource_limit``): memory and tasks as its cgroup counted
+        them, its ``/tmp`` full, its log past its cap; kept from before it was stopped."""
+        found = list(self.breached)
+        if self.group is not None:
+            found += [item for item in self.group.breaches() if item not in found]
+        if self._log is not None and self._log.exceeded:
+            text = f"log: the worker wrote more than its limit of {cgroup._size(self.limits.log_bytes)}"
+            if text not in found:
+                found.append(text)
+        if self.isolation.sandboxed and self.worker_pid is not None:
+            for folder in ("/tmp", "/dev/shm"):
+                with contextlib.suppress(OSError):
+                    tmp = os.statvfs(f"/proc/{self.worker_pid}/root{folder}")
+                    if (tmp.f_blocks - tmp.f_bfree) * tmp.f_frsize >= self.limits.tmpfs_bytes - cgroup.MIB:
+                        text = (
+                            f"tmpfs: the worker's {folder} is full at its limit of "
+                            f"{cgroup._size(self.limits.tmpfs_bytes)}"
+                        )
+                        if text not in found:
+                            found.append(text)
+        return found
+
+    def cpu_ns_per_cpu(self) -> dict[int, int] | None:
+        """The sandbox's CPU time per CPU (``cgroup.SandboxGroup.cpu_ns_per_cpu``), ``None`` where none is kept."""
+        return self.group.cpu_ns_per_cpu() if self.group is not None else None
+
+    def quiet(self, idle: bool) -> None:
+        """While another worker's call is timed, this one's CPU share is idle (``cgroup.SandboxGroup.quiet``)."""
+        if self.group is not None:
+            self.group.quiet(idle)
+
+    def cpus_outside(self, given: tuple[int, ...]) -> str | None:
+        """A thread of the worker allowed on a CPU it was not given (its affinity, from ``/proc``), or ``None``.
+        Other processes of the sandbox are ``noProcessesLeft``'s; the CPU time of any, exited ones included, is
+        counted per CPU where the cgroup keeps it (``cpu_ns_per_cpu``)."""
+        if self.worker_pid is None or not given:
+            return None
+        wanted = set(given)
+        try:
+            tasks = os.listdir(f"/proc/{self.worker_pid}/task")
+        except OSError:
+            return None
+        for task in tasks:
+            try:
+                text = _proc_text(f"/proc/{self.worker_pid}/task/{task}/status")
+            except OSError:
+                continue
+            start = text.find("Cpus_allowed_list:")
+            if start < 0:
+                continue
+            allowed = _cpu_list(text[start + len("Cpus_allowed_list:") :].split("\n", 1)[0])
+            if allowed - wanted:
+                return (
+                    f"a thread of the worker was allowed on CPU(s) {_cpu_text(allowed)}; "
+                    f"it was given {_cpu_text(wanted)}"
+                )
+        return None
 
     def view(self) -> ProcessView:
         """CPU time, threads of the worker, and the other processes in its sandbox, as the OS shows them."""
@@ -554,6 +702,9 @@ class WorkerProcess:
                 self.process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
+        self.breached = self.breaches()  # before its group and its /tmp go
+        if self._log is not None:
+            self._log.join(1.0)
         if self.group is not None:
             # whatever is left in the group (an unsandboxed worker's daemon that left its process group)
             for left in self.group.pids():

@@ -205,7 +205,8 @@ def worker_package() -> str:
     return str(target)
 
 
-def _namespace_args(seccomp_fd: int) -> list[str]:
+def _namespace_args(seccomp_fd: int, tmpfs_bytes: int | None = None) -> list[str]:
+    size = [] if tmpfs_bytes is None else ["--size", str(tmpfs_bytes)]  # bubblewrap >= 0.5
     return [
         "bwrap",
         "--unshare-user",
@@ -228,8 +229,12 @@ def _namespace_args(seccomp_fd: int) -> list[str]:
         "/proc",
         "--dev",
         "/dev",
+        *size,
         "--tmpfs",
         "/tmp",
+        *size,  # POSIX shared memory (torch's, multiprocessing's) in a tmpfs of its own, as large as /tmp at most
+        "--tmpfs",
+        "/dev/shm",
         "--chdir",
         "/tmp",
     ]
@@ -273,18 +278,22 @@ def cache_binds(scratch: Path) -> list[str]:
 
 
 def worker_command(
-    isolation: Isolation, *, cuda: bool, scratch: Path | None = None
+    isolation: Isolation, *, cuda: bool, scratch: Path | None = None, tmpfs_bytes: int | None = None
 ) -> tuple[list[str], str | None, tuple[int, ...]]:
     """The command line of one worker, the executable to run it with (``bwrap``, or none), and the file
     descriptors it must inherit (the seccomp filter's), which the caller closes once the process started.
 
-    ``scratch`` is a folder of kictl's for this worker's private copies of the JIT caches (``cache_binds``).
+    ``scratch`` is a folder of kictl's for this worker's private copies of the JIT caches (``cache_binds``);
+    ``tmpfs_bytes`` the size of its private ``/tmp`` (``cgroup.Limits``; ``None``: the kernel's default, half the
+    memory).
     """
-    return sandboxed(isolation, [interpreter(), "-m", "kictl.bench.worker"], cuda=cuda, scratch=scratch)
+    return sandboxed(
+        isolation, [interpreter(), "-m", "kictl.bench.worker"], cuda=cuda, scratch=scratch, tmpfs_bytes=tmpfs_bytes
+    )
 
 
 def sandboxed(
-    isolation: Isolation, argv: list[str], *, cuda: bool, scratch: Path | None = None
+    isolation: Isolation, argv: list[str], *, cuda: bool, scratch: Path | None = None, tmpfs_bytes: int | None = None
 ) -> tuple[list[str], str | None, tuple[int, ...]]:
     """``argv`` in the sandbox every worker gets (``worker_command``'s result for any command)."""
     if isolation.bwrap is None:
@@ -294,19 +303,59 @@ def sandboxed(
         fd = seccomp.memfd()
     except (OSError, seccomp.Unsupported) as exc:
         raise EnvError(f"cannot make the sandbox's seccomp filter: {exc}") from exc
-    # the sandbox's own root (a tmpfs bubblewrap made) read-only too: the private /tmp is the one place to write
-    command = [*_namespace_args(fd), *_bind_args(cuda=cuda), *caches, "--remount-ro", "/", "--", *argv]
+    # the sandbox's own root and /dev (tmpfs bubblewrap made) read-only too: the private /tmp and /dev/shm, each
+    # a tmpfs of its own size (``tmpfs_bytes``), are the places to write
+    command = [
+        *_namespace_args(fd, tmpfs_bytes),
+        *_bind_args(cuda=cuda),
+        *caches,
+        "--remount-ro",
+        "/",
+        "--remount-ro",
+        "/dev",
+        "--",
+        *argv,
+    ]
     return command, isolation.bwrap, (fd,)
 
 
-def worker_environment(isolation: Isolation) -> dict[str, str]:
-    """The environment a worker starts with: a few variables kept, caches pointed into its private /tmp."""
+#: The thread pools of the numerical libraries an implementation may import (OpenMP, OpenBLAS, MKL, BLIS,
+#: Accelerate, numexpr): the harness sizes every one to the threads the worker is given, before anything is
+#: imported.  A pool as large as the machine keeps threads that spin after each call (OpenBLAS's, numpy's default)
+#: on CPUs the worker was not given, which ``noThreadsLeft`` and ``noWorkOutsideCalls`` would condemn.
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+#: ... and their idle threads sleep at once rather than spin after a call: OpenMP's wait policy, GNU OpenMP's
+#: spin count, Intel OpenMP's block time, OpenBLAS's thread timeout at its least (2**4 cycles).
+QUIET_POOLS = {
+    "OMP_WAIT_POLICY": "PASSIVE",
+    "GOMP_SPINCOUNT": "0",
+    "KMP_BLOCKTIME": "0",
+    "OPENBLAS_THREAD_TIMEOUT": "4",
+}
+
+
+def worker_environment(isolation: Isolation, threads: int = 1) -> dict[str, str]:
+    """The environment a worker starts with: a few variables kept, caches pointed into its private /tmp, every
+    library's thread pool sized to the worker's ``threads`` (``THREAD_VARIABLES``; set by kictl, whatever its own
+    environment says)."""
     env = {name: os.environ[name] for name in _ENV_KEEP if name in os.environ}
     for name, value in os.environ.items():
         if name.startswith(("OMP_", "MKL_", "TORCH_", "CUDA_", "NVIDIA_", "FLASHINFER_", "TRITON_", "KICTL_TEST_")) or (
             name == "KICTL_WORKER_PROFILE" and not isolation.sandboxed
         ):
             env[name] = value
+    for name in THREAD_VARIABLES:
+        env[name] = str(max(1, threads))
+    env.update(QUIET_POOLS)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     if isolation.sandboxed:

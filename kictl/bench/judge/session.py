@@ -55,6 +55,7 @@ from kictl.bench.judge.options import (
     fixed_count_budget,
     flush_bytes,
     parent_threads,
+    parse_limits,
     pinned_cpus,
     resolve_device,
     usable_cpus,
@@ -353,6 +354,7 @@ class _Session:
                 # kictl's reference workers time nothing; energy loops run without CUPTI's records (issue 31)
                 cupti=not label.startswith("reference") and options.measure != "energy",
                 keep_freed_memory=label.startswith("reference"),
+                limits=None if options.worker_limits is None else parse_limits(options.worker_limits),
             )
 
         self.workers = {

@@ -65,7 +65,7 @@ class Stager:
         for k, target in enumerate(self.views):
             if target is None:
                 continue
-            value = _perturbed(_rolled(self.sets[index][k], shift), perturb)
+            value = _perturbed(_rolled(self.sets[index][k], shift, k), perturb)
             target.copy_(value)
             self.written[k] = value
 

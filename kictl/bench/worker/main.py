@@ -453,8 +453,8 @@ class Worker:
         made = self.reference_inputs
         rolled = [spec.kind == "random" for spec in request.plan.inputs]
         args = [
-            _perturbed(_rolled(value, request.shift), request.perturb) if roll else value
-            for value, roll in zip(made, rolled, strict=True)
+            _perturbed(_rolled(value, request.shift, k), request.perturb) if roll else value
+            for k, (value, roll) in enumerate(zip(made, rolled, strict=True))
         ]
         value = self.call(self.run, args)
         try:
@@ -602,8 +602,8 @@ class Worker:
 
     def set_values(self, index: int, shift: int, perturb: int = 0) -> list[Any]:
         return [
-            _perturbed(_rolled(value, shift), perturb) if roll else value
-            for value, roll in zip(self.sets[index], self.rolled, strict=True)
+            _perturbed(_rolled(value, shift, k), perturb) if roll else value
+            for k, (value, roll) in enumerate(zip(self.sets[index], self.rolled, strict=True))
         ]
 
     def copy_set(self, index: int, shift: int, perturb: int = 0) -> None:
