@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,7 +51,7 @@ def test_the_parent_reads_what_the_call_returned_before_the_worker_goes_on(
         wire.OutputRef("float32", (4, 2), (6, 2), view),  # a strided view, read as it lies
     )
     answer = wire.Sample(ns=1, enqueued_ahead=None, notes=(), outputs=refs)
-    found = taken.take(process.pid, answer, True, 1 << 20)
+    found = taken.take(process.pid, answer, True, 1 << 20).outputs
     assert isinstance(found, list)
     expected = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     assert torch.equal(found[0], expected)
@@ -68,7 +69,7 @@ def test_a_worker_that_does_not_stop_has_no_outputs_taken(
         ns=1, enqueued_ahead=None, notes=(), outputs=(wire.OutputRef("float32", (4, 6), (6, 1), whole),)
     )
     found = taken.take(process.pid, answer, True, 1 << 20)
-    assert found == "the worker did not stop at the call's return, so its outputs could not be taken there"
+    assert found == taken.Taken(taken.UNSTOPPED, unstopped=True)
     assert not taken.stopped(process.pid)
 
 
@@ -97,6 +98,31 @@ def test_what_the_worker_says_is_bounded_and_checked(holder: tuple[subprocess.Po
 @pytest.mark.parametrize("holder", ["stop"], indirect=True)
 def test_the_worker_saying_why_it_has_no_outputs_is_the_finding(holder: tuple[subprocess.Popen[str], int, int]) -> None:
     process, _, _ = holder
-    answer = wire.Sample(ns=1, enqueued_ahead=None, notes=(), outputs_error="output out is not a plain CPU tensor")
-    assert taken.take(process.pid, answer, True, 1 << 20) == "output out is not a plain CPU tensor"
-    assert taken.take(None, answer, False, 1 << 20) == "kictl's parent does not know the worker's process"
+    answer = wire.Sample(
+        ns=1, enqueued_ahead=None, notes=(), outputs_error="returned output out, which is not a plain CPU tensor"
+    )
+    assert (
+        taken.take(process.pid, answer, True, 1 << 20).outputs == "returned output out, which is not a plain CPU tensor"
+    )
+    assert taken.take(None, answer, False, 1 << 20).unstopped
+
+
+def test_outputs_lying_in_a_mapped_file_are_seen_by_the_parent(tmp_path: Path) -> None:
+    """The parent finds the inputs region in the worker's own map (by the memfd's inode), not in its notes."""
+    import mmap
+    import os
+
+    path = tmp_path / "region"
+    path.write_bytes(bytes(1 << 16))
+    with open(path, "r+b") as handle:
+        region = mmap.mmap(handle.fileno(), 1 << 16)
+        try:
+            start = torch.frombuffer(region, dtype=torch.uint8).data_ptr()
+            ranges = taken.mapped(os.getpid(), os.stat(path).st_ino)
+            assert ranges == [(start, start + (1 << 16))]
+            inside = wire.OutputRef("float32", (8,), (1,), start + 64)
+            across = wire.OutputRef("float32", (8,), (1,), start - 16)  # its last bytes in the region
+            outside = wire.OutputRef("float32", (4,), (1,), start - 16)
+            assert taken.aliased((outside, inside, across), ranges) == [1, 2]
+        finally:
+            region.close()

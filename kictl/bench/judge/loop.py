@@ -30,6 +30,7 @@ answer side by side, so that nothing a worker reports is used without the check 
 
 from __future__ import annotations
 
+import os
 import secrets
 import statistics
 import time
@@ -449,7 +450,7 @@ class RunDriver:
                 return
             assert isinstance(answer, wire.Sample)
             if self.takes_outputs:
-                self._took(taken.take(self.worker.worker_pid, answer, False, self.outputs_limit), False)
+                self._took(answer, False)
             self.call_number += 1
             if answer.ns is None:
                 self.warmup_calls.add(self.call_number)
@@ -482,11 +483,26 @@ class RunDriver:
     def outputs_limit(self) -> int:
         return wire.outputs_limit(self.outputs)
 
-    def _took(self, found: list[Any] | str | None, read: bool) -> list[Any] | str | None:
-        """What ``taken.take`` found: a worker that did not stop breaks the wire's protocol."""
-        if isinstance(found, str) and not read:
-            self.evidence.note(Check.WIRE_INTACT, found)
-        return found
+    def _took(self, answer: wire.Sample, read: bool) -> list[Any] | str | None:
+        """The call's outputs as the parent takes them at its return (``taken.take``), and what it saw there
+        itself: a worker that did not stop (``wireIntact``), outputs that are no plain CPU tensors
+        (``plainTensorOutputs``), outputs lying in the timed inputs' memory (``outputsNotAliasInputs``)."""
+        region = self.worker.inputs
+        inode = os.fstat(region.fd).st_ino if region is not None else None
+        found = taken.take(self.worker.worker_pid, answer, read, self.outputs_limit, inode)
+        evidence = self.evidence
+        if found.unstopped:
+            assert isinstance(found.outputs, str)
+            evidence.note(Check.WIRE_INTACT, found.outputs)
+        if answer.outputs_error is not None:
+            evidence.note(Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {answer.outputs_error} (seen by kictl's parent)")
+        for position in found.aliased:
+            name = self.outputs[position].name if position < len(self.outputs) else str(position)
+            evidence.note(
+                Check.OUTPUTS_NOT_ALIAS_INPUTS,
+                f"output {name} of a timed call lies in the timed inputs' memory (seen by kictl's parent)",
+            )
+        return found.outputs
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
         from kictl.bench.worker.main import unpack
@@ -549,7 +565,7 @@ class RunDriver:
         audit = bool(perturb) or secrets.randbelow(index + 1) < AUDIT_WEIGHT
         outputs: list[Any] | str | None = None
         if self.takes_outputs:
-            outputs = self._took(taken.take(self.worker.worker_pid, answer, audit, self.outputs_limit), audit)
+            outputs = self._took(answer, audit)
         self.call_number += 1
         if self.cpu_device:
             self.cpu_mark = worker.cpu_ns()

@@ -19,6 +19,7 @@ import os
 import signal
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kictl.bench import wire
@@ -111,14 +112,59 @@ def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[A
     return tensors
 
 
-def take(pid: int | None, answer: wire.Sample, read: bool, limit: int) -> list[Any] | str | None:
+def mapped(pid: int, inode: int) -> list[tuple[int, int]]:
+    """The address ranges at which ``pid`` maps the file of ``inode`` (``/proc/<pid>/maps``)."""
+    ranges = []
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(maxsplit=5)
+                if len(fields) >= 5 and fields[4] == str(inode):
+                    start, _, end = fields[0].partition("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except (OSError, ValueError):
+        return []
+    return ranges
+
+
+def aliased(refs: Sequence[wire.OutputRef], ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """The outputs (by position) whose bytes lie, even partly, in one of ``ranges``."""
+    found = []
+    for n, ref in enumerate(refs):
+        itemsize = wire.DTYPE_BYTES.get(ref.dtype, 1)
+        try:
+            span = _span(ref, itemsize)
+        except ValueError:
+            continue
+        if span and any(ref.address < end and start < ref.address + span for start, end in ranges):
+            found.append(n)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the parent found at a CPU call's return."""
+
+    #: the outputs as the parent read them (``read``), ``None`` when none were to be read, or why they
+    #: could not be taken (the call then counts as having returned wrong outputs)
+    outputs: list[Any] | str | None
+    #: the outputs (by position) that lie in the timed inputs' memory
+    aliased: tuple[int, ...] = ()
+    #: the worker did not stop at the return (a broken protocol)
+    unstopped: bool = False
+
+
+UNSTOPPED = "the worker did not stop at the call's return, so its outputs could not be taken there"
+
+
+def take(pid: int | None, answer: wire.Sample, read: bool, limit: int, inputs_inode: int | None = None) -> Taken:
     """At a CPU call's return: wait for the worker to stop itself, read its outputs if ``read``, let it go on.
 
-    ``None`` when nothing was to be read; a string says why the outputs were not taken (the call is then judged
-    as having returned wrong outputs).
+    With ``inputs_inode`` (the inputs region's memfd) an output lying in that region is named too: the
+    parent's own observation of ``outputsNotAliasInputs``.
     """
     if pid is None:
-        return "kictl's parent does not know the worker's process"
+        return Taken("kictl's parent does not know the worker's process", unstopped=True)
     if not wait_stopped(pid):
         try:
             os.kill(pid, signal.SIGSTOP)  # stopped now all the same, so that the run goes on to its verdict
@@ -126,15 +172,18 @@ def take(pid: int | None, answer: wire.Sample, read: bool, limit: int) -> list[A
             pass
         wait_stopped(pid, 1.0)
         _resume(pid)
-        return "the worker did not stop at the call's return, so its outputs could not be taken there"
+        return Taken(UNSTOPPED, unstopped=True)
     try:
+        hit: tuple[int, ...] = ()
+        if inputs_inode is not None and answer.outputs:
+            hit = tuple(aliased(answer.outputs, mapped(pid, inputs_inode)))
         if not read:
-            return None
+            return Taken(None, hit)
         if answer.outputs_error is not None:
-            return answer.outputs_error
+            return Taken(answer.outputs_error, hit)
         if not answer.outputs:
-            return "the worker did not say where the call's outputs lie"
-        return read_outputs(pid, answer.outputs, limit)
+            return Taken("the worker did not say where the call's outputs lie", hit)
+        return Taken(read_outputs(pid, answer.outputs, limit), hit)
     finally:
         _resume(pid)
 

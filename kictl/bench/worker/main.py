@@ -684,7 +684,7 @@ class Worker:
         with integrity.kictl_torch():
             for name, tensor in zip(self.names, outputs, strict=True):
                 if type(tensor) is not torch.Tensor or tensor.device.type != "cpu":
-                    return (), f"output {name} is not a plain CPU tensor"
+                    return (), f"returned output {name}, which is not a plain CPU tensor"
                 dtype = str(tensor.dtype).removeprefix("torch.")
                 refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
         return tuple(refs), None
