@@ -94,8 +94,8 @@ def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[A
             if span == 0:
                 tensors.append(torch.empty(ref.shape, dtype=dtype))
                 continue
-            data = bytearray(span)
-            view = memoryview(data)
+            data = torch.empty(span, dtype=torch.uint8)  # read into directly: no second copy
+            view = memoryview(data.numpy())
             done = 0
             while done < span:
                 try:
@@ -105,8 +105,9 @@ def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[A
                 if got <= 0:
                     return f"kictl's parent could not read an output at {ref.address:#x}"
                 done += got
-            flat = torch.frombuffer(data, dtype=torch.uint8).view(dtype)
-            tensors.append(flat.as_strided(ref.shape, ref.stride).contiguous())
+            placed = data.view(dtype).as_strided(ref.shape, ref.stride)
+            dense = placed.is_contiguous() and placed.numel() * itemsize == span
+            tensors.append(placed if dense else placed.contiguous())
     finally:
         os.close(fd)
     return tensors
