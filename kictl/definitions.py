@@ -111,12 +111,56 @@ def _output_order(run: ast.FunctionDef, spec: DefinitionSpec) -> tuple[str, ...]
 # --------------------------------------------------------------------------- folders
 
 
-def definition_folders(root: Path) -> list[Path]:
-    """Every ``definitions/<family>/<name>/`` that holds a definition.json."""
+def definition_folders(root: Path, *, catalogue: bool = True) -> list[Path]:
+    """Every ``definitions/<family>/<name>/`` that holds a definition.json.
+
+    ``catalogue=False`` leaves out the folders the catalogue imported (``catalogue_names``): what the
+    tests that run every hand-written definition iterate, so that 151 imported ones do not multiply them.
+    """
     base = root / DEFINITIONS_DIR
     if not base.is_dir():
         return []
-    return sorted(path.parent for path in base.glob(f"*/*/{DEFINITION_FILE}"))
+    folders = sorted(path.parent for path in base.glob(f"*/*/{DEFINITION_FILE}"))
+    if not catalogue:
+        imported = catalogue_names(root)
+        folders = [folder for folder in folders if folder.name not in imported]
+    return folders
+
+
+# --------------------------------------------------------------------------- the catalogue manifest
+
+#: ``definitions/catalogue.json``: every definition of the catalogue's source with its status (docs/importing.md).
+CATALOGUE_MANIFEST = "catalogue.json"
+CATALOGUE_STATUSES = ("imported", "hand-written", "unrepresented")
+
+
+def read_catalogue(root: Path) -> dict[str, Any] | None:
+    """The catalogue manifest of the registry at ``root``, or None when it has none.
+
+    Raises ``RecordError`` when the file is there but is not the manifest's shape.
+    """
+    path = root / DEFINITIONS_DIR / CATALOGUE_MANIFEST
+    if not path.is_file():
+        return None
+    label = f"{DEFINITIONS_DIR}/{CATALOGUE_MANIFEST}"
+    value = parse_json_file(path, source=label)
+    if not isinstance(value, dict):
+        raise RecordError(f"{label}: $: expected an object")
+    entries = value.get("definitions")
+    if not isinstance(entries, dict):
+        raise RecordError(f"{label}: $.definitions: expected an object of definition entries")
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or entry.get("status") not in CATALOGUE_STATUSES:
+            raise RecordError(f"{label}: $.definitions.{name}.status: expected one of {', '.join(CATALOGUE_STATUSES)}")
+    return value
+
+
+def catalogue_names(root: Path) -> frozenset[str]:
+    """Names of the definitions the catalogue imported (status ``imported``); empty without a manifest."""
+    manifest = read_catalogue(root)
+    if manifest is None:
+        return frozenset()
+    return frozenset(name for name, entry in manifest["definitions"].items() if entry["status"] == "imported")
 
 
 def _relative(root: Path, path: Path) -> str:
@@ -223,12 +267,15 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
         raise RecordError(f"not an input of {spec.name}", path=source, pointer=f"$.spec.inputs.{unknown[0]}")
     family = families.family_for(spec.family)
     structural = set(family.structural(spec))
+    # A family kictl has no module for (the generic fallback) cannot say which inputs are structure: a
+    # synthesised input is taken as the workload states it, and the bench refuses it until a module exists.
+    unknown_family = family.name == "generic" and spec.family != "generic"
     for name, given in workload.inputs.items():
         tensor = spec.inputs[name]
         where = f"{source}: {canon.format_path(('spec', 'inputs', name))}"
         if isinstance(given, ScalarInput) and tensor.shape:
             raise RecordError(f"{where}: a scalar source for a tensor of shape {list(tensor.shape)}")
-        if isinstance(given, SynthesizedInput) and name not in structural:
+        if isinstance(given, SynthesizedInput) and name not in structural and not unknown_family:
             raise RecordError(
                 f"{where}: only structural inputs ({', '.join(sorted(structural)) or 'none'}) are synthesised"
             )
@@ -242,9 +289,12 @@ def check_workload(spec: DefinitionSpec, workload: WorkloadSpec, *, source: str)
         raise RecordError(exc.message, path=source) from exc
 
 
-def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
-    """Compile every definition folder (or the one named); raises on the first error."""
-    folders = definition_folders(root)
+def compile_all(root: Path, name: str | None = None, *, catalogue: bool = True) -> list[Compiled]:
+    """Compile every definition folder (or the one named); raises on the first error.
+
+    ``catalogue=False``: the catalogue's imported folders are left out (``definition_folders``).
+    """
+    folders = definition_folders(root, catalogue=catalogue)
     if name is not None:
         folders = [folder for folder in folders if folder.name == name]
         if not folders:
@@ -257,3 +307,102 @@ def compile_all(root: Path, name: str | None = None) -> list[Compiled]:
                 details=[f"closest known: {', '.join(near)}" for near in [closest(name, known)] if near],
             )
     return [compile_folder(folder, root) for folder in folders]
+
+
+# --------------------------------------------------------------------------- where a definition runs
+
+#: GPU generations a definition's source baseline needs, from least to most demanding.
+PLACEMENTS = ("any", "hopper", "blackwell")
+PLACEMENT_LABELS = {"any": "any GPU", "hopper": "Hopper+ (sm90)", "blackwell": "Blackwell (sm100)"}
+FP8_DTYPES = frozenset({"float8_e4m3fn", "float8_e5m2"})
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a definition's source baseline (the kernel its ``fi_api`` tag names) runs, and why.
+
+    The reference is plain PyTorch and runs anywhere, the CPU included; ``needs`` is about the
+    kernel a measurement compares against (docs/importing.md, "Which definitions run where").
+    """
+
+    needs: str  # one of PLACEMENTS
+    reason: str
+
+    @property
+    def label(self) -> str:
+        return PLACEMENT_LABELS[self.needs]
+
+
+def placement(spec: DefinitionSpec) -> Placement:
+    """The stated rule, first match wins, from the definition alone (its tags and dtypes).
+
+    1. Blackwell: a ``gpu:sm100`` tag; a ``fi_api`` naming a TensorRT-LLM-gen kernel (``trtllm_…``),
+       which FlashInfer builds for SM100 only; a ``quantization``/``quant`` tag naming FP4.
+    2. Hopper: an FP8 input or output, or a ``quant``/``quantization`` tag naming FP8 (FP8 tensor-core
+       kernels); a ``fi_api`` under ``flashinfer.gdn`` (FlashInfer's GDN kernels use TMA, SM90+).
+    3. Anything else: any GPU FlashInfer supports.
+    """
+    tags = spec.tags or ()
+    apis = [tag.removeprefix("fi_api:") for tag in tags if tag.startswith("fi_api:")]
+    quant = [tag.split(":", 1)[1].lower() for tag in tags if tag.startswith(("quant:", "quantization:"))]
+    if "gpu:sm100" in tags:
+        return Placement("blackwell", "tagged gpu:sm100")
+    trtllm = [api for api in apis if api.rsplit(".", 1)[-1].startswith("trtllm_")]
+    if trtllm:
+        return Placement("blackwell", f"its baseline {trtllm[0]} is a TensorRT-LLM-gen kernel (SM100)")
+    if any("fp4" in q or "float4" in q for q in quant):
+        return Placement("blackwell", f"FP4 quantization ({quant[0]})")
+    fp8 = sorted(
+        name for group in (spec.inputs, spec.outputs) for name, tensor in group.items() if tensor.dtype in FP8_DTYPES
+    )
+    if fp8:
+        return Placement("hopper", f"FP8 tensors ({', '.join(fp8)})")
+    if any("fp8" in q or "float8" in q for q in quant):
+        return Placement("hopper", f"FP8 quantization ({quant[0]})")
+    gdn = [api for api in apis if api.startswith("flashinfer.gdn.")]
+    if gdn:
+        return Placement("hopper", f"its baseline {gdn[0]} uses TMA (SM90+)")
+    return Placement("any", "no FP8/FP4 tensor, no architecture-specific baseline")
+
+
+# --------------------------------------------------------------------------- where a workload's inputs come from
+
+#: ``metadata.labels`` key and value that mark a workload of a generated suite (kictl.importers.flashinfer_bench).
+WORKLOADS_LABEL = "kernelindex.dev/workloads"
+GENERATED_LABEL = "generated"
+NOT_CAPTURED = "not the captured tensors: structure generated from the axes (the source's blobs are not here)"
+GENERATED_SUITE = "generated suite: axes by kictl's suite rule, inputs generated (not captured)"
+
+
+def workload_origin(raw: dict[str, Any]) -> str | None:
+    """What a reader must be told about a Workload record's inputs, or None for nothing to say.
+
+    Read from the spec first, which the digest covers: a workload naming a blob its source did not ship
+    (``missing: true``) runs on structure generated from its axes, whatever its metadata says.  A
+    workload labelled as one of a generated suite says so.  A workload whose blobs are all present (a
+    dataset imported with them) carries no label.
+    """
+    spec = raw.get("spec")
+    inputs = spec.get("inputs") if isinstance(spec, dict) else None
+    if isinstance(inputs, dict) and any(
+        isinstance(given, dict) and given.get("type") == "blob" and given.get("missing") for given in inputs.values()
+    ):
+        return NOT_CAPTURED
+    metadata = raw.get("metadata")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if isinstance(labels, dict) and labels.get(WORKLOADS_LABEL) == GENERATED_LABEL:
+        return GENERATED_SUITE
+    return None
+
+
+def origin_notes(origins: dict[str, str | None], shown: int = 4) -> list[str]:
+    """One line per kind of origin over ``{workload name: origin}``: how many, and the first names."""
+    by_origin: dict[str, list[str]] = {}
+    for name, origin in origins.items():
+        if origin is not None:
+            by_origin.setdefault(origin, []).append(name)
+    lines = []
+    for origin, names in sorted(by_origin.items()):
+        listed = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+        lines.append(f"{len(names)} of {len(origins)} workload(s) {origin}: {listed}")
+    return lines

@@ -10,7 +10,7 @@ Every command that takes a record on its command line (``show``, ``verify``,
    refused; with no match, a ``sha256:`` reference is unknown, bare hex goes on
    to the names (a name may be hex).  Bare hex of ``SHORT_PREFIX`` (4) to 7
    digits that is no record's name but the start of some digest is refused
-   the same way ("give 8+ hex digits"), never answered with unrelated
+   the same way ("needs at least 8 hex digits"), never answered with unrelated
    "closest known" names; shorter hex (``b3``, a workload label) is a name.
 2. An exact name (a Definition's alias, a Workload's label, ...).  Several
    records of that name are an ambiguity.
@@ -82,7 +82,8 @@ def _short_hex(reference: str) -> bool:
 
 
 def _too_short(reference: str) -> str:
-    return f"{reference}: a digest prefix needs at least {MIN_PREFIX} hex digits: give {MIN_PREFIX}+ hex digits"
+    digits = len(reference.removeprefix("sha256:"))
+    return f"{reference}: a digest prefix needs at least {MIN_PREFIX} hex digits ({digits} given)"
 
 
 def closest(word: str, known: Sequence[str]) -> list[str]:
@@ -129,7 +130,10 @@ def resolve(reference: str, catalogue: Catalogue, *, what: str = "record") -> Ma
         if starts:
             raise NotFoundError(
                 _too_short(reference),
-                details=[f"{len(starts)} digest(s) start with {reference}; no {what} is named {reference!r}"],
+                details=[
+                    f"{len(starts)} digest(s) start with {reference}, e.g. {starts[0].digest[:19]}…: "
+                    f"give 8 or more of its hex digits (no {what} is named {reference!r})"
+                ],
             )
     candidates: list[str] = []
     if len(reference) >= MIN_PREFIX:

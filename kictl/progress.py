@@ -6,11 +6,16 @@ not (CI logs, ``nohup``, ``| tee``, a file), each ``say`` writes one line
 ``t=12.3s text``: the seconds since the command started, then what it is
 doing.  ``lines=True`` writes the plain lines on a terminal too (``kictl
 bench --timings``).  stdout is never touched: it carries the command's data.
+
+A step that says how far it is, ``K/N`` in its text (``session 2/5``, ``40/122
+pages``), also says what is left: on a line ``(K of N, ~12 s left)``, the time
+estimated from the steps so far; on a terminal a bar beside the text.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 import time
@@ -26,6 +31,37 @@ Say = Callable[[str], None]
 def stamped(text: str, began: float) -> str:
     """One plain progress line: ``t=SECONDS text``."""
     return f"t={time.perf_counter() - began:.1f}s {text}"
+
+
+#: How far a step is, in its text: ``3/10`` (not part of a date, a path or a larger number).
+_STEP = re.compile(r"(?<![\w/.])(\d+)/(\d+)(?![\w/.])")
+_BAR_WIDTH = 20
+
+
+def remaining(text: str, elapsed_s: float) -> tuple[int, int, str] | None:
+    """``(done, total, "~12 s left")`` for a text naming step ``K/N`` (K ≤ N), ``None`` otherwise.
+
+    What is left is the time so far times the steps left over the steps done (``?`` before the first).
+    """
+    found = _STEP.search(text)
+    if found is None:
+        return None
+    done, total = int(found.group(1)), int(found.group(2))
+    if total <= 0 or done > total:
+        return None
+    if done == total:
+        return done, total, "last step"
+    if done == 0 or elapsed_s <= 0:
+        return done, total, "time left unknown yet"
+    left = elapsed_s * (total - done) / done
+    text_left = f"~{left:.0f} s left" if left < 120 else f"~{left / 60:.0f} min left"
+    return done, total, text_left
+
+
+def bar(done: int, total: int, width: int = _BAR_WIDTH) -> str:
+    """``[#####---------------]``: ``done`` of ``total`` as a bar of ``width`` cells."""
+    filled = round(width * done / total) if total else 0
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
 
 
 def _is_terminal(stream: TextIO) -> bool:
@@ -45,20 +81,30 @@ def progress(*, lines: bool = False, stream: TextIO | None = None) -> Iterator[S
         lock = threading.Lock()
 
         def say(text: str) -> None:
+            step = remaining(text, time.perf_counter() - began)
+            suffix = f" ({step[0]} of {step[1]}, {step[2]})" if step is not None else ""
             with lock:
-                target.write(stamped(text, began) + "\n")
+                target.write(stamped(text + suffix, began) + "\n")
                 target.flush()
 
         yield say
         return
     try:
         from rich.console import Console
+        from rich.markup import escape
     except ImportError:  # rich is a dependency; a trimmed install still gets lines
         with progress(lines=True, stream=target) as plain:
             yield plain
         return
+    began = time.perf_counter()
     with Console(file=target).status("starting") as status:
-        yield lambda text: status.update(text)
+
+        def live(text: str) -> None:
+            step = remaining(text, time.perf_counter() - began)
+            shown = escape(text) if step is None else f"{escape(bar(step[0], step[1]))} {escape(text)} · {step[2]}"
+            status.update(shown)
+
+        yield live
 
 
 def size_warnings(

@@ -26,6 +26,7 @@ depends on it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -257,6 +258,11 @@ def _cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _under(say: Callable[[str], None], session: str, text: str) -> None:
+    """A bench step's progress line, under its session's name."""
+    say(f"{session}: {text}")
+
+
 def run_selftest(
     registry: Registry,
     *,
@@ -291,6 +297,7 @@ def run_selftest(
         harness=dict(harness_identity()), fingerprint=harness_fingerprint(), sandboxed=not no_sandbox
     )
     say = progress or (lambda _line: None)
+    planned = []
     for session_name, spec in sorted(loaded.corpus.sessions.items()):
         members = [n for n, e in sorted(entries.items()) if session_name in e.expect and (not only or n in only)]
         if not members or spec.device not in wanted:
@@ -298,9 +305,16 @@ def run_selftest(
         if spec.device == "cuda" and not cuda:
             report.skipped.append((session_name, "no CUDA GPU here"))
             continue
-        say(f"session {session_name}: {len(members)} entries on {spec.device}")
+        planned.append((session_name, spec, members))
+    for number, (session_name, spec, members) in enumerate(planned):
+        # "K/N sessions done" says what is left (kictl/progress.py); each bench step follows under the session
+        say(f"{number}/{len(planned)} sessions done; now {session_name}: {len(members)} entries on {spec.device}")
         bench = run_bench(
-            registry, spec.definition, [str(loaded.source(name)) for name in members], _options(spec, no_sandbox)
+            registry,
+            spec.definition,
+            [str(loaded.source(name)) for name in members],
+            _options(spec, no_sandbox),
+            progress=functools.partial(_under, say, session_name),
         )
         seen: dict[tuple[str, str], Any] = {}
         for summary in bench.runs:
@@ -324,6 +338,8 @@ def run_selftest(
                         caught=judge(expectation, status, detail),
                     )
                 )
+    if planned:
+        say(f"{len(planned)}/{len(planned)} sessions done")
     if not report.results and not report.skipped:
         raise UsageError("no corpus entry runs on " + " or ".join(sorted(wanted)))
     return report

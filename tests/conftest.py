@@ -6,6 +6,7 @@ Areas with fixtures of their own keep them in their folder's conftest.py
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -129,6 +130,8 @@ def _isolated_environment(
     # so that a test can check that a command wrote nothing in its own folder
     home = tmp_path_factory.mktemp("kictl-config")
     monkeypatch.setenv("KICTL_CONFIG_HOME", str(home))
+    # this machine's secret and the seals of site folders (kictl.index.secret): the test's own, never the user's
+    monkeypatch.setenv("KICTL_CACHE_HOME", str(tmp_path_factory.mktemp("kictl-cache")))
     plant_selftest_record(home)
 
 
@@ -169,26 +172,93 @@ def empty_registry(tmp_path: Path) -> Registry:
 RESULT_KINDS = ("BenchmarkRun", "Implementation", "BenchmarkProtocol", "ExecutionEnvironment")
 
 
-def copy_bundled(target: Path, *, results: bool = False) -> Registry:
+@functools.cache
+def catalogue_paths() -> frozenset[Path]:
+    """The definition folders and record files of the catalogue's imported definitions (definitions/catalogue.json).
+
+    About 1,900 files: copied into every bundled registry a test makes, they would cost seconds each time.
+    """
+    from kictl.definitions import catalogue_names
+
+    names = catalogue_names(REPO_ROOT)
+    paths: set[Path] = set()
+    digests: set[str] = set()
+    for path in (REPO_ROOT / "registry" / "records" / "Definition").glob("*/*.json"):
+        if json.loads(path.read_bytes())["spec"]["name"] in names:
+            digests.add(f"sha256:{path.stem}")
+            paths.add(path)
+    for path in (REPO_ROOT / "registry" / "records" / "Workload").glob("*/*.json"):
+        if json.loads(path.read_bytes())["spec"]["definitionDigest"] in digests:
+            paths.add(path)
+    paths.update(
+        folder.parent
+        for folder in (REPO_ROOT / "definitions").glob("*/*/definition.json")
+        if folder.parent.name in names
+    )
+    if names:
+        paths.add(REPO_ROOT / "definitions" / "catalogue.json")
+    return frozenset(paths)
+
+
+def _leave_out(*patterns: str, catalogue: bool) -> Callable[[str, list[str]], set[str]]:
+    by_pattern = shutil.ignore_patterns(*patterns)
+    left_out = frozenset() if catalogue else catalogue_paths()
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return set(by_pattern(folder, names)) | {name for name in names if Path(folder, name) in left_out}
+
+    return ignore
+
+
+def copy_bundled(target: Path, *, results: bool = False, catalogue: bool = False) -> Registry:
     """The repository's definitions (and, with ``results``, its measured runs), in a new git repository.
 
     Without ``results`` the copy holds the definitions and workloads only, with
     the keyless trust root `kictl init` writes: the starting point most tests
-    want, whatever results the repository carries.
+    want, whatever results the repository carries.  Without ``catalogue`` it
+    holds the hand-written definitions only, not the 151 the catalogue imported
+    (``catalogue_paths``), which no test of another area needs.
     """
     target.mkdir(parents=True)
-    shutil.copytree(REPO_ROOT / "definitions", target / "definitions")
+    shutil.copytree(REPO_ROOT / "definitions", target / "definitions", ignore=_leave_out(catalogue=catalogue))
     ignored = () if results else ("attestations", *RESULT_KINDS)
-    shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=shutil.ignore_patterns(*ignored))
+    shutil.copytree(REPO_ROOT / "registry", target / "registry", ignore=_leave_out(*ignored, catalogue=catalogue))
     if not results:
         empty_trust_root(target)
     import git
 
     repo = git.Repo.init(target, initial_branch="main")
+    for when, paths in _bundled_history(target) if results else []:
+        repo.index.add(paths)
+        stamp = f"{when} +0000"
+        repo.index.commit(f"Bundled registry as of {when}", author_date=stamp, commit_date=stamp)
     repo.index.add(["registry", "definitions"])
-    repo.index.commit("Bundled registry")
+    if not results or repo.is_dirty(index=True, working_tree=False, untracked_files=False) or not repo.head.is_valid():
+        repo.index.commit("Bundled registry")
     assert GitHistory(target).head() is not None
     return Registry(target)
+
+
+def _bundled_history(target: Path) -> list[tuple[int, list[str]]]:
+    """The copied registry's files grouped by when the repository's main line first committed each, oldest first.
+
+    A signature's time is when its file entered the registry (docs/trust.md "Signing time"), so a copy
+    committed all at once would date every signature today: the submissions of a key retired since
+    (the bundled root's version 6 retires the H200 submitter and the first verifier) would read as
+    signed after the retirement.  Replaying the commit times keeps the copy's signing times the
+    repository's.  Files the repository has not committed come last, in the final commit, as now.
+    """
+    from kictl.store.git import merged_times
+
+    try:
+        times = {**merged_times(REPO_ROOT, "registry"), **merged_times(REPO_ROOT, "definitions")}
+    except Exception:  # not a git checkout (an sdist): one commit, as before
+        return []
+    batches: dict[int, list[str]] = {}
+    for path, stamp in times.items():
+        if (target / path).is_file():
+            batches.setdefault(stamp, []).append(path)
+    return sorted(batches.items())
 
 
 def empty_trust_root(root: Path) -> None:

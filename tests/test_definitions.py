@@ -34,7 +34,7 @@ def _copy(tmp_path: Path, family: str, name: str) -> Path:
 
 
 def test_every_bundled_definition_compiles_with_six_or_more_workloads() -> None:
-    compiled = {item.definition.name: item for item in compile_all(REPO_ROOT)}
+    compiled = {item.definition.name: item for item in compile_all(REPO_ROOT, catalogue=False)}
     assert sorted(compiled) == sorted(BUNDLED)
     for item in compiled.values():
         assert len(item.workloads) >= 6
@@ -159,7 +159,7 @@ def _inputs(spec: DefinitionSpec, workload: WorkloadSpec, order: tuple[str, ...]
 @pytest.mark.parametrize("name", BUNDLED)
 def test_semantics_match_flashinfer_trace(name: str) -> None:
     """Same inputs, outputs, dtypes, axes; the two references agree on small workloads."""
-    compiled = next(item for item in compile_all(REPO_ROOT) if item.definition.name == name)
+    (compiled,) = compile_all(REPO_ROOT, name)
     spec = compiled.definition.model.spec
     assert isinstance(spec, DefinitionSpec)
     theirs = _theirs(spec)
@@ -195,3 +195,50 @@ def test_semantics_match_flashinfer_trace(name: str) -> None:
             assert (a[finite] - b[finite]).abs().max().item() <= 1e-2 * max(1.0, scale), output
             if output == "lse" and finite.any():
                 assert math.isclose(a[finite].mean().item(), b[finite].mean().item(), rel_tol=1e-4)
+
+
+# --------------------------------------------------------------------------- synthesised inputs and the catalogue
+
+
+def _synthesized_line(folder: Path) -> None:
+    (folder / "workloads.jsonl").write_text(
+        '{"metadata": {"name": "x"}, "spec": {"axes": {"M": 1}, '
+        '"inputs": {"A": {"type": "random"}, "B": {"type": "synthesized", "seed": 3}}}}\n'
+    )
+
+
+def test_a_known_family_refuses_synthesising_a_data_input(tmp_path: Path) -> None:
+    """Attack: gemm's module says B is data; a workload cannot claim the family makes it."""
+    folder = _copy(tmp_path, "gemm", "gemm_n4096_k4096")
+    _synthesized_line(folder)
+    with pytest.raises(RecordError, match=r"only structural inputs \(none\) are synthesised"):
+        compile_folder(folder, tmp_path)
+
+
+def test_a_family_without_a_module_takes_the_workload_s_word(tmp_path: Path) -> None:
+    """A family kictl has no module for cannot say what is structure: compiled as stated (the bench refuses it
+    until a module exists)."""
+    folder = _copy(tmp_path, "gemm", "gemm_n4096_k4096")
+    moved = tmp_path / "definitions" / "no-such-family" / "gemm_n4096_k4096"
+    moved.parent.mkdir()
+    folder.rename(moved)
+    document = json.loads((moved / "definition.json").read_text())
+    document["spec"]["family"] = "no-such-family"
+    (moved / "definition.json").write_text(json.dumps(document))
+    _synthesized_line(moved)
+    (workload,) = compile_folder(moved, tmp_path).workloads
+    assert workload.raw["spec"]["inputs"]["B"] == {"type": "synthesized", "seed": 3}
+
+
+def test_catalogue_false_leaves_the_imported_folders_out(tmp_path: Path) -> None:
+    _copy(tmp_path, "gemm", "gemm_n4096_k4096")
+    _copy(tmp_path, "gemm", "gemm_n128_k2048")
+    manifest = {
+        "definitions": {"gemm_n128_k2048": {"status": "imported"}, "gemm_n4096_k4096": {"status": "hand-written"}}
+    }
+    (tmp_path / "definitions" / "catalogue.json").write_text(json.dumps(manifest))
+    assert [item.definition.name for item in compile_all(tmp_path, catalogue=False)] == ["gemm_n4096_k4096"]
+    assert len(compile_all(tmp_path)) == 2
+    (tmp_path / "definitions" / "catalogue.json").write_text('{"definitions": {"x": {"status": "maybe"}}}')
+    with pytest.raises(RecordError, match=r"\$\.definitions\.x\.status: expected one of imported"):
+        compile_all(tmp_path, catalogue=False)

@@ -1,12 +1,16 @@
-"""The docs' commands run as shown (issue 13).
+"""The docs' commands run as shown (issues 13 and 45): the docs cannot drift.
 
-Every ``$ kictl ...`` line of a ``console`` block in README.md and docs/*.md
-is extracted.  Those that can run on a CPU, offline, against the bundled
-registry are run against a copy of it (in-process, from the repository root,
-so that paths like ``tests/assets/...`` and ``implementations/...`` resolve)
-and must give the exit status and the first line of output the doc shows.
-The others are skipped for a reason that ``SKIP_RULES`` names; a command no
-rule matches is run, so a new example is checked by default.
+Every ``$ kictl ...`` line of a ``console`` block in README.md, CONTRIBUTING.md
+and docs/*.md is extracted.  Those that can run on a CPU, offline, against the
+bundled registry are run against a copy of it (in-process, from the repository
+root, so that paths like ``tests/assets/...`` and ``implementations/...``
+resolve) and must give the exit status and the whole output the doc shows, once
+dates, commits, the machine's paths, root versions and (for a bench) the
+measured figures are normalised (``compare_output``); a doc line ``…`` leaves
+lines out.  The others are illustrations, each for a reason that ``SKIP_RULES``
+names; a command no rule matches is run, so a new example is checked by
+default.  Every command, run or illustration, must name a command the app has
+and only options it takes.  A failure names the block's file:line.
 """
 
 from __future__ import annotations
@@ -92,6 +96,12 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     ),
     (r": kictl review\b", "reviews the walk-through's PR branches (tests/review reviews real PR branches)"),
     (
+        r": kictl history\b",
+        "its output is the registry's git history (who added each record, when), not a one-commit copy's",
+    ),
+    (r"^rerun\.md: kictl leaderboard", "shows the walk-through's CPU reruns, which the bundled registry does not hold"),
+    (r"^trust\.md: kictl trust verify", "shows the walk-through's trust root, after its keys were added"),
+    (
         r"^submitting\.md: kictl (definitions compile|validate)",
         "shows the walk-through's scratch registry, which submitting.md builds from kictl init",
     ),
@@ -154,21 +164,96 @@ def _check(example: Example, cli: RunCli, registry: Path, monkeypatch: pytest.Mo
     # a diff says "different" with exit 1, as the doc shows it
     allowed = (0, 1) if example.command.startswith(("kictl diff", "kictl verify")) else (0,)
     assert result.exit_code in allowed, (example.label, result.output)
-    # the first line the doc shows that holds no path of the machine it ran on (stdout and stderr
-    # interleave on a terminal, so it is looked for among the first lines of each)
-    expected = next((line for line in shown if not _MACHINE_PATH.search(line)), None)
-    if expected is not None and expected not in ("…", "..."):
-        firsts = {_first(result.stdout), _first(result.stderr)}
-        assert expected.rstrip() in firsts, (example.label, firsts)
+    # the whole output as the doc shows it, stdout then stderr (a terminal interleaves them; the doc lists
+    # stdout's lines first), once dates, digests, times and the machine's paths are normalised
+    measured = example.command.startswith(("kictl bench", "kictl rerun"))
+    problem = compare_output(example.shown, result.stdout, result.stderr, measured=measured)
+    assert problem is None, f"{example.doc}:{example.line}: `{example.command}` prints other text: {problem}"
 
 
-_MACHINE_PATH = re.compile(r"(^|\s)/(tmp|home|work|root)/")
+#: What differs from one run, machine or merge to the next, replaced before a doc's text and the output meet.
+_NORMALISE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(^|\s)/(tmp|home|work|root|srv)/\S*"), r"\1<path>"),
+    (re.compile(r"\b\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?"), "<date>"),
+    (re.compile(r"\b\d+(\.\d+)? ?s\b(?! ago)"), "<seconds>"),
+    (re.compile(r"\b(commit|at) [0-9a-f]{7,40}\b"), r"\1 <commit>"),
+    (re.compile(r"\(([0-9a-f]{12})\)"), "(<commit>)"),
+    (re.compile(r"\broot (version )?\d+\b|\bversion \d+ of the trust root|v\d+\.root\.json"), "<root version>"),
+    (re.compile(r"\bkeyid [0-9a-f]{8,64}\b"), "keyid <keyid>"),
+    (re.compile(r"sha256:[0-9a-f]{8,63}…"), "sha256:<cut digest>…"),
+    (re.compile(r"accessed \S+"), "accessed <date>"),
+)
 
 
-def _first(text: str) -> str:
-    lines = [line.rstrip() for line in text.splitlines() if line.strip() and not line.startswith("indexed ")]
-    lines = [line for line in lines if not _MACHINE_PATH.search(line)]
-    return lines[0] if lines else ""
+#: A measurement that differs from run to run (a bench on the CPU): a latency as kictl writes it, three
+#: significant digits (``5.67 ms``, ``25.4 ms``, ``812 ns``; ``153.1 µs`` is the old format and stays itself), a ratio.
+_MEASURED: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(?<![\w.])(\d\.\d\d|\d\d\.\d|[1-9]\d\d|\d) (ns|µs|ms|s)\b"), "<latency>"),
+    (re.compile(r"(?<![\w.])\d+\.\d\dx"), "<ratio>x"),
+    (re.compile(r"(?<![\w.<])\d[\d.,]*(e[-+]?\d+)?(?![\w.>])"), "<n>"),
+)
+
+
+def normalise(line: str, *, measured: bool = False) -> str:
+    """``line`` with what varies replaced (``_NORMALISE``; ``_MEASURED`` too for a measurement), column
+    padding and rules folded (a column's width follows its widest cell)."""
+    text = line.rstrip()
+    for pattern, replacement in (*_NORMALISE, *(_MEASURED if measured else ())):
+        text = pattern.sub(replacement, text)
+    return re.sub(r"-{2,}", "--", re.sub(r"(?<=\S) {2,}", "  ", text))
+
+
+def _matches(shown: str, actual: str) -> bool:
+    """A shown line equals the output's, or is its start where the doc cut it with a trailing ``…``."""
+    if shown.endswith(("…", "...")) and len(shown.rstrip("….")) > 0:
+        return actual.startswith(shown.rstrip("…").removesuffix("...").rstrip())
+    return shown == actual
+
+
+#: Lines a doc leaves out: the index's one-off build, progress lines (``t=12.3s ...``, a live line on a terminal).
+_UNSHOWN = re.compile(r"indexed |t=\d+(\.\d+)?s ")
+
+
+def compare_output(shown: tuple[str, ...], stdout: str, stderr: str, *, measured: bool = False) -> str | None:
+    """``None`` when the doc's lines are the output's; else the first line that differs and what came instead.
+
+    The doc's lines are stdout's and stderr's merged in any order (a terminal interleaves them), each
+    stream's lines in order.  A line ``…`` (or ``...``) on its own stands for any number of lines the
+    doc leaves out; every other line must be there.  ``_UNSHOWN`` lines are not compared.
+    """
+
+    def lines(text: str) -> list[str]:
+        kept = [line for line in text.splitlines() if line.strip() and not _UNSHOWN.match(line)]
+        return [normalise(line, measured=measured) for line in kept]
+
+    want = [normalise(line, measured=measured) for line in shown if line.strip()]
+    if not want:
+        return None  # a step of a walk-through whose output the doc does not show: its exit status is checked
+    streams = [lines(stdout), lines(stderr)]
+    at = [0, 0]
+    skipping = False
+    for line in want:
+        if line.strip() in ("…", "..."):
+            skipping = True
+            continue
+        found = None
+        for number, stream in enumerate(streams):
+            position = at[number]
+            while skipping and position < len(stream) and not _matches(line, stream[position]):
+                position += 1
+            if position < len(stream) and _matches(line, stream[position]):
+                found = (number, position)
+                break
+        if found is None:
+            nexts = [stream[at[n]] for n, stream in enumerate(streams) if at[n] < len(stream)]
+            printed = f"the command printed {' / '.join(repr(text) for text in nexts)}" if nexts else "the output ended"
+            return f"the doc shows {line!r}; {printed}"
+        at[found[0]] = found[1] + 1
+        skipping = False
+    left = [stream[at[n]] for n, stream in enumerate(streams) if at[n] < len(stream)]
+    if left and not skipping:
+        return f"the command printed more: {left[0]!r} (end the block with a line `…` to leave the rest out)"
+    return None
 
 
 @pytest.mark.parametrize("example", FAST, ids=[example.label for example in FAST])
@@ -252,3 +337,80 @@ def test_every_usage_synopsis_lists_every_option_of_its_command() -> None:
         if absent:
             missing[f"{doc}: kictl {' '.join(path)}"] = absent
     assert not missing, missing
+
+
+def _command_problems(command: str, root: Any) -> list[str]:
+    """What in ``kictl ...`` the app does not have: an unknown command or an option its command lacks."""
+    try:
+        words = shlex.split(command, comments=True)[1:]
+    except ValueError as exc:
+        return [f"cannot be split as a shell line: {exc}"]
+    root_options = {opt for param in root.params for opt in getattr(param, "opts", [])}
+    node: Any = root
+    path: list[str] = []
+    while words and words[0].startswith("-") and words[0] in root_options:
+        words = words[1:]
+    while words and hasattr(node, "commands"):
+        child = node.commands.get(words[0])
+        if child is None:
+            return [f"`kictl {' '.join([*path, words[0]])}` is no command"]
+        node, path, words = child, [*path, words[0]], words[1:]
+    if hasattr(node, "commands"):
+        return [f"`kictl {' '.join(path)}` needs a subcommand"]
+    options = {
+        opt for param in node.params for opt in (*getattr(param, "opts", []), *getattr(param, "secondary_opts", []))
+    }
+    options |= {"--help"}
+    unknown = [
+        word.split("=", 1)[0] for word in words if word.startswith("--") and word.split("=", 1)[0] not in options
+    ]
+    return [f"`kictl {' '.join(path)}` has no option {option}" for option in unknown]
+
+
+def test_every_documented_command_exists_with_its_flags() -> None:
+    """Every ``$ kictl ...`` line, run here or shown as an illustration (``SKIP_RULES`` says why), names a command
+    the app has and only options that command takes: a renamed command or flag fails with the doc's file:line."""
+    import typer.main
+
+    from kictl.cli import make_app
+
+    root = typer.main.get_command(make_app())
+    problems, checked = [], 0
+    for example in ALL:
+        for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", example.command):
+            if part.startswith("kictl "):
+                checked += 1
+                problems += [f"{example.doc}:{example.line}: {problem}" for problem in _command_problems(part, root)]
+    assert not problems, "\n".join(problems)
+    assert checked > 100
+    assert _command_problems("kictl leaderboard x --workload y --metrics energy", root) == [
+        "`kictl leaderboard` has no option --metrics"
+    ]
+    assert _command_problems("kictl trust frobnicate", root) == ["`kictl trust frobnicate` is no command"]
+    assert _command_problems("kictl trust", root) == ["`kictl trust` needs a subcommand"]
+    assert _command_problems("kictl --verbose frobnicate x", root) == ["`kictl frobnicate` is no command"]
+
+
+def test_a_changed_output_fails_and_only_what_varies_is_normalised() -> None:
+    shown = ("board", "evidence  unsigned or better", "…", "left out: 8 not their best")
+    printed = "board\nevidence  disputed or better\nrow 1\nrow 2\nleft out: 8 not their best\n"
+    assert compare_output(shown, printed, "") == (
+        "the doc shows 'evidence  unsigned or better'; the command printed 'evidence  disputed or better'"
+    )
+    fixed = ("board", "evidence  disputed or better", "…", "left out: 8 not their best")
+    assert compare_output(fixed, printed, "") is None
+    assert compare_output(fixed[:2], printed, "") is not None  # more printed than shown, and no `…`
+    # stderr's lines may sit anywhere among stdout's; dates, commits and the machine's paths do not count
+    assert (
+        compare_output(
+            ("8 records added to /tmp/demo/reg", "b7  passed"), "b7  passed\n", "8 records added to /srv/x\n"
+        )
+        is None
+    )
+    assert (
+        compare_output(("added 2026-11-30 in commit 8823dda45aad",), "added 2026-12-06 in commit d81c9dc25beb", "")
+        is None
+    )
+    # a measurement: its value may change, its format may not (three significant digits)
+    assert compare_output(("b7  passed  5.67 ms  1.00x",), "b7  passed  931 µs  0.16x", "", measured=True) is None
+    assert compare_output(("b7  passed  153.1 µs  1.00x",), "b7  passed  931 µs  0.16x", "", measured=True) is not None

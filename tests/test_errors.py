@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from kictl import canon
 from kictl.errors import NotFoundError, RecordError
 from kictl.records import load_record_file
+from kictl.store import Registry
 from kictl.validate import check_record_file
 from tests import factories
+from tests.conftest import RunCli
 
 
 def test_the_text_is_path_pointer_message() -> None:
@@ -35,3 +38,56 @@ def test_a_schema_error_knows_its_file_and_json_path(tmp_path: Path) -> None:
     assert caught.value.pointer == "$.spec.axes.M.extra"
     _, problems = check_record_file("registry/records/Definition/ab/x.json", data)
     assert any(problem.message.startswith("$.spec.axes.M.extra: ") for problem in problems), problems
+
+
+def test_an_io_or_git_error_that_escapes_a_command_is_one_line_exit_4(capsys: pytest.CaptureFixture[str]) -> None:
+    """``guarded``'s last line of defence (issue 45): never a traceback and exit 1 for a disk or git failure."""
+    import git
+    import typer
+
+    from kictl.cli._common import guarded
+    from kictl.errors import EXIT_REGISTRY
+
+    failures: list[BaseException] = [
+        PermissionError(13, "Permission denied", "/srv/reg/registry/records/x.json"),
+        git.GitCommandError(
+            ["git", "merge-base", "a", "b"], 128, b"fatal: loose object 3f02 (stored in .git/objects/3f/02) is corrupt"
+        ),
+    ]
+    expected = [
+        "error: /srv/reg/registry/records/x.json: Permission denied; check the path and its permissions",
+        "error: the git store of the registry is corrupt (git merge-base: loose object 3f02 (stored in "
+        ".git/objects/3f/02) is corrupt); `git fsck` says more",
+    ]
+    for failure, start in zip(failures, expected, strict=True):
+
+        def command(failure: BaseException = failure) -> None:
+            raise failure
+
+        with pytest.raises(typer.Exit) as caught:
+            guarded(command)()
+        assert caught.value.exit_code == EXIT_REGISTRY
+        stderr = capsys.readouterr().err
+        assert stderr.startswith(start), stderr
+        assert stderr.count("\n") == 1, stderr
+
+    def a_bug() -> None:
+        raise ValueError("a bug keeps its traceback")
+
+    with pytest.raises(ValueError, match="a bug"):
+        guarded(a_bug)()
+
+
+def test_a_short_digest_prefix_is_said_once_with_what_to_give(cli: RunCli, empty_registry: Registry) -> None:
+    """Issue 45: ``verify 3b1a`` said "give 8+ hex digits" twice; now once, with a digest that starts so."""
+    chain = factories.chain()
+    file = empty_registry.root.parent / "chain.json"
+    file.write_text(json.dumps(chain))
+    assert cli("add", file, "--registry", empty_registry.root).exit_code == 0
+    digest = canon.record_digest(chain["run"])
+    result = cli("verify", digest[7:11], "--registry", empty_registry.root)
+    assert result.exit_code == 3, result.output
+    first, second = result.stderr.splitlines()
+    assert first == f"error: {digest[7:11]}: a digest prefix needs at least 8 hex digits (4 given)"
+    assert second.startswith(f"1 digest(s) start with {digest[7:11]}, e.g. {digest[:19]}…: give 8 or more")
+    assert result.stderr.count("needs at least 8 hex digits") == 1

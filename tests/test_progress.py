@@ -103,3 +103,29 @@ def test_bench_warns_before_an_impractical_job_and_not_before_a_small_one(cli: R
     small = cli("bench", "rmsnorm_h4096", "--impl", bundled / "none.py", "--device", "cpu", "--registry", bundled)
     assert small.exit_code == 2
     assert "warning" not in small.stderr
+
+
+def test_a_step_that_says_how_far_it_is_says_what_is_left() -> None:
+    """Issue 45: selftest, rerun and site build show a line per step on a log and a bar on a terminal."""
+    from kictl.progress import bar, remaining
+
+    assert remaining("1/4 sessions done; now rmsnorm-cpu", 30.0) == (1, 4, "~90 s left")
+    assert remaining("40/122 pages", 400.0) == (40, 122, "~14 min left")
+    assert remaining("0/3 groups done", 5.0) == (0, 3, "time left unknown yet")
+    assert remaining("3/3 sessions done", 5.0) == (3, 3, "last step")
+    for plain in ("b1_kv73: done (3 passed)", "2026/12/06", "registry/records/3/4", "5/3 odd", "1.5/2"):
+        assert remaining(plain, 5.0) is None, plain
+    assert bar(5, 20, width=8) == "[##------]"
+    assert bar(0, 3, width=4) == "[----]"
+    stream = io.StringIO()
+    with progress(stream=stream) as say:
+        say("1/2 groups done; now rmsnorm_h4096: rerunning 2 run(s)")
+    assert re.fullmatch(r"t=\d\.\ds 1/2 groups done; now rmsnorm_h4096: rerunning 2 run\(s\) \(1 of 2, ~\d+ s left\)\n",
+                        stream.getvalue())  # fmt: skip
+    live = _Terminal()
+    with progress(stream=live) as say:
+        say("61/122 pages")
+        import time
+
+        time.sleep(0.2)  # rich's status draws a few times a second
+    assert "[##########----------] 61/122 pages" in live.getvalue(), live.getvalue()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,13 @@ def test_a_harness_with_one_check_broken_fails_its_selftest_naming_the_entry(
     result = cli("selftest", "--device", "cpu", *args, "--registry", registry.root, "--out", out, "--json")
     assert result.exit_code == 1, result.output
     assert result.stderr.rstrip().endswith("error: 1 corpus entry missed: rmsnorm_returns_input"), result.stderr
+    # issue 45: a line per step (a log is no terminal), the session's bench steps under it, and what is left
+    steps = [line for line in result.stderr.splitlines() if line.startswith("t=")]
+    assert re.fullmatch(
+        r"t=\d+\.\ds 0/1 sessions done; now rmsnorm-cpu: 3 entries on cpu \(0 of 1, time left unknown yet\)", steps[0]
+    ), steps
+    assert any(re.match(r"t=\S+ rmsnorm-cpu: b\d+: done \(", line) for line in steps), steps
+    assert steps[-1].endswith(" 1/1 sessions done (1 of 1, last step)"), steps
     report = json.loads(result.stdout)
     verdicts = {item["entry"]: item["caught"] for item in report["entries"]}
     assert verdicts == {"rmsnorm_returns_input": False, "rmsnorm_mutates_inputs": True, "honest_reused_buffer": True}

@@ -21,36 +21,71 @@ The package, by concern::
     document   the advisory's schema and which protocols it matches
     published  signing, verifying against the trust root, the registry's set
     marks      which runs are marked, which reruns clear them, the policy's modes
+    memory     the versions a copy deleted: git history, this machine's memory, the warnings
+
+Names are imported on first use (``kictl.lazy``), so that ``kictl.advisories.memory`` stays light.
 """
 
 from __future__ import annotations
 
-from kictl.advisories.document import (
-    KIND,
-    Advisory,
-    Affects,
-    Fixed,
-    VersionRange,
-    advisory_value,
-    load_advisory_bytes,
-    new_advisory,
-    parse_advisory,
-    protocol_matches,
-)
-from kictl.advisories.marks import ADVISED_RUNS, Marks, RunRef, affected_runs, label, record_marks, run_marks
-from kictl.advisories.published import (
-    PAYLOAD_TYPE,
-    AdvisorySet,
-    VerifiedAdvisory,
-    advisory_path,
-    has_advisories,
-    load_advisories,
-    parse_advisory_path,
-    publish_advisory,
-    signed_envelope,
-    verify_advisory,
-    withdrawn,
-)
+from typing import TYPE_CHECKING
+
+from kictl.lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from kictl.advisories.document import (
+        KIND,
+        Advisory,
+        Affects,
+        Fixed,
+        VersionRange,
+        advisory_value,
+        load_advisory_bytes,
+        new_advisory,
+        parse_advisory,
+        protocol_matches,
+    )
+    from kictl.advisories.marks import (
+        ADVISED_RUNS,
+        Marks,
+        RunRef,
+        affected_runs,
+        label,
+        marks_run,
+        record_marks,
+        run_marks,
+    )
+    from kictl.advisories.published import (
+        PAYLOAD_TYPE,
+        AdvisorySet,
+        MissingVersion,
+        VerifiedAdvisory,
+        advisory_path,
+        advisory_standing,
+        has_advisories,
+        load_advisories,
+        parse_advisory_path,
+        publish_advisory,
+        signed_envelope,
+        verify_advisory,
+        withdrawn,
+    )
+
+_SUBMODULES = {
+    "document": (
+        "KIND", "Advisory", "Affects", "Fixed", "VersionRange", "advisory_value", "load_advisory_bytes",
+        "new_advisory", "parse_advisory", "protocol_matches",
+    ),
+    "marks": ("ADVISED_RUNS", "Marks", "RunRef", "affected_runs", "label", "marks_run", "record_marks", "run_marks"),
+    "published": (
+        "PAYLOAD_TYPE", "AdvisorySet", "MissingVersion", "VerifiedAdvisory", "advisory_path", "advisory_standing",
+        "has_advisories", "load_advisories", "parse_advisory_path", "publish_advisory", "signed_envelope",
+        "verify_advisory", "withdrawn",
+    ),
+}  # fmt: skip
+_LAZY = {name: f"kictl.advisories.{module}" for module, names in _SUBMODULES.items() for name in names}
+
+__getattr__ = lazy_attributes(globals(), _LAZY)
 
 __all__ = [
     "ADVISED_RUNS",
@@ -61,16 +96,19 @@ __all__ = [
     "Affects",
     "Fixed",
     "Marks",
+    "MissingVersion",
     "RunRef",
     "VerifiedAdvisory",
     "VersionRange",
     "advisory_path",
+    "advisory_standing",
     "advisory_value",
     "affected_runs",
     "has_advisories",
     "label",
     "load_advisories",
     "load_advisory_bytes",
+    "marks_run",
     "new_advisory",
     "parse_advisory",
     "parse_advisory_path",

@@ -98,7 +98,12 @@ class _Protocols:
         return self.spec(protocol) if isinstance(protocol, str) else None
 
 
-def _marks_by(advisory: Advisory, spec: Mapping[str, Any] | None, status: str) -> bool:
+def marks_run(advisory: Advisory, spec: Mapping[str, Any] | None, status: str) -> bool:
+    """Whether ``advisory`` marks a run of protocol ``spec`` and ``status``: the one rule for readers and review.
+
+    Its protocol matches ``affects``, and for ``impact: failures`` (a false positive) the run did not pass.
+    A protocol that cannot be read (``None``) matches nothing.
+    """
     if spec is None or not protocol_matches(advisory.affects, spec):
         return False
     return advisory.impact == "results" or status != "passed"
@@ -124,11 +129,13 @@ class _Reruns:
         if subject is None:
             return []
         if self.context is None:
+            from kictl.trust.readers import reader_policy  # the signed policy, as every reader reads it
+
             registry = self.registry
             self.context = (
                 registry_root(registry),
                 _signing_times(registry),
-                registry.policy().rerun_tolerance,
+                reader_policy(registry).rerun_tolerance,
                 _now(),
             )
         root, times, tolerance, now = self.context
@@ -162,7 +169,7 @@ def run_marks(registry: Registry, runs: Iterable[RunRef], *, advisories: Advisor
     verifier_reruns = _Reruns(registry)
     for run in runs:
         spec = protocols.spec(run.protocol)
-        hits = [advisory for advisory in open_ if _marks_by(advisory, spec, run.status)]
+        hits = [advisory for advisory in open_ if marks_run(advisory, spec, run.status)]
         if not hits:
             continue
         cleared: list[tuple[str, str]] = []

@@ -12,7 +12,10 @@ signer's key was valid when the registry accepted the file (docs/trust.md
 version, or one signed only by submitter or verifier keys, counts for nothing
 and is a review lint.
 
-Of an advisory's versions, readers apply the highest one that verifies.
+Of an advisory's versions, readers apply the highest one that verifies (``advisory_standing``, the one
+rule that review and every reader call), counting the versions a copy deleted or changed, which git
+history and this machine's memory still hold (``kictl.advisories.memory``): an advisory's state is the
+highest version ever seen, and a withdrawal is a version like any other.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import canon, layout
 from kictl.advisories.document import Advisory, advisory_value, is_advisory_id, load_advisory_bytes
+from kictl.advisories.memory import MEMORY_FILE
 from kictl.errors import CheckFailed, KictlError, NotFoundError, RecordError, UsageError
 from kictl.records import format_timestamp
-from kictl.store import Registry, Transaction
+from kictl.store import Registry, Transaction, is_temporary_name
 from kictl.trust._common import _short
 from kictl.trust.attestations import Signer, _check_key_time, _signer_of
 from kictl.trust.dsse import parse_envelope, sign_envelope
@@ -118,6 +122,39 @@ def verify_advisory(
     return advisory, signers
 
 
+@dataclass(frozen=True, slots=True)
+class MissingVersion:
+    """A published version that this copy of the registry deleted or changed, and which still applies."""
+
+    path: str
+    advisory: Advisory
+    how: str  # deleted, changed or remembered (``memory.Seen.how``)
+    commit: str | None = None
+
+    def warning(self) -> str:
+        """The loud one-line warning every reader prints for it."""
+        state = f"{self.advisory.id} version {self.advisory.version}, {self.advisory.status}"
+        if self.how == "remembered":
+            where = f"was seen on this machine ({MEMORY_FILE}) and is gone from this copy"
+        else:
+            verb = "deleted" if self.how == "deleted" else "changed"
+            where = f"was added in commit {(self.commit or '?')[:12]} and {verb} since"
+        return (
+            f"ADVISORY DELETED: {self.path} ({state}) {where}; published files are never deleted or changed, "
+            'and readers still apply it (docs/advisories.md, "Deleted advisories")'
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "id": self.advisory.id,
+            "version": self.advisory.version,
+            "status": self.advisory.status,
+            "how": self.how,
+            "commit": self.commit,
+        }
+
+
 @dataclass
 class AdvisorySet:
     """The advisories of a registry as readers apply them: per id, the highest version that verifies."""
@@ -125,6 +162,8 @@ class AdvisorySet:
     current: dict[str, VerifiedAdvisory] = field(default_factory=dict)
     #: ``(path, why)`` of each version file that counts for nothing
     ignored: list[tuple[str, str]] = field(default_factory=list)
+    #: published versions this copy deleted or changed (they count all the same)
+    missing: list[MissingVersion] = field(default_factory=list)
 
     def open(self) -> list[Advisory]:
         return [found.advisory for _, found in sorted(self.current.items()) if found.advisory.open]
@@ -138,6 +177,53 @@ class AdvisorySet:
             raise NotFoundError(f"no published advisory {advisory_id}{hint}", candidates=known[:20])
         return self.current[advisory_id]
 
+    def failures(self) -> list[str]:
+        """One line per missing version (``kictl verify`` fails with them)."""
+        return [missing.warning() for missing in self.missing]
+
+
+#: ``(path, bytes, signing time, committed, how)``: a version file as ``advisory_standing`` judges it; ``how``
+#: is ``None`` for a file in the tree, else ``deleted``, ``changed`` or ``remembered`` (with its commit).
+Candidate = tuple[str, bytes, datetime, bool, tuple[str, str | None] | None]
+
+
+def advisory_standing(candidates: Sequence[Candidate], root: TrustRoot) -> AdvisorySet:
+    """The one rule for an advisory's standing, for review and every reader: of each id, the highest version
+    that verifies (``verify_advisory`` at its signing time), whether the tree holds it or only git history
+    or this machine's memory does.  Never raises: a version that does not verify is ``ignored`` when in the
+    tree and dropped otherwise.  A version missing from the tree is listed in ``missing`` unless the tree
+    holds the same or a higher version of its id.
+    """
+    found = AdvisorySet()
+    seen_missing: list[tuple[Advisory, str, str, str | None]] = []
+    for relative, data, signed_at, committed, how in candidates:
+        try:
+            advisory, signers = verify_advisory(data, path=relative, root=root, signed_at=signed_at)
+        except KictlError as exc:
+            if how is None:
+                found.ignored.append((relative, exc.message))
+            continue
+        held = found.current.get(advisory.id)
+        if held is None or advisory.version > held.advisory.version:
+            found.current[advisory.id] = VerifiedAdvisory(advisory, relative, signers, signed_at, committed)
+        if how is not None:
+            seen_missing.append((advisory, relative, how[0], how[1]))
+    in_tree: dict[str, int] = {}
+    unverified = {path for path, _ in found.ignored}
+    for relative, _, _, _, how in candidates:
+        where = parse_advisory_path(relative)
+        if how is None and where is not None and relative not in unverified:
+            in_tree[where[0]] = max(in_tree.get(where[0], 0), where[1])
+    reported: set[str] = set()
+    for advisory, relative, how_name, commit in sorted(seen_missing, key=lambda item: item[1]):
+        if in_tree.get(advisory.id, 0) >= advisory.version and how_name == "remembered":
+            continue  # the tree holds it (or a later version): memory adds nothing
+        if relative in reported:
+            continue
+        reported.add(relative)
+        found.missing.append(MissingVersion(relative, advisory, how_name, commit))
+    return found
+
 
 def _version_files(registry: Registry) -> list[tuple[str, Path]]:
     top = registry.root / layout.ADVISORIES_DIR
@@ -148,13 +234,18 @@ def _version_files(registry: Registry) -> list[tuple[str, Path]]:
         if not folder.is_dir(follow_symlinks=False):
             continue
         for entry in sorted(os.scandir(folder.path), key=lambda e: e.name):
+            if is_temporary_name(entry.name):
+                continue  # a killed writer's temporary file: never read
             found.append((f"{layout.ADVISORIES_DIR}/{folder.name}/{entry.name}", Path(entry.path)))
     return found
 
 
 def has_advisories(registry: Registry) -> bool:
-    """Whether ``registry/advisories/`` holds any file (a cheap test readers make before verifying anything)."""
-    return bool(_version_files(registry))
+    """Whether the registry has, had or is remembered to have had advisory files (``memory.traces``: a cheap
+    test readers make before verifying anything)."""
+    from kictl.advisories.memory import traces
+
+    return traces(registry.root)
 
 
 def signing_times(registry: Registry, rev: str = "HEAD") -> dict[str, datetime]:
@@ -171,36 +262,60 @@ def signing_times(registry: Registry, rev: str = "HEAD") -> dict[str, datetime]:
 
 
 def load_advisories(registry: Registry, root: TrustRoot | None = None) -> AdvisorySet:
-    """Every advisory version under ``registry/advisories/``, verified; the highest valid version per id counts.
+    """The registry's advisories as every reader applies them (``advisory_standing``): the version files
+    under ``registry/advisories/``, and the published versions this copy deleted or changed, from git
+    history and this machine's memory (``kictl.advisories.memory``).  Remembers the highest version of
+    each id and queues one warning per missing version for the command line.
 
-    Raises ``CheckFailed`` when there are advisory files and the trust-root
-    chain does not verify (nothing could be told apart then), ``RegistryError``
-    when git or a file cannot be read.
+    Raises ``CheckFailed`` when there are advisory files (or there were) and the trust-root chain does not
+    verify (nothing could be told apart then), ``RegistryError`` when git or a file cannot be read.
     """
+    from kictl.advisories import memory
+    from kictl.store.git import added_on_main_line
+
     files = _version_files(registry)
-    found = AdvisorySet()
-    if not files:
-        return found
+    now = _now()
+    added = added_on_main_line(registry.root, layout.ADVISORIES_DIR) if registry.is_git_repository() else {}
+    times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, (_, stamp) in added.items()}
+    candidates: list[Candidate] = []
+    present: dict[str, bytes | None] = {}
+    unusable: list[tuple[str, str]] = []
+    for relative, path in files:
+        present[relative] = None
+        if parse_advisory_path(relative) is None or not path.is_file() or path.is_symlink():
+            unusable.append((relative, "not an advisory version file"))
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            unusable.append((relative, f"cannot read: {exc.strerror}"))
+            continue
+        present[relative] = data
+        candidates.append((relative, data, times.get(relative, now), relative in times, None))
+    history = memory.from_history(registry.root, present, added, now=now) if added else []
+    remembered = memory.recall(registry.root, {sha for sha, _ in added.values()})
+    if not files and not history and not remembered:
+        return AdvisorySet()
     if root is None:
         root = registry_root(registry)
-    times = signing_times(registry)
-    now = _now()
-    for relative, path in files:
-        if parse_advisory_path(relative) is None or not path.is_file() or path.is_symlink():
-            found.ignored.append((relative, "not an advisory version file"))
-            continue
-        signed_at = times.get(relative, now)
-        try:
-            advisory, signers = verify_advisory(path.read_bytes(), path=relative, root=root, signed_at=signed_at)
-        except OSError as exc:
-            found.ignored.append((relative, f"cannot read: {exc.strerror}"))
-            continue
-        except KictlError as exc:
-            found.ignored.append((relative, exc.message))
-            continue
-        held = found.current.get(advisory.id)
-        if held is None or advisory.version > held.advisory.version:
-            found.current[advisory.id] = VerifiedAdvisory(advisory, relative, signers, signed_at, relative in times)
+    for seen in [*history, *remembered]:
+        candidates.append((seen.path, seen.data, seen.signed_at, seen.commit is not None, (seen.how, seen.commit)))
+    found = advisory_standing(candidates, root)
+    found.ignored = sorted([*found.ignored, *unusable])
+    by_path = {relative: data for relative, data, *_ in candidates}
+    git = registry.is_git_repository()
+    memory.remember(  # what was published: committed (on HEAD's main line), or any file of a registry without git
+        registry.root,
+        [
+            (advisory_id, held.advisory.version, held.path, by_path[held.path], held.signed_at, added[held.path][0])
+            if held.path in added
+            else (advisory_id, held.advisory.version, held.path, by_path[held.path], held.signed_at, None)
+            for advisory_id, held in found.current.items()
+            if held.path in added or not git
+        ],
+    )
+    for missing in found.missing:
+        memory.warn(missing.warning())
     return found
 
 
@@ -229,7 +344,7 @@ def publish_advisory(registry: Registry, advisory: Advisory, keys: Sequence[Ed25
     envelope = signed_envelope(advisory, keys)
     data = canon.pretty_bytes(envelope)
     verify_advisory(data, path=relative, root=root, signed_at=_now())
-    with Transaction() as transaction:
+    with registry.writing(), Transaction() as transaction:  # one file, linked whole into place
         transaction.write(target, data)
     return target
 

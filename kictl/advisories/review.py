@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kictl.advisories.document import Advisory, protocol_matches
+from kictl.advisories.document import Advisory
+from kictl.advisories.marks import marks_run
 from kictl.advisories.published import parse_advisory_path, verify_advisory
 from kictl.errors import KictlError
 from kictl.store import Change
@@ -95,7 +96,8 @@ def open_advisories_at(git: Any, rev: str) -> list[Advisory]:
     """The open advisories of revision ``rev`` as readers would apply them there, read from git objects.
 
     Each version file is verified with that revision's trust root at the time the main line accepted
-    it (capped at now); the highest valid version per id counts.  Never raises: anything that does
+    it (capped at now); the highest valid version per id counts (``published.advisory_standing``, the rule
+    every reader applies).  Never raises: anything that does
     not verify counts for nothing.  One ``git ls-tree`` when there are none.
     """
     from kictl.layout import ADVISORIES_DIR, ROOT_FILE
@@ -113,22 +115,18 @@ def open_advisories_at(git: Any, rev: str) -> list[Advisory]:
         times = git.merged_times(ADVISORIES_DIR, rev)
     except KictlError:
         return []
+    from kictl.advisories.published import Candidate, advisory_standing
+
     now = _now()
-    current: dict[str, Advisory] = {}
+    candidates: list[Candidate] = []
     for path in paths:
         body = data.get(path)
         if body is None:
             continue
         stamp = times.get(path)
         signed_at = min(datetime.fromtimestamp(stamp, UTC), now) if stamp is not None else now
-        try:
-            advisory, _ = verify_advisory(body, path=path, root=root, signed_at=signed_at)
-        except KictlError:
-            continue
-        held = current.get(advisory.id)
-        if held is None or advisory.version > held.version:
-            current[advisory.id] = advisory
-    return [advisory for _, advisory in sorted(current.items()) if advisory.open]
+        candidates.append((path, body, signed_at, stamp is not None, None))
+    return advisory_standing(candidates, root).open()
 
 
 def advised_new_runs(
@@ -139,11 +137,7 @@ def advised_new_runs(
     for path, status, spec in runs:
         if spec is None:
             continue
-        hits = [
-            a.id
-            for a in advisories
-            if protocol_matches(a.affects, spec) and (a.impact == "results" or status != "passed")
-        ]
+        hits = [a.id for a in advisories if marks_run(a, spec, status)]  # the rule readers apply
         if hits:
             harness = spec.get("harness") or {}
             hints.append(

@@ -53,7 +53,11 @@ def make_app(command: str | None = None) -> typer.Typer:
         debug: Annotated[bool, typer.Option("--debug", help="Re-raise errors with their traceback.")] = False,
         verbose: Annotated[
             bool,
-            typer.Option("--verbose", help="Let the tools kictl drives (Ray) log as they do; also KICTL_VERBOSE=1."),
+            typer.Option(
+                "--verbose",
+                help="Say more: a failed run's whole statusDetail under its line (bench), and let the tools "
+                "kictl drives (Ray) log as they do; also KICTL_VERBOSE=1.",
+            ),
         ] = False,
         version: Annotated[
             bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version.")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
 import typer
 
 from kictl import render
-from kictl.errors import KictlError
+from kictl.errors import KictlError, RegistryError
 from kictl.render import short as short
 from kictl.render import table as table
 from kictl.terminal import json_safe, terminal_safe
@@ -62,7 +62,11 @@ class LazyModule:
 
 
 def guarded(func: Callable[P, R]) -> Callable[P, R]:
-    """Map ``KictlError`` to its message on stderr and its exit code."""
+    """Map ``KictlError`` to its message on stderr and its exit code.
+
+    An I/O or git error that a domain module let through (``io_error``) is exit 4 with one line too: a
+    damaged disk or git store is never a traceback, nor exit 1 ("a check said no").
+    """
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -73,8 +77,56 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
                 raise
             print(terminal_safe(f"error: {exc.diagnostics()}"), file=sys.stderr)
             raise typer.Exit(exc.exit_code) from None
+        except Exception as exc:
+            mapped = io_error(exc)
+            if mapped is None or STATE.debug:
+                raise
+            print(terminal_safe(f"error: {mapped.diagnostics()}"), file=sys.stderr)
+            raise typer.Exit(mapped.exit_code) from None
+        finally:
+            _domain_warnings()
 
     return wrapper
+
+
+def _domain_warnings() -> None:
+    """Print what the domain queued for stderr: a deleted harness advisory (``kictl.advisories.memory``)."""
+    memory = sys.modules.get("kictl.advisories.memory")  # queued only where it was imported
+    if memory is not None:
+        for line in memory.take_warnings():
+            print(terminal_safe(f"warning: {line}"), file=sys.stderr)
+
+
+def io_error(exc: BaseException) -> RegistryError | None:
+    """``exc`` as the ``RegistryError`` (exit 4) it is, when it is an I/O, git or sqlite failure; else ``None``.
+
+    The line names the file (``OSError.filename``) or the repository, and what to do.
+    """
+    module = type(exc).__module__.split(".")[0]
+    if module in ("git", "gitdb"):
+        from kictl.store.git import git_failure
+
+        stderr = getattr(exc, "stderr", None)
+        text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr or exc)
+        where = getattr(exc, "_kictl_root", None) or "the registry"
+        return git_failure(Path(str(where)), _git_action(exc), text.strip().removeprefix("stderr:").strip(" '"))
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else "a file"
+        reason = exc.strerror or type(exc).__name__
+        return RegistryError(f"{name}: {reason}; check the path and its permissions (or free disk space)")
+    if module == "sqlite3":
+        return RegistryError(
+            f"the query index under .kictl/ cannot be used ({exc}); remove the registry's .kictl/ folder "
+            "to rebuild it, or check that the disk is writable"
+        )
+    return None
+
+
+def _git_action(exc: BaseException) -> str:
+    command = getattr(exc, "command", None)
+    if isinstance(command, list | tuple) and len(command) > 1:
+        return str(command[1])
+    return "read"
 
 
 #: The one latency formatter (``kictl.render.latency``), under the name command modules use.

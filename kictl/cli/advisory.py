@@ -106,6 +106,7 @@ def list_advisories(registry: RegistryOption = None, as_json: JsonOption = False
                     for _, item in sorted(found.current.items())
                 ],
                 "ignored": [{"path": path, "reason": reason} for path, reason in found.ignored],
+                "missing": [missing.to_json() for missing in found.missing],  # deleted or changed by this copy
             }
         )
         return

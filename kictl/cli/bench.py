@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -41,6 +42,39 @@ def _size_warnings(target: Registry, definition: str, workloads: list[str] | Non
         return  # the bench says what is wrong with the device
     for line in size_warnings(target, definition, tuple(workloads or ()), device=resolved, **counts):
         err(line)
+
+
+#: A frame of a Python traceback or of faulthandler's dump: ``File "x.py", line 8, in run`` / ``... line 8 in run``.
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:,? in (?P<function>\S+))?')
+#: Files that are kictl's, Python's or a library's, never the implementation's.
+_NOT_THE_IMPLEMENTATION = re.compile(r"^<|/kictl-worker/|/kictl/|site-packages/|dist-packages/|/lib/python3")
+
+
+def failure_reason(detail: str | None, *, width: int = 240) -> str:
+    """One line saying why a run did not pass: the reason first, then where in the implementation.
+
+    ``statusDetail`` keeps the whole text (a traceback, faulthandler's dump of a stuck worker); the summary
+    shows its reason (the exception's line, or the harness's first line, e.g. "no answer within 10 s to
+    check; the worker was stopped") and the implementation's own file and line where a frame names one:
+    the innermost of a traceback, the one a stuck worker was in.
+    """
+    lines = [line.rstrip() for line in (detail or "").strip().splitlines() if line.strip()]
+    if not lines:
+        return "no detail recorded"
+    frames = [match for match in (_FRAME.match(line) for line in lines) if match is not None]
+    if lines[0].startswith("Traceback (most recent call last)"):
+        reason = next((line.strip() for line in reversed(lines) if not line.startswith((" ", "\t"))), lines[-1])
+        frames.reverse()  # innermost first
+    else:
+        reason = lines[0].strip()  # the harness's own words; a stack dump (most recent call first) follows
+    where = next((frame for frame in frames if not _NOT_THE_IMPLEMENTATION.search(frame["file"])), None)
+    if where is not None:
+        name = re.sub(r"^.*/kictl-sources-[^/]+/", "", where["file"])
+        place = f"{name}:{where['line']}" + (f" in {where['function']}" if where["function"] else "")
+        reason = f"{reason} ({'stuck at ' if ' stopped' in reason else 'at '}{place})"
+    if len(reason) > width:
+        reason = reason[: width - 1] + "…"
+    return reason
 
 
 def _number(value: float | None, digits: int = 3) -> str:
@@ -371,9 +405,12 @@ def bench(
             for line in table(headers, rows, right=tuple(range(2, len(headers)))):
                 out(line)
     failed = [run for run in report.runs if run.status != "passed"]
+    verbose = os.environ.get("KICTL_VERBOSE", "") not in ("", "0")
     for run in failed:
-        first = (run.detail or "").strip().splitlines()[-1:] or [""]
-        err(f"{run.implementation} on {run.workload}: {run.status}: {first[0][:200]}")
+        err(f"{run.implementation} on {run.workload}: {run.status}: {failure_reason(run.detail)}")
+        if verbose and run.detail and "\n" in run.detail.strip():
+            for line in run.detail.strip().splitlines():
+                err(f"    {line}")
     for warning in report.warnings:
         err(f"warning: {warning}")
     for label, reason in report.skipped:

@@ -311,7 +311,7 @@ def citation_text(cite: Citation) -> str:
         who = f"submitted by {', '.join(cite.submitters)}" if cite.submitters else "no valid submission signature"
         measured = f" {cite.gpu or 'unknown GPU'}, {figure}, {who} ({cite.evidence or 'unsigned'})."
     return (
-        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}.{measured} {cite.permalink} '
+        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}.{measured} {cite.where} '
         f"({added}; accessed {cite.accessed})." + advised
     )
 
@@ -325,7 +325,8 @@ def cite(
 ) -> None:
     """How to cite a record: title, digest, permalink, the commit that added it, the access date.
 
-    The permalink is the policy's permalinkBase followed by the digest. --json
+    The permalink is the policy's permalinkBase followed by the digest; a registry without one
+    (kictl init's default) is cited by its location (origin remote, else folder) and the record's file. --json
     is --format json. Exit 3 for an unknown record, 2 for an unknown format,
     1 for a record whose file does not match its digest (never cited).
     """

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
 from kictl.render import natural_key
+
+if TYPE_CHECKING:
+    from kictl.records import StoredRecord
 
 app = typer.Typer(help="Compile and list definitions.", no_args_is_help=True)
 
@@ -46,21 +50,19 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
 
     A run whose file does not match its digest is not counted, as no reader counts it.
     """
-    from kictl.records import BenchmarkRun, Definition, Workload
+    from kictl.definitions import PLACEMENT_LABELS, read_catalogue
+    from kictl.records import BenchmarkRun, Workload
 
     target = open_registry(registry)
     definitions = list(target.iter_records(["Definition"]))
     workloads: dict[str, int] = {}
+    workload_definition: dict[str, str] = {}
     for record in target.iter_records(["Workload"]):
         assert isinstance(record.model, Workload)
         key = record.model.spec.definition_digest
         workloads[key] = workloads.get(key, 0) + 1
+        workload_definition[record.digest] = key
     runs: dict[str, int] = {}
-    workload_definition = {
-        r.digest: r.model.spec.definition_digest
-        for r in target.iter_records(["Workload"])
-        if isinstance(r.model, Workload)
-    }
     for _, path in target.record_files(["BenchmarkRun"]):
         record = target.read_record(path)
         assert isinstance(record.model, BenchmarkRun)
@@ -69,9 +71,44 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
         definition = workload_definition.get(record.model.spec.workload_digest)
         if definition is not None:
             runs[definition] = runs.get(definition, 0) + 1
-    rows: list[dict[str, str | int]] = []
-    for record in sorted(definitions, key=lambda r: (r.model.spec.family, natural_key(r.name))):  # type: ignore[union-attr]
+    rows = definition_rows(definitions, workloads, runs, read_catalogue(target.root))
+    if as_json:
+        emit_json(rows)
+        return
+    for line in table(
+        ["definition", "family", "workloads", "runs", "runs on", "digest"],
+        [
+            [
+                str(r["name"]),
+                str(r["family"]),
+                str(r["workloads"]),
+                str(r["runs"]),
+                str(PLACEMENT_LABELS.get(str(r["runsOn"]), "–")),
+                short(str(r["digest"])) if r["digest"] else f"unrepresented: {r['reason']}",
+            ]
+            for r in rows
+        ],
+        right=(2, 3),
+    ):
+        out(line)
+
+
+def definition_rows(
+    definitions: list[StoredRecord],
+    workloads: dict[str, int],
+    runs: dict[str, int],
+    manifest: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The rows of `kictl definitions list` (and the site's index.json): every Definition, then the
+    catalogue's definitions kictl cannot represent (``digest`` null, with the reason), by family and name.
+    """
+    from kictl.definitions import placement
+    from kictl.records import Definition
+
+    rows: list[dict[str, Any]] = []
+    for record in definitions:
         assert isinstance(record.model, Definition)
+        where = placement(record.model.spec)
         rows.append(
             {
                 "name": record.name,
@@ -79,17 +116,52 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
                 "digest": record.digest,
                 "workloads": workloads.get(record.digest, 0),
                 "runs": runs.get(record.digest, 0),
+                "runsOn": where.needs,
+                "runsOnReason": where.reason,
             }
         )
+    for name, entry in ((manifest or {}).get("definitions") or {}).items():
+        if entry["status"] == "unrepresented":
+            rows.append(
+                {
+                    "name": name,
+                    "family": str(entry.get("family") or "–"),
+                    "digest": None,
+                    "workloads": 0,
+                    "runs": 0,
+                    "runsOn": None,
+                    "runsOnReason": None,
+                    "reason": str(entry.get("reason") or "not stated"),
+                }
+            )
+    return sorted(rows, key=lambda row: (row["family"], natural_key(row["name"])))
+
+
+@app.command("catalogue")
+@guarded
+def catalogue_command(
+    dataset: Annotated[Path, typer.Argument(help="A FlashInfer Trace folder (definitions/, workloads/).")],
+    commit: Annotated[str, typer.Option("--commit", help="The source's full commit, recorded in provenance.")],
+    source: Annotated[
+        str, typer.Option("--source", help="The source repository, recorded in provenance.")
+    ] = "github:flashinfer-ai/flashinfer-bench",
+    registry: RegistryOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Write a FlashInfer Trace dataset as definitions/<family>/<name>/ folders and definitions/catalogue.json.
+
+    Then `kictl definitions compile` stores their records. A folder of the same name that the
+    catalogue did not write (a hand-written definition) is kept as it is; definitions without
+    workloads get the generated suite (docs/importing.md). Exit 2 when DATASET is no dataset.
+    """
+    from kictl.importers.flashinfer_bench.catalogue import write_catalogue
+
+    target = open_registry(registry)
+    report = write_catalogue(dataset, target.root, source=source, commit=commit)
     if as_json:
-        emit_json(rows)
-        return
-    for line in table(
-        ["definition", "family", "workloads", "runs", "digest"],
-        [
-            [str(r["name"]), str(r["family"]), str(r["workloads"]), str(r["runs"]), short(str(r["digest"]))]
-            for r in rows
-        ],
-        right=(2, 3),
-    ):
-        out(line)
+        emit_json({"source": report.source, "commit": report.commit, "definitions": report.entries})
+    else:
+        for name, entry in sorted(report.entries.items()):
+            out(f"{entry['status']:<13}  {name}")
+    counts = ", ".join(f"{report.count(status)} {status}" for status in ("imported", "hand-written", "unrepresented"))
+    err(f"{len(report.entries)} definition(s) in {dataset}: {counts}; now run `kictl definitions compile`")

@@ -90,7 +90,9 @@ def _room(indent: int = 0) -> int | None:
 
 
 #: What the summary's columns and marks mean, in one line under each board (docs/leaderboards.md says more).
-SUMMARY_LEGEND = "vs floor: record ÷ physical floor · evidence: unsigned < reported < verified · docs/leaderboards.md"
+SUMMARY_LEGEND = (
+    "vs floor: record ÷ physical floor · evidence: disputed < unsigned < reported < verified · docs/leaderboards.md"
+)
 #: The same for one workload's groups.
 GROUP_LEGEND = "1= tied within noise · * not committed · × ref: speed-up over the reference · docs/leaderboards.md"
 
@@ -256,6 +258,7 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
     for row in group.rows:
         notes = [label for flag, label in ((row.stale, "stale"), (row.below_floor, "BELOW FLOOR")) if flag]
         notes += [(held_out or {})[row.run.digest]] if row.run.digest in (held_out or {}) else []  # issue 32
+        notes += ["no samples"] if row.note else []  # kictl.derived: its figures are as stated
         mark = ("=" if row.tied or _tied_below(group, row) else "") + ("" if row.run.committed else "*")
         rows.append(
             [
@@ -280,6 +283,9 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
     )
     if any(not row.run.committed for row in group.rows):
         lines.append("* not committed yet")
+    unbacked = next((row.note for row in group.rows if row.note), None)
+    if unbacked:
+        lines.extend(_wrap(unbacked))
     left_out = {name: count for name, count in group.excluded.items() if count}
     if left_out:
         words = {
@@ -382,6 +388,8 @@ def _leaderboard(
             else:
                 for line in _render_definition(result):
                     out(line)
+                for line in _origin_lines(index, result.workloads):  # issue 42: generated, not captured
+                    out(line)
             return document, policy
         board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         # issue 32: what verifiers' reruns found on held-out shapes (kictl.rerun.heldout)
@@ -392,7 +400,18 @@ def _leaderboard(
         else:
             for line in _render_workload(board, held_out):
                 out(line)
+            for line in _origin_lines(index, [board.workload]):  # issue 42: generated, not captured
+                out(line)
         return document, policy
+
+
+def _origin_lines(index: Any, workloads: list[Any]) -> list[str]:
+    """The workloads whose inputs are not the captured tensors, or a generated suite (kictl.definitions)."""
+    from kictl.definitions import origin_notes, workload_origin
+
+    origins = {workload.name: workload_origin(index.load_record(workload.digest).raw) for workload in workloads}
+    notes = origin_notes(origins)
+    return ["", *(line for note in notes for line in _wrap(f"inputs: {note}"))] if notes else []
 
 
 def _answered(registry: Path | None, command: tuple[object, ...], compute: Callable[[], tuple[Any, Policy]]) -> None:

@@ -43,11 +43,20 @@ def _read(files: list[Path]) -> list[Any]:
 @guarded
 def init(
     directory: Annotated[Path, typer.Argument(help="Folder for the new registry (created if missing).")],
+    permalink_base: Annotated[
+        str,
+        typer.Option(
+            "--permalink-base",
+            metavar="URL",
+            help="Where the registry's record pages will be published (a digest is appended: "
+            "https://example.org/r/). Default none: `kictl cite` gives the digest and the registry's location.",
+        ),
+    ] = "",
 ) -> None:
     """Create a new, empty registry: a git repository with a trust root and a policy."""
     from kictl.scaffold import create_registry  # imports the trust module: only here
 
-    sha = create_registry(directory)
+    sha = create_registry(directory, permalink_base=permalink_base)
     err(f"created an empty registry in {directory} (commit {sha[:12]})")
     out(str(directory.resolve()))
 
@@ -143,6 +152,10 @@ def show(
     from kictl.advisories import record_marks  # harness advisories (docs/advisories.md)
 
     marks = record_marks(target, digest)
+    from kictl.derived import cap_evidence, run_figures_json, run_figures_lines
+    from kictl.records import BenchmarkRunSpec
+
+    spec = record.model.spec
     if as_json:
         emit_json(
             {
@@ -154,6 +167,7 @@ def show(
                 "advisories": marks.run_json(digest),
                 "attestations": [result.to_json() for result in report.attestations],
                 "failures": report.failures,
+                "derived": run_figures_json(spec) if isinstance(spec, BenchmarkRunSpec) else None,
                 "record": record.raw,
             }
         )
@@ -166,7 +180,12 @@ def show(
     extras = [f"{trust.community_reruns} community rerun(s)", f"{trust.reviews} review(s)"]
     if trust.retracted:
         extras.insert(0, "RETRACTED")
-    out(f"evidence: {with_advisories(trust.level, marks.of(digest))} · " + " · ".join(extras))
+    level: str = trust.level
+    if isinstance(spec, BenchmarkRunSpec) and spec.timing is not None:
+        level = cap_evidence(level, bool(spec.timing.samples))  # no kept samples: reported at best
+    out(f"evidence: {with_advisories(level, marks.of(digest))} · " + " · ".join(extras))
+    for line in run_figures_lines(spec) if isinstance(spec, BenchmarkRunSpec) else []:
+        out(line)  # kictl.derived: the figures every reader uses, and what the record contradicts
     if report.attestations:
         out(f"attestations ({len(report.attestations)}):")
         for line in attestation_lines(report.attestations):

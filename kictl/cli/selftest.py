@@ -43,9 +43,11 @@ def selftest(
     every entry is caught, 1 naming the entries missed.
     """
     from kictl import selftest as core
+    from kictl.progress import progress
 
     target = open_registry(registry)
-    report = core.run_selftest(target, device=device, only=tuple(entry or ()), progress=err)
+    with progress() as say:  # a line per step (t=SECONDS ...) on a log, a live line with a bar on a terminal
+        report = core.run_selftest(target, device=device, only=tuple(entry or ()), progress=say)
     for path in core.write_result(report, out_dir):
         err(f"wrote {path}")
     if as_json:

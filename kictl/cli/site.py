@@ -37,14 +37,22 @@ def build(
         bool,
         typer.Option("--incremental", help="Render only the pages whose inputs changed since the last build into OUT."),
     ] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Build into a non-empty folder that kictl did not build here, removing none of its files."
+        ),
+    ] = False,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Build the static site: the index, a page per definition, comparison group, run, implementation and GPU.
 
     Every page has its JSON beside it (the CLI's --json documents). Building
-    the same registry state twice gives byte-identical files. Exit 5 without
-    matplotlib (pip install 'kictl\\[site]'), 4 when OUT cannot be written.
+    the same registry state twice gives byte-identical files. OUT must be new,
+    empty or built here before: never build into an unpacked artifact. Exit 2
+    for another folder (unless --force) or a link, 5 without matplotlib (pip
+    install 'kictl\\[site]'), 4 when OUT cannot be written or holds a link.
     """
     from kictl.site import build_site
 
@@ -53,7 +61,7 @@ def build(
     target = open_registry(registry)
     with progress() as say:  # a live line on a terminal, `t=SECONDS what` lines elsewhere (CI logs, | tee)
         say("reading the registry and judging its attestations")
-        report = build_site(target, out_dir, base_url=base_url, incremental=incremental, progress=say)
+        report = build_site(target, out_dir, base_url=base_url, incremental=incremental, force=force, progress=say)
     if as_json:
         emit_json(
             {
@@ -74,7 +82,7 @@ def build(
     err(
         f"{report.mode} build: {report.rendered} of {report.pages} pages rendered, "
         f"{report.files_written} files written, {report.files_removed} removed, "
-        f"{report.verified} runs verified, {report.seconds:.1f} s"
+        f"{report.verified} runs' signatures checked, {report.seconds:.1f} s"
     )
 
 
@@ -84,15 +92,16 @@ def serve(
     site_dir: Annotated[Path, typer.Argument(metavar="SITE", help="A folder made by `kictl site build`.")],
     port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0 picks a free one).")] = 8000,
 ) -> None:
-    """Serve a built site on http://127.0.0.1:PORT/ until interrupted (Ctrl-C)."""
-    import functools
-    import http.server
+    """Serve a built site on http://127.0.0.1:PORT/ until interrupted (Ctrl-C).
+
+    Only files reached without a link are served, with a policy that runs no script and asks no other host.
+    """
+    from kictl.site.serve import site_server
 
     if not (site_dir / "index.html").is_file():
         raise UsageError(f"{site_dir} has no index.html; build it first with `kictl site build {site_dir}`")
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site_dir))
     try:
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+        server = site_server(site_dir, port)
     except OSError as exc:
         raise RegistryError(f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
     err(f"serving {site_dir} on http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)")

@@ -428,6 +428,28 @@ def trust_reanchor(
             "or compromised (none of their signatures count).",
         ),
     ] = "retired",
+    verifiers: Annotated[
+        list[Path] | None,
+        typer.Option("--verifier", help="Add a verifier's public key in the same version; repeatable.", metavar="PUB"),
+    ] = None,
+    submitters: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--submitter", help="Add a submitter's public key in the same version; repeatable.", metavar="PUB"
+        ),
+    ] = None,
+    retire: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--retire",
+            help="Also revoke this listed key (keyid, 12+ hex digits; for --reason), e.g. a verifier whose private "
+            "key went with the maintainers'; repeatable.",
+            metavar="KEYID",
+        ),
+    ] = None,
+    sign_policy: Annotated[
+        bool, typer.Option("--sign-policy", help="Name registry/policy.json's sha256 in the same version.")
+    ] = False,
     registry: RegistryOption = None,
 ) -> None:
     """Re-anchor: the next trust root version signed by new maintainers only (the old keys are lost or stolen).
@@ -445,6 +467,12 @@ def trust_reanchor(
         keys=_private_keys(keys),
         threshold=threshold,
         reason=reason,
+        others=[
+            *((trust_core.load_public_key(path), _owner_of(path), ("verifier",)) for path in verifiers or ()),
+            *((trust_core.load_public_key(path), _owner_of(path), ("submitter",)) for path in submitters or ()),
+        ],
+        retire=retire or (),
+        sign_policy=sign_policy,
     )
     _published(root, "re-anchored")
     err(f"readers pin it with: kictl trust pin {canon.DIGEST_PREFIX}{canon.sha256_hex(root.data)}")
@@ -468,6 +496,22 @@ def trust_verify(registry: RegistryOption = None, as_json: JsonOption = False) -
             out(f"version {version}  {path}")
         out(f"anchor     {chain.anchor.describe() if chain.anchor else 'none pinned (see `kictl trust pin`)'}")
         out(f"ok: {len(chain.files)} version(s); the current root is version {chain.root.version}")
+
+
+@app.command("repair")
+@guarded
+def trust_repair(registry: RegistryOption = None) -> None:
+    """Finish a trust-root write that was killed between its two files, and remove kictl's temporary files.
+
+    Needed when `trust verify` says a trust-root write was interrupted; the chain must verify up to the
+    newest version file (docs/trust.md, "Interrupted writes").
+    """
+    target = open_registry(registry)
+    root, rewrote, removed = trust_core.repair_root(target)
+    if removed:
+        err(f"removed {removed} temporary file(s) a killed writer left")
+    what = f"wrote {_store.ROOT_FILE} as version {root.version}" if rewrote else "nothing to finish"
+    err(f"repaired: {what}; the current root is version {root.version}")
 
 
 @app.command("pin")

@@ -165,7 +165,7 @@ def expected_protocol_digests(
     from kictl.bench.judge import sandbox
     from kictl.bench.judge.options import check_options, flush_bytes
     from kictl.bench.judge.results import protocol_record, protocol_spec
-    from kictl.bench.judge.session import possible_timers, tolerance_for
+    from kictl.bench.judge.session import default_tolerance, possible_timers, tolerance_for
 
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
@@ -176,7 +176,9 @@ def expected_protocol_digests(
     iterations = counts[1]
     sets = options.input_sets if iterations is None else min(options.input_sets, iterations * counts[2])
     spec = definition.model.spec if definition is not None else None
-    tolerance = tolerance_for(workload, options, spec if isinstance(spec, DefinitionSpec) else None)
+    contract = spec if isinstance(spec, DefinitionSpec) else None
+    tolerance = tolerance_for(workload, options, contract)
+    default = default_tolerance(workload, options, contract)
     return frozenset(
         protocol_record(
             protocol_spec(
@@ -188,6 +190,7 @@ def expected_protocol_digests(
                 str(isolation),
                 max(1, sets),
                 timer,
+                default,
             )
         ).digest
         for timer in possible_timers(options, device)

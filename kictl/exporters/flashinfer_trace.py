@@ -27,13 +27,20 @@ The layout is the one ``kictl import flashinfer-bench`` and FlashInfer-Bench
     traces/<op_type>/<definition>.jsonl         one evaluated trace a line
     blob/workloads/<op_type>/<definition>/<sha256>.safetensors
     kernelindex.json                            what was exported, what was left out and why
+    kernelindex.records.json                    the records every document was made from (an import takes
+                                                them back verbatim: the same digests)
 
 Each trace's ``evaluation.log`` cites its run: ``KernelIndex BenchmarkRun
 sha256:…; evidence verified; <permalink>``.  Solutions of implementations
 kictl measured return their outputs (``destination_passing_style: false``);
 those imported from FlashInfer-Bench keep the harness's default.  What the
 formats cannot carry across (seeds of random inputs, synthesised index
-tensors, ``determinism``) is listed in docs/exporting.md.
+tensors, a project or licence) is listed in docs/exporting.md; the records
+themselves travel in ``kernelindex.records.json``, so that ``kictl import
+flashinfer-bench`` of an export gives back the same records
+(``importers.flashinfer_bench.sources``).  A definition's ``determinism``,
+which FlashInfer Trace has no member for, is written as a member of its own,
+which FlashInfer-Bench's loader ignores and kictl's importer reads.
 
 The export is a pure function of the registry's files: no clock, no host
 name, sorted everywhere, so the same registry gives the same bytes.  It is
@@ -61,6 +68,7 @@ from typing import Any
 from kictl import blobs, canon, families
 from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
 from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
+from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, definition_leaderboard, evidence_rank, resolve_gpu
 from kictl.rank._common import runs_and_evidence
@@ -79,6 +87,7 @@ from kictl.records import (
     WorkloadSpec,
 )
 from kictl.store import Registry
+from kictl.trust.readers import reader_policy
 
 #: The run's digest is a FlashInfer-Bench protocol's when its harness is this one (see ``importers``).
 FLASHINFER_HARNESS = "flashinfer-bench"
@@ -347,6 +356,8 @@ def definition_document(record: StoredRecord) -> dict[str, Any]:
         if member in raw:
             document[member] = raw[member]
     document["reference"] = raw["reference"]
+    if "determinism" in raw:
+        document["determinism"] = raw["determinism"]  # no FlashInfer member; its loader ignores it, ours reads it
     return document
 
 
@@ -521,6 +532,7 @@ class _DefinitionFiles:
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)  # digest -> workload document
     traces: list[dict[str, Any]] = field(default_factory=list)
     blobs: dict[str, bytes] = field(default_factory=dict)
+    sources: dict[str, StoredRecord] = field(default_factory=dict)  # digest -> each record the documents came from
 
 
 def plan_export(
@@ -536,7 +548,7 @@ def plan_export(
     ``NotFoundError`` for an unknown ``--definition``, ``UsageError`` for an
     unknown GPU or evidence level.
     """
-    policy = registry.policy()
+    policy = reader_policy(registry)  # the signed policy, as every reader applies (an unsigned edit is not it)
     with QueryIndex.open(registry) as index:
         report.gpu = resolve_gpu(report.gpu, index.gpu_products())
         candidates = _select(index, registry, report, report.definitions, advised=advised, generalizes=generalizes)
@@ -579,6 +591,14 @@ def plan_export(
         "leftOut": [item.to_json() for item in report.left_out],
     }
     files[MANIFEST] = _json(manifest)
+    sources = {
+        f"{record.kind}/{canon.digest_hex(digest)}": record.raw
+        for files_of in outputs.values()
+        if files_of.traces
+        for digest, record in files_of.sources.items()
+    }
+    if sources:
+        files[SOURCES_FILE] = canon.pretty_bytes(dict(sorted(sources.items())))
     return dict(sorted(files.items()))
 
 
@@ -656,6 +676,8 @@ def _render(
     files.solutions[implementation.digest] = (solution_file, document)
     files.workloads[workload.digest] = workload_document
     files.blobs.update(blob_files)
+    for record in (definition, implementation, workload, run, protocol, environment):
+        files.sources[record.digest] = record
     files.traces.append(
         trace_line(definition_spec.name, workload_document, document["name"], run, environment, row, citation)
     )

@@ -44,6 +44,7 @@ The package, by concern (every public name is re-exported here)::
     query        ``QueryIndex``: opening and querying
     maintenance  keeping the index current with git and the working tree
     answers      read commands' answers kept for the registry's state (a warm ``kictl leaderboard``)
+    secret       this machine's secret, which seals derived files written here (kept answers, a site's manifest)
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 INDEX_FILE = "index.sqlite"
 #: Bump when the tables or what is extracted into them change: older indexes are then rebuilt.
-SCHEMA_VERSION = "2"  # 2: a CPU environment's product is "CPU: <model>"
+SCHEMA_VERSION = "3"  # 2: a CPU environment's product is "CPU: <model>"; 3: latencies derived from samples
 #: A shard folder modified less than this many seconds before a scan is listed again next time.
 RACY_SECONDS = 2.0
 

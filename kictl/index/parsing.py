@@ -12,7 +12,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kictl import canon, layout
+from kictl import canon, derived, layout
+from kictl.bench.worker.timing import quantile as quantile  # the one quantile of kept samples (kictl.derived)
 from kictl.errors import RecordError
 from kictl.families.gpus import find_gpu, normalize_product
 from kictl.index._common import _TABLES
@@ -27,16 +28,6 @@ from kictl.records import (
     Implementation,
     Workload,
 )
-
-
-def quantile(sorted_values: Sequence[int], q: float) -> float:
-    """The ``q`` quantile by linear interpolation between order statistics (numpy's default)."""
-    if not sorted_values:
-        raise ValueError("no values")
-    position = q * (len(sorted_values) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 def run_noise(run: BenchmarkRun) -> tuple[float | None, str | None]:
@@ -116,7 +107,8 @@ def _row_values(record: Any) -> tuple[Any, ...]:
     assert isinstance(record, BenchmarkRun)
     timing = spec.timing
     statistic = timing.primary_statistic if timing is not None else None
-    latency = timing.primary_ns() if timing is not None else None
+    # derived from the kept samples, never the stated figure (kictl.derived, docs/leaderboards.md)
+    latency = derived.primary_ns(timing) if timing is not None else None
     noise, source = run_noise(record)
     native_reference: int | None = None
     if spec.source_native is not None and spec.source_native.metrics:

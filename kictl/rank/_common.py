@@ -62,19 +62,34 @@ def runs_and_evidence(registry: Registry, runs: Sequence[T]) -> tuple[list[T], d
 
     levels, reruns = trust.ranking_trust(registry, [getattr(run, "digest", "") for run in runs])
     kept = [run for run in runs if getattr(run, "digest", None) not in reruns]
-    return kept, {digest: level for digest, level in levels.items() if digest not in reruns}
+    return kept, cap_levels(kept, {digest: level for digest, level in levels.items() if digest not in reruns})
+
+
+def cap_levels(runs: Sequence[Any], levels: Mapping[str, str]) -> dict[str, str]:
+    """``levels`` with each run that keeps no samples held to ``reported`` at best (``kictl.derived.cap_evidence``).
+
+    ``runs`` are ``RunFacts`` (``samples``: how many the record keeps); a level of a run not among them is kept.
+    """
+    from kictl.derived import cap_evidence
+
+    capped = dict(levels)
+    for run in runs:
+        digest = getattr(run, "digest", None)
+        if digest in capped and getattr(run, "samples", 1) == 0:
+            capped[digest] = cap_evidence(capped[digest], False)
+    return capped
 
 
 def advisory_marks(registry: Registry, runs: Sequence[Any]) -> dict[str, tuple[str, ...]]:
     """Run digest → the open harness advisories that mark it (docs/advisories.md), for ``rank_group``.
 
     ``runs`` are ``RunFacts`` (digest, protocol, status).  Nothing is imported or verified when the
-    registry has no ``registry/advisories/``.  Raises ``CheckFailed`` when there are advisories and the
+    registry has, and had, no advisory file.  Raises ``CheckFailed`` when there are advisories and the
     trust root does not verify.
     """
-    from kictl.layout import ADVISORIES_DIR
+    from kictl.advisories.memory import traces  # light: also what git history or this machine saw deleted
 
-    if not (registry.root / ADVISORIES_DIR).is_dir():
+    if not traces(registry.root):
         return {}
     from kictl.advisories import RunRef, run_marks
 

@@ -1,6 +1,10 @@
 """``kictl cite``: how to cite a record (title, digest, permalink, the commit that added it, the access
 date); for a run also what a reader checks a figure by: the GPU, the figure and its statistic, the
 submitter whose signature vouches for it, and the evidence level.
+
+A registry whose policy has no ``permalinkBase`` (a private one, as ``kictl init`` makes it) has no
+permalinks: its citations give the digest, the registry's own location (its ``origin`` remote, else its
+folder) and the record's file there.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from kictl.index import QueryIndex
 from kictl.policy import Policy
 from kictl.rank.leaderboards import _now
 from kictl.records import StoredRecord
+from kictl.store.git import public_location
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +30,7 @@ class Citation:
     digest: str
     name: str
     title: str
-    permalink: str
+    permalink: str  # "" where the registry's policy has no permalinkBase
     commit: str | None
     committed: str | None  # the commit's date
     accessed: str  # YYYY-MM-DD
@@ -36,6 +41,16 @@ class Citation:
     evidence: str | None = None  # a run's evidence level
     #: the open harness advisories that mark the run (docs/advisories.md): a citation says so
     advisories: tuple[str, ...] = ()
+    #: where the registry is (its origin remote without credentials, else its folder) and the record's file in it
+    location: str = ""
+    path: str | None = None
+
+    @property
+    def where(self) -> str:
+        """The permalink, else ``KernelIndex registry at LOCATION (PATH)``."""
+        if self.permalink:
+            return self.permalink
+        return f"KernelIndex registry at {self.location}" + (f" ({self.path})" if self.path else "")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -43,7 +58,9 @@ class Citation:
             "digest": self.digest,
             "name": self.name,
             "title": self.title,
-            "permalink": self.permalink,
+            "permalink": self.permalink or None,
+            "location": self.location,
+            "path": self.path,
             "commit": self.commit,
             "committed": self.committed,
             "accessed": self.accessed,
@@ -112,11 +129,13 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         digest=digest,
         name=name,
         title=title,
-        permalink=policy.permalink_base + digest,
+        permalink=policy.permalink_base + digest if policy.permalink_base else "",
         commit=commit,
         committed=date,
         accessed=moment.strftime("%Y-%m-%d"),
         advisories=marks,
+        location=public_location(registry.root),
+        path=path,
     )
     if record.kind != "BenchmarkRun":
         return cite
@@ -183,7 +202,9 @@ def bibtex(cite: Citation) -> str:
         f"  title        = {{{{{bibtex_escape(cite.title)}}}}},",
         "  author       = {{KernelIndex}},",
         f"  year         = {{{year}}},",
-        f"  howpublished = {{\\url{{{cite.permalink}}}}},",
+        f"  howpublished = {{\\url{{{cite.permalink}}}}},"
+        if cite.permalink
+        else f"  howpublished = {{{bibtex_escape(cite.where)}}},",
         f"  note         = {{{bibtex_escape(cite.kind)} {cite.digest}{bibtex_escape(measured)}, {added}; "
         f"accessed {cite.accessed}{_advised(cite)}}},",
         f"  urldate      = {{{cite.accessed}}}",

@@ -7,10 +7,15 @@ metric.  Inside a group:
 
 - only passed runs with an ``energy`` member rank, each implementation's best
   (fewest joules per call), at or above the evidence asked for;
-- a run outside the physical bounds (``kictl.families.energy``: below the
-  energy floor of its workload's bytes and FLOPs, or above power limit × time
-  per call) is left out and counted as ``outOfBounds``: it cannot be a
-  measurement;
+- every figure is derived from the run's trials (``kictl.derived``: each
+  trial's watts × time per call, the run's the median of its trials'), never
+  read as stated; a run whose stated figures contradict its trials, or whose
+  joules per call is not its average power × time per call, is left out and
+  counted as ``contradicts``;
+- a run outside the physical bounds (``kictl.derived.energy_bounds``: not
+  above idle, below the energy floor of its workload's bytes and FLOPs, or
+  above power limit × time per call) is left out and counted as
+  ``outOfBounds``: it cannot be a measurement;
 - the policy's ``energy`` section may require a power limit and steady clocks
   (``excluded.powerLimit``, ``excluded.clocks``);
 - joules per call within the larger of the policy's energy tie tolerance and
@@ -31,10 +36,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kictl import canon
+from kictl.derived import EnergyFigures, energy_bounds, energy_consistency, energy_figures, failed_checks
 from kictl.errors import KictlError, NotFoundError, RecordError, RegistryError
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts
 from kictl.policy import EnergyPolicy, Policy
-from kictl.rank._common import DEFAULT_EVIDENCE, NO_EVIDENCE, check_evidence_level, evidence_rank, runs_and_evidence
+from kictl.rank._common import (
+    DEFAULT_EVIDENCE,
+    NO_EVIDENCE,
+    cap_levels,
+    check_evidence_level,
+    evidence_rank,
+    runs_and_evidence,
+)
 from kictl.rank.floors import resolve_gpu, workload_work
 from kictl.rank.groups import stale_cutoff
 from kictl.records import BenchmarkRunSpec, RunEnergy
@@ -92,6 +105,8 @@ class EnergyRow:
     tied: bool
     run: RunFacts
     energy: RunEnergy
+    #: the figures derived from the run's trials (``kictl.derived``): what the row shows and ranks by
+    figures: EnergyFigures
     times_vs_first: float
     evidence: str
     stale: bool
@@ -103,10 +118,10 @@ class EnergyRow:
 
     @property
     def joules_per_call(self) -> float:
-        return self.energy.joules_per_call
+        return self.figures.joules_per_call
 
     def to_json(self) -> dict[str, Any]:
-        energy = self.energy
+        energy = self.figures
         return {
             "rank": self.rank,
             "tied": self.tied,
@@ -194,7 +209,6 @@ def energy_key(run: RunFacts, energy: RunEnergy) -> EnergyKey | None:
 def in_bounds(index: QueryIndex, definition: DefinitionFacts, run: RunFacts, energy: RunEnergy) -> bool:
     """Whether the figure lies between the energy floor and the power limit × time per call."""
     from kictl.families import Work
-    from kictl.families.energy import check_record
 
     work: Work | None = None
     workload = index.workload(run.workload)
@@ -204,27 +218,23 @@ def in_bounds(index: QueryIndex, definition: DefinitionFacts, run: RunFacts, ene
             work = Work(facts.bytes, facts.flops, facts.compute_dtype)
         except KictlError:
             work = None
-    checks = check_record(energy.model_dump(mode="json", by_alias=True), work)
-    return all(check["result"] != "failed" for check in checks.values())
+    return not failed_checks(energy_bounds(energy, work))
 
 
 def bounds_of(index: QueryIndex, pairs: Sequence[tuple[RunFacts, RunEnergy]]) -> dict[str, bool]:
     """``in_bounds`` of each run (by digest); a run whose definition is unknown is judged without a work model."""
-    from kictl.families.energy import check_record
-
     out: dict[str, bool] = {}
     for run, energy in pairs:
         definition = index.definition(run.definition) if run.definition else None
         if definition is not None:
             out[run.digest] = in_bounds(index, definition, run, energy)
         else:
-            checks = check_record(energy.model_dump(mode="json", by_alias=True), None)
-            out[run.digest] = all(check["result"] != "failed" for check in checks.values())
+            out[run.digest] = not failed_checks(energy_bounds(energy, None))
     return out
 
 
-def _ties(a: EnergyRow | RunEnergy, b: RunEnergy, tolerance: float) -> bool:
-    first = a.energy if isinstance(a, EnergyRow) else a
+def _ties(a: EnergyRow | EnergyFigures, b: EnergyFigures, tolerance: float) -> bool:
+    first = a.figures if isinstance(a, EnergyRow) else a
     allowed = max(tolerance, first.spread, b.spread)
     return abs(b.joules_per_call - first.joules_per_call) <= allowed * max(first.joules_per_call, 1e-30)
 
@@ -255,14 +265,20 @@ def rank_energy_group(
 ) -> EnergyGroup:
     """One energy group ranked by the rules in this module's docstring."""
     rules = policy.energy or EnergyPolicy()
-    excluded = {"notPassed": 0, "evidence": 0, "outOfBounds": 0, "powerLimit": 0, "clocks": 0, "notBest": 0}
+    excluded = {
+        "notPassed": 0, "evidence": 0, "contradicts": 0, "outOfBounds": 0, "powerLimit": 0, "clocks": 0, "notBest": 0,
+    }  # fmt: skip
+    evidence = cap_levels([run for run, _ in runs], evidence)  # no kept samples: reported at best (kictl.derived)
     eligible: list[tuple[RunFacts, RunEnergy]] = []
+    figures = {run.digest: energy_figures(energy) for run, energy in runs}
     for run, energy in runs:
         level = evidence.get(run.digest, NO_EVIDENCE)
         if run.status != "passed":
             excluded["notPassed"] += 1
         elif evidence_rank(level) < evidence_rank(min_evidence):
             excluded["evidence"] += 1
+        elif failed_checks(energy_consistency(energy)):
+            excluded["contradicts"] += 1
         elif in_bounds_of is not None and not in_bounds_of.get(run.digest, True):
             excluded["outOfBounds"] += 1
         elif rules.power_limit_milliwatts is not None and energy.power_limit_milliwatts != rules.power_limit_milliwatts:
@@ -273,7 +289,7 @@ def rank_energy_group(
             eligible.append((run, energy))
     eligible.sort(
         key=lambda item: (
-            item[1].joules_per_call,
+            figures[item[0].digest].joules_per_call,
             -evidence_rank(evidence.get(item[0].digest, NO_EVIDENCE)),
             item[0].observed_at,
             item[0].digest,
@@ -287,16 +303,21 @@ def rank_energy_group(
             best[run.implementation] = (run, energy)
     chosen = list(best.values())
     front = pareto_front(
-        [(run.digest, float(run.latency_ns), energy.joules_per_call) for run, energy in chosen if run.latency_ns]
+        [
+            (run.digest, float(run.latency_ns), figures[run.digest].joules_per_call)
+            for run, _ in chosen
+            if run.latency_ns
+        ]
     )
     cutoff = stale_cutoff(policy, now)
     rows: list[EnergyRow] = []
-    first = chosen[0][1].joules_per_call if chosen else 0.0
-    leader: RunEnergy | None = None
+    first = figures[chosen[0][0].digest].joules_per_call if chosen else 0.0
+    leader: EnergyFigures | None = None
     for position, (run, energy) in enumerate(chosen, start=1):
-        tied = leader is not None and _ties(leader, energy, rules.tie_tolerance)
+        figure = figures[run.digest]
+        tied = leader is not None and _ties(leader, figure, rules.tie_tolerance)
         if not tied:
-            leader = energy
+            leader = figure
         rank = rows[-1].rank if tied else position
         rows.append(
             EnergyRow(
@@ -304,7 +325,8 @@ def rank_energy_group(
                 tied=tied,
                 run=run,
                 energy=energy,
-                times_vs_first=energy.joules_per_call / first if first > 0 else math.inf,
+                figures=figure,
+                times_vs_first=figure.joules_per_call / first if first > 0 else math.inf,
                 evidence=evidence.get(run.digest, NO_EVIDENCE),
                 stale=run.observed_at < cutoff,
                 pareto=run.digest in front,
@@ -404,18 +426,20 @@ def energy_record_diff(index: QueryIndex, before: str, after: str, *, policy: Po
     left_key, right_key = energy_key(left, left_energy), energy_key(right, right_energy)
     same = left_key is not None and left_key == right_key
     rules = policy.energy or EnergyPolicy()
-    ratio = right_energy.joules_per_call / left_energy.joules_per_call if left_energy.joules_per_call > 0 else None
+    left_figures, right_figures = energy_figures(left_energy), energy_figures(right_energy)
+    before_j, after_j = left_figures.joules_per_call, right_figures.joules_per_call
+    ratio = after_j / before_j if before_j > 0 else None
     return {
         "sameGroup": same,
         "comparisonKey": left_key.digest if same and left_key is not None else None,
-        "joulesPerCall": {"before": left_energy.joules_per_call, "after": right_energy.joules_per_call},
-        "averageWatts": {"before": left_energy.average_watts, "after": right_energy.average_watts},
+        "joulesPerCall": {"before": before_j, "after": after_j},
+        "averageWatts": {"before": left_figures.average_watts, "after": right_figures.average_watts},
         "powerLimitMilliwatts": {
             "before": left_energy.power_limit_milliwatts,
             "after": right_energy.power_limit_milliwatts,
         },
         "ratio": ratio if same else None,
-        "exceedsNoise": (not _ties(left_energy, right_energy, rules.tie_tolerance)) if same else None,
+        "exceedsNoise": (not _ties(left_figures, right_figures, rules.tie_tolerance)) if same else None,
     }
 
 

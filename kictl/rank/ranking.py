@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from kictl.derived import NO_SAMPLES_NOTE
 from kictl.index import DefinitionFacts, RunFacts
 from kictl.lookup import fold_name
 from kictl.policy import Policy
-from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, evidence_rank
+from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, cap_levels, evidence_rank
 from kictl.rank.floors import FloorEstimate
 from kictl.rank.groups import GroupKey, group_of, is_reference, stale_cutoff, ties
 
@@ -67,7 +68,14 @@ class RankedRow:
             "noiseSource": run.noise_source or "policy",
             "committed": run.committed,
             "advisories": list(self.advisories),
+            "samplesKept": run.samples,
+            "note": self.note,
         }
+
+    @property
+    def note(self) -> str | None:
+        """What a reader must know about the row's figure: none kept samples back it (``kictl.derived``)."""
+        return NO_SAMPLES_NOTE if self.run.samples == 0 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +200,7 @@ def rank_group(
     """
     marked = advisories or {}
     mode = policy.advised_runs if marked else "rank"
+    evidence = cap_levels(runs, evidence)  # a run without kept samples is reported at best (kictl.derived)
     excluded = {"notPassed": 0, "evidence": 0, "notBest": 0}
     passed = []
     for run in runs:

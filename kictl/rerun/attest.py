@@ -34,7 +34,6 @@ written.  Inconclusive results are reported and never signed.
 
 from __future__ import annotations
 
-import hmac
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,7 +41,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from kictl import trust
+from kictl import derived, trust
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.records import BenchmarkRunSpec, ExecutionEnvironmentSpec, StoredRecord, parse_timestamp
 from kictl.rerun import heldout
@@ -118,14 +117,6 @@ def _settings(settings: ProtocolSettings) -> dict[str, Any]:
     return {key: value for key, value in settings.to_json().items() if key not in ("timer", "harness")}
 
 
-def _find(registry: Registry, records: dict[str, StoredRecord], digest: str) -> StoredRecord | None:
-    if digest in records:
-        return records[digest]
-    if registry.has_record(digest):
-        return registry.load(digest)
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class _Binding:
     """What a result is checked against: the request, the signing key and the signer's clock."""
@@ -180,12 +171,27 @@ def _check_one(
         raise CheckFailed(f"it states status {result.status}; its rerun BenchmarkRun says {spec.status}")
     if parse_timestamp(spec.observed_at) < parse_timestamp(original.observed_at):
         raise CheckFailed(f"the rerun was observed at {spec.observed_at}, before the original ({original.observed_at})")
-    protocol = _find(registry, records, spec.protocol_digest)
-    environment = _find(registry, records, spec.environment_digest)
+    # The folder must hold the protocol and environment its rerun was measured under (``kictl rerun`` writes
+    # them): the harness check reads the protocol, so one left out would be a harness nobody checked.
+    protocol = records.get(spec.protocol_digest)
+    environment = records.get(spec.environment_digest)
     if protocol is None or protocol.kind != "BenchmarkProtocol":
-        raise CheckFailed(f"the rerun's protocol {spec.protocol_digest} is neither in records.json nor the registry")
+        raise CheckFailed(
+            f"the rerun's protocol {spec.protocol_digest} is not in records.json: the results must hold the protocol "
+            "their rerun was measured under (its harness is checked), never one taken from the registry"
+        )
     if environment is None or environment.kind != "ExecutionEnvironment":
-        raise CheckFailed(f"the rerun's environment {spec.environment_digest} is neither in records.json nor here")
+        raise CheckFailed(
+            f"the rerun's environment {spec.environment_digest} is not in records.json: the results must hold the "
+            "environment their rerun ran on"
+        )
+    if spec.timing is not None:  # the rerun's figures are its samples' (kictl.derived), never a stated one
+        figures = derived.timing_figures(spec.timing)
+        if not figures.from_samples:
+            raise CheckFailed(f"the rerun {rerun.digest} keeps no samples: its figures cannot be derived")
+        if figures.contradictions:
+            said = "; ".join(item.text() for item in figures.contradictions)
+            raise CheckFailed(f"the rerun {rerun.digest} contradicts its own samples ({derived.TIMING_LINT}): {said}")
     comparable = True
     # The comparability family stands for the timer and the harness (a new kictl may time a family
     # differently); every other setting must be the original's.
@@ -210,22 +216,30 @@ def _check_one(
             f"it claims {result.verdict} (ratio {result.ratio}); its records give {stated.verdict} "
             f"(ratio {stated.ratio}) at tolerance {result.tolerance:g}"
         )
-    if result.held_out is not None:  # issue 32: the held-out shapes must be the ones its disclosed secret draws
-        if result.held_out.secret is not None and not hmac.compare_digest(
-            result.held_out.secret, expected_held_out_secret(body, binding.private_key)
-        ):
-            raise CheckFailed(
-                f"its held-out shapes were drawn from a secret the rerun request (nonce {body.nonce}) did not give: "
-                "whoever ran the job chose them"
-            )
-        try:
-            heldout.verify_draw(job.definition, heldout.submitted_shapes(registry, job.definition), result.held_out)
-        except RecordError as exc:
-            raise CheckFailed(exc.message) from exc
+    # issues 32, 41: the held-out check the definition requires, redrawn here from the request's secret
+    try:
+        heldout.require_held_out(
+            job.definition,
+            heldout.submitted_shapes(registry, job.definition),
+            result.held_out,
+            secret=expected_held_out_secret(body, binding.private_key),
+            cap=heldout.CPU_CAP if _measured_on_cpu(protocol) else None,
+        )
+    except RecordError as exc:
+        raise CheckFailed(f"{exc.message} (rerun request nonce {body.nonce})") from exc
     # ... and what is signed is judged with this registry's tolerance.
     judged = judge(original, spec, tolerance=tolerance, comparable=comparable)
-    own = tuple(record for record in (rerun, protocol, environment) if record.digest in records)
-    return CheckedRerun(result, job, rerun, own, judged, body.nonce)
+    return CheckedRerun(result, job, rerun, (rerun, protocol, environment), judged, body.nonce)
+
+
+def _measured_on_cpu(protocol: StoredRecord) -> bool:
+    """Whether a protocol measured a CPU (its device; a CPU timer where the device is not said): the held-out draw's
+    cap (``heldout.CPU_CAP``) follows from it, never from what the results claim."""
+    measurement = protocol.raw["spec"].get("measurement") or {}
+    device = measurement.get("device")
+    if device is not None:
+        return bool(device == "cpu")
+    return bool(measurement.get("timer") == "perf_counter_ns")
 
 
 def check_results(
@@ -339,6 +353,8 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
     )
     from kictl.selftest import harness_protocols, require_sound_harness  # docs/advisories.md "Selftest"
 
+    # every signable rerun's protocol (check_results made sure the folder holds it): its harness must have
+    # passed its selftest and be named by no open advisory (docs/rerun.md "What the signer re-derives")
     measured = harness_protocols(record for item in report.checked if item.signable for record in item.records)
     require_sound_harness(registry, folder, measured)
     with Transaction() as transaction:

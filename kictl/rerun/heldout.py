@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import random
 import secrets
 import tempfile
@@ -306,6 +307,61 @@ def check_jobs(
         progress=progress,
         secret=secret,
     )
+
+
+def require_held_out(
+    definition: StoredRecord,
+    submitted: Sequence[Mapping[str, int]],
+    held: HeldOut | None,
+    *,
+    secret: str,
+    cap: int | None,
+    count: int = DEFAULT_SHAPES,
+) -> None:
+    """Raise ``RecordError`` unless ``held`` is the held-out check that ``definition`` requires (the signer's rule).
+
+    The signer re-derives it and never infers it from absence: it draws the
+    shapes itself from ``secret`` (the rerun request's, ``request.expected_held_out_secret``)
+    up to ``cap`` (``CPU_CAP`` for a CPU rerun, else none).  Where the definition
+    states legal shapes (a draw succeeds), the result must carry a held-out check
+    that discloses that secret and cap, holds exactly those shapes and was judged
+    (``generalizes`` or ``fails on held-out shapes``, matching its failed shapes):
+    a missing check, or one ``skipped`` with or without shapes, is refused.
+    Where it states none, a check that claims shapes or a verdict is refused too.
+    """
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    chosen = (
+        "its held-out shapes were drawn from a secret the rerun request did not give: whoever ran the job chose them"
+    )
+    if held is not None and held.secret is not None and not hmac.compare_digest(held.secret, secret):
+        raise RecordError(chosen)
+    try:
+        expected = draw_shapes(definition, submitted, secret, count=count, cap=cap)
+    except NoLegalValues as exc:
+        if held is not None and (held.shapes or held.verdict != SKIPPED):
+            raise RecordError(
+                f"it claims a held-out check ({held.verdict}, {len(held.shapes)} shape(s)) where none can be drawn: "
+                f"{exc.message}"
+            ) from exc
+        return
+    needed = f"definition {spec.name} states legal shapes, so a rerun checks {len(expected)} held-out shape(s)"
+    if held is None:
+        raise RecordError(f"it holds no held-out result, and {needed}: rerun with this kictl (`kictl rerun --request`)")
+    if held.verdict == SKIPPED:
+        what = "with no shapes" if not held.shapes else f"on {len(held.shapes)} shape(s)"
+        raise RecordError(
+            f"its held-out check was skipped {what} ({held.note or 'no reason given'}), and {needed}: "
+            "a rerun whose held-out check did not run is not signed; rerun"
+        )
+    if held.secret is None:
+        raise RecordError(f"its held-out check discloses no secret, and {needed}")
+    if held.cap != cap:
+        raise RecordError(
+            f"its held-out shapes were drawn up to {held.cap if held.cap is not None else 'no cap'}; "
+            f"this rerun's device draws up to {cap if cap is not None else 'no cap'}"
+        )
+    verify_draw(definition, submitted, held, count)
 
 
 def verify_draw(

@@ -113,10 +113,11 @@ def rerun_runs(
         )
     results: list[RerunResult] = []
     records: dict[str, StoredRecord] = {}
-    for group in group_jobs(jobs):
+    groups = list(group_jobs(jobs))
+    for number, group in enumerate(groups):
         first = group[0]
         chosen = devices[first.settings.device]
-        say(f"{first.definition.name}: rerunning {len(group)} run(s)")
+        say(f"{number}/{len(groups)} groups done; now {first.definition.name}: rerunning {len(group)} run(s)")
         done = execute.execute(
             registry,
             first.definition,

@@ -27,7 +27,12 @@ LINTS: dict[str, str] = {
     "no-floor": "a passed run whose physical floor cannot be computed, so its speed cannot be checked",
     "unknown-gpu": "a passed GPU run on a product without datasheet figures: no floor can check it",
     "name-taken": "a new Implementation, Definition or GPU product whose folded name another record holds",
-    "energy-out-of-bounds": "an energy run below its energy floor or above power limit × time per call (issue 31)",
+    "energy-out-of-bounds": "an energy run below its energy floor, not above idle, or above power limit × time per "
+    "call (issues 31, 41)",
+    "timing-contradicts-samples": "a run whose stated latency statistic is not what its own kept samples give "
+    "(beyond an integer rounding)",
+    "energy-contradicts-trials": "an energy run whose stated figures are not what its trials' watts × time give, "
+    "or whose joules per call is not its average power × time per call",
     "inconsistent-run": "a run whose implementation or workload belongs to another definition, "
     "or whose workload's axes do not fit its definition",
     "looser-than-contract": "a passed run judged at a looser tolerance than its definition's precision contract",
@@ -36,6 +41,7 @@ LINTS: dict[str, str] = {
     "policy-unsigned": "a registry policy change that no new trust-root version signs (its policyDigest)",
     "trust-root-threshold": "a trust-root change without the previous version's maintainer threshold, "
     "or whose versions are not kept in order",
+    "private-key": "a file that holds a private key (kictl.keyscan: a PEM private-key block or an Ed25519 PKCS#8 body)",
     "bad-advisory": "a harness advisory version that does not verify: unsigned or not by a maintainer key, "
     "malformed, or out of order (docs/advisories.md)",
 }

@@ -6,10 +6,10 @@ import posixpath
 
 from kictl import canon
 from kictl.errors import RecordError
+from kictl.keyscan import scan_bytes
 from kictl.layout import (
     BLOBS_DIR,
     DEFINITIONS_DIR,
-    POLICY_FILE,
     RECORDS_DIR,
 )
 from kictl.policy import Policy
@@ -22,7 +22,7 @@ from kictl.review.files import _FileChecks
 from kictl.review.model import Checks
 from kictl.review.names import _NameChecks
 from kictl.review.report import ReviewReport
-from kictl.review.revision import _policy_from_bytes, read_paths, record_path_digest
+from kictl.review.revision import read_paths, record_path_digest
 from kictl.review.runs import _RunChecks
 from kictl.review.seams import default_checks
 from kictl.review.state import _PUBLISHED, _READ, _area, _definition_folder
@@ -72,6 +72,19 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
             if change.status != "D" and areas[change.path] in _READ and change.path not in report.odd_names
         ]
         self.head_bytes = read_paths(self.git, report.head, wanted)
+        others = [
+            change.path
+            for change in report.changes
+            if change.status != "D" and change.path not in report.odd_names and change.path not in self.head_bytes
+        ]  # definition sources, files outside the layout: read only to look for keys
+        for path, data in {**self.head_bytes, **read_paths(self.git, report.head, others)}.items():
+            for finding in scan_bytes(data, path):
+                self.lint(
+                    "private-key",
+                    f"{finding.what} at line {finding.line}: a private key is never published; rotate it "
+                    '(its holder has leaked it) and drop it from the branch (docs/trust.md "Key custody")',
+                    path,
+                )
         base_records = self.git.list_files(report.merge_base, RECORDS_DIR)
         head_records = self.git.list_files(report.head, RECORDS_DIR)
         for path in base_records:
@@ -182,6 +195,7 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
 
         runs = [(path, record) for path, record in self.new_records if isinstance(record.model, BenchmarkRun)]
         self._consistency(runs)
+        self._derived_figures(runs)
         self._floors(runs)
         verdicts = self._signatures(runs)
         self._advised_runs(runs)
@@ -219,11 +233,11 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
             self.hint("advised-run", message, path)
 
     def _base_policy(self) -> Policy:
-        data = read_paths(self.git, self.report.base, [POLICY_FILE]).get(POLICY_FILE)
-        if data is None:
-            return Policy()
+        """The base's policy by the rule every reader applies (``trust.readers.judge_policy``: the signed one)."""
+        from kictl.trust.readers import policy_at
+
         try:
-            return _policy_from_bytes(data, POLICY_FILE)
+            return policy_at(self.registry, self.report.base).policy
         except RecordError:
             return Policy()
 
@@ -255,6 +269,8 @@ def review(
         head=head_sha,
     )
     report.changes, report.odd_names = _displayable(history.changed_files(merge_base, head_sha))
-    _Review(registry, report, checks if checks is not None else default_checks()).run(policy)
+    if checks is None:  # a retraction is judged by the record's original submitter at the head (docs/trust.md)
+        checks = default_checks(registry, base_sha, head_sha)
+    _Review(registry, report, checks).run(policy)
     report.lints.sort(key=lambda finding: (finding.path or "", finding.code, finding.message))
     return report

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from kictl import families, layout, render
+from kictl import derived, families, layout, render
 from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
 from kictl.layout import (
@@ -125,7 +125,8 @@ class _RunChecks(_ReviewBase):
                 continue
             timing = run.spec.timing
             assert timing is not None
-            primary = timing.primary_ns()
+            primary = derived.primary_ns(timing)  # from the kept samples, never the stated figure
+            assert primary is not None
             if floor is not None and primary < floor.floor_ns:
                 self.lint(
                     "below-floor",
@@ -134,18 +135,32 @@ class _RunChecks(_ReviewBase):
                     f"({floor.method}); no run can be faster than its floor",
                     path,
                 )
-            if run.spec.energy is not None:  # energy (issue 31): its floor and ceiling, with the check named
-                from kictl.families.energy import check_record
-
-                energy = run.spec.energy.model_dump(mode="json", by_alias=True)
-                for name, check in check_record(energy, works.get(key)).items():
-                    if check["result"] == "failed":
-                        self.lint("energy-out-of-bounds", f"{name}: {check['detail']}", path)
+            if run.spec.energy is not None:  # energy (issues 31, 41): self-consistency and physics, the check named
+                checks = derived.energy_checks(run.spec.energy, works.get(key))
+                for name in derived.failed_checks(checks):
+                    code = derived.ENERGY_LINT if name in derived.CONSISTENCY_CHECKS else "energy-out-of-bounds"
+                    self.lint(code, f"{name}: {checks[name]['detail']}", path)
         if unknown_gpus:
             names = ", ".join(sorted(unknown_gpus))
             self.report.not_checked.append(
                 NotChecked("floors", f"{sum(unknown_gpus.values())} run(s) on GPUs without datasheet figures: {names}")
             )
+
+    def _derived_figures(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:
+        """docs/review.md: a stated statistic must be what the run's own kept samples give (``kictl.derived``)."""
+        for path, record in runs:
+            assert isinstance(record.model, BenchmarkRun)
+            timing = record.model.spec.timing
+            if timing is None:
+                continue
+            figures = derived.timing_figures(timing)
+            if figures.contradictions:
+                said = "; ".join(item.text() for item in figures.contradictions)
+                self.lint(
+                    derived.TIMING_LINT,
+                    f"{said} from its {figures.samples} kept samples: readers use the derived figures",
+                    path,
+                )
 
     def _consistency(self, runs: Sequence[tuple[str, StoredRecord]]) -> None:
         """A run's implementation and workload belong to its definition; the workload's axes fit it."""

@@ -26,7 +26,16 @@ from kictl.store import Registry
 if TYPE_CHECKING:
     from kictl.rank import GroupChange, RankedRow
     from kictl.trust import TrustRoot
-from kictl.review.model import AttestationVerdict, Checks, GroupDiff, LeaderboardDiff, Move, StaleGroup, Standing
+from kictl.review.model import (
+    AttestationVerdict,
+    Checks,
+    GroupDiff,
+    LeaderboardDiff,
+    Move,
+    StaleGroup,
+    Standing,
+    VerifyAttestation,
+)
 from kictl.review.revision import claimed_predicate_type, read_paths
 
 
@@ -38,16 +47,21 @@ def _trust_root(data: bytes) -> TrustRoot:
     return trust.load_root(data, source=f"the base's {ROOT_FILE}")
 
 
-def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime) -> AttestationVerdict:
+def verify_with_trust(
+    envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime, *, owners: frozenset[str] = frozenset()
+) -> AttestationVerdict:
     """The ``verify_attestation`` seam filled with ``trust.verify_attestation`` (docs/trust.md).
 
-    Never raises: a rejected envelope, or a base trust root that does not
-    parse, is a verdict with its ``problem``.
+    ``owners``: the record's original submitter (``trust.record_owners``), whom a retraction may come from
+    (``trust.may_retract``); without them only a maintainer's retraction verifies.  Never raises: a rejected
+    envelope, or a base trust root that does not parse, is a verdict with its ``problem``.
     """
     from kictl import trust
 
     try:
-        verified = trust.verify_attestation(envelope, subject=subject, root=_trust_root(root), signed_at=signed_at)
+        verified = trust.verify_attestation(
+            envelope, subject=subject, root=_trust_root(root), signed_at=signed_at, submitters=owners
+        )
     except trust.AttestationRejected as exc:  # signatures verified; something else is wrong
         roles = {role for signer in exc.signers for role in signer.roles}
         ordered = tuple(role for role in trust.ROLES if role in roles)
@@ -56,6 +70,56 @@ def verify_with_trust(envelope: bytes, subject: StoredRecord, root: bytes, signe
         return AttestationVerdict(None, problem=exc.message)
     rerun_run = getattr(verified.predicate, "run_digest", None) if verified.predicate_type == "rerun" else None
     return AttestationVerdict(verified.predicate_type, verified.roles, rerun_run=rerun_run)
+
+
+class TrustVerifier:
+    """``verify_with_trust`` with what a retraction is judged by: the record's original submitter at the head.
+
+    The one rule (docs/trust.md "Who may retract", ``trust.may_retract``) needs the record's earliest valid
+    submission, so a retraction's verdict reads every envelope about its record at the head and judges
+    them as readers will once it is merged: by the base's root, an envelope on the base's main line at the
+    commit that merged it, one the pull request adds at the base tip's time (the review's signing bound).
+    """
+
+    def __init__(self, registry: Registry, base: str, head: str) -> None:
+        self.git = registry.git
+        self.base = base
+        self.head = head
+        self._folders: dict[str, list[str]] | None = None
+        self._times: tuple[dict[str, datetime], datetime] | None = None
+
+    def __call__(self, envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime) -> AttestationVerdict:
+        if claimed_predicate_type(envelope) != "retraction":
+            return verify_with_trust(envelope, subject, root, signed_at)
+        return verify_with_trust(envelope, subject, root, signed_at, owners=self.owners(subject, root))
+
+    def owners(self, subject: StoredRecord, root: bytes) -> frozenset[str]:
+        from kictl import trust
+
+        try:
+            parsed = _trust_root(root)
+            if self._folders is None:
+                self._folders = {}
+                for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
+                    named = layout.parse_attestation_path(path)
+                    if named is not None:
+                        self._folders.setdefault(named[0], []).append(path)
+            if self._times is None:
+                now = datetime.now(UTC).replace(microsecond=0)
+                merged = self.git.merged_times(ATTESTATIONS_DIR, self.base)
+                times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, stamp in merged.items()}
+                self._times = (times, min(datetime.fromtimestamp(self.git.committer_time(self.base), UTC), now))
+            paths = self._folders.get(subject.digest, [])
+            data = read_paths(self.git, self.head, paths)
+        except KictlError:
+            return frozenset()
+        times, bound = self._times
+        envelopes = [
+            (path, body, times.get(path, bound), path in times)
+            for path, body in data.items()
+            if body is not None and claimed_predicate_type(body) == "submission"
+        ]
+        return frozenset(trust.submission_owners(subject, parsed, envelopes))
 
 
 def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
@@ -72,8 +136,9 @@ class HeadEvidence:
     root; a review reads git objects and judges with the base's root, so this
     source reads the head's envelopes from git and hands them to
     ``trust.judge_attestations``.  A valid ``submission`` makes a run
-    ``reported`` and a verifier's ``rerun`` moves it further, so only envelopes
-    that claim one of those two types are verified.  Signing time
+    ``reported`` and a verifier's ``rerun`` moves it further, and a valid
+    ``retraction`` leaves it out, so only envelopes that claim one of those
+    three types are verified.  Signing time
     (docs/trust.md): an envelope already on the base's main line counts from
     the commit that merged it there; one the PR adds, from the base tip's
     commit time (never the PR's own dates).  Levels are cached; a record that cannot be read stays ``unsigned``.
@@ -97,7 +162,8 @@ class HeadEvidence:
         self.load = load
         self.preload = preload  # reads many records in one pass before ``load`` asks for each
         self.levels: dict[str, str] = {}
-        #: runs that valid verifier ``rerun`` attestations judged so far name as their own (``runDigest``)
+        #: runs a leaderboard leaves out: those valid verifier ``rerun`` attestations judged so far name as their
+        #: own (``runDigest``), and those validly retracted (as ``trust.ranking_trust`` for every reader)
         self.rerun_runs: set[str] = set()
         self._folders: dict[str, list[str]] | None = None
         self._times: dict[str, datetime] | None = None
@@ -144,7 +210,7 @@ class HeadEvidence:
             reruns = [
                 (path, data[path])
                 for path in folders.get(digest, ())
-                if path in data and claimed_predicate_type(data[path]) in ("submission", "rerun")
+                if path in data and claimed_predicate_type(data[path]) in ("submission", "rerun", "retraction")
             ]
             if not reruns:
                 continue
@@ -158,6 +224,8 @@ class HeadEvidence:
                 subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
             )
             self.levels[digest] = standing.level
+            if standing.retracted:  # left out as every reader leaves it out (trust.ranking_trust, trust.may_retract)
+                self.rerun_runs.add(digest)
             for result in results:  # a verifier's own rerun: evidence about this run, never a contender
                 own_run = getattr(getattr(result.attestation, "predicate", None), "run_digest", None)
                 if result.counts_for == "evidence" and isinstance(own_run, str):
@@ -247,10 +315,17 @@ def leaderboards_with_rank(
     return LeaderboardDiff(groups=groups, stale=tuple(stale))
 
 
-def default_checks() -> Checks:
-    """The seams filled: ``kictl.trust`` for signatures and root rotation, ``kictl.rank`` for leaderboards."""
+def default_checks(registry: Registry | None = None, base: str | None = None, head: str | None = None) -> Checks:
+    """The seams filled: ``kictl.trust`` for signatures and root rotation, ``kictl.rank`` for leaderboards.
+
+    With the review's ``registry``, ``base`` tip and ``head``, a retraction is judged by the record's
+    original submitter there (``TrustVerifier``); without, only a maintainer's retraction verifies.
+    """
+    verify: VerifyAttestation = verify_with_trust
+    if registry is not None and base is not None and head is not None:
+        verify = TrustVerifier(registry, base, head)
     return Checks(
-        verify_attestation=verify_with_trust,
+        verify_attestation=verify,
         verify_root_update=verify_root_update_with_trust,
         leaderboards=leaderboards_with_rank,
     )

@@ -32,7 +32,6 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,12 +48,12 @@ from kictl.records import parse_timestamp
 from kictl.rerun.heldout import held_out_verdicts
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
+from kictl.site.output import STATE_FILE, SiteFolder, site_parts
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
 SITE_FORMAT = 2
-STATE_FILE = "build-inputs.json"
 
 
 @dataclass
@@ -179,35 +178,35 @@ class _Stats:
         return [(name, self.of(f"{relative}/{name}")) for name in names]
 
 
-def _write(path: Path, data: bytes) -> bool:
-    """Write ``data`` unless the file holds it already (temporary file and rename; derived data, no fsync)."""
+def _load_state(manifest: bytes | None) -> dict[str, Any]:
+    """The previous build's manifest, when the output folder proved it is kictl's (``SiteFolder.trusted``)."""
+    if manifest is None:
+        return {}
     try:
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return True
+        state = json.loads(manifest)
+    except ValueError:
+        return {}
+    return state if isinstance(state, dict) else {}
 
 
-def _load_state(out: Path) -> dict[str, Any]:
-    try:
-        state = json.loads((out / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(state, dict) or state.get("format") != SITE_FORMAT:
-        return {}
-    return state
+def _old_files(state: Mapping[str, Any]) -> list[str]:
+    """Every file the previous build's manifest lists; raises ``RegistryError`` for one that is not a path
+    inside the output folder (a manifest kictl wrote never lists one: it is checked before anything is written)."""
+    names: list[str] = []
+    pages_ = state.get("pages")
+    for entry in pages_.values() if isinstance(pages_, dict) else ():
+        files = entry.get("files") if isinstance(entry, dict) else None
+        for name in files if isinstance(files, list) else ():
+            if not isinstance(name, str):
+                raise RegistryError(f"{STATE_FILE} lists {name!r}, not a file name; remove the folder and build again")
+            try:
+                site_parts(name)
+            except RegistryError as exc:
+                raise RegistryError(
+                    f"{STATE_FILE} lists {name!r}, a path outside the output folder: nothing was written or removed"
+                ) from exc
+            names.append(name)
+    return names
 
 
 def _previous_states(state: Mapping[str, Any]) -> dict[str, RunState]:
@@ -224,13 +223,18 @@ def build_site(
     *,
     base_url: str | None = None,
     incremental: bool = False,
+    force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> BuildReport:
     """Build the site of ``registry`` into ``out``; returns what was done.
 
-    Raises ``EnvError`` (exit 5) without matplotlib, ``RegistryError`` (exit 4)
-    when ``out`` cannot be written, and whatever the core raises for a registry
-    it cannot read (a trust root that does not verify: ``CheckFailed``).
+    ``out`` must be missing, empty or a folder this machine built before
+    (``kictl.site.output``); ``force`` builds into any other folder, removing
+    nothing of it.  Raises ``UsageError`` (exit 2) for another folder, a file or
+    a link, ``EnvError`` (exit 5) without matplotlib, ``RegistryError`` (exit 4)
+    when ``out`` cannot be written or holds a link where a page goes, and
+    whatever the core raises for a registry it cannot read (a trust root that
+    does not verify: ``CheckFailed``).
     """
     from kictl.site.plots import require_matplotlib
 
@@ -238,9 +242,24 @@ def build_site(
     started = time.perf_counter()
     say = progress or (lambda _line: None)
     report = BuildReport(mode="incremental" if incremental else "full")
-    out = out.resolve()
-    previous = _load_state(out) if incremental else {}
-    old_all = _load_state(out)  # files of any previous build, to remove those not written again
+    with SiteFolder.open(out, force=force) as folder:
+        _build_into(folder, registry, report, base_url=base_url, incremental=incremental, say=say)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _build_into(
+    folder: SiteFolder,
+    registry: Registry,
+    report: BuildReport,
+    *,
+    base_url: str | None,
+    incremental: bool,
+    say: Callable[[str], None],
+) -> None:
+    old_all = _load_state(folder.manifest)  # the previous build's, when the folder proved it is kictl's
+    old_files = _old_files(old_all)  # checked before anything is written
+    previous = old_all if incremental and old_all.get("format") == SITE_FORMAT else {}
     with QueryIndex.open(registry) as index, _memo_git(index.registry):
         target = index.registry
         reruns = frozenset(trust.verifier_rerun_runs(target))
@@ -475,7 +494,7 @@ def build_site(
             if (
                 before is not None
                 and before.get("fingerprint") == page.fingerprint
-                and all((out / name).is_file() for name in before.get("files", ()))
+                and all(folder.is_file(name) for name in before.get("files", ()))
             ):
                 claim_files(owners, page.path, before.get("files", ()))
                 new_pages[page.path] = before
@@ -484,29 +503,22 @@ def build_site(
             report.rendered += 1
             claim_files(owners, page.path, files)
             for name, data in sorted(files.items()):
-                try:
-                    if _write(out / name, data):
-                        report.files_written += 1
-                except OSError as exc:
-                    raise RegistryError(f"{out / name}: cannot write: {exc.strerror or exc}") from exc
+                if folder.write(name, data):
+                    report.files_written += 1
             new_pages[page.path] = {"fingerprint": page.fingerprint, "files": sorted(files)}
-            if number % 2000 == 0:
+            if number % max(1, min(2000, len(site_pages) // 10)) == 0:  # about ten steps (kictl/progress.py)
                 say(f"{number}/{len(site_pages)} pages")
         kept = {name for entry in new_pages.values() for name in entry["files"]}
-        for entry in (old_all.get("pages") or {}).values():
-            for name in entry.get("files", ()):
-                if name not in kept and (out / name).is_file():
-                    (out / name).unlink()
-                    report.files_removed += 1
+        for name in sorted(set(old_files) - kept - {STATE_FILE}):
+            if folder.remove(name):
+                report.files_removed += 1
         state = {
             "format": SITE_FORMAT,
             "kictl": __version__,
             "pages": dict(sorted(new_pages.items())),
             "runs": {digest: ctx.states[digest].to_json() for digest in sorted(ctx.states)},
         }
-        _write(out / STATE_FILE, (json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8"))
-    report.seconds = time.perf_counter() - started
-    return report
+        folder.finish((json.dumps(state, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def _path_key(path: str) -> str:

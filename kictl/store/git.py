@@ -1,11 +1,17 @@
 """``GitHistory``: the registry's git history through gitpython (the only importer of it): revisions,
 changed files,
 files at a revision, the commit that first added each file, commits and branches.
+
+Every way git can fail here becomes one ``RegistryError`` (exit 4) whose text names the repository and
+says what to do: a damaged or missing object is "the git store of ROOT is corrupt (...)" with the object
+git names (``git_failure``), never a traceback, an empty result, or an unknown revision.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -45,6 +51,39 @@ class Change:
 
 _LOG_FORMAT = "%x00%H%x1f%aI%x1f%at%x1f%an%x1f%ae%x1f%s"
 
+#: What to do about a damaged git store (docs/trust.md, "A corrupt git store").
+REPAIR_HINT = "`git fsck` says more; restore the damaged objects from another clone (or clone afresh)"
+
+#: git's words for a store it cannot read (a damaged, truncated or missing object), as opposed to a bad request.
+_DAMAGE = re.compile(
+    r"corrupt|inflate|unable to (?:read|unpack|parse)|bad (?:object|tree|commit)|invalid object"
+    r"|broken link|hash mismatch|missing (?:blob|tree|commit|object)|object .* is empty|loose object|packfile"
+)
+
+
+def git_failure(root: Path, action: str, stderr: str) -> RegistryError:
+    """The one-line ``RegistryError`` for ``git ACTION`` that failed in ``root`` with ``stderr``.
+
+    A store git cannot read says so and what to do (``REPAIR_HINT``), naming the object and its file as
+    git does; any other failure gives git's last line, with the repository it ran in.
+    """
+    lines = [line.strip().strip("'") for line in stderr.strip().splitlines() if line.strip()]
+    damage = next((line for line in reversed(lines) if _DAMAGE.search(line)), None)
+    if damage is not None:
+        what = damage.removeprefix("fatal: ").removeprefix("error: ")
+        return RegistryError(f"the git store of {root} is corrupt (git {action}: {what}); {REPAIR_HINT}")
+    last = lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+    return RegistryError(f"git {action} failed in {root}: {last}")
+
+
+def _stderr_of(exc: BaseException) -> str:
+    """What git said, from a gitpython error (its ``stderr`` holds ``stderr: '...'``), else the error's text."""
+    stderr = getattr(exc, "stderr", None)
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode(errors="replace")
+    text = stderr if isinstance(stderr, str) and stderr.strip() else str(exc)
+    return text.strip().removeprefix("stderr:").strip().strip("'")
+
 
 class GitHistory:
     """The questions kictl asks of a registry's git history."""
@@ -66,10 +105,14 @@ class GitHistory:
         try:
             output: str = self.repo.git.execute(["git", *args], stdout_as_string=True, env=env)
         except git.GitCommandError as exc:
-            stderr = (exc.stderr or "").strip().splitlines()
-            last = stderr[-1].strip("'") if stderr else str(exc)
-            raise RegistryError(f"git {args[0]} failed: {last}") from exc
+            raise git_failure(self.root, args[0], _stderr_of(exc)) from exc
+        except OSError as exc:
+            raise RegistryError(f"git {args[0]} could not run in {self.root}: {exc.strerror or exc}") from exc
         return output
+
+    def _damaged(self, action: str, exc: Exception) -> RegistryError:
+        """A gitpython error raised while reading objects, as one line (``git_failure``)."""
+        return git_failure(self.root, action, _stderr_of(exc) or f"{type(exc).__name__}: corrupt object")
 
     # ----------------------------------------------------------------- revisions
 
@@ -99,7 +142,14 @@ class GitHistory:
             return None
 
     def merge_base(self, a: str, b: str) -> str:
-        bases = self.repo.merge_base(self.rev_parse(a), self.rev_parse(b))
+        """The best common ancestor of ``a`` and ``b``; raises ``RegistryError`` for none or a store git cannot read."""
+        import git
+
+        left, right = self.rev_parse(a), self.rev_parse(b)
+        try:
+            bases = self.repo.merge_base(left, right)
+        except (git.GitCommandError, ValueError) as exc:
+            raise self._damaged("merge-base", exc) from exc
         if not bases:
             raise RegistryError(f"{a} and {b} have no common ancestor")
         return str(bases[0].hexsha)
@@ -141,11 +191,13 @@ class GitHistory:
         commit = self.repo.commit(self.rev_parse(rev))
         try:
             blob = commit.tree / path
+            if not isinstance(blob, git.Blob):
+                return None
+            data: bytes = blob.data_stream.read()
         except KeyError:
             return None
-        if not isinstance(blob, git.Blob):
-            return None
-        data: bytes = blob.data_stream.read()
+        except (git.GitCommandError, git.exc.ODBError, ValueError, OSError) as exc:
+            raise self._damaged(f"cat-file {rev}:{path}", exc) from exc
         return data
 
     def list_files(self, rev: str, prefix: str) -> list[str]:
@@ -171,13 +223,17 @@ class GitHistory:
         except OSError as exc:
             raise RegistryError(f"git cat-file failed: {exc}") from exc
         if done.returncode != 0:
-            raise RegistryError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+            raise git_failure(self.root, f"cat-file {rev}", done.stderr.decode(errors="replace"))
         output, position = done.stdout, 0
         found: dict[str, bytes | None] = {}
+        damaged = done.stderr.decode(errors="replace")
         for path in paths:
             end = output.index(b"\n", position)
             header = output[position:end].split()
             position = end + 1
+            if header[-1] == b"missing" and _DAMAGE.search(damaged):
+                # cat-file --batch says "missing" for an object it cannot unpack, and why on stderr
+                raise git_failure(self.root, f"cat-file {rev}:{path}", damaged)
             if header[-1] == b"missing" or header[1] != b"blob":
                 found[path] = None
                 if header[-1] != b"missing":
@@ -193,15 +249,20 @@ class GitHistory:
         import git
 
         commit = self.repo.commit(self.rev_parse(rev))
+        place = prefix
         try:
-            tree = commit.tree / prefix
-        except KeyError:
-            return
-        if not isinstance(tree, git.Tree):
-            return
-        for item in tree.traverse():
-            if isinstance(item, git.Blob):
-                yield str(item.path), item.data_stream.read()
+            try:
+                tree = commit.tree / prefix
+            except KeyError:
+                return
+            if not isinstance(tree, git.Tree):
+                return
+            for item in tree.traverse():
+                if isinstance(item, git.Blob):
+                    place = str(item.path)
+                    yield place, item.data_stream.read()
+        except (git.GitCommandError, git.exc.ODBError, ValueError, OSError) as exc:
+            raise self._damaged(f"cat-file {rev}:{place}", exc) from exc
 
     # ----------------------------------------------------------------- history
 
@@ -378,9 +439,97 @@ def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
     except OSError as exc:
         raise RegistryError(f"git log failed: {exc}") from exc
     if done.returncode != 0:
+        raise git_failure(root, "log", done.stderr)
+    return _parse_merged(done.stdout)
+
+
+def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, tuple[str, int]]:
+    """Every file under ``prefix`` ever added on ``rev``'s first-parent line: path -> (that commit, its time).
+
+    Like ``merged_times``, and it keeps files deleted since: the registry is append-only, so a path here that
+    the tree no longer holds was deleted (``kictl.advisories.memory``).  ``{}`` without a repository or a
+    commit; raises ``RegistryError`` when git fails.
+    """
+    import subprocess
+
+    if current_commit(root) is None:
+        return {}
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), *_merged_log_args(prefix, rev)], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git log failed: {exc}") from exc
+    if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         raise RegistryError(f"git log failed: {lines[-1] if lines else done.returncode}")
-    return _parse_merged(done.stdout)
+    added: dict[str, tuple[str, int]] = {}
+    for chunk in done.stdout.split("\0"):
+        if not chunk.strip():
+            continue
+        header, _, rest = chunk.partition("\n")
+        sha, stamp = header.split("\x1f", 1)
+        for path in rest.splitlines():
+            if path.strip():
+                added.setdefault(path, (sha, int(stamp)))
+    return added
+
+
+def ever_touched(root: Path, prefix: str) -> bool:
+    """Whether any commit reachable from HEAD touched a file under ``prefix`` (one ``git rev-list``, stopping at the
+    first, asked once per commit and process); ``False`` without a repository or a commit.  Raises
+    ``RegistryError`` when git fails."""
+    head = current_commit(root)
+    return head is not None and _touched(str(root), head, prefix)
+
+
+@functools.lru_cache(maxsize=32)
+def _touched(root: str, head: str, prefix: str) -> bool:
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", root, "rev-list", "-1", head, "--", prefix], capture_output=True, text=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git rev-list failed: {exc}") from exc
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RegistryError(f"git rev-list failed: {lines[-1] if lines else done.returncode}")
+    return bool(done.stdout.strip())
+
+
+def read_blobs(root: Path, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
+    """The bytes of each ``(commit, path)`` in ``wanted`` (``None`` where git has none), in one ``cat-file --batch``.
+
+    Raises ``RegistryError`` when git cannot run.
+    """
+    import subprocess
+
+    if not wanted:
+        return {}
+    request = b"".join(f"{sha}:{path}\n".encode("utf-8", "surrogateescape") for sha, path in wanted)
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "cat-file", "--batch"], input=request, capture_output=True, check=False
+        )
+    except OSError as exc:
+        raise RegistryError(f"git cat-file failed: {exc}") from exc
+    if done.returncode != 0:
+        raise RegistryError(f"git cat-file failed: {done.stderr.decode(errors='replace').strip()}")
+    output, position = done.stdout, 0
+    found: dict[tuple[str, str], bytes | None] = {}
+    for item in wanted:
+        end = output.index(b"\n", position)
+        header = output[position:end].split()
+        position = end + 1
+        if header[-1] == b"missing" or len(header) < 3:
+            found[item] = None
+            continue
+        size = int(header[2])
+        found[item] = output[position : position + size] if header[1] == b"blob" else None
+        position += size + 1
+    return found
 
 
 def store_damage(root: Path, rev: str) -> str | None:
@@ -400,7 +549,8 @@ def store_damage(root: Path, rev: str) -> str | None:
     try:
         named = git("rev-parse", "--verify", "-q", rev)
         if named.returncode != 0 or not named.stdout.strip():
-            return None
+            target = git("symbolic-ref", "-q", rev).stdout.strip() if rev == "HEAD" else rev
+            return _broken_ref(root, target or rev, git("for-each-ref", "--format=%(refname)").stderr)
         peeled = git("cat-file", "-e", f"{named.stdout.strip()}^{{commit}}")
     except OSError:
         return None
@@ -409,7 +559,39 @@ def store_damage(root: Path, rev: str) -> str | None:
     lines = [line for line in peeled.stderr.strip().splitlines() if line.strip()]
     fatal = next((line for line in reversed(lines) if "corrupt" in line or "missing" in line), None)
     reason = (fatal or (lines[-1] if lines else "its commit cannot be read")).removeprefix("fatal: ")
-    return f"the git store of {root} is corrupt ({rev} = {named.stdout.strip()[:12]}: {reason}); `git fsck` says more"
+    return f"the git store of {root} is corrupt ({rev} = {named.stdout.strip()[:12]}: {reason}); {REPAIR_HINT}"
+
+
+def _broken_ref(root: Path, rev: str, warnings: str) -> str | None:
+    """The damage line when ``rev`` (or the name it starts from, as in ``pr~1``) is a ref git ignores as broken."""
+    name = re.split(r"[~^@:]", rev, maxsplit=1)[0]
+    broken = re.findall(r"ignoring broken ref (\S+)", warnings)
+    for ref in broken:
+        if name and ref in (name, f"refs/heads/{name}", f"refs/tags/{name}", f"refs/remotes/{name}"):
+            return (
+                f"the git store of {root} is corrupt (the ref {ref} is broken: .git/{ref} names no object git "
+                f"can read); {REPAIR_HINT}"
+            )
+    return None
+
+
+def public_location(root: Path) -> str:
+    """Where others find the repository at ``root``: its ``origin`` remote's URL without credentials, else its path.
+
+    Never raises (a registry without git, or a remote git cannot read, is its path).
+    """
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True, check=False
+        )
+    except OSError:
+        done = None
+    url = done.stdout.strip() if done is not None and done.returncode == 0 else ""
+    if not url:
+        return str(root.resolve())
+    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)  # https://user:token@host/... -> https://host/...
 
 
 def current_commit(root: Path) -> str | None:

@@ -41,10 +41,11 @@ from kictl.store.files import config_dir
 if TYPE_CHECKING:
     pass
 
-#: sha256 of the bundled registry's ``registry/trust/4.root.json``: its re-anchor of 2026-12-01 (the maintainer key
-#: of versions 2-3 was lost; docs/trust.md "Re-anchoring").  Version 2 (sha256:f11cffa3…) was pinned before; it is
-#: no longer, or a copy that deletes version 4 would verify from 2.
-PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:23620e78bba5e3aae889e1d4d37100b90a2e507c99af50a5f0e4165b593a0482",)
+#: sha256 of the bundled registry's ``registry/trust/6.root.json``: its re-anchor of 2026-12-06 onto the team's keys
+#: (the maintainer, verifier and H200 submitter keys of versions 4-5 were lost; docs/trust.md "Re-anchoring").
+#: Version 4 (sha256:23620e78…, the re-anchor of 2026-12-01) was pinned before, and version 2 before it; neither is
+#: pinned now, or a copy that deletes version 6 would verify from them.
+PACKAGE_ANCHORS: tuple[str, ...] = ("sha256:b0782c09772af690f39db4a1fd90be46099faf3996448a956ddf7feb4cbfcae9",)
 STATE_FILE = f"{KICTL_DIR}/trust.json"
 
 

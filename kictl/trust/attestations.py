@@ -17,7 +17,7 @@ from kictl import canon, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
-from kictl.store import Registry, Transaction
+from kictl.store import Registry, Transaction, is_temporary_name, sweep_temporaries
 from kictl.trust._common import PAYLOAD_TYPE, ROLES, STATEMENT_TYPE, _moment, _short, predicate_kind, predicate_type_uri
 from kictl.trust.dsse import Envelope, parse_envelope, sign_envelope
 from kictl.trust.keys import keyid_of, load_private_key
@@ -209,17 +209,33 @@ def _verify_signed(
     )
 
 
+def may_retract(signers: Sequence[Signer], owners: Collection[str]) -> bool:
+    """Who may retract a record, the one rule review and every reader apply (docs/trust.md "Who may retract").
+
+    A ``maintainer`` key, or the record's original submitter: **every** key of ``owners`` (the submitter
+    keys of its earliest valid submission, ``evidence.record_owners``) among the signers.  So a key that
+    merely co-signed a submission of someone else's record, in the same envelope or the same commit,
+    cannot retract it alone, and a submitter who vouched for the record later never can.
+    """
+    if any("maintainer" in signer.roles for signer in signers):
+        return True
+    keys = {signer.keyid for signer in signers}
+    return bool(owners) and set(owners) <= keys
+
+
 def _check_role(attestation: VerifiedAttestation, submitters: Collection[str]) -> None:
     """docs/trust.md and issue 3: submission needs submitter; retraction needs maintainer or the
-    record's own submitter; reruns and reviews may come from any listed key."""
+    record's original submitter (``may_retract``); reruns and reviews may come from any listed key."""
     kind = attestation.predicate_type
     who = ", ".join(f"{s.owner} ({_short(s.keyid)}: {', '.join(s.roles)})" for s in attestation.signers)
     if kind == "submission" and not attestation.has_role("submitter"):
         raise CheckFailed(f"role: a submission needs a submitter key; signed by {who}")
-    if kind == "retraction" and not (
-        attestation.has_role("maintainer") or any(s.keyid in submitters for s in attestation.signers)
-    ):
-        raise CheckFailed(f"role: a retraction needs a maintainer or the record's submitter; signed by {who}")
+    if kind == "retraction" and not may_retract(attestation.signers, submitters):
+        owners = ", ".join(_short(keyid) for keyid in sorted(submitters)) or "none valid"
+        raise CheckFailed(
+            f"role: a retraction needs a maintainer or the record's submitter (every key of its earliest "
+            f"valid submission: {owners}); signed by {who}"
+        )
 
 
 def verify_attestation(
@@ -232,8 +248,9 @@ def verify_attestation(
 ) -> VerifiedAttestation:
     """Verify one DSSE envelope about ``subject`` as of ``signed_at``.
 
-    ``submitters`` are the keyids of the record's valid submissions (a
-    retraction by one of them is allowed).  Raises ``CheckFailed`` naming the
+    ``submitters`` are the record's owners (``evidence.record_owners``: the
+    keys of its earliest valid submission); a retraction signed by all of
+    them, or by a maintainer, is allowed (``may_retract``).  Raises ``CheckFailed`` naming the
     defect: a corrupted envelope, a bad signature, an unknown key, a wrong
     payloadType, a malformed statement, a subject digest of another record, a
     key not valid or revoked at ``signed_at``, a compromised key, or a role not
@@ -291,7 +308,13 @@ def sign_record(
     if transaction is not None:
         transaction.write(path, canon.pretty_bytes(envelope))
         return path
-    with Transaction() as own:
+    # One file, written whole to a temporary file and linked into place: a killed `sign` leaves either no
+    # envelope or the whole one, and at most a temporary file that no reader counts (``is_temporary_name``);
+    # the next writer removes it once it is a minute old.
+    with registry.writing(), Transaction() as own:
+        folder = path.parent
+        if folder.is_dir():
+            sweep_temporaries([entry for entry in folder.iterdir() if is_temporary_name(entry.name)])
         own.write(path, canon.pretty_bytes(envelope))
     return path
 

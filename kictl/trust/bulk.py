@@ -13,7 +13,7 @@ from kictl import canon
 from kictl.errors import KictlError, NotFoundError
 from kictl.lookup import hex_prefix
 from kictl.records import KINDS
-from kictl.store import Registry
+from kictl.store import Registry, is_temporary_name
 from kictl.trust.evidence import AttestationResult, RecordTrust, _read_envelopes, _signing_times, judge_attestations
 from kictl.trust.readers import reader_policy
 from kictl.trust.root import _now, registry_root
@@ -101,7 +101,11 @@ def _attested_digests(registry: Registry, wanted: set[str] | None) -> dict[str, 
                 continue
             if wanted is not None and digest not in wanted:
                 continue
-            files = sorted(Path(entry.path) for entry in os.scandir(folder.path) if entry.is_file())
+            files = sorted(
+                Path(entry.path)
+                for entry in os.scandir(folder.path)
+                if entry.is_file() and not is_temporary_name(entry.name)  # a killed writer's: never read
+            )
             if files:
                 found[digest] = files
     return found

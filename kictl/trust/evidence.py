@@ -97,11 +97,12 @@ def evidence_level(*, submitted: bool, agree: int, disagree: int) -> Level:
 
 
 def record_owners(attestations: Iterable[tuple[datetime, VerifiedAttestation]]) -> set[str]:
-    """The record's own submitter(s): the submitter keys of its earliest valid ``submission`` (docs/trust.md).
+    """The record's original submitter: the submitter keys of its earliest valid ``submission`` (docs/trust.md
+    "Who may retract").
 
-    Only they (and maintainers) may retract it.  A submitter who signs a
-    submission of someone else's record later does not become its owner; two
-    submissions signed at the same earliest time (one commit) both own it.
+    Only all of them together (``attestations.may_retract``), or a maintainer, may retract it.  A submitter
+    who signs a submission of someone else's record later does not become an owner; keys that co-signed the
+    earliest submission (one envelope, or envelopes of one commit) are owners together.
     """
     earliest: datetime | None = None
     owners: set[str] = set()
@@ -114,6 +115,23 @@ def record_owners(attestations: Iterable[tuple[datetime, VerifiedAttestation]]) 
         elif signed_at == earliest:
             owners |= keys
     return owners
+
+
+def submission_owners(
+    subject: Named, root: TrustRoot, envelopes: Sequence[tuple[str, bytes, datetime, bool]]
+) -> set[str]:
+    """``record_owners`` of the envelopes ``(path, bytes, signed_at, committed)`` about ``subject`` that verify as
+    submissions: what ``judge_attestations`` uses, for a caller that judges one retraction (``kictl review``).
+    Never raises."""
+    verified = []
+    for _, data, signed_at, _ in envelopes:
+        try:
+            attestation = _verify_core(data, subject, root, signed_at)
+            _check_role(attestation, ())
+        except CheckFailed:
+            continue
+        verified.append((signed_at, attestation))
+    return record_owners(verified)
 
 
 def judge_attestations(
@@ -218,10 +236,13 @@ _signing_times = signing_times
 
 
 def _envelope_files(registry: Registry, digest: str) -> list[Path]:
+    """The envelope files about ``digest``; kictl's own temporary files (a killed ``sign``) are never read."""
+    from kictl.store import is_temporary_name
+
     folder = registry.attestation_folder(digest)
     if not folder.is_dir():
         return []
-    return sorted(path for path in folder.iterdir() if path.is_file())
+    return sorted(path for path in folder.iterdir() if path.is_file() and not is_temporary_name(path.name))
 
 
 def _read_envelopes(
@@ -355,6 +376,19 @@ def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) ->
     check_rollback(registry, chain.root.version)
 
 
+def _deleted_advisories(registry: Registry) -> list[str]:
+    """A failure per published advisory version this copy deleted or changed (docs/advisories.md, "Deleted
+    advisories"): the registry is append-only, so ``kictl verify`` of any record fails while one is missing."""
+    from kictl.advisories import has_advisories, load_advisories
+
+    if not has_advisories(registry):
+        return []
+    try:
+        return load_advisories(registry).failures()
+    except KictlError as exc:
+        return [f"advisories: {exc.message}"]
+
+
 def check_record(registry: Registry, digest: str) -> VerifyReport:
     """What ``kictl verify DIGEST`` does; every failure is listed in the report.
 
@@ -382,6 +416,8 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
     except CheckFailed as exc:
         report.failures.append(f"trust root: {exc.message}")
         root = None
+    if root is not None:
+        report.failures.extend(_deleted_advisories(registry))
     from kictl.validate import check_envelope_file
 
     now = _now()

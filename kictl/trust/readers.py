@@ -11,12 +11,15 @@ apply another rule than its neighbour:
   uses the version of ``registry/policy.json`` that git history holds with
   that digest, or the built-in defaults when the root names none (or git no
   longer has it).  A registry whose root has no keys yet has nothing to check
-  against and its policy file counts as it is.  ``policy_standing`` says which
+  against and its policy file counts as it is.  ``judge_policy`` is the rule
+  (review reads its base through ``policy_at``); ``policy_standing`` says which
   was used and why; ``reader_policy`` is the policy.
 * **Retractions** count only when signed by a maintainer or by the record's
-  own submitter: the key(s) of its earliest valid ``submission`` (by signing
-  time).  A submitter who countersigns someone else's record later does not
-  become its owner (``record_owners``, used by ``kictl.trust.evidence``).
+  original submitter: every key of its earliest valid ``submission`` (by signing
+  time), together.  A submitter who countersigns someone else's record later does
+  not become its owner, and one co-signer alone cannot retract
+  (``attestations.may_retract`` over ``evidence.record_owners``; ``kictl review``
+  calls the same through ``review.seams.TrustVerifier``).
 * **Derived files** (the query index, anchor state, anything under
   ``.kictl/``) are never believed when git tracks them: a committed
   ``.kictl/index.sqlite`` is ignored and rebuilt elsewhere
@@ -57,9 +60,19 @@ class PolicyStanding:
     note: str | None = None
 
 
-@functools.lru_cache(maxsize=16)
-def _standing(root: str, policy_bytes: bytes | None, signed_digest: str | None, keyed: bool) -> PolicyStanding:
-    registry = Registry(Path(root))
+def judge_policy(
+    policy_bytes: bytes | None,
+    signed_digest: str | None,
+    keyed: bool,
+    signed_version: Callable[[str], bytes | None],
+) -> PolicyStanding:
+    """The one rule for which policy counts (module docstring), for every reader and ``kictl review``.
+
+    ``policy_bytes``: the policy file (``None``: absent); ``signed_digest``: the verified trust root's
+    ``policyDigest``; ``keyed``: whether that root has keys; ``signed_version(digest)``: the bytes of the
+    policy with that digest from git history, or ``None``.  Raises ``RecordError`` for a signed policy
+    that is invalid.
+    """
     if not keyed:
         policy = parse_policy(policy_bytes, POLICY_FILE) if policy_bytes is not None else Policy()
         return PolicyStanding(policy, "unsigned-registry")
@@ -75,7 +88,7 @@ def _standing(root: str, policy_bytes: bytes | None, signed_digest: str | None, 
             "a maintainer signs it with `kictl trust sign-policy`"
         )
         return PolicyStanding(Policy(), "defaults", note)
-    found = _signed_version(registry, signed_digest)
+    found = signed_version(signed_digest)
     if found is not None:
         note = (
             f"{POLICY_FILE} ({actual or 'absent'}) is not the policy the trust root signs ({signed_digest}): "
@@ -89,13 +102,20 @@ def _standing(root: str, policy_bytes: bytes | None, signed_digest: str | None, 
     return PolicyStanding(Policy(), "defaults", note)
 
 
-def _signed_version(registry: Registry, digest: str) -> bytes | None:
-    """The bytes of ``registry/policy.json`` in some commit whose digest is ``digest``; never raises."""
+@functools.lru_cache(maxsize=16)
+def _standing(root: str, policy_bytes: bytes | None, signed_digest: str | None, keyed: bool) -> PolicyStanding:
+    registry = Registry(Path(root))
+    return judge_policy(policy_bytes, signed_digest, keyed, functools.partial(_signed_version, registry))
+
+
+def _signed_version(registry: Registry, digest: str, rev: str = "HEAD") -> bytes | None:
+    """The bytes of ``registry/policy.json`` in some commit reachable from ``rev`` whose digest is ``digest``;
+    never raises."""
     if not registry.is_git_repository():
         return None
     try:
         history = registry.git
-        revisions = history._run("log", "--format=%H", "--max-count=500", "--", POLICY_FILE).split()
+        revisions = history._run("log", "--format=%H", "--max-count=500", rev, "--", POLICY_FILE).split()
         for revision in revisions:
             data = history.read_file(revision, POLICY_FILE)
             if data is not None and canon.bytes_digest(data) == digest:
@@ -103,6 +123,30 @@ def _signed_version(registry: Registry, digest: str) -> bytes | None:
     except KictlError:
         return None
     return None
+
+
+def policy_at(registry: Registry, rev: str) -> PolicyStanding:
+    """The policy readers would use at revision ``rev``, read from git objects (``kictl review``'s base).
+
+    ``judge_policy`` with ``rev``'s trust root (the base of a review is trusted as the registry's main
+    line, so its ``root.json`` is taken as it is there).  Raises ``RecordError`` for an invalid signed
+    policy or trust root, ``RegistryError`` when git fails.
+    """
+    from kictl.layout import ROOT_FILE
+    from kictl.trust.root import load_root
+
+    found = registry.git.read_paths(rev, [ROOT_FILE, POLICY_FILE])
+    policy_bytes, root_bytes = found.get(POLICY_FILE), found.get(ROOT_FILE)
+    if root_bytes is None:
+        policy = parse_policy(policy_bytes, POLICY_FILE) if policy_bytes is not None else Policy()
+        return PolicyStanding(policy, "unsigned-registry")
+    root = load_root(root_bytes, source=f"{ROOT_FILE} at {rev[:12]}")
+    return judge_policy(
+        policy_bytes,
+        root.document.signed.policy_digest,
+        not root.empty,
+        functools.partial(_signed_version, registry, rev=rev),
+    )
 
 
 def policy_standing(registry: Registry) -> PolicyStanding:

@@ -31,6 +31,9 @@ def reanchor(
     threshold: int = 1,
     reason: str = "retired",
     at: datetime | None = None,
+    others: Sequence[tuple[Ed25519PublicKey, str, Sequence[str]]] = (),
+    retire: Sequence[str] = (),
+    sign_policy: bool = False,
 ) -> TrustRoot:
     """Write the next trust-root version signed by new maintainers only: a re-anchor (docs/trust.md).
 
@@ -46,6 +49,15 @@ def reanchor(
     ``kictl trust pin``; the package's ``PACKAGE_ANCHORS``).  ``kictl review``
     lints it ``trust-root-threshold``, as it should: a re-anchor is merged by a
     maintainer, out of band.
+
+    Whatever else went with the lost maintainer keys goes in the same version,
+    so that the version readers pin is complete: ``others`` adds keys that are
+    not maintainers (public key, owner, roles: a new verifier or submitter),
+    ``retire`` revokes further listed keys for ``reason`` (by keyid or a unique
+    prefix of 12+ hex digits: a verifier or submitter whose private half was
+    kept with the maintainers'), and ``sign_policy`` names the sha256 of
+    ``registry/policy.json`` (``policyDigest``), as ``kictl trust
+    sign-policy`` would in a version of its own.
 
     Raises ``UsageError`` when the root has no keys yet, a new maintainer is
     already listed, a signing key is not a new maintainer, the threshold or
@@ -64,6 +76,7 @@ def reanchor(
         _floor_second,
         _key_entry,
         _now,
+        _read,
         load_root,
         root_chain,
         root_version_path,
@@ -94,6 +107,27 @@ def reanchor(
             public_key, owner=owner, roles=["maintainer"], not_before=moment, not_after=None
         )
         new_ids.add(keyid)
+    for public_key, owner, roles in others:
+        keyid = keyid_of(public_key)
+        if keyid in signed["keys"]:
+            raise UsageError(f"key {keyid[:12]} is listed twice (already in the root or named twice)")
+        if "maintainer" in roles:
+            raise UsageError(f"key {keyid[:12]}: a re-anchor's maintainers are given with --maintainer")
+        signed["keys"][keyid] = _key_entry(public_key, owner=owner, roles=roles, not_before=moment, not_after=None)
+    for prefix in retire:
+        matches = [
+            keyid
+            for keyid in current.keys
+            if keyid.startswith(prefix.lower()) and "revoked" not in signed["keys"][keyid]
+        ]
+        if len(prefix) < 12 or len(matches) != 1:
+            raise UsageError(
+                f"--retire {prefix}: give the keyid (12+ hex digits) of exactly one key of trust root version "
+                f"{current.version} that is not revoked yet (`kictl trust show`)"
+            )
+        signed["keys"][matches[0]]["revoked"] = {"at": format_timestamp(moment), "reason": reason}
+    if sign_policy:
+        signed["policyDigest"] = canon.bytes_digest(_read(registry.policy_path, registry))
     for key in keys:
         if keyid_of(key.public_key()) not in new_ids:
             raise UsageError(

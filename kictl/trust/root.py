@@ -276,13 +276,7 @@ def root_chain(registry: Registry) -> RootChain:
     file cannot be read.
     """
     current_data = _read(registry.root / ROOT_FILE, registry)
-    numbered: list[tuple[int, Path]] = []
-    if registry.trust_dir.is_dir():
-        for entry in registry.trust_dir.iterdir():
-            number = layout.parse_root_version_path(f"{TRUST_DIR}/{entry.name}")
-            if number is not None:
-                numbered.append((number, entry))
-    numbered.sort()
+    numbered = _version_files_of(registry)
     if not numbered:
         root = _load_for_check(current_data, ROOT_FILE)
         if not root.empty:
@@ -313,8 +307,70 @@ def root_chain(registry: Registry) -> RootChain:
     except CheckFailed as exc:
         raise CheckFailed(f"{TRUST_DIR}/: {exc.message}", details=exc.details) from exc
     if current_data != datas[-1]:
+        if len(datas) > 1 and current_data == datas[-2]:
+            raise CheckFailed(interrupted_message(numbered[-1][0]))
         raise CheckFailed(f"{ROOT_FILE} is not byte for byte {numbered[-1][1].name}, the newest version")
     return RootChain(root=root, files=tuple((v, registry.relative(p)) for v, p in numbered), anchor=anchor)
+
+
+#: The command that finishes a trust-root write a crash interrupted (``repair_root``).
+REPAIR_COMMAND = "kictl trust repair"
+
+
+def interrupted_message(version: int) -> str:
+    """The one-line error of a registry whose trust-root write stopped between its two files."""
+    return (
+        f"{ROOT_FILE} is still version {version - 1} but {TRUST_DIR}/{version}.root.json, which verifies, is newer: "
+        f"a trust-root write was interrupted; finish it with `{REPAIR_COMMAND}`"
+    )
+
+
+def repair_root(registry: Registry) -> tuple[TrustRoot, bool, int]:
+    """Finish a trust-root write that a crash interrupted (``kictl trust repair``), under the writer lock.
+
+    A version is published in two files, ``<N>.root.json`` and then ``root.json``: a writer killed between
+    them leaves ``root.json`` one version behind.  The chain up to ``<N>`` must verify (from its anchor,
+    as every reader checks it); then ``root.json`` becomes ``<N>``'s bytes.  kictl's own temporary files
+    left under ``registry/`` by a killed writer are removed.  Returns ``(the root, whether root.json was
+    rewritten, how many temporary files were removed)``.  Raises ``CheckFailed`` when the chain does not
+    verify or ``root.json`` is anything else than the newest version or the one before it (not an
+    interrupted write: restore it from git), ``RegistryError`` on I/O errors.
+    """
+    with registry.writing():
+        removed = _sweep_own_temporaries(registry)
+        try:
+            return root_chain(registry).root, False, removed
+        except CheckFailed as exc:
+            numbered = _version_files_of(registry)
+            if not numbered or exc.message != interrupted_message(numbered[-1][0]):
+                raise
+        newest = _read(numbered[-1][1], registry)
+        write_atomic(registry.root / ROOT_FILE, newest)
+        return root_chain(registry).root, True, removed
+
+
+def _version_files_of(registry: Registry) -> list[tuple[int, Path]]:
+    numbered: list[tuple[int, Path]] = []
+    if registry.trust_dir.is_dir():
+        for entry in registry.trust_dir.iterdir():
+            number = layout.parse_root_version_path(f"{TRUST_DIR}/{entry.name}")
+            if number is not None:
+                numbered.append((number, entry))
+    return sorted(numbered)
+
+
+def _sweep_own_temporaries(registry: Registry) -> int:
+    """Remove kictl's temporary files (``.<name>.<random>.tmp``) under the trust root, attestations and
+    advisories; only under the writer lock, where no writer is running."""
+    import os
+
+    from kictl.store import is_temporary_name, sweep_temporaries
+
+    found: list[Path] = []
+    for top in (registry.trust_dir, registry.attestations_dir, registry.root / layout.ADVISORIES_DIR):
+        for dirpath, _, filenames in os.walk(top):
+            found.extend(Path(dirpath) / name for name in filenames if is_temporary_name(name))
+    return len(sweep_temporaries(found, older_than=0.0))
 
 
 def registry_root(registry: Registry) -> TrustRoot:
@@ -330,8 +386,13 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _publish_root(registry: Registry, signed: dict[str, Any], keys: Sequence[Ed25519PrivateKey]) -> TrustRoot:
-    """Sign ``signed`` with ``keys``, verify it may follow the current root, then write it."""
+def _publish_root(
+    registry: Registry, signed: dict[str, Any], keys: Sequence[Ed25519PrivateKey], *, anchor: bool = False
+) -> TrustRoot:
+    """Sign ``signed`` with ``keys``, verify it may follow the current root, then write it.
+
+    ``anchor``: pin it on this machine first (``kictl trust init``'s anchor, ``trust.anchor``).
+    """
     previous = root_chain(registry)
     signatures = sign_envelope(ROOT_PAYLOAD_TYPE, canon.canonical_bytes(signed), keys)["signatures"]
     unique = {entry["keyid"]: entry for entry in signatures}
@@ -339,7 +400,14 @@ def _publish_root(registry: Registry, signed: dict[str, Any], keys: Sequence[Ed2
     data = canon.pretty_bytes(document)
     verify_root_update(previous.root.data, data)
     new_root = load_root(data)
-    with Transaction() as transaction:
+    if anchor:
+        from kictl.trust.anchor import record_local_anchor
+
+        record_local_anchor(registry, data)  # before the root is written: a crash after it leaves no unpinned root
+    # Each step leaves a registry the next command reads or repairs: version file 1 (the keyless root
+    # again), then <N>.root.json (readers name `kictl trust repair` until root.json follows), then
+    # root.json, each written whole by a rename.  Temporary files are never read (``is_temporary_name``).
+    with registry.writing(), Transaction() as transaction:
         if previous.files == ((previous.root.version, ROOT_FILE),):
             # The keyless root of `kictl init` becomes version file 1 of the chain.
             transaction.write(root_version_path(registry, previous.root.version), previous.root.data)
@@ -418,11 +486,7 @@ def init_root(
         "threshold": threshold,
         "keys": entries,
     }
-    root = _publish_root(registry, signed, keys)
-    from kictl.trust.anchor import record_local_anchor
-
-    record_local_anchor(registry, root.data)
-    return root
+    return _publish_root(registry, signed, keys, anchor=True)
 
 
 def add_key(

@@ -1,21 +1,17 @@
-"""The first advisories are real (issue 28): the drafts under advisories/ are valid documents, name corpus entries
-that exist, and mark exactly the bundled runs their ranges describe once a maintainer signs them.
-
-The bundled root's maintainer keys are not here, so the drafts stay unsigned in advisories/ (docs/advisories.md
-"Publishing the bundled advisories"); this test applies them as if signed, without touching a signature.
+"""The first advisories are real (issue 28): the documents under advisories/ are valid, name corpus entries that
+exist, are published under registry/advisories/ signed by a maintainer of the bundled root (version 6, issue 39),
+and mark exactly the bundled runs their ranges describe.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from kictl import canon
-from kictl.advisories import AdvisorySet, RunRef, VerifiedAdvisory, parse_advisory, run_marks
+from kictl.advisories import RunRef, load_advisories, parse_advisory, run_marks
 from kictl.selftest import load_corpus
 from kictl.store import Registry
 from kictl.trust import verifier_rerun_runs
@@ -45,14 +41,19 @@ def bundled() -> Registry:
     return Registry(REPO_ROOT)
 
 
-def test_applied_to_the_bundled_registry_they_mark_what_their_ranges_say(bundled: Registry) -> None:
+def test_each_document_is_published_as_it_is_signed_by_a_maintainer(bundled: Registry) -> None:
+    published = load_advisories(bundled)
+    assert published.ignored == []
+    assert sorted(published.current) == [path.stem for path in DRAFTS]
+    for path in DRAFTS:
+        held = published.current[path.stem]
+        assert held.advisory == parse_advisory(json.loads(path.read_text()), source=path.name)
+        assert held.path == f"registry/advisories/{path.stem}/1.dsse.json"
+        assert [(signer.keyid[:12], signer.roles) for signer in held.signers] == [("be38c058fd94", ("maintainer",))]
+
+
+def test_published_they_mark_what_their_ranges_say(bundled: Registry) -> None:
     drafts = {path.stem: parse_advisory(json.loads(path.read_text()), source=path.name) for path in DRAFTS}
-    as_if_signed = AdvisorySet(
-        current={
-            key: VerifiedAdvisory(adv, f"advisories/{key}.json", (), datetime.now(UTC), True)
-            for key, adv in drafts.items()
-        }
-    )
     runs, commits = [], {}
     own_reruns = verifier_rerun_runs(bundled)  # evidence about other runs, left out as every reader does
     for record in bundled.iter_records(["BenchmarkRun"]):
@@ -62,7 +63,7 @@ def test_applied_to_the_bundled_registry_they_mark_what_their_ranges_say(bundled
         runs.append(RunRef(record.digest, spec["protocolDigest"], spec["status"]))
         harness = bundled.load(spec["protocolDigest"]).raw["spec"]["harness"]
         commits[record.digest] = harness.get("commit", "-")[:8]
-    marks = run_marks(bundled, runs, advisories=as_if_signed)
+    marks = run_marks(bundled, runs)
     by_advisory: dict[str, Counter[str]] = {key: Counter() for key in drafts}
     for digest, ids in marks.marked.items():
         for advisory_id in ids:
@@ -81,8 +82,3 @@ def test_applied_to_the_bundled_registry_they_mark_what_their_ranges_say(bundled
         assert by_advisory[advisory_id] == Counter({"-": 79}), advisory_id
     assert by_advisory["KI-2026-0003"] == Counter()
     assert by_advisory["KI-2026-0005"] == Counter()
-
-
-def test_no_draft_is_under_registry() -> None:
-    assert not (REPO_ROOT / "registry" / "advisories").exists()
-    assert all(isinstance(path, Path) for path in DRAFTS)

@@ -197,7 +197,16 @@ class FakeWorker:
                 self.waiting.append(self.calls)
                 return wire.Sample(ns=None, enqueued_ahead=None, notes=())
             ns = self._ns(self.calls)
-            return wire.Sample(ns=ns, enqueued_ahead=None, notes=(), settled=self._settle(), **self._figures(ns))
+            figures = self._figures(ns)
+            return wire.Sample(
+                ns=ns,
+                enqueued_ahead=None,
+                notes=(),
+                settled=self._settle(),
+                events_ns=figures.get("events_ns"),
+                kernels=figures.get("kernels"),
+                busy_ns=figures.get("busy_ns"),
+            )
         if isinstance(message, wire.Audit):
             return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
         if isinstance(message, wire.Finish):

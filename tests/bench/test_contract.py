@@ -7,6 +7,7 @@ default 1e-2 on most values).  Without a contract the submitter's ``--atol``/``-
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,56 @@ def test_the_contract_bounds_the_defaults_and_the_workloads_own_tolerance() -> N
     )
     with pytest.raises(UsageError, match=r"--rtol 0.01 is looser than rmsnorm_h256_f32's precision contract \(0.001\)"):
         tolerance_for(_workload(None), BenchOptions(device="cpu", rtol=1e-2), _spec(contract))
+
+
+# --------------------------------------------------------------------------- a looser run ranks apart (issue 40)
+
+
+def _family(options: BenchOptions, workload: Any, device: str = "cpu") -> str:
+    from kictl.bench.judge.results import protocol_spec
+    from kictl.bench.judge.session import default_tolerance
+
+    tolerance = tolerance_for(workload, options, None)
+    spec = protocol_spec(
+        device, (1, None, 1), options, tolerance, 0, default_tolerance=default_tolerance(workload, options)
+    )
+    family: str = spec["comparability"]["family"]
+    return family
+
+
+@pytest.mark.parametrize(
+    ("given", "loose"),
+    [
+        ({}, False),
+        ({"atol": correctness.DEFAULT_ATOL}, False),  # asking for the default is the default
+        ({"atol": correctness.DEFAULT_ATOL / 10, "rtol": 1e-4}, False),  # tighter still ranks with the default
+        ({"atol": 0.02}, True),
+        ({"rtol": 0.5}, True),
+        ({"matched_ratio": 0.999}, True),
+    ],
+)
+def test_a_run_judged_looser_than_the_default_gets_a_family_of_its_own(given: dict[str, Any], loose: bool) -> None:
+    family = _family(dataclasses.replace(BenchOptions(device="cpu"), **given), _workload(None))
+    assert family == "kictl-cpu-wall-time" + ("-looser-tolerance" if loose else "")
+
+
+def test_a_workloads_own_tolerance_is_its_default_and_looser_than_it_is_apart() -> None:
+    workload = _workload({"atol": 0.5})
+    assert _family(BenchOptions(device="cpu"), workload) == "kictl-cpu-wall-time"
+    assert _family(BenchOptions(device="cpu", atol=0.5), workload) == "kictl-cpu-wall-time"
+    assert _family(BenchOptions(device="cpu", atol=0.6), workload) == "kictl-cpu-wall-time-looser-tolerance"
+
+
+def test_the_looser_family_is_another_comparison_group_and_energy_keeps_it() -> None:
+    from kictl.bench.judge.energy_loop import FAMILY, EnergyPhase
+    from kictl.rank.groups import GroupKey
+
+    default = GroupKey("sha256:" + "a" * 64, "H100", "kictl-cpu-wall-time", "median")
+    looser = GroupKey(
+        "sha256:" + "a" * 64, "H100", _family(BenchOptions(device="cpu", atol=0.5), _workload(None)), "median"
+    )
+    assert looser.digest != default.digest
+    spec = {"measurement": {}, "comparability": {"family": "kictl-cuda-device-time-looser-tolerance"}}
+    phase = EnergyPhase.__new__(EnergyPhase)
+    phase.method = lambda: {}  # type: ignore[method-assign]
+    assert phase.protocol(spec)["comparability"]["family"] == FAMILY + "-looser-tolerance"

@@ -18,6 +18,7 @@ import pytest
 from kictl import blobs, canon, families
 from kictl.exporters.flashinfer_trace import export_flashinfer_trace
 from kictl.importers.flashinfer_bench import import_flashinfer_bench
+from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
 from kictl.index import QueryIndex
 from kictl.rank import workload_leaderboard
 from kictl.records import (
@@ -54,12 +55,63 @@ def _fresh(path: Path) -> Registry:
     return Registry(path)
 
 
-def test_bundled_registry_round_trips_with_the_documented_differences(
-    bundled_results: Registry, tmp_path: Path
-) -> None:
+@pytest.fixture
+def unadvised(bundled_results: Registry) -> Registry:
+    """The bundled registry without its harness advisories, which mark every bundled run (the export leaves those
+    out: this file is about the format, tests/exporters/test_flashinfer_trace.py about the selection)."""
+    import git
+
+    repo = git.Repo(bundled_results.root)
+    repo.index.remove(["registry/advisories"], r=True, working_tree=True)
+    repo.index.commit("a copy without advisories")
+    return bundled_results
+
+
+def test_an_export_of_the_bundled_registry_imports_back_unchanged(unadvised: Registry, tmp_path: Path) -> None:
+    """Issue 39: the export carries its records, so importing it back adds nothing, refuses nothing, same digests."""
     out = tmp_path / "export"
-    report = export_flashinfer_trace(bundled_results, out, gpu="H200")
+    report = export_flashinfer_trace(unadvised, out, gpu="H200", min_evidence="reported")
     assert report.exported
+    assert (out / SOURCES_FILE).is_file()
+    back = import_flashinfer_bench(unadvised, out)
+    assert back.ok, back.skipped
+    assert back.skipped == []
+    assert [outcome.record.digest for outcome in back.outcomes if outcome.new] == []
+    assert any(note.startswith(f"{SOURCES_FILE}: ") and "taken back verbatim" in note for note in back.notes)
+    fresh = _fresh(tmp_path / "fresh")
+    again = import_flashinfer_bench(fresh, out)
+    assert again.ok, again.skipped
+    exported = {item.run for item in report.exported}
+    assert exported <= {outcome.record.digest for outcome in again.outcomes}
+    for outcome in again.outcomes:  # every record is the bundled registry's own, byte for byte
+        assert unadvised.load(outcome.record.digest).raw == outcome.record.raw
+
+
+def test_an_edited_export_is_imported_as_flashinfer_data(unadvised: Registry, tmp_path: Path) -> None:
+    """The records are taken back only while every document agrees with them: an edited solution sets them aside."""
+    out = tmp_path / "export"
+    export_flashinfer_trace(unadvised, out, gpu="H200", min_evidence="reported")
+    solution = sorted((out / "solutions").rglob("*.json"))[0]
+    document = json.loads(solution.read_text())
+    document["sources"][0]["content"] += "\n# changed after the export\n"
+    solution.write_text(json.dumps(document))
+    fresh = _fresh(tmp_path / "fresh")
+    back = import_flashinfer_bench(fresh, out)
+    [note] = [note for note in back.notes if note.startswith(f"{SOURCES_FILE} set aside")]
+    assert "its code differs from Implementation" in note
+    changed = [r for r in _records(fresh, "Implementation").values() if r.name == document["name"]]
+    assert changed
+    assert all(r.raw["spec"]["sources"][0]["content"].endswith("# changed after the export\n") for r in changed)
+
+
+def test_without_its_records_an_export_converts_with_the_documented_differences(
+    unadvised: Registry, tmp_path: Path
+) -> None:
+    bundled_results = unadvised
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(bundled_results, out, gpu="H200", min_evidence="reported")
+    assert report.exported
+    (out / SOURCES_FILE).unlink()  # FlashInfer Trace data alone, as a copy that kept only its four folders
     again = _fresh(tmp_path / "again")
     imported = import_flashinfer_bench(again, out)
     assert imported.ok, imported.skipped
@@ -68,10 +120,10 @@ def test_bundled_registry_round_trips_with_the_documented_differences(
     for item in report.exported:
         original_run = bundled_results.load(item.run)
         spec = original_run.raw["spec"]
-        # Definition: everything but `determinism`, which FlashInfer Trace has no member for
+        # Definition: the same record, `determinism` included (a member FlashInfer-Bench's loader ignores)
         definition = bundled_results.load(spec["definitionDigest"])
-        back = by_name["Definition"][definition.name].raw["spec"]
-        assert {k: v for k, v in definition.raw["spec"].items() if k != "determinism"} == back
+        back = by_name["Definition"][definition.name]
+        assert back.digest == definition.digest
         # Implementation: code, entry point, runtime and dependencies are the same; FlashInfer requires an
         # author and target hardware and has no project, license, revision or availability
         implementation = bundled_results.load(item.implementation_digest).raw["spec"]
@@ -238,3 +290,23 @@ def test_current_flashinfer_definitions_and_workloads_round_trip(tmp_path: Path,
     assert missing  # the paged workloads' index tensors: their path and key survive, the blob stays missing
     choices = _apply_choices(out)
     assert sorted(choices.values()) == sorted(item.implementation for item in report.exported)
+
+
+def test_an_unsigned_permalink_edit_never_reaches_the_export(unadvised: Registry, tmp_path: Path) -> None:
+    """Issue 41, class 3: the export applies the signed policy, as every reader does, not the file as edited."""
+    import git
+
+    path = unadvised.policy_path
+    policy = json.loads(path.read_text())
+    signed_base = policy["permalinkBase"]
+    policy["permalinkBase"] = "https://attacker.example/r/"
+    path.write_text(json.dumps(policy, indent=2) + "\n")
+    git.Repo(unadvised.root).index.add(["registry/policy.json"])
+    git.Repo(unadvised.root).index.commit("an unsigned policy edit")
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(unadvised, out, gpu="H200", min_evidence="reported")
+    assert report.exported
+    assert all(item.permalink.startswith(signed_base) for item in report.exported)
+    traces = "".join(path.read_text() for path in (out / "traces").rglob("*.jsonl"))
+    assert "attacker.example" not in traces
+    assert signed_base in traces

@@ -198,8 +198,8 @@ def test_diff_of_two_runs_says_the_key_comparison_first_and_hides_samples(
 ) -> None:
     """Issue 13: `diff` of two runs printed 300 sample lines before the one line that matters."""
     b = basic
-    a = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=range(9_000, 11_000, 10))
-    c = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, samples=range(19_000, 21_000, 10))
+    a = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=range(9_005, 11_005, 10))
+    c = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 20_000, samples=range(19_005, 21_005, 10))
     other = world.protocol(family="kictl-cpu-perf-counter")
     d = world.run(b["m128"], b["slow"], other, b["h200"], 20_000)
     world.commit("runs with samples")
@@ -295,14 +295,16 @@ def test_cite_formats(cli: RunCli, world: World, ranked: dict[str, StoredRecord]
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["digest"] == run.digest
-    assert doc["permalink"] == "https://kernelindex.dev/r/" + run.digest
+    assert doc["permalink"] is None  # `kictl init` gives no permalink base (issue 45): the registry's place instead
+    assert doc["location"] == str(world.registry.root.resolve())
     assert doc["commit"] == head
     assert doc["title"].startswith("KernelIndex run: fast on gemm_n64_k64/m128, H200")
     assert len(doc["accessed"]) == 10
     bib = cli("cite", run.digest, "--format", "bibtex", "--registry", world.registry.root)
     assert bib.exit_code == 0, bib.output
     assert bib.stdout.startswith("@misc{kernelindex_" + run.digest[7:19] + ",")
-    assert "\\url{https://kernelindex.dev/r/" + run.digest + "}" in bib.stdout
+    assert "howpublished = {KernelIndex registry at /" in bib.stdout  # no permalink base: the registry's folder
+    assert f"records/BenchmarkRun/{run.digest[7:9]}/{run.digest[7:]}.json)}}," in bib.stdout
     assert "gemm\\_n64\\_k64" in bib.stdout  # LaTeX specials escaped
     text = cli("cite", "gemm_n64_k64", "--registry", world.registry.root)
     assert text.exit_code == 0, text.output

@@ -40,37 +40,49 @@ def energy_run(
     environment: str = "h200",
     protocol: str = "energy_protocol",
     steady: bool = True,
+    stated: float | None = None,
 ) -> StoredRecord:
+    """An energy run whose figures follow from its trials; ``stated`` replaces the run's joules per call alone."""
     per_call = latency_ns * 0.9
-    board = joules + 123.0 * per_call / 1e9
-    trial = EnergyTrial(
-        calls=100,
-        loop_ns=int(per_call * 100),
-        joules_per_call=joules,
-        board_joules_per_call=board,
-        board_watts=board / per_call * 1e9,
-        idle_watts=123.0,
-        window_ms=700.0,
-        counter_steps=8,
-        uncertainty=0.004,
-    )
+    # three trials a spread apart, each consistent (watts × time per call), the run their median (kictl.derived)
+    trials = []
+    for share in (1 - spread / 2, 1.0, 1 + spread / 2):
+        above = joules * share
+        watts = 123.0 + above / per_call * 1e9
+        trials.append(
+            EnergyTrial(
+                calls=100,
+                loop_ns=int(per_call * 100),
+                joules_per_call=max(0.0, watts - 123.0) * per_call / 1e9,
+                board_joules_per_call=watts * per_call / 1e9,
+                board_watts=watts,
+                idle_watts=123.0,
+                window_ms=700.0,
+                counter_steps=8,
+                uncertainty=0.004,
+            )
+        )
+    middle = trials[1]
+    figures = [trial.joules_per_call for trial in trials]
     energy = RunEnergy(
         counter="nvmlDeviceGetTotalEnergyConsumption",
-        joules_per_call=joules,
-        board_joules_per_call=board,
-        average_watts=board / per_call * 1e9,
+        joules_per_call=middle.joules_per_call,
+        board_joules_per_call=middle.board_joules_per_call,
+        average_watts=middle.board_watts,
         idle_watts=123.0,
-        calls_per_joule=1 / joules,
+        calls_per_joule=1 / middle.joules_per_call,
         ns_per_call=int(per_call),
-        spread=spread,
+        spread=(max(figures) - min(figures)) / middle.joules_per_call,
         counter_period_ms=100.0,
         counter_period_range_ms=(97.0, 103.0),
         counter_unit_millijoules=1,
         uncertainty=0.004,
         power_limit_milliwatts=limit_mw,
-        trials=(trial, trial, trial),
+        trials=tuple(trials),
         clocks_steady=steady,
     )
+    if stated is not None:
+        energy = energy.model_copy(update={"joules_per_call": stated, "calls_per_joule": 1 / stated})
     spec = BenchmarkRunSpec(
         status="passed",
         timing=Timing(latency_ns=LatencyNs(median=latency_ns), primary_statistic="median"),
@@ -162,13 +174,15 @@ def test_the_policy_can_require_a_power_limit_and_steady_clocks() -> None:
         )  # fmt: skip
 
     def figure(joules: float, steady: bool) -> RunEnergy:
+        # one call a second: joules per call above idle is the watts above the 1 W idle draw (kictl.derived)
+        board = 1.0 + joules
         trial = EnergyTrial(
-            calls=1, loop_ns=1, joules_per_call=joules, board_joules_per_call=joules, board_watts=1.0,
+            calls=1, loop_ns=1_000_000_000, joules_per_call=joules, board_joules_per_call=board, board_watts=board,
             idle_watts=1.0, window_ms=1.0, counter_steps=5, uncertainty=0.0,
         )  # fmt: skip
         return RunEnergy(
-            counter="nvml", joules_per_call=joules, board_joules_per_call=joules, average_watts=1.0, idle_watts=1.0,
-            ns_per_call=1, spread=0.0, counter_period_ms=100.0, counter_period_range_ms=(99.0, 101.0),
+            counter="nvml", joules_per_call=joules, board_joules_per_call=board, average_watts=board, idle_watts=1.0,
+            ns_per_call=1_000_000_000, spread=0.0, counter_period_ms=100.0, counter_period_range_ms=(99.0, 101.0),
             counter_unit_millijoules=1, uncertainty=0.0, power_limit_milliwatts=700_000, trials=(trial,),
             clocks_steady=steady,
         )  # fmt: skip
@@ -231,3 +245,18 @@ def test_diff_and_history_by_energy(cli: RunCli, world: World, energy_world: dic
     assert "#1 by energy over time:" in text.stdout
     latency = cli("history", "gemm_n64_k64", "--registry", world.registry.root, "--json")
     assert "metric" not in json.loads(latency.stdout)
+
+
+def test_an_energy_claim_its_own_trials_contradict_is_not_ranked(
+    cli: RunCli, world: World, energy_world: dict[str, StoredRecord]
+) -> None:
+    """Issue 41: 1 µJ per call stated where the run's own watts × time give 90 mJ (off by 10^5)."""
+    b = energy_world
+    claim = energy_run(world, b, "m128", "flashinfer", 0.090, 10_000_000, stated=1e-6)
+    world.commit("an energy run whose figure contradicts its trials")
+    (group,) = [group for group in _board(cli, world)["groups"] if group["powerLimitMilliwatts"] == 700_000]
+    assert all(row["run"] != claim.digest for row in group["rows"])
+    assert group["excluded"]["contradicts"] == 1
+    assert [row["implementation"] for row in group["rows"]] == ["fast", "torch_sdpa_hungry"]
+    # the rows show what their trials give
+    assert group["rows"][0]["joulesPerCall"] == pytest.approx(0.138)

@@ -197,8 +197,9 @@ def test_run_below_the_floor_is_flagged(world: World, basic: dict[str, StoredRec
 
 def test_evidence_is_an_input_and_filters(world: World, basic: dict[str, StoredRecord]) -> None:
     b = basic
-    fast = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000)
-    slow = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 12_000)
+    # kept samples: a run without them is reported at best (test_derived.py)
+    fast = world.run(b["m128"], b["fast"], b["protocol"], b["h200"], 10_000, samples=[10_000] * 5)
+    slow = world.run(b["m128"], b["slow"], b["protocol"], b["h200"], 12_000, samples=[12_000] * 5)
     world.commit("runs")
     evidence = {fast.digest: "disputed", slow.digest: "verified"}
     # the default board shows the disputed run, labelled, after every undisputed one, however fast it claims to be

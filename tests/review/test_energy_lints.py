@@ -9,16 +9,21 @@ from tests.review.conftest import Pr, envelope, run_review
 
 
 def _energy(joules: float, board: float, ns_per_call: int) -> dict[str, Any]:
+    """An energy member whose figures agree with one another (kictl.derived): the idle draw is what the board drew
+    beyond ``joules`` per call."""
+    watts, idle = board / ns_per_call * 1e9, (board - joules) / ns_per_call * 1e9
+    joules = max(0.0, watts - idle) * (ns_per_call * 100 / 100) / 1e9  # as kictl bench computes it
+    board = watts * (ns_per_call * 100 / 100) / 1e9
     trial = {
         "calls": 100, "loopNs": ns_per_call * 100, "joulesPerCall": joules, "boardJoulesPerCall": board,
-        "boardWatts": board / ns_per_call * 1e9, "idleWatts": 124.0, "windowMs": 700.0, "counterSteps": 8,
-        "uncertainty": 0.004,
+        "boardWatts": watts, "idleWatts": idle, "windowMs": 700.0, "counterSteps": 8, "uncertainty": 0.004,
     }  # fmt: skip
     return {
         "counter": "nvmlDeviceGetTotalEnergyConsumption", "joulesPerCall": joules, "boardJoulesPerCall": board,
-        "averageWatts": board / ns_per_call * 1e9, "idleWatts": 124.0, "nsPerCall": ns_per_call, "spread": 0.02,
+        "averageWatts": watts, "idleWatts": idle, "nsPerCall": ns_per_call, "spread": 0.0,
         "counterPeriodMs": 100.0, "counterPeriodRangeMs": [97.0, 103.0], "counterUnitMillijoules": 1,
-        "uncertainty": 0.004, "powerLimitMilliwatts": 700_000, "trials": [trial, trial, trial],
+        "uncertainty": 0.004, "powerLimitMilliwatts": 700_000, "callsPerJoule": 1 / joules,
+        "trials": [trial, trial, trial],
     }  # fmt: skip
 
 

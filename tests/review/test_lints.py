@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from kictl import canon
+from kictl import canon, trust
 from tests import factories
 from tests.conftest import RunCli
 from tests.review.conftest import GEMM, Pr, envelope, record_path, run_review
@@ -338,3 +339,18 @@ def test_a_run_judged_looser_than_its_definitions_precision_contract_is_linted(c
     assert "rtol 0.01 > 0.001" in found[0]["message"]
     assert "matched ratio unstated < 1" in found[0]["message"]
     assert reviewed.exit_code == 1
+
+
+def test_a_private_key_in_a_pr(cli: RunCli, pr: Pr, tmp_path: Path) -> None:
+    """A submitter pastes their signing key into a definition's reference: the registry would publish it forever."""
+    trust.generate_keypair(tmp_path / "k" / "mine.key", owner="me")
+    key = (tmp_path / "k" / "mine.key").read_text()
+    reference = pr.root / GEMM / "reference.py"
+    pr.write(f"{GEMM}/reference.py", (reference.read_text() + f'\nKEY = """{key}"""\n').encode())
+    pr.commit()
+    reviewed = run_review(cli, pr)
+    assert reviewed.exit_code == 1
+    assert "private-key" in reviewed.lint_codes
+    [lint] = [lint for lint in reviewed.document["lints"] if lint["code"] == "private-key"]
+    assert lint["path"] == f"{GEMM}/reference.py"
+    assert lint["message"].startswith("a PEM PRIVATE KEY block at line ")

@@ -29,6 +29,10 @@ COMPARATOR = "allclose |x-y| <= atol + rtol*|y|; NaN matches NaN; inf must equal
 DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
 DEFAULT_MATCHED_RATIO = 1.0
+#: Added to a protocol's comparability family when its runs were judged at a tolerance looser than the
+#: workload's default (``--atol``/``--rtol`` above it, ``--matched-ratio`` below): such runs form comparison
+#: groups of their own, never the default one (issue 40).
+LOOSER_TOLERANCE = "-looser-tolerance"
 #: Elements per chunk and per torch thread (``chunk_elements``): four float64 buffers of 512 KiB a thread,
 #: reused, stay near its core.  12.6 M bfloat16 elements compared (benchmarks/compare_speed.py at 40f91c7): on one
 #: thread of the development machine 2.0 s in chunks of 4 M and 0.29 s in chunks of 32 K with a fresh
@@ -42,6 +46,14 @@ class Tolerance:
     atol: float = DEFAULT_ATOL
     rtol: float = DEFAULT_RTOL
     required_matched_ratio: float = DEFAULT_MATCHED_RATIO
+
+    def looser_than(self, default: Tolerance) -> bool:
+        """Whether a run judged at this tolerance passes something ``default`` would fail."""
+        return (
+            self.atol > default.atol
+            or self.rtol > default.rtol
+            or self.required_matched_ratio < default.required_matched_ratio
+        )
 
 
 @dataclass(frozen=True, slots=True)

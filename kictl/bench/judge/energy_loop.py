@@ -135,8 +135,11 @@ class EnergyPhase:
 
     def protocol(self, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` (a BenchmarkProtocol spec) as an energy protocol: its own family, the method recorded."""
+        from kictl.bench.judge.correctness import LOOSER_TOLERANCE
+
         measurement = {**spec["measurement"], "energy": self.method()}
-        return {**spec, "measurement": measurement, "comparability": {"family": FAMILY}}
+        looser = spec["comparability"]["family"].endswith(LOOSER_TOLERANCE)
+        return {**spec, "measurement": measurement, "comparability": {"family": FAMILY + LOOSER_TOLERANCE * looser}}
 
     # ----------------------------------------------------------------- measuring
 

@@ -160,6 +160,7 @@ def protocol_spec(
     isolation: str = "unrecorded",
     input_sets: int = 1,
     timer_name: str | None = None,
+    default_tolerance: correctness.Tolerance | None = None,
 ) -> dict[str, Any]:
     """The BenchmarkProtocol spec (JSON members) of this session's measurement.
 
@@ -168,6 +169,9 @@ def protocol_spec(
     H200 CUDA events (and graph replays between events) read a steady 1.2–3.5 µs more than CUPTI
     on the same calls of every bundled attention workload (benchmarks/RESULTS.md), which is 40% of
     a 6 µs kernel, so a CUPTI run and an events run are not ranked against each other.
+
+    ``default_tolerance`` is what the workload's runs are judged at without ``--atol``, ``--rtol`` or
+    ``--matched-ratio``: a ``tolerance`` looser than it adds ``correctness.LOOSER_TOLERANCE`` to the family.
     """
     warmup, iterations, trials = counts
     on_gpu = device != "cpu"
@@ -222,8 +226,15 @@ def protocol_spec(
             "rounds": options.rounds,
         },
         "measurement": measurement,
-        "comparability": {"family": family},
+        "comparability": {"family": loosened(family, tolerance, default_tolerance)},
     }
+
+
+def loosened(family: str, tolerance: correctness.Tolerance, default: correctness.Tolerance | None) -> str:
+    """``family``, with ``correctness.LOOSER_TOLERANCE`` added when ``tolerance`` is looser than ``default``."""
+    if default is not None and tolerance.looser_than(default) and not family.endswith(correctness.LOOSER_TOLERANCE):
+        return family + correctness.LOOSER_TOLERANCE
+    return family
 
 
 def protocol_record(spec: dict[str, Any]) -> StoredRecord:

@@ -546,6 +546,10 @@ class WorkerProcess:
             1 for pid in descendants(self.process.pid) if pid != self.worker_pid and not self._is_sandbox_init(pid)
         )
 
+    #: the parent takes each CPU timed call's outputs from this process's memory at the call's return
+    #: (``judge.taken``): a real process always offers that
+    takes_outputs = True
+
     def thread_count(self) -> int:
         """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""
         if self.worker_pid is None:

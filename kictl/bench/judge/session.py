@@ -31,6 +31,7 @@ run's phases and the records share it; the timed loop itself is ``loop`` and the
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import tempfile
 import time
@@ -128,6 +129,14 @@ def select_workloads(registry: Registry, definition: StoredRecord, wanted: Seque
         if match not in chosen:
             chosen.append(match)
     return chosen
+
+
+def default_tolerance(
+    workload: StoredRecord, options: BenchOptions, definition: DefinitionSpec | None = None
+) -> correctness.Tolerance:
+    """The tolerance ``workload``'s runs are judged at when nobody asks for another (``tolerance_for`` without
+    ``--atol``, ``--rtol`` or ``--matched-ratio``): a run judged looser ranks in a group of its own."""
+    return tolerance_for(workload, dataclasses.replace(options, atol=None, rtol=None, matched_ratio=None), definition)
 
 
 def tolerance_for(
@@ -787,6 +796,7 @@ class _Session:
             self.isolation.label,
             len(self.set_labels),
             self.timer_name,
+            default_tolerance(context.record, self.options, self.spec),
         )
         if self.energy is not None:  # energy (issue 31): its own family, the method in the measurement
             spec = self.energy.protocol(spec)

@@ -108,7 +108,7 @@ class _DocumentReader(_Walker):
             "outputs": self._tensors(value, "outputs"),
             "reference": _string(value.get("reference"), "reference"),
         }
-        for member in ("description", "constraints", "tags"):
+        for member in ("description", "constraints", "tags", "determinism"):  # determinism: written by kictl
             if value.get(member) is not None:
                 spec[member] = value[member]
         self._note_dropped("definition", set(value) - _DEFINITION_MEMBERS)

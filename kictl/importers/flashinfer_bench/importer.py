@@ -18,6 +18,7 @@ from kictl.importers.flashinfer_bench.model import (
     Limits,
     Outcome,
 )
+from kictl.importers.flashinfer_bench.sources import SOURCES_FILE, read_sources
 from kictl.importers.flashinfer_bench.traces import _Reader
 from kictl.records import (
     KINDS,
@@ -72,7 +73,19 @@ def import_flashinfer_bench(
     the registry cannot be written (then nothing of this import is left behind).
     """
     taken = {} if allow_redefinition else registry_definitions(registry)
-    dataset = read_dataset(root, limits=limits, taken_names=taken)
+    sources = read_sources(root)
+    if sources is not None and sources.explain_all:
+        # an export of kictl's: its own records explain every document, so they come back as they were
+        dataset = Dataset(root=root, records=dict(sources.records))
+        dataset.notes.append(f"{SOURCES_FILE}: {len(sources.records)} record(s) of the export taken back verbatim")
+    else:
+        dataset = read_dataset(root, limits=limits, taken_names=taken)
+        if sources is not None:
+            dataset.notes.append(
+                f"{SOURCES_FILE} set aside ({sources.unexplained[0]}"
+                + (f"; {len(sources.unexplained) - 1} more" if len(sources.unexplained) > 1 else "")
+                + "): imported as FlashInfer Trace data"
+            )
     records = sorted(dataset.records.values(), key=lambda record: KINDS.index(record.kind))
     blob_new = {digest: not registry.blob_path(digest).is_file() for digest in dataset.blobs}
     if dry_run:
@@ -87,11 +100,16 @@ def import_flashinfer_bench(
                 "were left in place (another kictl may be writing); `kictl validate` reports them until a "
                 "later import removes them"
             )
+        # A record whose digest the registry already holds is present, whatever its metadata: the bundled
+        # catalogue's records carry provenance labels the importer's do not, and a published file is never
+        # rewritten (its metadata is presentation, not identity).
+        stored = {record.digest for record in records if _holds(registry, record)}
         with Transaction() as transaction:
             for data in dataset.blobs.values():
                 registry.add_blob(data, transaction=transaction)
-            results = registry.add(records, transaction=transaction)
+            results = registry.add([r for r in records if r.digest not in stored], transaction=transaction)
         new = {result.record.digest: result.created for result in results}
+        new.update(dict.fromkeys(stored, False))
     return ImportReport(
         source=root,
         registry=registry.root,
@@ -104,6 +122,21 @@ def import_flashinfer_bench(
         blobs_new=sum(blob_new.values()),
         blobs_present=len(blob_new) - sum(blob_new.values()),
     )
+
+
+def _holds(registry: Registry, record: StoredRecord) -> bool:
+    """The registry's file for ``record``'s digest is a valid record of that digest (its metadata may differ).
+
+    Anything else at that path (other bytes, another record) is left to ``Registry.add``, which refuses it.
+    """
+    path = registry.record_path(record.kind, record.digest)
+    if not path.is_file():
+        return False
+    try:
+        held = registry.read_record(path)
+    except KictlError:
+        return False
+    return held.digest == record.digest and held.kind == record.kind and held.raw["spec"] == record.raw["spec"]
 
 
 def registry_definitions(registry: Registry) -> dict[str, list[StoredRecord]]:

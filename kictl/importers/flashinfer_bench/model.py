@@ -49,7 +49,7 @@ STATUSES: dict[str, str] = {
 }
 
 _DEFINITION_MEMBERS = {
-    *("name", "op_type", "type", "description", "tags"),
+    *("name", "op_type", "type", "description", "tags", "determinism"),
     *("axes", "inputs", "outputs", "constraints", "reference"),
 }
 _AXIS_MEMBERS = ("type", "value", "description")

@@ -18,6 +18,7 @@ from kictl.site.html import (
     link,
     page,
     ratio,
+    rel,
     slug,
     table,
     times,
@@ -204,3 +205,40 @@ def _group_title(ctx: SiteContext, key: GroupKey, workload_name: str) -> str:
 
 def _axes_text(axes: dict[str, int]) -> str:
     return " · ".join(f"{name} = {value}" for name, value in sorted(axes.items()))
+
+
+# --------------------------------------------------------------------------- families (issue 42)
+
+
+def family_anchor(family: str) -> str:
+    """The id of a family's heading on the front page."""
+    return f"family-{slug(family)}"
+
+
+def family_counts(ctx: SiteContext) -> dict[str, tuple[int, int]]:
+    """Per family: (definitions, workloads), as the registry holds them."""
+    workloads: dict[str, int] = {}
+    for workload in ctx.workloads.values():
+        workloads[workload.definition] = workloads.get(workload.definition, 0) + 1
+    counts: dict[str, tuple[int, int]] = {}
+    for digest, definition in ctx.definitions.items():
+        defs, loads = counts.get(definition.family, (0, 0))
+        counts[definition.family] = (defs + 1, loads + workloads.get(digest, 0))
+    return dict(sorted(counts.items()))
+
+
+def families_nav(ctx: SiteContext, path: str) -> str:
+    """The families with their counts, each linked to its section of the front page."""
+    items = [
+        f'<li><a href="{esc(_rel_index(path))}#{family_anchor(family)}">{esc(family)}</a> '
+        f"({defs} definition{'s' if defs != 1 else ''}, {loads} workloads)</li>"
+        for family, (defs, loads) in family_counts(ctx).items()
+    ]
+    return (
+        f'<nav aria-label="Families"><p>{len(ctx.definitions)} definitions in {len(items)} families:</p>'
+        f"<ul class=inline>{''.join(items)}</ul></nav>"
+    )
+
+
+def _rel_index(path: str) -> str:
+    return rel(path, "index.html")

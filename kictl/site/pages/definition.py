@@ -29,6 +29,7 @@ from kictl.site.pages.common import (
     _impl_link,
     _rel_run,
     definition_path,
+    families_nav,
     gpu_path,
     group_path,
     implementation_path,
@@ -50,6 +51,57 @@ def _record_spec(ctx: SiteContext, digest: str) -> dict[str, Any]:
     except KictlError:
         return {}
     return spec if isinstance(spec, dict) else {}
+
+
+def _record_labels(ctx: SiteContext, digest: str) -> dict[str, Any]:
+    try:
+        metadata = ctx.index.load_record(digest).raw.get("metadata", {})
+    except KictlError:
+        return {}
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    return labels if isinstance(labels, dict) else {}
+
+
+def _runs_on(ctx: SiteContext, digest: str) -> str:
+    from kictl.definitions import placement
+    from kictl.records import DefinitionSpec
+
+    try:
+        spec = ctx.index.load_record(digest).model.spec
+    except KictlError:
+        return "–"
+    if not isinstance(spec, DefinitionSpec):
+        return "–"
+    where = placement(spec)
+    return f"{esc(where.label)}: {esc(where.reason)} (the source baseline; the reference runs anywhere)"
+
+
+def _provenance(labels: dict[str, Any]) -> str:
+    from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
+
+    if LABEL_SOURCE not in labels:
+        return "written in this registry"
+    commit = str(labels.get(LABEL_COMMIT, ""))
+    path = str(labels.get(LABEL_PATH, ""))
+    return f"{esc(labels[LABEL_SOURCE])} at {code(commit[:12] or '?')}" + (f", {code(path)}" if path else "")
+
+
+def _workload_origin(ctx: SiteContext, digest: str) -> str:
+    """Where a workload's inputs come from (kictl.definitions.workload_origin), read from its file's JSON.
+
+    The file is read as plain JSON, not validated again: the index validated it, and a page of 40
+    workloads would otherwise spend most of its time in pydantic (1,600 workloads in the catalogue).
+    """
+    import json
+
+    from kictl.definitions import workload_origin
+
+    try:
+        raw = json.loads(ctx.registry.record_path("Workload", digest).read_bytes())
+    except (OSError, ValueError):
+        return "–"
+    origin = workload_origin(raw) if isinstance(raw, dict) else None
+    return "captured or written here" if origin is None else esc(origin)
 
 
 def _semantics(spec: dict[str, Any]) -> str:
@@ -151,10 +203,13 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
     docs: list[tuple[str, str]] = [("leaderboard.json", f"`kictl leaderboard {definition.name} --json`")]
     tags = [tag for tag in spec.get("tags") or [] if isinstance(tag, str)]
     body = [
+        families_nav(ctx, path),
         f"<p>{esc(spec.get('description') or definition.title or '')}</p>",
         deflist(
             [
                 ("family", esc(definition.family)),
+                ("runs on", _runs_on(ctx, digest)),
+                ("source", _provenance(_record_labels(ctx, digest))),
                 ("alias", code(definition.name)),
                 ("digest", code(definition.digest)),
                 ("model", esc(", ".join(t.removeprefix("model:") for t in tags if t.startswith("model:")) or "–")),
@@ -339,8 +394,11 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
     body.append(
         table(
             f"Workloads of {definition.name}",
-            ["workload", "axes", "digest"],
-            [[esc(w.name), esc(_axes_text(w.axes)), code(short(w.digest))] for w in board.workloads],
+            ["workload", "axes", "inputs", "digest"],
+            [
+                [esc(w.name), esc(_axes_text(w.axes)), _workload_origin(ctx, w.digest), code(short(w.digest))]
+                for w in board.workloads
+            ],
         )
     )
     body.append("</section>")

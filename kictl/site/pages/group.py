@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 
 def render_group(ctx: SiteContext, key: GroupKey) -> Files:
+    from kictl.site.pages.definition import _workload_origin
+
     path = group_path(key)
     group = ctx.ranked_group(key)
     workload = ctx.workloads[key.workload]
@@ -54,6 +56,7 @@ def render_group(ctx: SiteContext, key: GroupKey) -> Files:
                 ("definition", link(path, definition_path(ctx, definition), definition.name)),
                 ("workload", f"{esc(workload.name)} ({code(short(workload.digest))})"),
                 ("axes", esc(_axes_text(workload.axes))),
+                ("inputs", _workload_origin(ctx, workload.digest)),
                 ("GPU", link(path, gpu_path(key.gpu), key.gpu)),
                 ("comparability family", esc(key.comparability)),
                 ("primary statistic", esc(key.statistic)),

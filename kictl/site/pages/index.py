@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kictl.rank import DEFAULT_EVIDENCE, RankedGroup, RankedRow
 from kictl.site import documents
 from kictl.site.html import (
     badge,
+    code,
     date,
     esc,
     latency,
@@ -19,6 +20,8 @@ from kictl.site.pages.common import (
     _html,
     _impl_link,
     definition_path,
+    families_nav,
+    family_anchor,
     gpu_path,
     gpu_products,
     group_path,
@@ -27,6 +30,7 @@ from kictl.site.pages.common import (
 )
 
 if TYPE_CHECKING:
+    from kictl.definitions import Placement
     from kictl.index import DefinitionFacts
     from kictl.rank import DefinitionBoard
     from kictl.site.context import SiteContext
@@ -73,6 +77,7 @@ def render_index(ctx: SiteContext) -> Files:
         "machine, by which protocol, and how sure we are. Runs are ranked only against truly comparable runs "
         "(same workload, GPU, protocol family and statistic).</p>",
     ]
+    body.append(families_nav(ctx, path))
     rows_json = []
     by_family: dict[str, list[list[str]]] = {}
     leaders: list[tuple[RankedRow, DefinitionFacts, RankedGroup]] = []
@@ -83,6 +88,7 @@ def render_index(ctx: SiteContext) -> Files:
         workloads = len(board.workloads)
         gpus = sorted({run.gpu for run in runs if run.gpu and run.status == "passed"})
         records = sum(len(section.records) for section in board.boards)
+        where = _placement(ctx, digest)
         by_family.setdefault(definition.family, []).append(
             [
                 link(path, definition_path(ctx, definition), definition.name),
@@ -91,6 +97,7 @@ def render_index(ctx: SiteContext) -> Files:
                 str(stored),
                 str(records),
                 esc(", ".join(gpus) or "–"),
+                "–" if where is None else f'<span title="{esc(where.reason)}">{esc(where.label)}</span>',
             ]
         )
         rows_json.append(
@@ -100,21 +107,35 @@ def render_index(ctx: SiteContext) -> Files:
                 "digest": digest,
                 "workloads": workloads,
                 "runs": stored,
+                "runsOn": None if where is None else where.needs,
+                "runsOnReason": None if where is None else where.reason,
             }
         )
         for section in board.boards:
             leaders.extend((record.leader, definition, record.group) for record in section.records)
+    unrepresented = _unrepresented(ctx)
+    rows_json.extend(unrepresented)
     body.append('<section aria-labelledby="definitions"><h2 id="definitions">Definitions by family</h2>')
     for family, rows in sorted(by_family.items()):
-        body.append(f"<h3>{esc(family)}</h3>")
+        plural = "s" if len(rows) != 1 else ""
+        body.append(f'<h3 id="{family_anchor(family)}">{esc(family)} ({len(rows)} definition{plural})</h3>')
         body.append(
             table(
                 f"Definitions of {family}, with the implementation that holds most records on each GPU",
-                ["definition", "best results", "workloads", "runs", "records", "GPUs measured"],
+                ["definition", "best results", "workloads", "runs", "records", "GPUs measured", "runs on"],
                 rows,
                 numeric=(2, 3, 4),
             )
         )
+    if unrepresented:
+        body.append("<h3>Not represented</h3><p>Definitions of the catalogue's source that kictl cannot represent "
+                    "faithfully (definitions/catalogue.json):</p><ul>")  # fmt: skip
+        body.extend(f"<li>{code(str(row['name']))}: {esc(str(row['reason']))}</li>" for row in unrepresented)
+        body.append("</ul>")
+    body.append(
+        "<p>“Runs on” is where the definition's source baseline (the kernel its <code>fi_api</code> tag names) "
+        "runs; every reference is plain PyTorch and runs anywhere. The rule is in docs/importing.md.</p>"
+    )
     body.append("</section>")
     leaders.sort(key=lambda item: (item[0].run.observed_at, item[0].run.digest), reverse=True)
     latest_rows = [
@@ -165,3 +186,29 @@ def render_index(ctx: SiteContext) -> Files:
         ctx, path, "KernelIndex", "\n".join(body), documents=[("index.json", "`kictl definitions list --json`")]
     )
     return files
+
+
+def _placement(ctx: SiteContext, digest: str) -> Placement | None:
+    """Where the definition's source baseline runs (kictl.definitions.placement); None when unreadable."""
+    from kictl.definitions import placement
+    from kictl.errors import KictlError
+    from kictl.records import DefinitionSpec
+
+    try:
+        spec = ctx.index.load_record(digest).model.spec
+    except KictlError:
+        return None
+    return placement(spec) if isinstance(spec, DefinitionSpec) else None
+
+
+def _unrepresented(ctx: SiteContext) -> list[dict[str, Any]]:
+    """The catalogue's unrepresented definitions as `kictl definitions list --json` rows (digest null)."""
+    from kictl.cli.definitions import definition_rows
+    from kictl.definitions import read_catalogue
+    from kictl.errors import KictlError
+
+    try:
+        manifest = read_catalogue(ctx.registry.root)
+    except KictlError:
+        return []
+    return definition_rows([], {}, {}, manifest)

@@ -284,13 +284,15 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], t
         cite = dataclasses.replace(cite, accessed=cite.committed[:10])
     added = f"added in commit {cite.commit[:12]}, {date(cite.committed)}" if cite.commit else "not yet committed"
     text = (
-        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.permalink} ({added}; accessed {cite.accessed}).'
+        f'"{cite.title}". KernelIndex {cite.kind} {cite.digest}. {cite.where} ({added}; accessed {cite.accessed}).'
     ) + (f" Measured by a harness under advisory {', '.join(cite.advisories)}." if cite.advisories else "")
     body.append('<section aria-labelledby="cite"><h2 id="cite">Cite</h2>')
     body.append(
         deflist(
             [
-                ("permalink", f'<a href="{esc(cite.permalink)}">{esc(cite.permalink)}</a>'),
+                ("permalink", f'<a href="{esc(cite.permalink)}">{esc(cite.permalink)}</a>')
+                if cite.permalink
+                else ("registry", esc(cite.where)),
                 ("digest", code(cite.digest)),
                 ("added", esc(added)),
             ]
