@@ -132,6 +132,9 @@ class FakeWorker:
     def quiet(self, idle: bool) -> None:
         pass
 
+    def pin_sandbox(self, cpus: tuple[int, ...]) -> None:
+        pass
+
     def send(self, message: wire.Message) -> None:
         """Hold the request: ``receive`` answers it (a misbehaviour shows there, as over a real wire)."""
         if not self.alive:

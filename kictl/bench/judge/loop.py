@@ -469,6 +469,8 @@ class RunDriver:
                 "warm-up calls are alive when the timed calls begin",
             )
         self.loop_started_ticks = armed.cpu_ticks
+        if self.cpu_device:
+            self.worker.pin_sandbox(self.worker.cpus or self.evidence.cpus)
         self.per_cpu_from = self.worker.cpu_ns_per_cpu() if self.cpu_device else None
         self.loop_started_ns = time.perf_counter_ns()
         self.active = True

@@ -486,6 +486,19 @@ class WorkerProcess:
                             found.append(text)
         return found
 
+    def pin_sandbox(self, cpus: tuple[int, ...]) -> None:
+        """Pin bubblewrap's own processes of the sandbox to ``cpus`` too (the worker pins its threads at ``Arm``):
+        they wake at the worker's stops and signals, and their CPU time is the sandbox's, counted per CPU."""
+        if self.process is None or not cpus:
+            return
+        for pid in (self.process.pid, *descendants(self.process.pid)):
+            if pid == self.worker_pid:
+                continue
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(OSError, ValueError):
+                        os.sched_setaffinity(int(task), set(cpus))
+
     def cpu_ns_per_cpu(self) -> dict[int, int] | None:
         """The sandbox's CPU time per CPU (``cgroup.SandboxGroup.cpu_ns_per_cpu``), ``None`` where none is kept."""
         return self.group.cpu_ns_per_cpu() if self.group is not None else None
