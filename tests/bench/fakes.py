@@ -108,6 +108,22 @@ class FakeWorker:
     def view(self) -> ProcessView:
         return ProcessView(cpu_ticks=0, threads=1, processes=(), cpu_ns=0)
 
+    #: no process whose memory the parent could read (``runner.WorkerProcess.worker_pid``)
+    worker_pid: int | None = None
+    #: the CPUs it was given (``runner.WorkerProcess.cpus``): none pinned
+    cpus: tuple[int, ...] = ()
+
+    def cpu_ns_per_cpu(self) -> dict[int, int] | None:
+        """A fake keeps no CPU time per CPU (``runner.WorkerProcess.cpu_ns_per_cpu``)."""
+        return None
+
+    def cpus_outside(self, given: tuple[int, ...]) -> str | None:
+        return None
+
+    def breaches(self) -> list[str]:
+        """The limits its sandbox ran into (``runner.WorkerProcess.breaches``): a fake has no sandbox."""
+        return []
+
     def thread_count(self) -> int:
         return 1
 
