@@ -133,20 +133,8 @@ class FakeWorker:
     def cpu_ns(self) -> int:
         return 0
 
-    # issue 40's limits, as a worker in no cgroup shows them: none reached, no per-CPU count, nothing to quiet
-    cpus: tuple[int, ...] = ()
-
-    def breaches(self) -> list[str]:
-        return []
-
-    def cpu_ns_per_cpu(self) -> dict[int, int] | None:
-        return None
-
-    def cpus_outside(self, given: tuple[int, ...]) -> str | None:
-        return None
-
     def quiet(self, idle: bool) -> None:
-        pass
+        """Nothing to quiet (``runner.WorkerProcess.quiet``): a fake has no cgroup."""
 
     def pin_sandbox(self, cpus: tuple[int, ...]) -> None:
         pass
