@@ -108,6 +108,22 @@ class FakeWorker:
     def view(self) -> ProcessView:
         return ProcessView(cpu_ticks=0, threads=1, processes=(), cpu_ns=0)
 
+    #: no process whose memory the parent could read (``runner.WorkerProcess.worker_pid``)
+    worker_pid: int | None = None
+    #: the CPUs it was given (``runner.WorkerProcess.cpus``): none pinned
+    cpus: tuple[int, ...] = ()
+
+    def cpu_ns_per_cpu(self) -> dict[int, int] | None:
+        """A fake keeps no CPU time per CPU (``runner.WorkerProcess.cpu_ns_per_cpu``)."""
+        return None
+
+    def cpus_outside(self, given: tuple[int, ...]) -> str | None:
+        return None
+
+    def breaches(self) -> list[str]:
+        """The limits its sandbox ran into (``runner.WorkerProcess.breaches``): a fake has no sandbox."""
+        return []
+
     def thread_count(self) -> int:
         return 1
 
@@ -116,6 +132,12 @@ class FakeWorker:
 
     def cpu_ns(self) -> int:
         return 0
+
+    def quiet(self, idle: bool) -> None:
+        """Nothing to quiet (``runner.WorkerProcess.quiet``): a fake has no cgroup."""
+
+    def pin_sandbox(self, cpus: tuple[int, ...]) -> None:
+        pass
 
     def send(self, message: wire.Message) -> None:
         """Hold the request: ``receive`` answers it (a misbehaviour shows there, as over a real wire)."""
@@ -157,8 +179,8 @@ class FakeWorker:
         if isinstance(message, wire.Reference):
             made = [materialize_spec(spec, "cpu") for spec in message.plan.inputs]
             args = [
-                _rolled(v, message.shift) if spec.kind == "random" else v
-                for v, spec in zip(made, message.plan.inputs, strict=True)
+                _rolled(v, message.shift, k) if spec.kind == "random" else v
+                for k, (v, spec) in enumerate(zip(made, message.plan.inputs, strict=True))
             ]
             return wire.Outputs(tensors=(pack(rmsnorm(*args)),), error=None, notes=())
         if isinstance(message, wire.Check):
@@ -171,8 +193,8 @@ class FakeWorker:
             return wire.Armed(notes=())
         if isinstance(message, wire.Stage):
             self.staged = [
-                _rolled(v, message.shift) if roll else v
-                for v, roll in zip(self.sets[message.input_set], self.rolled, strict=True)
+                _rolled(v, message.shift, k) if roll else v
+                for k, (v, roll) in enumerate(zip(self.sets[message.input_set], self.rolled, strict=True))
             ]
             return wire.Staged()
         if isinstance(message, wire.Call):
@@ -182,7 +204,16 @@ class FakeWorker:
                 self.waiting.append(self.calls)
                 return wire.Sample(ns=None, enqueued_ahead=None, notes=())
             ns = self._ns(self.calls)
-            return wire.Sample(ns=ns, enqueued_ahead=None, notes=(), settled=self._settle(), **self._figures(ns))
+            figures = self._figures(ns)
+            return wire.Sample(
+                ns=ns,
+                enqueued_ahead=None,
+                notes=(),
+                settled=self._settle(),
+                events_ns=figures.get("events_ns"),
+                kernels=figures.get("kernels"),
+                busy_ns=figures.get("busy_ns"),
+            )
         if isinstance(message, wire.Audit):
             return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
         if isinstance(message, wire.Finish):

@@ -212,3 +212,26 @@ def test_each_random_input_of_a_call_gets_a_shift_of_its_own() -> None:
     assert torch.equal(_rolled(values, 7, 0), values.roll(7))
     assert torch.equal(_rolled(values, 7, 1), values.roll(input_shift(7, 1) % 4096))
     assert not torch.equal(_rolled(values, 7, 1), _rolled(values, 7, 0))
+
+
+@pytest.mark.heavy
+@pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap")
+def test_without_a_cgroup_a_cpu_workers_memory_is_an_rlimit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no group can be made, every process of a CPU worker's sandbox gets ``RLIMIT_DATA`` before the
+    implementation is imported, and its /tmp its size all the same."""
+    from kictl.bench.judge.runner import WorkerProcess
+
+    monkeypatch.setattr(cgroup.SandboxGroup, "create", classmethod(lambda cls, label, limits=None: None))
+    limits = cgroup.Limits(memory_bytes=3 * cgroup.GIB, tmpfs_bytes=32 * cgroup.MIB)
+    worker = WorkerProcess("nogroup", "cpu", tmp_path, sandbox.resolve(False), limits=limits)
+    try:
+        worker.start()
+        assert worker.group is None
+        assert worker.worker_pid is not None
+        text = Path(f"/proc/{worker.worker_pid}/limits").read_text()
+        line = next(line for line in text.splitlines() if line.startswith("Max data size"))
+        assert line.split()[3:5] == [str(3 * cgroup.GIB), str(3 * cgroup.GIB)], line
+        tmp = os.statvfs(f"/proc/{worker.worker_pid}/root/tmp")
+        assert tmp.f_blocks * tmp.f_frsize == 32 * cgroup.MIB
+    finally:
+        worker.stop()

@@ -30,6 +30,7 @@ answer side by side, so that nothing a worker reports is used without the check 
 
 from __future__ import annotations
 
+import os
 import secrets
 import statistics
 import time
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kictl.bench import wire
-from kictl.bench.judge import staging
+from kictl.bench.judge import staging, taken
 from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
 from kictl.bench.wire import regions
 from kictl.bench.wire.checks import Check
@@ -408,6 +409,7 @@ class RunDriver:
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
             parent_stages=offsets is not None,
+            stop_at_return=self.takes_outputs,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
         if self._ask(arm, wire.Armed) is None:
@@ -447,6 +449,8 @@ class RunDriver:
             if answer is None:
                 return
             assert isinstance(answer, wire.Sample)
+            if self.takes_outputs:
+                self._took(answer, False)
             self.call_number += 1
             if answer.ns is None:
                 self.warmup_calls.add(self.call_number)
@@ -465,9 +469,42 @@ class RunDriver:
                 "warm-up calls are alive when the timed calls begin",
             )
         self.loop_started_ticks = armed.cpu_ticks
+        if self.cpu_device:
+            self.worker.pin_sandbox(self.worker.cpus or self.evidence.cpus)
         self.per_cpu_from = self.worker.cpu_ns_per_cpu() if self.cpu_device else None
         self.loop_started_ns = time.perf_counter_ns()
         self.active = True
+
+    @property
+    def takes_outputs(self) -> bool:
+        """Whether the parent takes each timed call's outputs itself at its return (CPU, a real worker
+        process: ``judge.taken``); a GPU run's worker still sends an audited call's outputs (``wire.Audit``)."""
+        return self.cpu_device and getattr(self.worker, "takes_outputs", False)
+
+    @property
+    def outputs_limit(self) -> int:
+        return wire.outputs_limit(self.outputs)
+
+    def _took(self, answer: wire.Sample, read: bool) -> list[Any] | str | None:
+        """The call's outputs as the parent takes them at its return (``taken.take``), and what it saw there
+        itself: a worker that did not stop (``wireIntact``), outputs that are no plain CPU tensors
+        (``plainTensorOutputs``), outputs lying in the timed inputs' memory (``outputsNotAliasInputs``)."""
+        region = self.worker.inputs
+        inode = os.fstat(region.fd).st_ino if region is not None else None
+        found = taken.take(self.worker.worker_pid, answer, read, self.outputs_limit, inode)
+        evidence = self.evidence
+        if found.unstopped:
+            assert isinstance(found.outputs, str)
+            evidence.note(Check.WIRE_INTACT, found.outputs)
+        if answer.outputs_error is not None:
+            evidence.note(Check.PLAIN_TENSOR_OUTPUTS, f"a timed call {answer.outputs_error} (seen by kictl's parent)")
+        for position in found.aliased:
+            name = self.outputs[position].name if position < len(self.outputs) else str(position)
+            evidence.note(
+                Check.OUTPUTS_NOT_ALIAS_INPUTS,
+                f"output {name} of a timed call lies in the timed inputs' memory (seen by kictl's parent)",
+            )
+        return found.outputs
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
         from kictl.bench.worker.main import unpack
@@ -525,6 +562,12 @@ class RunDriver:
         if answer is None:
             return
         assert isinstance(answer, wire.Sample)
+        # whether this call is audited is drawn only now that it returned; on the CPU its outputs are taken at
+        # once, the worker stopped, before anything of the implementation's can run again (judge.taken)
+        audit = bool(perturb) or secrets.randbelow(index + 1) < AUDIT_WEIGHT
+        outputs: list[Any] | str | None = None
+        if self.takes_outputs:
+            outputs = self._took(answer, audit)
         self.call_number += 1
         if self.cpu_device:
             self.cpu_mark = worker.cpu_ns()
@@ -565,7 +608,11 @@ class RunDriver:
         if answer.enqueued_ahead is not None:
             self.ahead_known = True
             self.ahead += int(answer.enqueued_ahead)
-        if perturb or secrets.randbelow(index + 1) < AUDIT_WEIGHT:
+        if audit and self.takes_outputs:
+            assert outputs is not None
+            evidence.audits.append((index, chosen, shift, outputs))
+            self._inputs_unchanged("an audited timed call")
+        elif audit:
             audit_from = worker.cpu_ns() if self.cpu_device else 0
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:

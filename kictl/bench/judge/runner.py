@@ -486,6 +486,19 @@ class WorkerProcess:
                             found.append(text)
         return found
 
+    def pin_sandbox(self, cpus: tuple[int, ...]) -> None:
+        """Pin bubblewrap's own processes of the sandbox to ``cpus`` too (the worker pins its threads at ``Arm``):
+        they wake at the worker's stops and signals, and their CPU time is the sandbox's, counted per CPU."""
+        if self.process is None or not cpus:
+            return
+        for pid in (self.process.pid, *descendants(self.process.pid)):
+            if pid == self.worker_pid:
+                continue
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with contextlib.suppress(OSError, ValueError):
+                        os.sched_setaffinity(int(task), set(cpus))
+
     def cpu_ns_per_cpu(self) -> dict[int, int] | None:
         """The sandbox's CPU time per CPU (``cgroup.SandboxGroup.cpu_ns_per_cpu``), ``None`` where none is kept."""
         return self.group.cpu_ns_per_cpu() if self.group is not None else None
@@ -545,6 +558,10 @@ class WorkerProcess:
         return sum(
             1 for pid in descendants(self.process.pid) if pid != self.worker_pid and not self._is_sandbox_init(pid)
         )
+
+    #: the parent takes each CPU timed call's outputs from this process's memory at the call's return
+    #: (``judge.taken``): a real process always offers that
+    takes_outputs = True
 
     def thread_count(self) -> int:
         """The worker's thread count (``/proc/<pid>/task``): one directory listing, for every timed call."""

@@ -267,6 +267,10 @@ class Arm(Message):
     flush_bytes: int
     #: the parent stages every timed call's values in the worker's inputs region (``staging``; CPU)
     parent_stages: bool = False
+    #: the worker stops itself (``SIGSTOP``) once each timed call's answer is written, and says where the
+    #: call's outputs lie (``Sample.outputs``): kictl's parent reads them there before anything of the
+    #: implementation's can run again, then lets the worker go on (CPU, issue 40)
+    stop_at_return: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,6 +404,17 @@ class Armed(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class OutputRef:
+    """Where one output of a timed call lies in the worker's memory (CPU): its dtype, shape, strides (in
+    elements) and the address of its first element.  kictl's parent reads the bytes there itself."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    address: int
+
+
+@dataclass(frozen=True, slots=True)
 class Settled:
     """The sample of an earlier timed call, settled with a later one (the CUPTI timer flushes in batches).
 
@@ -429,6 +444,9 @@ class Sample(Message):
     busy_ns: int | None = None
     #: earlier calls whose samples were settled with this one
     settled: tuple[Settled, ...] = ()
+    #: ``Arm.stop_at_return``: where the call's outputs lie, or why they are not plain CPU tensors
+    outputs: tuple[OutputRef, ...] = ()
+    outputs_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ before any implementation is imported.  Then it answers, one at a time:
                ``setup(...)`` on them, and the timed input sets made ready
 ``Call``       copies one input set into the timed tensors in place (untimed),
                then one timed call; the sample goes back at once
-``Audit``      the last timed call's outputs
+``Audit``      the last timed call's outputs (GPU; on the CPU the answer to ``Call`` says where they lie
+               and the worker stops itself until the parent has read them: ``judge.taken``)
 ``Finish``     the evidence gathered over the timed calls
 
 The loop, the count of calls and which of them are audited live in kictl's
@@ -270,6 +271,7 @@ class Worker:
         #: memory the parent writes the timed inputs into (CPU; ``staging``), and whether it does for this run
         self.input_region: wire.SharedRegion | None = None
         self.parent_stages = False
+        self.stop_at_return = False
         #: the nonce of the request being answered (the answer echoes it)
         self.nonce = 0
         #: notes for the next answer that can carry them (``hook_notes``)
@@ -321,6 +323,10 @@ class Worker:
                     self.send(wire.Failed(status="runtime_error", detail=detail))
                 return
             self.send(answer)
+            if self.stop_at_return and isinstance(answer, wire.Sample):
+                # the call's outputs are where the answer says: this process stops now, before anything of the
+                # implementation's can run again, and kictl's parent reads them there, then lets it go on
+                timing.original("raise_signal")(timing.original("SIGSTOP"))
             if self.deferred is not None:
                 # kictl's checks of a CPU call, after its answer (the parent's clock has stopped): their notes
                 # go with the next answer; a failure here is the answer to the next request
@@ -544,6 +550,7 @@ class Worker:
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
+        self.stop_at_return = request.stop_at_return and not self.cuda
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
         from kictl.bench.wire.tensors import materialize_plans
 
@@ -646,7 +653,10 @@ class Worker:
             # kictl's checks of the call run after it, their notes going with the next answer (``serve``)
             self.last = None
             self.deferred = lambda: self.pending.extend(self.call_notes(sample))
-            return wire.Sample(ns=sample.ns, enqueued_ahead=sample.enqueued_ahead, notes=())
+            refs, error = self.output_refs(sample.outputs) if self.stop_at_return else ((), None)
+            return wire.Sample(
+                ns=sample.ns, enqueued_ahead=sample.enqueued_ahead, notes=(), outputs=refs, outputs_error=error
+            )
         notes = self.call_notes(sample)
         earlier = self.settled(notes)
         if sample.ns is not None:
@@ -660,6 +670,24 @@ class Worker:
             busy_ns=sample.busy_ns,
             settled=earlier,
         )
+
+    def output_refs(self, value: Any) -> tuple[tuple[wire.OutputRef, ...], str | None]:
+        """Where a CPU call's outputs lie, for kictl's parent to read them there itself while this process is
+        stopped (``Arm.stop_at_return``); or why it cannot (not plain CPU tensors in the definition's order)."""
+        import torch
+
+        try:
+            outputs = normalize(value, self.names)
+        except OutputStructureError as exc:
+            return (), wire.clean_text(str(exc), 300)
+        refs = []
+        with integrity.kictl_torch():
+            for name, tensor in zip(self.names, outputs, strict=True):
+                if type(tensor) is not torch.Tensor or tensor.device.type != "cpu":
+                    return (), f"returned output {name}, which is not a plain CPU tensor"
+                dtype = str(tensor.dtype).removeprefix("torch.")
+                refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
+        return tuple(refs), None
 
     def call_notes(self, sample: timing.Measured) -> list[wire.Note]:
         """kictl's checks of a timed call's outputs and of its own objects (``self.last`` set)."""

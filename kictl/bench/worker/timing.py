@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import signal
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -117,6 +118,8 @@ def bind_originals() -> dict[str, Any]:
     """Capture the timer's functions (call before importing an implementation)."""
     _ORIGINALS["perf_counter_ns"] = time.perf_counter_ns
     _ORIGINALS["urandom"] = os.urandom  # the launch padding's count (shift_launch_phase)
+    _ORIGINALS["raise_signal"] = signal.raise_signal  # the worker's stop at a CPU call's return
+    _ORIGINALS["SIGSTOP"] = signal.SIGSTOP
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency

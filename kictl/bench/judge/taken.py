@@ -1,0 +1,196 @@
+"""A CPU call's outputs, taken by kictl's parent at the call's return (issue 40).
+
+The worker answers a timed call with where its outputs lie (``wire.Sample.outputs``) and stops itself
+(``SIGSTOP``, bound before the implementation was imported) the moment the answer is written.  The parent waits
+until every thread of the worker is stopped (``/proc/<pid>/task/*/stat``), reads each output's bytes from the
+worker's memory itself (``/proc/<pid>/mem``), and only then lets it go on (``SIGCONT``).  So nothing of the
+implementation's runs between the call's return and the parent's reading: no hook on a later request (there
+is no audit request), no ``gc`` callback, no signal handler, no replaced standard-library function of the
+wire.  What the parent read is what the call returned.  A worker that does not stop, or whose memory the parent
+cannot read, has its call's outputs judged missing (``timedOutputsCorrect``), never taken from the worker.
+
+The parent keeps what it read only for the calls it audits, and compares them with the reference's outputs;
+each read is bounded by the definition's output sizes (``wire.outputs_limit``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kictl.bench import wire
+
+#: How long the parent waits for a worker to stop itself after a timed call's answer.
+STOP_WAIT_S = 5.0
+
+
+def stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped (``T``) or traced (``t``); False when it cannot tell."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as handle:
+                text = handle.read()
+        except OSError:
+            continue  # a thread that ended
+        state = text[text.rindex(b")") + 2 : text.rindex(b")") + 3]
+        if state not in (b"T", b"t"):
+            return False
+    return True
+
+
+def wait_stopped(pid: int, limit_s: float | None = None) -> bool:
+    """Whether every thread of ``pid`` stopped within ``limit_s`` (``STOP_WAIT_S`` by default)."""
+    deadline = time.monotonic() + (STOP_WAIT_S if limit_s is None else limit_s)
+    pause = 0.00002
+    while not stopped(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.002)
+    return True
+
+
+def _span(ref: wire.OutputRef, itemsize: int) -> int:
+    """The bytes from an output's first element to past its last (0 for an empty one)."""
+    if any(size == 0 for size in ref.shape):
+        return 0
+    if len(ref.stride) != len(ref.shape) or any(step < 0 for step in ref.stride):
+        raise ValueError("strides that do not fit its shape")
+    return (1 + sum((size - 1) * step for size, step in zip(ref.shape, ref.stride, strict=True))) * itemsize
+
+
+def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[Any] | str:
+    """The outputs ``refs`` describe, read from the stopped worker ``pid``'s memory, as contiguous tensors of
+    the parent's own; or why they could not be read.  At most ``limit`` bytes are read in all."""
+    import torch
+
+    tensors: list[Any] = []
+    total = 0
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
+    except OSError as exc:
+        return f"kictl's parent could not read the worker's memory ({exc.strerror})"
+    try:
+        for ref in refs:
+            dtype = getattr(torch, ref.dtype, None) if ref.dtype in wire.DTYPE_BYTES else None
+            if not isinstance(dtype, torch.dtype):
+                return f"an output of dtype {ref.dtype!r}"
+            itemsize = wire.DTYPE_BYTES[ref.dtype]
+            try:
+                span = _span(ref, itemsize)
+            except ValueError as exc:
+                return f"an output with {exc}"
+            total += span
+            if total > limit:
+                return f"outputs spanning more than {limit} bytes of the worker's memory"
+            if span == 0:
+                tensors.append(torch.empty(ref.shape, dtype=dtype))
+                continue
+            data = torch.empty(span, dtype=torch.uint8)  # read into directly: no second copy
+            view = data.numpy().data  # a writable memoryview of the tensor's memory
+            done = 0
+            while done < span:
+                try:
+                    got = os.preadv(fd, [view[done:]], ref.address + done)
+                except OSError as exc:
+                    return f"kictl's parent could not read an output at {ref.address:#x} ({exc.strerror})"
+                if got <= 0:
+                    return f"kictl's parent could not read an output at {ref.address:#x}"
+                done += got
+            placed = data.view(dtype).as_strided(ref.shape, ref.stride)
+            dense = placed.is_contiguous() and placed.numel() * itemsize == span
+            tensors.append(placed if dense else placed.contiguous())
+    finally:
+        os.close(fd)
+    return tensors
+
+
+def mapped(pid: int, inode: int) -> list[tuple[int, int]]:
+    """The address ranges at which ``pid`` maps the file of ``inode`` (``/proc/<pid>/maps``)."""
+    ranges = []
+    try:
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(maxsplit=5)
+                if len(fields) >= 5 and fields[4] == str(inode):
+                    start, _, end = fields[0].partition("-")
+                    ranges.append((int(start, 16), int(end, 16)))
+    except (OSError, ValueError):
+        return []
+    return ranges
+
+
+def aliased(refs: Sequence[wire.OutputRef], ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """The outputs (by position) whose bytes lie, even partly, in one of ``ranges``."""
+    found = []
+    for n, ref in enumerate(refs):
+        itemsize = wire.DTYPE_BYTES.get(ref.dtype, 1)
+        try:
+            span = _span(ref, itemsize)
+        except ValueError:
+            continue
+        if span and any(ref.address < end and start < ref.address + span for start, end in ranges):
+            found.append(n)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What the parent found at a CPU call's return."""
+
+    #: the outputs as the parent read them (``read``), ``None`` when none were to be read, or why they
+    #: could not be taken (the call then counts as having returned wrong outputs)
+    outputs: list[Any] | str | None
+    #: the outputs (by position) that lie in the timed inputs' memory
+    aliased: tuple[int, ...] = ()
+    #: the worker did not stop at the return (a broken protocol)
+    unstopped: bool = False
+
+
+UNSTOPPED = "the worker did not stop at the call's return, so its outputs could not be taken there"
+
+
+def take(pid: int | None, answer: wire.Sample, read: bool, limit: int, inputs_inode: int | None = None) -> Taken:
+    """At a CPU call's return: wait for the worker to stop itself, read its outputs if ``read``, let it go on.
+
+    With ``inputs_inode`` (the inputs region's memfd) an output lying in that region is named too: the
+    parent's own observation of ``outputsNotAliasInputs``.
+    """
+    if pid is None:
+        return Taken("kictl's parent does not know the worker's process", unstopped=True)
+    if not wait_stopped(pid):
+        try:
+            os.kill(pid, signal.SIGSTOP)  # stopped now all the same, so that the run goes on to its verdict
+        except OSError:
+            pass
+        wait_stopped(pid, 1.0)
+        _resume(pid)
+        return Taken(UNSTOPPED, unstopped=True)
+    try:
+        hit: tuple[int, ...] = ()
+        if inputs_inode is not None and answer.outputs:
+            hit = tuple(aliased(answer.outputs, mapped(pid, inputs_inode)))
+        if not read:
+            return Taken(None, hit)
+        if answer.outputs_error is not None:
+            return Taken(answer.outputs_error, hit)
+        if not answer.outputs:
+            return Taken("the worker did not say where the call's outputs lie", hit)
+        return Taken(read_outputs(pid, answer.outputs, limit), hit)
+    finally:
+        _resume(pid)
+
+
+def _resume(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
