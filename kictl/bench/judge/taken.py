@@ -95,7 +95,7 @@ def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[A
                 tensors.append(torch.empty(ref.shape, dtype=dtype))
                 continue
             data = torch.empty(span, dtype=torch.uint8)  # read into directly: no second copy
-            view = memoryview(data.numpy())
+            view = memoryview(data.numpy())  # type: ignore[arg-type]
             done = 0
             while done < span:
                 try:
