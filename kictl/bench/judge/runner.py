@@ -436,8 +436,20 @@ class WorkerProcess:
             self.group = None
         if (self.group is None or "memory" not in self.group.enforced) and self.device == "cpu":
             self._rlimit_memory()
+        self._pin_sandbox_helpers(ready.cpus)
         self.baseline_threads = self.view().threads
         return env
+
+    def _pin_sandbox_helpers(self, cpus: tuple[int, ...]) -> None:
+        """bubblewrap's own processes (outside and inside the namespace) on the worker's CPUs: they wake when
+        the worker stops itself at each CPU call's return and goes on (``SIGCHLD``, ``judge.taken``), and
+        that work is the sandbox's, counted on the CPUs it was given."""
+        if not self.isolation.sandboxed or not cpus or self.process is None:
+            return
+        for pid in (self.process.pid, *descendants(self.process.pid)):
+            if pid != self.worker_pid:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(pid, cpus)
 
     def _find_worker_pid(self) -> int | None:
         """The Python worker's host pid: the process itself, or the deepest one in a fresh sandbox."""
