@@ -90,7 +90,7 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     (r"HEAD~", "its output is the registry's latest commits, which every merge changes"),
     (r": kictl trust show", "shows the walk-through's trust root, after its keys were added"),
     (
-        r"5d56b8c9d161|run-v1-1204000|torch_rmsnorm_1c6d2a\.b64|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
+        r"5d56b8c9d161|run-v1-1204000|torch_rmsnorm_60ddca37017af6a6\.b64|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
         r"|0123456789abcdef|d083697c|2962841a8c0a",
         "names a record of the walk-through's registry, not of the bundled one",
     ),
