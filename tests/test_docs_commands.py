@@ -90,7 +90,7 @@ SKIP_RULES: tuple[tuple[str, str], ...] = (
     (r"HEAD~", "its output is the registry's latest commits, which every merge changes"),
     (r": kictl trust show", "shows the walk-through's trust root, after its keys were added"),
     (
-        r"5d56b8c9d161|run-v1-1204000|torch_rmsnorm_1c6d2a\.b64|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
+        r"5d56b8c9d161|run-v1-1204000|torch_rmsnorm_60ddca37017af6a6\.b64|torch_matmul-m128-h200|2482b05a558a|gemm_n_4096_k_4096"
         r"|0123456789abcdef|d083697c|2962841a8c0a",
         "names a record of the walk-through's registry, not of the bundled one",
     ),
@@ -138,16 +138,35 @@ def test_examples_are_found_and_most_read_commands_run() -> None:
 
 @pytest.fixture(scope="module")
 def bundled_registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the bundled registry in git, as a checkout of this repository has it."""
+    """A copy of the bundled registry in git, as a checkout of this repository has it: with its history.
+
+    A retired key's signatures are dated by the main-line commit that brought each envelope in
+    (docs/trust.md), so a one-commit copy would date every bundled attestation at the copy, after the
+    re-anchor retired the keys that signed them.  The copy is a clone (registry/ and definitions/
+    only) with the working tree's changes to those folders committed on top.
+    """
     import subprocess
 
-    target = tmp_path_factory.mktemp("docs") / "bundled"
-    for folder in ("registry", "definitions"):
-        shutil.copytree(REPO_ROOT / folder, target / folder, ignore=shutil.ignore_patterns(".kictl"))
     env = {"GIT_AUTHOR_NAME": "Docs", "GIT_AUTHOR_EMAIL": "docs@example.org"}
     env |= {"GIT_COMMITTER_NAME": "Docs", "GIT_COMMITTER_EMAIL": "docs@example.org", "PATH": "/usr/bin:/bin"}
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "the bundled registry"]):
-        subprocess.run(["git", "-C", str(target), *args], check=True, env=env)
+
+    def git(*args: str, cwd: Path = REPO_ROOT) -> str:
+        done = subprocess.run(["git", "-C", str(cwd), *args], check=True, env=env, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    assert git("rev-parse", "--is-shallow-repository") == "false", (
+        "the docs' examples need this repository's history (signing times): `git fetch --unshallow`"
+    )
+    target = tmp_path_factory.mktemp("docs") / "bundled"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(REPO_ROOT), str(target)], check=True, env=env)
+    git("sparse-checkout", "set", "--no-cone", "/registry/", "/definitions/", cwd=target)
+    git("checkout", "-q", cwd=target)
+    for folder in ("registry", "definitions"):
+        shutil.rmtree(target / folder)
+        shutil.copytree(REPO_ROOT / folder, target / folder, ignore=shutil.ignore_patterns(".kictl"))
+    git("add", "-A", cwd=target)
+    if git("status", "--porcelain", cwd=target):
+        git("commit", "-q", "-m", "the working tree's changes", cwd=target)
     return target
 
 
