@@ -17,7 +17,13 @@ from tests.conftest import RunCli
 
 
 def _passed_run(registry: Registry) -> StoredRecord:
-    return next(r for r in registry.iter_records(["BenchmarkRun"]) if r.raw["spec"]["status"] == "passed")
+    """A passed H200 run of the bundled registry (it holds H100 runs too, since 2026-12-06)."""
+    return next(
+        r
+        for r in registry.iter_records(["BenchmarkRun"])
+        if r.raw["spec"]["status"] == "passed"
+        and registry.load(r.raw["spec"]["environmentDigest"]).raw["spec"]["hardware"]["product"] == "H200"
+    )
 
 
 def _variant(run: StoredRecord, observed: str) -> StoredRecord:
