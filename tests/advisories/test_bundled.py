@@ -22,7 +22,7 @@ DRAFTS = sorted((REPO_ROOT / "advisories").glob("KI-*.json"))
 
 def test_the_drafts_are_valid_and_name_corpus_entries() -> None:
     entries = load_corpus().corpus.entries
-    assert [path.stem for path in DRAFTS] == [f"KI-2026-{n:04d}" for n in range(1, 7)]
+    assert [path.stem for path in DRAFTS] == [f"KI-2026-{n:04d}" for n in range(1, 8)]
     for path in DRAFTS:
         value = json.loads(path.read_text())
         advisory = parse_advisory(value, source=path.name)
@@ -88,3 +88,5 @@ def test_published_they_mark_what_their_ranges_say(bundled: Registry) -> None:
     assert by_advisory["KI-2026-0006"] == Counter({"-": 79, "H100": 112})
     assert by_advisory["KI-2026-0003"] == Counter()
     assert by_advisory["KI-2026-0005"] == Counter()
+    # issue 40's CPU holes (kictl < 0.3.0, CPU): every bundled run is CUDA
+    assert by_advisory["KI-2026-0007"] == Counter()
