@@ -39,10 +39,12 @@ if TYPE_CHECKING:
         Affects,
         Fixed,
         VersionRange,
+        advisory_path,
         advisory_value,
         load_advisory_bytes,
         new_advisory,
         parse_advisory,
+        parse_advisory_path,
         protocol_matches,
     )
     from kictl.advisories.marks import (
@@ -60,11 +62,10 @@ if TYPE_CHECKING:
         AdvisorySet,
         MissingVersion,
         VerifiedAdvisory,
-        advisory_path,
         advisory_standing,
+        deletion_failures,
         has_advisories,
         load_advisories,
-        parse_advisory_path,
         publish_advisory,
         signed_envelope,
         verify_advisory,
@@ -73,13 +74,13 @@ if TYPE_CHECKING:
 
 _SUBMODULES = {
     "document": (
-        "KIND", "Advisory", "Affects", "Fixed", "VersionRange", "advisory_value", "load_advisory_bytes",
-        "new_advisory", "parse_advisory", "protocol_matches",
+        "KIND", "Advisory", "Affects", "Fixed", "VersionRange", "advisory_path", "advisory_value",
+        "load_advisory_bytes", "new_advisory", "parse_advisory", "parse_advisory_path", "protocol_matches",
     ),
     "marks": ("ADVISED_RUNS", "Marks", "RunRef", "affected_runs", "label", "marks_run", "record_marks", "run_marks"),
     "published": (
-        "PAYLOAD_TYPE", "AdvisorySet", "MissingVersion", "VerifiedAdvisory", "advisory_path", "advisory_standing",
-        "has_advisories", "load_advisories", "parse_advisory_path", "publish_advisory", "signed_envelope",
+        "PAYLOAD_TYPE", "AdvisorySet", "MissingVersion", "VerifiedAdvisory", "advisory_standing",
+        "deletion_failures", "has_advisories", "load_advisories", "publish_advisory", "signed_envelope",
         "verify_advisory", "withdrawn",
     ),
 }  # fmt: skip
@@ -104,6 +105,7 @@ __all__ = [
     "advisory_standing",
     "advisory_value",
     "affected_runs",
+    "deletion_failures",
     "has_advisories",
     "label",
     "load_advisories",

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints, ValidationError, model_validator
 
-from kictl import canon
+from kictl import canon, layout
 from kictl.errors import RecordError
 from kictl.records import API_VERSION, WireModel, validation_error
 
@@ -233,3 +233,23 @@ def protocol_matches(affects: Affects, protocol_spec: Mapping[str, Any]) -> bool
         if _first_word(isolation if isinstance(isolation, str) else None) not in affects.isolation:
             return False
     return True
+
+
+#: The file suffix of an advisory version (``registry/advisories/<ID>/<N>.dsse.json``).
+SUFFIX = ".dsse.json"
+
+
+def advisory_path(advisory_id: str, version: int) -> str:
+    """``registry/advisories/<ID>/<version>.dsse.json`` (relative to the registry root)."""
+    return f"{layout.ADVISORIES_DIR}/{advisory_id}/{version}{SUFFIX}"
+
+
+def parse_advisory_path(path: str) -> tuple[str, int] | None:
+    """``(ID, version)`` of an advisory version's path, else ``None``."""
+    parts = path.split("/")
+    if len(parts) != 4 or "/".join(parts[:2]) != layout.ADVISORIES_DIR or not is_advisory_id(parts[2]):
+        return None
+    number = parts[3].removesuffix(SUFFIX)
+    if number == parts[3] or not (number.isascii() and number.isdigit()) or number[0] == "0" or len(number) > 5:
+        return None
+    return parts[2], int(number)

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kictl.advisories.document import parse_advisory_path
 from kictl.errors import RegistryError
 from kictl.layout import ADVISORIES_DIR, KICTL_DIR
 
@@ -86,7 +87,6 @@ def from_history(
     regular file); ``added`` is ``kictl.store.git.added_on_main_line`` of ``registry/advisories/``.  One
     ``git cat-file --batch``.  Raises ``RegistryError`` when git fails.
     """
-    from kictl.advisories.published import parse_advisory_path
     from kictl.store.git import read_blobs
 
     wanted = [(sha, path) for path, (sha, _) in sorted(added.items()) if parse_advisory_path(path) is not None]

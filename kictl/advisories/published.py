@@ -30,7 +30,14 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import canon, layout
-from kictl.advisories.document import Advisory, advisory_value, is_advisory_id, load_advisory_bytes
+from kictl.advisories.document import (
+    SUFFIX,
+    Advisory,
+    advisory_path,
+    advisory_value,
+    load_advisory_bytes,
+    parse_advisory_path,
+)
 from kictl.advisories.memory import MEMORY_FILE
 from kictl.errors import CheckFailed, KictlError, NotFoundError, RecordError, UsageError
 from kictl.records import format_timestamp
@@ -41,23 +48,6 @@ from kictl.trust.dsse import parse_envelope, sign_envelope
 from kictl.trust.root import TrustRoot, _now, registry_root
 
 PAYLOAD_TYPE = "application/vnd.kernelindex.harness-advisory+json"
-SUFFIX = ".dsse.json"
-
-
-def advisory_path(advisory_id: str, version: int) -> str:
-    """``registry/advisories/<ID>/<version>.dsse.json`` (relative to the registry root)."""
-    return f"{layout.ADVISORIES_DIR}/{advisory_id}/{version}{SUFFIX}"
-
-
-def parse_advisory_path(path: str) -> tuple[str, int] | None:
-    """``(ID, version)`` of an advisory version's path, else ``None``."""
-    parts = path.split("/")
-    if len(parts) != 4 or "/".join(parts[:2]) != layout.ADVISORIES_DIR or not is_advisory_id(parts[2]):
-        return None
-    number = parts[3].removesuffix(SUFFIX)
-    if number == parts[3] or not (number.isascii() and number.isdigit()) or number[0] == "0" or len(number) > 5:
-        return None
-    return parts[2], int(number)
 
 
 def signed_envelope(advisory: Advisory, keys: Sequence[Ed25519PrivateKey]) -> dict[str, Any]:
@@ -358,3 +348,14 @@ def withdrawn(current: Advisory, reason: str) -> Advisory:
     value = advisory_value(current)
     value.update(version=current.version + 1, status="withdrawn", withdrawnReason=reason)
     return parse_advisory(value, source="withdrawal")
+
+
+def deletion_failures(registry: Registry) -> list[str]:
+    """A failure per published advisory version this copy deleted or changed (docs/advisories.md, "Deleted
+    advisories"): the registry is append-only, so ``kictl verify`` of any record fails while one is missing."""
+    if not has_advisories(registry):
+        return []
+    try:
+        return load_advisories(registry).failures()
+    except KictlError as exc:
+        return [f"advisories: {exc.message}"]

@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from kictl.advisories.document import Advisory
+from kictl.advisories.document import Advisory, parse_advisory_path
 from kictl.advisories.marks import marks_run
-from kictl.advisories.published import parse_advisory_path, verify_advisory
+from kictl.advisories.published import verify_advisory
 from kictl.errors import KictlError
 from kictl.store import Change
 

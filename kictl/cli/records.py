@@ -148,9 +148,9 @@ def show(
     digest = resolve_digest(target, reference)
     record = target.load(digest)
     path = target.relative(target.record_path(record.kind, digest))
-    report = check_record(target, digest)
-    from kictl.advisories import record_marks  # harness advisories (docs/advisories.md)
+    from kictl.advisories import deletion_failures, record_marks  # harness advisories (docs/advisories.md)
 
+    report = check_record(target, digest, registry_failures=deletion_failures)
     marks = record_marks(target, digest)
     from kictl.derived import cap_evidence, run_figures_lines
     from kictl.records import BenchmarkRunSpec

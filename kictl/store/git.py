@@ -5,6 +5,9 @@ files at a revision, the commit that first added each file, commits and branches
 Every way git can fail here becomes one ``RegistryError`` (exit 4) whose text names the repository and
 says what to do: a damaged or missing object is "the git store of ROOT is corrupt (...)" with the object
 git names (``git_failure``), never a traceback, an empty result, or an unknown revision.
+
+It is over 600 lines because it is the one place that speaks git: every read a reader needs (log, diff,
+cat-file, merge-base, rev-list) and the failure mapping each shares; split, the mapping would be copied.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -376,28 +376,21 @@ def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) ->
     check_rollback(registry, chain.root.version)
 
 
-def _deleted_advisories(registry: Registry) -> list[str]:
-    """A failure per published advisory version this copy deleted or changed (docs/advisories.md, "Deleted
-    advisories"): the registry is append-only, so ``kictl verify`` of any record fails while one is missing."""
-    from kictl.advisories import has_advisories, load_advisories
-
-    if not has_advisories(registry):
-        return []
-    try:
-        return load_advisories(registry).failures()
-    except KictlError as exc:
-        return [f"advisories: {exc.message}"]
-
-
-def check_record(registry: Registry, digest: str) -> VerifyReport:
+def check_record(
+    registry: Registry, digest: str, *, registry_failures: Callable[[Registry], list[str]] | None = None
+) -> VerifyReport:
     """What ``kictl verify DIGEST`` does; every failure is listed in the report.
 
     Recomputes the digest of the record and of every record (and blob) it
     references, verifies the trust-root chain and every envelope about the
     record (signing time: ``signing_times``, the main-line commit that added the
     envelope file, or now when it is uncommitted), and computes the evidence
-    level.  Raises ``RecordError`` for a malformed digest and ``NotFoundError``
-    when no record file has this digest as its name.
+    level.  ``registry_failures`` adds what else makes the registry fail to
+    verify once its trust root does (``kictl verify`` passes
+    ``kictl.advisories.deletion_failures``: a deleted or changed advisory
+    version; trust sits below advisories, so the check is handed in).  Raises
+    ``RecordError`` for a malformed digest and ``NotFoundError`` when no record
+    file has this digest as its name.
     """
     canon.digest_hex(digest)
     kind = registry.digest_kind(digest)
@@ -416,8 +409,8 @@ def check_record(registry: Registry, digest: str) -> VerifyReport:
     except CheckFailed as exc:
         report.failures.append(f"trust root: {exc.message}")
         root = None
-    if root is not None:
-        report.failures.extend(_deleted_advisories(registry))
+    if root is not None and registry_failures is not None:
+        report.failures.extend(registry_failures(registry))
     from kictl.validate import check_envelope_file
 
     now = _now()

@@ -182,7 +182,10 @@ def test_a_rerun_on_another_gpu_product_is_refused(
     # the bundled H200 runs, on this machine's CPU: another product and another comparability family
     bundled = copy_bundled(tmp_path_factory.mktemp("bundled") / "registry", results=True)
     h200 = next(
-        record.digest for record in bundled.iter_records(["BenchmarkRun"]) if record.raw["spec"]["status"] == "passed"
+        record.digest
+        for record in bundled.iter_records(["BenchmarkRun"])
+        if record.raw["spec"]["status"] == "passed"
+        and bundled.load(record.raw["spec"]["environmentDigest"]).raw["spec"]["hardware"]["product"] == "H200"
     )
     refused = cli("rerun", h200, "--device", "cpu", "--registry", bundled.root, "--out", out)
     assert refused.exit_code == 5, refused.output

@@ -223,13 +223,13 @@ def test_workload_suite_changed_in_place(cli: RunCli, pr: Pr) -> None:
 
 def test_new_definition_folder_not_compiled(cli: RunCli, pr: Pr) -> None:
     source = pr.root / GEMM
-    target = pr.root / "definitions" / "gemm" / "gemm_n2048_k4096"
+    target = pr.root / "definitions" / "gemm" / "gemm_n2000_k4096"  # a name the catalogue does not hold
     target.mkdir()
-    text = (source / "definition.json").read_text().replace("gemm_n4096_k4096", "gemm_n2048_k4096")
+    text = (source / "definition.json").read_text().replace("gemm_n4096_k4096", "gemm_n2000_k4096")
     (target / "definition.json").write_text(
-        text.replace('"value": 4096\n      },\n      "K"', '"value": 2048\n      },\n      "K"')
+        text.replace('"value": 4096\n      },\n      "K"', '"value": 2000\n      },\n      "K"')
     )
-    (target / "reference.py").write_text((source / "reference.py").read_text().replace("N = 4096", "N = 2048"))
+    (target / "reference.py").write_text((source / "reference.py").read_text().replace("N = 4096", "N = 2000"))
     pr.commit()
     reviewed = run_review(cli, pr)
     assert reviewed.exit_code == 1

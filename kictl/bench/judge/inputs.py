@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kictl import blobs, families
+from kictl import blobs, families, layout
 from kictl.bench import wire
 from kictl.bench.wire.tensors import FLOAT_DTYPES as FLOAT_DTYPES
 from kictl.bench.wire.tensors import GENERATED as GENERATED
@@ -188,9 +188,10 @@ def plan_inputs(
             if read_blob is None:
                 raise RecordError(f"{source}: input {name} is a blob and no registry is at hand to read it")
             data = read_blob(given.digest)
-            entries = blobs.read_header(data, source=f"blob {given.digest}")
+            where = layout.blob_path(given.digest.removeprefix("sha256:"))  # the registry file, named in errors
+            entries = blobs.read_header(data, source=f"{source}: input {name}: {where}")
             if given.key not in entries:
-                raise RecordError(f"{source}: blob {given.digest} has no tensor {given.key!r}")
+                raise RecordError(f"{source}: input {name}: {where} has no tensor {given.key!r}")
             out.append(InputSource(name, "blob", tensor.dtype, shape, blob=data, blob_key=given.key))
         else:
             raise RecordError(f"{source}: input {name} has no source")

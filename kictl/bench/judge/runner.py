@@ -20,6 +20,10 @@ The parent also reads what the OS says about the worker, which the worker
 cannot forge: its CPU time (``/proc/<pid>/stat`` of every process in its
 sandbox), its threads (``/proc/<pid>/task``) and the processes left in its
 sandbox.
+
+This module is over 600 lines because a worker's process is one object seen from one side: starting it in
+its sandbox, its limits (memory, tasks, tmpfs, log, CPUs: issue 40), the deadline of each request and what
+the OS says of it; split, each part would need the others' private state.
 """
 
 from __future__ import annotations
