@@ -222,4 +222,11 @@ def wide(origin: Origin, tmp_path_factory: pytest.TempPathFactory) -> Reruns:
     commit(registry.root, "A tolerance for a shared CPU")
     runs = origin.runs
     digests = [runs[name] for name in ("rmsnorm_torch", "rmsnorm_reference", "gemm_torch", "gemm_reference")]
-    return _rerun(registry.root, base / "out", digests, origin.key("verifier"))
+    reruns = _rerun(registry.root, base / "out", digests, origin.key("verifier"))
+    if reruns.result.exit_code == 1:
+        # A CPU rerun is timed on this shared 2-core machine: the other test process (the cheat corpus's spinning
+        # entries, issue 40's floods) can starve it for a while, once seen as 79x slower and a samplesConsistent
+        # failure of the honest reference. One more rerun, with a request of its own, is what a verifier would do.
+        (base / "again").mkdir()
+        reruns = _rerun(registry.root, base / "again" / "out", digests, origin.key("verifier"))
+    return reruns
