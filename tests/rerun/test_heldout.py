@@ -148,16 +148,22 @@ def test_kictl_rerun_catches_the_tuned_kernel_and_the_verdict_travels_to_leaderb
     row, honest = rows["batch7_rmsnorm"], rows["torch_rmsnorm"]
     assert row["status"] == "passed"  # right on the shape it was tuned to
     commit(registry.root, "the runs")
-    folder = tmp_path / "reruns"
-    request = tmp_path / "request.json"  # the signing side asks first (docs/rerun.md "Binding results to their job")
-    asked = invoke(
-        "attest", "request", row["run"], honest["run"], "--key", origin.key("verifier"), "--out", request,
-        "--registry", registry.root,
-    )  # fmt: skip
-    assert asked.exit_code == 0, asked.output
-    rerun = invoke("rerun", "--request", request, "--registry", registry.root, "--out", folder, "--json")
-    assert rerun.exit_code in (0, 1), rerun.output
-    results = {item["original"]: item for item in json.loads((folder / "reruns.json").read_text())["results"]}
+    for attempt in ("first", "again"):
+        folder = tmp_path / attempt / "reruns"
+        request = tmp_path / attempt / "request.json"  # the signing side asks first (docs/rerun.md "Binding ...")
+        request.parent.mkdir()
+        asked = invoke(
+            "attest", "request", row["run"], honest["run"], "--key", origin.key("verifier"), "--out", request,
+            "--registry", registry.root,
+        )  # fmt: skip
+        assert asked.exit_code == 0, asked.output
+        rerun = invoke("rerun", "--request", request, "--registry", registry.root, "--out", folder, "--json")
+        assert rerun.exit_code in (0, 1), rerun.output
+        results = {item["original"]: item for item in json.loads((folder / "reruns.json").read_text())["results"]}
+        # Both reruns are timed on a shared 2-core CI machine, where the other test process can starve one for a
+        # while (a CI run at 658d627 found the honest kernel >5x slower: disputed). A verifier would rerun; so do we.
+        if all(item["verdict"] == "agrees" for item in results.values()):
+            break
     result = results[row["run"]]
     assert result["verdict"] == "agrees", result
     held = result["heldOut"]
