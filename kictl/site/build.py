@@ -50,6 +50,7 @@ from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.site.output import STATE_FILE, SiteFolder, site_parts
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
+from kictl.store.git import held_still
 from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
@@ -260,7 +261,7 @@ def _build_into(
     old_all = _load_state(folder.manifest)  # the previous build's, when the folder proved it is kictl's
     old_files = _old_files(old_all)  # checked before anything is written
     previous = old_all if incremental and old_all.get("format") == SITE_FORMAT else {}
-    with QueryIndex.open(registry) as index, _memo_git(index.registry):
+    with held_still(registry.root), QueryIndex.open(registry) as index, _memo_git(index.registry):
         target = index.registry
         reruns = frozenset(trust.verifier_rerun_runs(target))
         runs = sorted((run for run in index.all_runs() if run.digest not in reruns), key=lambda run: run.digest)

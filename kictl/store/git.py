@@ -12,14 +12,15 @@ cat-file, merge-base, rev-list) and the failure mapping each shares; split, the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from kictl.errors import NotFoundError, RegistryError, UsageError
 from kictl.lookup import closest
@@ -406,6 +407,43 @@ def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
     return history.commit(sorted(files), message)
 
 
+_T = TypeVar("_T")
+
+#: Answers of the read functions below, per repository held still by ``held_still`` (its root -> call -> answer).
+_HELD: dict[str, dict[tuple[str, ...], object]] = {}
+
+
+@contextlib.contextmanager
+def held_still(root: Path) -> Iterator[None]:
+    """Within the block, ``current_commit``, ``merged_times`` and ``added_on_main_line`` of ``root`` answer each
+    question once: the caller reads the repository as of one moment and promises not to change it meanwhile.
+
+    A site build asks these for every page (a run's signing times, the advisories' history): 4,000 ``git``
+    processes and a third of its time before they were held (docs/site.md).  Nested blocks share the outer
+    block's answers; outside any block every call asks git.
+    """
+    key = str(root.resolve())
+    if key in _HELD:
+        yield
+        return
+    _HELD[key] = {}
+    try:
+        yield
+    finally:
+        del _HELD[key]
+
+
+def _held(root: Path, question: tuple[str, ...], ask: Callable[[], _T]) -> _T:
+    """``ask()``, answered once per question while ``root`` is held still (``held_still``)."""
+    answers = _HELD.get(str(root.resolve())) if _HELD else None
+    if answers is None:
+        return ask()
+    if question not in answers:
+        answers[question] = ask()
+    answer: _T = answers[question]  # type: ignore[assignment]
+    return answer
+
+
 def _merged_log_args(prefix: str, rev: str) -> tuple[str, ...]:
     return (
         "log", "--first-parent", "--diff-merges=first-parent", "--reverse", "--diff-filter=A",
@@ -429,8 +467,13 @@ def _parse_merged(output: str) -> dict[str, int]:
 def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
     """``GitHistory.merged_times`` of the repository at ``root``, without gitpython (read commands' path).
 
-    ``{}`` without a repository or a commit; raises ``RegistryError`` when git fails.
+    ``{}`` without a repository or a commit; raises ``RegistryError`` when git fails.  Asked once while
+    ``root`` is held still (a copy each time: callers may change what they get).
     """
+    return dict(_held(root, ("merged", prefix, rev), lambda: _merged_times(root, prefix, rev)))
+
+
+def _merged_times(root: Path, prefix: str, rev: str) -> dict[str, int]:
     import subprocess
 
     if current_commit(root) is None:
@@ -451,8 +494,12 @@ def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, 
 
     Like ``merged_times``, and it keeps files deleted since: the registry is append-only, so a path here that
     the tree no longer holds was deleted (``kictl.advisories.memory``).  ``{}`` without a repository or a
-    commit; raises ``RegistryError`` when git fails.
+    commit; raises ``RegistryError`` when git fails.  Asked once while ``root`` is held still.
     """
+    return dict(_held(root, ("added", prefix, rev), lambda: _added_on_main_line(root, prefix, rev)))
+
+
+def _added_on_main_line(root: Path, prefix: str, rev: str) -> dict[str, tuple[str, int]]:
     import subprocess
 
     if current_commit(root) is None:
@@ -603,8 +650,13 @@ def current_commit(root: Path) -> str | None:
     Raises ``RegistryError`` (exit 4) for a ``.git`` that git cannot open.
 
     Runs ``git rev-parse`` without gitpython, whose import alone costs a quarter of a
-    second, so that read commands can check whether a cache is current cheaply.
+    second, so that read commands can check whether a cache is current cheaply; once while ``root`` is
+    held still (``held_still``).
     """
+    return _held(root, ("head",), lambda: _current_commit(root))
+
+
+def _current_commit(root: Path) -> str | None:
     import subprocess
 
     if not (root / ".git").exists():
