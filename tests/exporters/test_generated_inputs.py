@@ -1,0 +1,357 @@
+"""Workloads whose inputs kictl made, exported as the tensors their runs were timed on (issue 42, docs/exporting.md).
+
+Three kinds of made input, each read back with FlashInfer-Bench 0.1.2's own loader (``TraceSet.from_path``, and
+``load_safetensors``, which checks every tensor's shape and dtype against the definition) and compared with the
+tensors made here independently of the exporter:
+
+* a definition's ``inputs_entrypoint`` (``generated`` inputs): the entrypoint called in this process with the
+  workload's seed and axes;
+* a catalogue sampling workload (a generated suite): the probability rows and ``top_p`` thresholds the family's
+  generators draw from the seed the run's disclosed ``inputSecret`` gave its session, and the synthesised ``top_k``;
+* a catalogue paged-attention workload whose captured blobs are not here (``not the captured tensors``): the index
+  tensors ``kictl.families`` synthesises from its axes.
+
+The export then imports back into kictl: with its records, the same records; without, blob inputs holding the
+same tensors.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kictl import blobs, canon, families
+from kictl.bench.judge.inputs import secret_seed
+from kictl.bench.judge.sandbox import Isolation
+from kictl.bench.wire import generators
+from kictl.definitions import NOT_CAPTURED, workload_origin
+from kictl.exporters.flashinfer_trace import export_flashinfer_trace
+from kictl.exporters.timed_inputs import EntrypointWorker
+from kictl.importers.flashinfer_bench import import_flashinfer_bench
+from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
+from kictl.records import (
+    BenchmarkProtocolSpec,
+    BenchmarkRunSpec,
+    Comparability,
+    CorrectnessProtocol,
+    DefinitionSpec,
+    ExecutionEnvironmentSpec,
+    Hardware,
+    Harness,
+    ImplementationSpec,
+    LatencyNs,
+    Measurement,
+    RunCorrectness,
+    Software,
+    SourceFile,
+    StoredRecord,
+    Timing,
+    WorkloadSpec,
+    new_record,
+)
+from kictl.scaffold import create_registry
+from kictl.store import Registry
+from tests.bench.conftest import SANDBOX
+from tests.conftest import REPO_ROOT
+
+#: Rows of a distribution drawn from the seed alone: the same tensors for the same seed, in any process.
+SEEDED = """import torch
+
+
+def run(x, scale):
+    return x.amax(-1) * scale
+
+
+def make_inputs(seed, rows, cols):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand((rows, cols), generator=generator, dtype=torch.float64) + 0.01
+    return {"x": (x / x.sum(-1, keepdim=True)).to(torch.bfloat16)}
+"""
+#: The same, salted by the operating system: what kictl timed cannot be made again.
+UNSEEDED = SEEDED.replace("manual_seed(seed)", "manual_seed(seed ^ int.from_bytes(__import__('os').urandom(4)))")
+SECRET = "c0ffee" * 5 + "ab"
+#: Catalogue records of the bundled registry (registry/records), read where they are.
+SAMPLING = "top_p_sampling_from_probs_v128256"
+PAGED = "gqa_paged_prefill_causal_h32_kv8_d128_ps1"
+PAGED_WORKLOAD = (
+    "sha256:bb818a9bb8c0a5fec13e0bff0068db00c31f524f1be883c392ee1c4100e28438"  # 3 KV indices, blobs missing
+)
+
+
+@dataclass(frozen=True)
+class World:
+    registry: Registry
+    definitions: dict[str, StoredRecord]
+    workloads: dict[str, StoredRecord]  # definition name -> its exported workload
+    runs: dict[str, StoredRecord]  # definition name -> its run
+
+
+def _entrypoint_definition(name: str, reference: str) -> StoredRecord:
+    spec = DefinitionSpec.model_validate_json(
+        json.dumps(
+            {
+                "name": name,
+                "family": "row-max",
+                "axes": {"rows": {"type": "var"}, "cols": {"type": "const", "value": 16}},
+                "inputs": {
+                    "x": {"shape": ["rows", "cols"], "dtype": "bfloat16"},
+                    "scale": {"shape": None, "dtype": "float32"},
+                },
+                "outputs": {"y": {"shape": ["rows"], "dtype": "bfloat16"}},
+                "reference": reference,
+                "inputs_entrypoint": "make_inputs",
+            }
+        )
+    )
+    return new_record(spec, name=name)
+
+
+def _bundled(digest: str) -> StoredRecord:
+    return Registry(REPO_ROOT).load(digest)
+
+
+def _bundled_definition(name: str) -> StoredRecord:
+    for path in (REPO_ROOT / "registry" / "records" / "Definition").glob("*/*.json"):
+        if json.loads(path.read_bytes())["spec"]["name"] == name:
+            return _bundled(f"sha256:{path.stem}")
+    raise AssertionError(f"the bundled registry holds no {name}")
+
+
+def _smallest_workload(definition: StoredRecord) -> StoredRecord:
+    found = [
+        _bundled(f"sha256:{path.stem}")
+        for path in (REPO_ROOT / "registry" / "records" / "Workload").glob("*/*.json")
+        if json.loads(path.read_bytes())["spec"]["definitionDigest"] == definition.digest
+    ]
+    return min(found, key=lambda record: (sorted(record.raw["spec"]["axes"].items()), record.digest))
+
+
+def _records(definition: StoredRecord, workload: StoredRecord, harness: str, gpu: str, secret: str | None) -> list[Any]:
+    """An implementation (the definition's reference), a protocol of ``harness``, an environment and a passed run."""
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    text = spec.reference
+    implementation = new_record(
+        ImplementationSpec(
+            name=f"ref_{spec.name}", definition_digest=definition.digest, runtime="python",
+            entry_point="main.py::run", author="test",
+            sources=(SourceFile(path="main.py", sha256=canon.sha256_hex(text.encode()), content=text),),
+        ),
+        name=f"ref_{spec.name}",
+    )  # fmt: skip
+    protocol = new_record(
+        BenchmarkProtocolSpec(
+            harness=Harness(name=harness, version="test"),
+            correctness=CorrectnessProtocol(reference="definition reference", comparator="allclose"),
+            measurement=Measurement(timer="cuda_event", primary_statistic="median"),
+            comparability=Comparability(family=f"{harness}-events"),
+        ),
+        name=f"{harness}-protocol",
+    )
+    environment = new_record(
+        ExecutionEnvironmentSpec(hardware=Hardware(vendor="NVIDIA", product=gpu), software=Software()), name=gpu
+    )
+    run = new_record(
+        BenchmarkRunSpec(
+            status="passed",
+            timing=Timing(latency_ns=LatencyNs(median=40_000), primary_statistic="median"),
+            observed_at="2026-12-01T00:00:00.000Z",
+            correctness=RunCorrectness(comparator="allclose", maximum_absolute_error=0.0, maximum_relative_error=0.0),
+            definition_digest=definition.digest,
+            workload_digest=workload.digest,
+            implementation_digest=implementation.digest,
+            protocol_digest=protocol.digest,
+            environment_digest=environment.digest,
+            input_secret=secret,
+        ),
+        name=f"run-{spec.name}-{gpu}",
+    )
+    return [implementation, protocol, environment, run]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("generated-inputs") / "registry"
+    create_registry(root)
+    registry = Registry(root)
+    definitions = {name: _entrypoint_definition(name, text) for name, text in (("rows_seeded", SEEDED),)}
+    definitions["rows_unseeded"] = _entrypoint_definition("rows_unseeded", UNSEEDED)
+    workloads: dict[str, StoredRecord] = {}
+    for name, definition in definitions.items():
+        spec = WorkloadSpec.model_validate_json(
+            json.dumps(
+                {
+                    "definition_digest": definition.digest,
+                    "axes": {"rows": 3},
+                    "inputs": {"x": {"type": "generated", "seed": 5}, "scale": {"type": "scalar", "value": 2.0}},
+                }
+            )
+        )
+        workloads[name] = new_record(spec, name="rows3")
+    definitions[SAMPLING] = _bundled_definition(SAMPLING)
+    workloads[SAMPLING] = _smallest_workload(definitions[SAMPLING])
+    definitions[PAGED] = _bundled_definition(PAGED)
+    workloads[PAGED] = _bundled(PAGED_WORKLOAD)
+    records: list[Any] = [*definitions.values(), *workloads.values()]
+    runs: dict[str, StoredRecord] = {}
+    for name, definition in definitions.items():
+        made = _records(definition, workloads[name], "kictl", "H200", SECRET if name == SAMPLING else None)
+        runs[name] = made[-1]
+        records += made
+    # FlashInfer-Bench measured the paged workload on another GPU: it had the captured blobs
+    records += _records(definitions[PAGED], workloads[PAGED], "flashinfer-bench", "B200", None)
+    registry.add(records)
+    return World(registry, definitions, workloads, runs)
+
+
+@pytest.fixture(scope="module")
+def entrypoint() -> Iterator[EntrypointWorker]:
+    worker = EntrypointWorker(isolation=None if SANDBOX else Isolation(None))
+    yield worker
+    worker.close()
+
+
+@pytest.fixture
+def fib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path / "fib-cache"))
+    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path / "fib-dataset"))
+    return pytest.importorskip("flashinfer_bench")
+
+
+def _read_back(fib: Any, out: Path, definition: str) -> tuple[Any, dict[str, Any]]:
+    """FlashInfer-Bench's workload of ``definition`` and its safetensors inputs, loaded and checked by its own code."""
+    from flashinfer_bench.bench.utils import load_safetensors
+
+    trace_set = fib.TraceSet.from_path(str(out))
+    (trace,) = trace_set.traces[definition]
+    (workload,) = [line.workload for line in trace_set.workloads[definition]]
+    assert workload == trace.workload
+    return workload, load_safetensors(trace_set.definitions[definition], workload, out)
+
+
+def _origin(record: StoredRecord) -> str | None:
+    return workload_origin(record.raw)
+
+
+@pytest.mark.heavy
+def test_entrypoint_inputs_are_exported_as_the_tensors_the_entrypoint_makes(
+    world: World, entrypoint: EntrypointWorker, tmp_path: Path, fib: Any
+) -> None:
+    """FlashInfer-Bench reads exactly what the definition's entrypoint makes for the workload's seed and axes (the
+    entrypoint ran in kictl's reference worker); an entrypoint that is not a function of its seed is refused."""
+    import torch
+
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(
+        world.registry, out, gpu="H200", min_evidence="unsigned",
+        definitions=["rows_seeded", "rows_unseeded"], entrypoint=entrypoint,
+    )  # fmt: skip
+    assert [item.definition for item in report.exported] == ["rows_seeded"]
+    (refused,) = [item for item in report.left_out if item.definition == "rows_unseeded"]
+    assert "make_inputs() made different tensors for the same seed" in refused.reason
+    workload, tensors = _read_back(fib, out, "rows_seeded")
+    assert workload.inputs["scale"].type == "scalar"
+    assert workload.inputs["x"].type == "safetensors"
+    assert workload.inputs["x"].path.startswith("blob/workloads/")
+    namespace: dict[str, Any] = {}
+    exec(compile(SEEDED, "reference.py", "exec"), namespace)  # the definition's own function, here, by hand
+    expected = namespace["make_inputs"](5, 3, 16)["x"]
+    assert tensors["x"].dtype == torch.bfloat16
+    assert torch.equal(tensors["x"], expected)
+    assert workload.uuid == canon.digest_hex(world.workloads["rows_seeded"].digest)
+
+
+def test_catalogue_workloads_carry_the_tensors_their_runs_were_timed_on(world: World, tmp_path: Path, fib: Any) -> None:
+    """A generated suite's distributions (reseeded from the run's disclosed secret, as its session did) and a
+    workload whose captured blobs are missing (its index tensors synthesised from the axes), read by
+    FlashInfer-Bench."""
+    import torch
+
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(
+        world.registry, out, gpu="H200", min_evidence="unsigned", definitions=[SAMPLING, PAGED]
+    )
+    assert sorted(item.definition for item in report.exported) == sorted([PAGED, SAMPLING])
+    # sampling: probs and top_p are the family's generated draws of the session's seeds, top_k the synthesised one
+    workload, tensors = _read_back(fib, out, SAMPLING)
+    record = world.workloads[SAMPLING]
+    spec = record.model.spec
+    assert isinstance(spec, WorkloadSpec)
+    axes = families.full_axes(world.definitions[SAMPLING].model.spec, spec.axes)  # type: ignore[arg-type]
+    assert {name: given.type for name, given in workload.inputs.items()} == {
+        "probs": "safetensors", "top_p": "safetensors",
+    }  # fmt: skip
+    for name, drawn_by in (("probs", generators.probability_rows), ("top_p", generators.top_p)):
+        seed = spec.inputs[name].seed  # type: ignore[union-attr]
+        session_seed = secret_seed(SECRET, f"generated {seed}", name)
+        shape = tuple(axes[axis] for axis in ("batch_size", "vocab_size")[: tensors[name].dim()])
+        assert torch.equal(tensors[name], drawn_by(shape, torch.float32, session_seed)), name
+    assert torch.allclose(tensors["probs"].double().sum(-1), torch.ones(axes["batch_size"], dtype=torch.float64))
+    # the workload's own seed would have given other values: the export follows the run, not the workload alone
+    assert not torch.equal(tensors["probs"], generators.probability_rows(tensors["probs"].shape, torch.float32, 11))
+    # paged attention: the captured blobs are not here; the export holds what kictl synthesised and timed
+    paged = world.workloads[PAGED]
+    assert _origin(paged) == NOT_CAPTURED
+    workload, tensors = _read_back(fib, out, PAGED)
+    paged_spec = paged.model.spec
+    assert isinstance(paged_spec, WorkloadSpec)
+    made = families.structure(world.definitions[PAGED].model.spec, paged_spec)  # type: ignore[arg-type]
+    for name in ("qo_indptr", "kv_indptr", "kv_indices"):
+        assert workload.inputs[name].type == "safetensors"
+        assert workload.inputs[name].path != paged.raw["spec"]["inputs"][name]["path"]
+        assert tensors[name].tolist() == made.tensors[name], name
+    # not the captured workload: it is not named by the capture's uuid
+    assert paged_spec.uuid is not None
+    assert workload.uuid == canon.digest_hex(paged.digest) != paged_spec.uuid
+
+
+def test_a_run_flashinfer_bench_measured_keeps_the_captured_blobs_it_had(
+    world: World, tmp_path: Path, fib: Any
+) -> None:
+    """FlashInfer-Bench measured on the captured tensors: its trace names their file and the capture's uuid."""
+    out = tmp_path / "export"
+    report = export_flashinfer_trace(world.registry, out, gpu="B200", min_evidence="unsigned", definitions=[PAGED])
+    assert [item.definition for item in report.exported] == [PAGED]
+    trace_set = fib.TraceSet.from_path(str(out))
+    (trace,) = trace_set.traces[PAGED]
+    paged = world.workloads[PAGED].raw["spec"]
+    assert trace.workload.uuid == paged["uuid"]
+    for name in ("qo_indptr", "kv_indptr", "kv_indices"):
+        assert trace.workload.inputs[name].path == paged["inputs"][name]["path"]
+    assert not (out / "blob").exists()
+
+
+def test_an_export_of_made_inputs_imports_back(world: World, tmp_path: Path) -> None:
+    """With its records, the import takes them back verbatim (the same digests); without them, the made inputs
+    come back as blob inputs holding the same tensors."""
+    out = tmp_path / "export"
+    export_flashinfer_trace(world.registry, out, gpu="H200", min_evidence="unsigned", definitions=[SAMPLING, PAGED])
+    back = import_flashinfer_bench(world.registry, out)
+    assert back.ok, back.skipped
+    assert [outcome.record.digest for outcome in back.outcomes if outcome.new] == []
+    assert any("taken back verbatim" in note for note in back.notes)
+    fresh_root = tmp_path / "fresh"
+    create_registry(fresh_root)
+    fresh = Registry(fresh_root)
+    again = import_flashinfer_bench(fresh, out)
+    assert again.ok, again.skipped
+    digests = {outcome.record.digest for outcome in again.outcomes}
+    assert {world.workloads[SAMPLING].digest, world.workloads[PAGED].digest, world.runs[PAGED].digest} <= digests
+    (out / SOURCES_FILE).unlink()  # FlashInfer Trace data alone
+    bare_root = tmp_path / "bare"
+    create_registry(bare_root)
+    bare = Registry(bare_root)
+    converted = import_flashinfer_bench(bare, out)
+    assert converted.ok, converted.skipped
+    by_uuid = {record.raw["spec"]["uuid"]: record for record in bare.iter_records(["Workload"])}
+    paged = world.workloads[PAGED]
+    returned = by_uuid[canon.digest_hex(paged.digest)].raw["spec"]["inputs"]
+    made = families.structure(world.definitions[PAGED].model.spec, paged.model.spec)  # type: ignore[arg-type]
+    for name in ("qo_indptr", "kv_indptr", "kv_indices"):
+        assert returned[name]["type"] == "blob"
+        assert blobs.read_int_tensor(bare.read_blob(returned[name]["digest"]), name) == made.tensors[name]
