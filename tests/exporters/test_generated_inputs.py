@@ -263,6 +263,23 @@ def test_entrypoint_inputs_are_exported_as_the_tensors_the_entrypoint_makes(
     assert tensors["x"].dtype == torch.bfloat16
     assert torch.equal(tensors["x"], expected)
     assert workload.uuid == canon.digest_hex(world.workloads["rows_seeded"].digest)
+    # back into kictl: with its records the generated workload itself; without them, a blob of the same tensor
+    fresh_root = tmp_path / "fresh"
+    create_registry(fresh_root)
+    back = import_flashinfer_bench(Registry(fresh_root), out)
+    assert back.ok, back.skipped
+    assert world.workloads["rows_seeded"].digest in {outcome.record.digest for outcome in back.outcomes}
+    (out / SOURCES_FILE).unlink()
+    bare_root = tmp_path / "bare"
+    create_registry(bare_root)
+    bare = Registry(bare_root)
+    assert import_flashinfer_bench(bare, out).ok
+    (returned,) = [record.raw["spec"]["inputs"]["x"] for record in bare.iter_records(["Workload"])]
+    assert returned["type"] == "blob"
+    data = bare.read_blob(returned["digest"])
+    entry = blobs.read_header(data)[returned["key"]]
+    assert (entry.dtype, entry.shape) == ("BF16", (3, 16))
+    assert data[entry.start : entry.end] == expected.reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
 def test_catalogue_workloads_carry_the_tensors_their_runs_were_timed_on(world: World, tmp_path: Path, fib: Any) -> None:
