@@ -438,7 +438,7 @@ def workload_inputs(
 
     ``run``: the exported run when kictl measured it.  Every input kictl made rather than read is then written
     as safetensors holding the tensors that run was timed on (``timed_inputs.made_inputs``): structure
-    synthesised from the axes (for a ``synthesized`` input, and for a blob its source did not ship), a family's
+    synthesised from the axes (every structural input but a blob the registry holds), a family's
     generated values (reseeded from the run's ``inputSecret`` as its session did) and the definition's
     ``inputs_entrypoint`` tensors (``generated``, made in kictl's reference worker by ``entrypoint``).  Random
     inputs lose their seed (FlashInfer draws its own, and kictl drew them afresh per input set on the run's
@@ -455,13 +455,23 @@ def workload_inputs(
     made: dict[str, tuple[str, tuple[int, ...], bytes]] = {}
     structural = set(families.family_for(definition_spec.family).structural(definition_spec))
     generated = families.family_for(definition_spec.family).generated(definition_spec)
-    wanted = [  # inputs kictl made for the exported run: what FlashInfer-Bench must read to see the same tensors
-        name
-        for name, item in spec.inputs.items()
-        if isinstance(item, SynthesizedInput | GeneratedInput)
-        or (run is not None and isinstance(item, BlobInput) and (item.missing or item.digest is None))
-        or (run is not None and name in generated and not isinstance(item, ScalarInput | BlobInput))
-    ]
+
+    def made_by_kictl(name: str, item: Any) -> bool:
+        """Whether kictl made this input for the run rather than read it, in ``plan_inputs``' order: structure
+        (whatever the workload says, unless a blob it holds), a family's generated values (unless a scalar or a
+        blob it holds), the definition's entrypoint's."""
+        if isinstance(item, SynthesizedInput | GeneratedInput):
+            return True
+        if run is None:
+            return False
+        held = isinstance(item, BlobInput) and not item.missing and item.digest is not None
+        if name in structural:
+            return not held
+        if name in generated:
+            return not held and not isinstance(item, ScalarInput)
+        return isinstance(item, BlobInput) and not held  # a blob the source did not ship: refused below
+
+    wanted = [name for name, item in spec.inputs.items() if made_by_kictl(name, item)]
     if run is None and any(isinstance(item, GeneratedInput) for item in spec.inputs.values()):
         raise RecordError("its generated inputs are kictl's, and kictl did not measure this run")
     if any(name not in structural for name in wanted):  # torch, and maybe kictl's reference worker, make these
@@ -507,18 +517,28 @@ def workload_inputs(
 
 
 def workload_uuid(workload: StoredRecord, inputs: dict[str, Any]) -> str:
-    """The exported workload's ``uuid``: the source's, unless the export's inputs are not the tensors it captured
-    (a blob it named, written as structure kictl made), then the record's digest (hex), as for a workload
-    without one: the source's uuid names its captured tensors."""
+    """The exported workload's ``uuid``: the source's, unless an input is written as tensors kictl made from the
+    axes (structure it synthesised, in place of a blob the capture named or not: ``kictl.definitions.NOT_CAPTURED``),
+    then the record's digest (hex), as for a workload without one: the source's uuid names its captured tensors.
+    The definition's entrypoint's tensors are the source's own rule for its inputs: they keep it."""
     spec = workload.model.spec
     assert isinstance(spec, WorkloadSpec)
     if spec.uuid is None:
         return canon.digest_hex(workload.digest)
-    replaced = any(
-        isinstance(item, BlobInput) and (item.missing or item.digest is None) and inputs[name].get("path") != item.path
-        for name, item in spec.inputs.items()
-    )
-    return canon.digest_hex(workload.digest) if replaced else spec.uuid
+
+    def read_from_source(item: Any, document: dict[str, Any]) -> bool:
+        if document.get("type") != "safetensors" or isinstance(item, GeneratedInput):
+            return True
+        if not isinstance(item, BlobInput):
+            return False
+        kept = item.path is not None and document.get("path") == item.path  # a FlashInfer-Bench run's capture
+        held = item.digest is not None and str(document.get("path")).endswith(
+            f"/{canon.digest_hex(item.digest)}.safetensors"
+        )
+        return kept or held
+
+    captured = all(read_from_source(item, inputs[name]) for name, item in spec.inputs.items())
+    return spec.uuid if captured else canon.digest_hex(workload.digest)
 
 
 def trace_line(

@@ -79,6 +79,7 @@ SECRET = "c0ffee" * 5 + "ab"
 #: Catalogue records of the bundled registry (registry/records), read where they are.
 SAMPLING = "top_p_sampling_from_probs_v128256"
 PAGED = "gqa_paged_prefill_causal_h32_kv8_d128_ps1"
+RANDOM_INDICES = "random-indices"
 BUNDLED = {  # name -> (definition, the workload exported)
     SAMPLING: (
         "sha256:672ca12f3d42d55daa55026fec4d57794e23b35e3b74e4d6404a6e2b3d30e787",
@@ -167,7 +168,7 @@ def _records(definition: StoredRecord, workload: StoredRecord, harness: str, gpu
             environment_digest=environment.digest,
             input_secret=secret,
         ),
-        name=f"run-{spec.name}-{gpu}",
+        name=f"run-{spec.name}-{workload.name}-{gpu}",
     )
     return [implementation, protocol, environment, run]
 
@@ -196,12 +197,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
         workloads[name] = _bundled("Workload", workload_digest)
         assert definitions[name].name == name
         assert workloads[name].raw["spec"]["definitionDigest"] == definition_digest
+    # the paged definition, a workload whose index tensors say random: kictl synthesises structure all the same
+    raw = json.loads(json.dumps(workloads[PAGED].raw["spec"]))
+    indices = {name: {"type": "random", "seed": 3} for name in ("qo_indptr", "kv_indptr", "kv_indices")}
+    raw.update(axes={**raw["axes"], "total_q": 100}, inputs={**raw["inputs"], **indices})
+    raw["uuid"] = "a-capture-whose-indices-are-not-here"
+    workloads[RANDOM_INDICES] = new_record(WorkloadSpec.model_validate_json(json.dumps(raw)), name="q100_random")
     records: list[Any] = [*definitions.values(), *workloads.values()]
     runs: dict[str, StoredRecord] = {}
     for name, definition in definitions.items():
         made = _records(definition, workloads[name], "kictl", "H200", SECRET if name == SAMPLING else None)
         runs[name] = made[-1]
         records += made
+    runs[RANDOM_INDICES] = _records(definitions[PAGED], workloads[RANDOM_INDICES], "kictl", "H200", None)[-1]
+    records.append(runs[RANDOM_INDICES])
     # FlashInfer-Bench measured the paged workload on another GPU: it had the captured blobs
     records += _records(definitions[PAGED], workloads[PAGED], "flashinfer-bench", "B200", None)
     registry.add(records)
@@ -222,13 +231,16 @@ def fib(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return pytest.importorskip("flashinfer_bench")
 
 
-def _read_back(fib: Any, out: Path, definition: str) -> tuple[Any, dict[str, Any]]:
-    """FlashInfer-Bench's workload of ``definition`` and its safetensors inputs, loaded and checked by its own code."""
+def _read_back(fib: Any, out: Path, definition: str, axes: dict[str, int] | None = None) -> tuple[Any, dict[str, Any]]:
+    """FlashInfer-Bench's workload of ``definition`` (of ``axes``, where it has several) and its safetensors inputs,
+    loaded and checked by its own code."""
     from flashinfer_bench.bench.utils import load_safetensors
 
     trace_set = fib.TraceSet.from_path(str(out))
-    (trace,) = trace_set.traces[definition]
-    (workload,) = [line.workload for line in trace_set.workloads[definition]]
+    (trace,) = [line for line in trace_set.traces[definition] if axes is None or line.workload.axes == axes]
+    (workload,) = [
+        line.workload for line in trace_set.workloads[definition] if line.workload.uuid == trace.workload.uuid
+    ]
     assert workload == trace.workload
     return workload, load_safetensors(trace_set.definitions[definition], workload, out)
 
@@ -292,7 +304,7 @@ def test_catalogue_workloads_carry_the_tensors_their_runs_were_timed_on(world: W
     report = export_flashinfer_trace(
         world.registry, out, gpu="H200", min_evidence="unsigned", definitions=[SAMPLING, PAGED]
     )
-    assert sorted(item.definition for item in report.exported) == sorted([PAGED, SAMPLING])
+    assert sorted(item.definition for item in report.exported) == sorted([PAGED, PAGED, SAMPLING])
     # sampling: probs and top_p are the family's generated draws of the session's seeds, top_k the synthesised one
     workload, tensors = _read_back(fib, out, SAMPLING)
     record = world.workloads[SAMPLING]
@@ -313,7 +325,7 @@ def test_catalogue_workloads_carry_the_tensors_their_runs_were_timed_on(world: W
     # paged attention: the captured blobs are not here; the export holds what kictl synthesised and timed
     paged = world.workloads[PAGED]
     assert _origin(paged) == NOT_CAPTURED
-    workload, tensors = _read_back(fib, out, PAGED)
+    workload, tensors = _read_back(fib, out, PAGED, paged.raw["spec"]["axes"])
     paged_spec = paged.model.spec
     assert isinstance(paged_spec, WorkloadSpec)
     made = families.structure(world.definitions[PAGED].model.spec, paged_spec)  # type: ignore[arg-type]
@@ -324,6 +336,16 @@ def test_catalogue_workloads_carry_the_tensors_their_runs_were_timed_on(world: W
     # not the captured workload: it is not named by the capture's uuid
     assert paged_spec.uuid is not None
     assert workload.uuid == canon.digest_hex(paged.digest) != paged_spec.uuid
+    # index tensors the workload calls random are structure all the same: kictl synthesised them, so does the
+    # export (FlashInfer-Bench's random integers would index nothing)
+    variant = world.workloads[RANDOM_INDICES].model.spec
+    assert isinstance(variant, WorkloadSpec)
+    workload, tensors = _read_back(fib, out, PAGED, dict(variant.axes))
+    made = families.structure(world.definitions[PAGED].model.spec, variant)  # type: ignore[arg-type]
+    for name in ("qo_indptr", "kv_indptr", "kv_indices"):
+        assert workload.inputs[name].type == "safetensors"
+        assert tensors[name].tolist() == made.tensors[name], name
+    assert workload.uuid == canon.digest_hex(world.workloads[RANDOM_INDICES].digest)
 
 
 def test_a_run_flashinfer_bench_measured_keeps_the_captured_blobs_it_had(
