@@ -474,6 +474,11 @@ def workload_inputs(
     wanted = [name for name, item in spec.inputs.items() if made_by_kictl(name, item)]
     if run is None and any(isinstance(item, GeneratedInput) for item in spec.inputs.values()):
         raise RecordError("its generated inputs are kictl's, and kictl did not measure this run")
+    scalars = sorted(name for name in wanted if definition_spec.inputs[name].shape is None)
+    if scalars:  # FlashInfer-Bench checks a safetensors input's shape against the definition's: none for a scalar
+        raise RecordError(
+            f"{', '.join(scalars)}: a scalar kictl made, which FlashInfer Trace can hold only as a literal"
+        )
     if any(name not in structural for name in wanted):  # torch, and maybe kictl's reference worker, make these
         made = timed_inputs.made_inputs(definition, workload, run, registry.read_blob, entrypoint)
     elif wanted:
@@ -486,11 +491,6 @@ def workload_inputs(
     missing = sorted(set(wanted) - set(made))
     if missing:
         raise RecordError(f"family {definition_spec.family} does not synthesise {', '.join(missing)}")
-    scalars = sorted(name for name in wanted if definition_spec.inputs[name].shape is None)
-    if scalars:  # FlashInfer-Bench checks a safetensors input's shape against the definition's: none for a scalar
-        raise RecordError(
-            f"{', '.join(scalars)}: a scalar kictl made, which FlashInfer Trace can hold only as a literal"
-        )
     if made:
         data = blobs.write_safetensors({name: made[name] for name in sorted(made)})
         path = f"{blob_folder}/{canon.sha256_hex(data)}.safetensors"

@@ -27,10 +27,11 @@ import pytest
 
 from kictl import blobs, canon, families
 from kictl.bench.judge.inputs import secret_seed
-from kictl.bench.judge.sandbox import Isolation
+from kictl.bench.judge.sandbox import ENV_BWRAP, Isolation
 from kictl.bench.wire import generators
 from kictl.definitions import NOT_CAPTURED, workload_origin
-from kictl.exporters.flashinfer_trace import export_flashinfer_trace
+from kictl.errors import EnvError
+from kictl.exporters.flashinfer_trace import NothingToExport, export_flashinfer_trace
 from kictl.exporters.timed_inputs import EntrypointWorker
 from kictl.importers.flashinfer_bench import import_flashinfer_bench
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
@@ -180,14 +181,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     registry = Registry(root)
     definitions = {name: _entrypoint_definition(name, text) for name, text in (("rows_seeded", SEEDED),)}
     definitions["rows_unseeded"] = _entrypoint_definition("rows_unseeded", UNSEEDED)
+    definitions["rows_scalar"] = _entrypoint_definition(
+        "rows_scalar", SEEDED.replace('"x": (x', '"scale": x[0, 0], "x": (x')
+    )
     workloads: dict[str, StoredRecord] = {}
     for name, definition in definitions.items():
+        scale = {"type": "generated", "seed": 5} if name == "rows_scalar" else {"type": "scalar", "value": 2.0}
         spec = WorkloadSpec.model_validate_json(
             json.dumps(
                 {
                     "definition_digest": definition.digest,
                     "axes": {"rows": 3},
-                    "inputs": {"x": {"type": "generated", "seed": 5}, "scale": {"type": "scalar", "value": 2.0}},
+                    "inputs": {"x": {"type": "generated", "seed": 5}, "scale": scale},
                 }
             )
         )
@@ -243,6 +248,24 @@ def _read_back(fib: Any, out: Path, definition: str, axes: dict[str, int] | None
     ]
     assert workload == trace.workload
     return workload, load_safetensors(trace_set.definitions[definition], workload, out)
+
+
+def test_what_the_export_cannot_rebuild_is_refused_before_anything_runs(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scalar kictl made has no FlashInfer form (its safetensors shape check wants none): left out with the reason,
+    without starting a worker.  An entrypoint with no sandbox to run in is the machine's fault (exit 5), not a
+    reason to leave the run out, and nothing is written."""
+    with pytest.raises(NothingToExport, match="scale: a scalar kictl made, which FlashInfer Trace can hold only as"):
+        export_flashinfer_trace(
+            world.registry, tmp_path / "scalar", gpu="H200", min_evidence="unsigned", definitions=["rows_scalar"]
+        )
+    monkeypatch.setenv(ENV_BWRAP, str(tmp_path / "no-bwrap-here"))
+    with pytest.raises(EnvError, match="bubblewrap"):
+        export_flashinfer_trace(
+            world.registry, tmp_path / "seeded", gpu="H200", min_evidence="unsigned", definitions=["rows_seeded"]
+        )
+    assert sorted(path.name for path in tmp_path.iterdir()) == []
 
 
 def _origin(record: StoredRecord) -> str | None:
