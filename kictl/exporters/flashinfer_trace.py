@@ -856,9 +856,11 @@ def export_flashinfer_trace(
     ``advised`` names the runs an open harness advisory marks (none by
     default); with ``require_generalizes`` a winner must also satisfy
     ``generalizes`` (by default: a verifier's held-out rerun said so).
+    ``entrypoint`` runs definitions' inputs entrypoints (``plan_export``).
     Raises ``NothingToExport`` (exit 1, nothing written) when no run
     qualifies, ``UsageError`` for a bad option or an existing ``out``,
-    ``NotFoundError`` for an unknown definition, ``RegistryError`` on I/O errors.
+    ``NotFoundError`` for an unknown definition, ``RegistryError`` on I/O errors,
+    ``EnvError`` (exit 5, nothing written) when an entrypoint must run and no worker can start.
     """
     check_evidence_level(min_evidence)
     if require_generalizes and generalizes is None:
