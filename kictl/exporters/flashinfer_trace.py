@@ -33,9 +33,12 @@ The layout is the one ``kictl import flashinfer-bench`` and FlashInfer-Bench
 Each trace's ``evaluation.log`` cites its run: ``KernelIndex BenchmarkRun
 sha256:…; evidence verified; <permalink>``.  Solutions of implementations
 kictl measured return their outputs (``destination_passing_style: false``);
-those imported from FlashInfer-Bench keep the harness's default.  What the
-formats cannot carry across (seeds of random inputs, synthesised index
-tensors, a project or licence) is listed in docs/exporting.md; the records
+those imported from FlashInfer-Bench keep the harness's default.  Inputs kictl
+made (synthesised structure, a family's generated values, a definition's
+``inputs_entrypoint`` tensors) are written as safetensors holding the tensors
+the run was timed on (``timed_inputs``).  What the formats cannot carry
+across (seeds of random inputs, a project or licence) is listed in
+docs/exporting.md; the records
 themselves travel in ``kernelindex.records.json``, so that ``kictl import
 flashinfer-bench`` of an export gives back the same records
 (``importers.flashinfer_bench.sources``).  A definition's ``determinism``,
@@ -54,19 +57,22 @@ every refusal beside the field it concerns.
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import os
 import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kictl import blobs, canon, families
-from kictl.errors import CheckFailed, KictlError, RecordError, RegistryError, UsageError
+from kictl.errors import CheckFailed, EnvError, KictlError, RecordError, RegistryError, UsageError
+from kictl.exporters import timed_inputs
+from kictl.exporters.timed_inputs import EntrypointWorker
 from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
 from kictl.index import QueryIndex, RunFacts
@@ -79,6 +85,7 @@ from kictl.records import (
     BlobInput,
     DefinitionSpec,
     ExecutionEnvironmentSpec,
+    GeneratedInput,
     ImplementationSpec,
     RandomInput,
     ScalarInput,
@@ -419,14 +426,25 @@ def _tensor_bytes(dtype: str, values: list[int]) -> tuple[str, tuple[int, ...], 
 
 
 def workload_inputs(
-    registry: Registry, definition: StoredRecord, workload: StoredRecord, blob_folder: str
+    registry: Registry,
+    definition: StoredRecord,
+    workload: StoredRecord,
+    blob_folder: str,
+    *,
+    run: StoredRecord | None = None,
+    entrypoint: EntrypointWorker | None = None,
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """The FlashInfer inputs of a workload and the blob files they name (path -> bytes).
 
-    Random inputs lose their seed (FlashInfer draws its own); synthesised
-    index tensors are made here from the axes and the seed, as ``kictl bench``
-    makes them, and written as safetensors.  Raises ``RecordError`` when a
-    structure cannot be made, ``RegistryError`` when a blob cannot be read.
+    ``run``: the exported run when kictl measured it.  Every input kictl made rather than read is then written
+    as safetensors holding the tensors that run was timed on (``timed_inputs.made_inputs``): structure
+    synthesised from the axes (every structural input but a blob the registry holds), a family's
+    generated values (reseeded from the run's ``inputSecret`` as its session did) and the definition's
+    ``inputs_entrypoint`` tensors (``generated``, made in kictl's reference worker by ``entrypoint``).  Random
+    inputs lose their seed (FlashInfer draws its own, and kictl drew them afresh per input set on the run's
+    device); a blob the source did not ship keeps its path for a run FlashInfer-Bench measured (it had the
+    blob).  Raises ``RecordError`` when an input cannot be made or written, ``RegistryError`` when a blob cannot
+    be read.
     """
     spec = workload.model.spec
     definition_spec = definition.model.spec
@@ -434,25 +452,56 @@ def workload_inputs(
     assert isinstance(definition_spec, DefinitionSpec)
     files: dict[str, bytes] = {}
     inputs: dict[str, Any] = {}
-    synthesized = [name for name, item in spec.inputs.items() if isinstance(item, SynthesizedInput)]
-    made: dict[str, list[int]] = {}
-    if synthesized:
+    made: dict[str, tuple[str, tuple[int, ...], bytes]] = {}
+    structural = set(families.family_for(definition_spec.family).structural(definition_spec))
+    generated = families.family_for(definition_spec.family).generated(definition_spec)
+
+    def made_by_kictl(name: str, item: Any) -> bool:
+        """Whether kictl made this input for the run rather than read it, in ``plan_inputs``' order: structure
+        (whatever the workload says, unless a blob it holds), a family's generated values (unless a scalar or a
+        blob it holds), the definition's entrypoint's."""
+        if isinstance(item, SynthesizedInput | GeneratedInput):
+            return True
+        if run is None:
+            return False
+        held = isinstance(item, BlobInput) and not item.missing and item.digest is not None
+        if name in structural:
+            return not held
+        if name in generated:
+            return not held and not isinstance(item, ScalarInput)
+        return isinstance(item, BlobInput) and not held  # a blob the source did not ship: refused below
+
+    wanted = [name for name, item in spec.inputs.items() if made_by_kictl(name, item)]
+    if run is None and any(isinstance(item, GeneratedInput) for item in spec.inputs.values()):
+        raise RecordError("its generated inputs are kictl's, and kictl did not measure this run")
+    scalars = sorted(name for name in wanted if definition_spec.inputs[name].shape is None)
+    if scalars:  # FlashInfer-Bench checks a safetensors input's shape against the definition's: none for a scalar
+        raise RecordError(
+            f"{', '.join(scalars)}: a scalar kictl made, which FlashInfer Trace can hold only as a literal"
+        )
+    if any(name not in structural for name in wanted):  # torch, and maybe kictl's reference worker, make these
+        made = timed_inputs.made_inputs(definition, workload, run, registry.read_blob, entrypoint)
+    elif wanted:
         structure = families.structure(definition_spec, spec, registry.read_blob, source=workload.name)
-        made = {name: structure.tensors[name] for name in synthesized if name in structure.tensors}
-        missing = sorted(set(synthesized) - set(made))
-        if missing:
-            raise RecordError(f"family {definition_spec.family} does not synthesise {', '.join(missing)}")
-        tensors = {name: _tensor_bytes(definition_spec.inputs[name].dtype, made[name]) for name in synthesized}
-        data = blobs.write_safetensors(tensors)
+        made = {
+            name: _tensor_bytes(definition_spec.inputs[name].dtype, structure.tensors[name])
+            for name in wanted
+            if name in structure.tensors
+        }
+    missing = sorted(set(wanted) - set(made))
+    if missing:
+        raise RecordError(f"family {definition_spec.family} does not synthesise {', '.join(missing)}")
+    if made:
+        data = blobs.write_safetensors({name: made[name] for name in sorted(made)})
         path = f"{blob_folder}/{canon.sha256_hex(data)}.safetensors"
         files[path] = data
     for name, item in spec.inputs.items():
-        if isinstance(item, RandomInput):
+        if name in made:
+            inputs[name] = {"type": "safetensors", "path": path, "tensor_key": name}
+        elif isinstance(item, RandomInput):
             inputs[name] = {"type": "random"}
         elif isinstance(item, ScalarInput):
             inputs[name] = {"type": "scalar", "value": item.value}
-        elif isinstance(item, SynthesizedInput):
-            inputs[name] = {"type": "safetensors", "path": path, "tensor_key": name}
         elif isinstance(item, BlobInput):
             if item.missing or item.digest is None:
                 inputs[name] = {"type": "safetensors", "path": item.path, "tensor_key": item.key}
@@ -465,6 +514,31 @@ def workload_inputs(
                 files[blob_path] = data
                 inputs[name] = {"type": "safetensors", "path": blob_path, "tensor_key": item.key}
     return inputs, files
+
+
+def workload_uuid(workload: StoredRecord, inputs: dict[str, Any]) -> str:
+    """The exported workload's ``uuid``: the source's, unless an input is written as tensors kictl made from the
+    axes (structure it synthesised, in place of a blob the capture named or not: ``kictl.definitions.NOT_CAPTURED``),
+    then the record's digest (hex), as for a workload without one: the source's uuid names its captured tensors.
+    The definition's entrypoint's tensors are the source's own rule for its inputs: they keep it."""
+    spec = workload.model.spec
+    assert isinstance(spec, WorkloadSpec)
+    if spec.uuid is None:
+        return canon.digest_hex(workload.digest)
+
+    def read_from_source(item: Any, document: dict[str, Any]) -> bool:
+        if document.get("type") != "safetensors" or isinstance(item, GeneratedInput):
+            return True
+        if not isinstance(item, BlobInput):
+            return False
+        kept = item.path is not None and document.get("path") == item.path  # a FlashInfer-Bench run's capture
+        held = item.digest is not None and str(document.get("path")).endswith(
+            f"/{canon.digest_hex(item.digest)}.safetensors"
+        )
+        return kept or held
+
+    captured = all(read_from_source(item, inputs[name]) for name, item in spec.inputs.items())
+    return spec.uuid if captured else canon.digest_hex(workload.digest)
 
 
 def trace_line(
@@ -541,15 +615,19 @@ def plan_export(
     *,
     advised: Advised = no_advisories,
     generalizes: Generalizes | None = None,
+    entrypoint: EntrypointWorker | None = None,
 ) -> dict[str, bytes]:
     """Select the runs and render every file of the export (relative path -> bytes); writes nothing.
 
-    Fills ``report.exported`` and ``report.left_out``.  Raises
+    Fills ``report.exported`` and ``report.left_out``.  ``entrypoint`` runs definitions' inputs entrypoints
+    (default: kictl's sandboxed reference worker on the CPU, started only when a workload needs it).  Raises
     ``NotFoundError`` for an unknown ``--definition``, ``UsageError`` for an
-    unknown GPU or evidence level.
+    unknown GPU or evidence level, ``EnvError`` when an entrypoint must run and no worker can start.
     """
     policy = reader_policy(registry)  # the signed policy, as every reader applies (an unsigned edit is not it)
-    with QueryIndex.open(registry) as index:
+    owned = entrypoint is None
+    entrypoint = EntrypointWorker() if entrypoint is None else entrypoint
+    with QueryIndex.open(registry) as index, _closing(entrypoint, owned):
         report.gpu = resolve_gpu(report.gpu, index.gpu_products())
         candidates = _select(index, registry, report, report.definitions, advised=advised, generalizes=generalizes)
         outputs: dict[str, _DefinitionFiles] = {}
@@ -558,7 +636,15 @@ def plan_export(
         for candidate in sorted(candidates, key=lambda c: (c.row.run.definition or "", c.axes, c.row.run.digest)):
             row = candidate.row
             reason = _render(
-                index, registry, policy.permalink_base, candidate, outputs, solution_names, definition_names, report
+                index,
+                registry,
+                policy.permalink_base,
+                candidate,
+                outputs,
+                solution_names,
+                definition_names,
+                report,
+                entrypoint,
             )
             if reason is not None:
                 workload, implementation = _label(row.run)
@@ -611,6 +697,7 @@ def _render(
     solution_names: dict[str, str],
     definition_names: dict[str, str],
     report: ExportReport,
+    entrypoint: EntrypointWorker | None = None,
 ) -> str | None:
     """Add one winner's documents to ``outputs``; the reason it cannot be exported, else ``None``."""
     row = candidate.row
@@ -660,12 +747,25 @@ def _render(
         blob_files: dict[str, bytes] = {}
         if workload_document is None:
             blob_folder = f"blob/workloads/{files.op_type}/{files.file}"
-            inputs, blob_files = workload_inputs(registry, definition, workload, blob_folder)
+            protocol_spec = protocol.model.spec
+            assert isinstance(protocol_spec, BenchmarkProtocolSpec)
+            measured_by_kictl = protocol_spec.harness.name != FLASHINFER_HARNESS
+            # one run a workload is exported (one trace per set of axes), so its document may hold that run's inputs
+            inputs, blob_files = workload_inputs(
+                registry,
+                definition,
+                workload,
+                blob_folder,
+                run=run if measured_by_kictl else None,
+                entrypoint=entrypoint,
+            )
             workload_document = {
-                "uuid": workload_spec.uuid or canon.digest_hex(workload.digest),
+                "uuid": workload_uuid(workload, inputs),
                 "axes": dict(workload_spec.axes),
                 "inputs": inputs,
             }
+    except EnvError:
+        raise  # no worker for an entrypoint: the machine's fault, not the run's (exit 5)
     except KictlError as exc:
         return f"cannot be written as FlashInfer Trace: {exc.message}"
     permalink = permalink_base + run.digest
@@ -696,6 +796,15 @@ def _render(
         )
     )
     return None
+
+
+@contextlib.contextmanager
+def _closing(entrypoint: EntrypointWorker, owned: bool) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if owned:
+            entrypoint.close()
 
 
 def write_tree(out: Path, files: dict[str, bytes]) -> None:
@@ -740,15 +849,18 @@ def export_flashinfer_trace(
     require_generalizes: bool = False,
     advised: Advised = no_advisories,
     generalizes: Generalizes | None = None,
+    entrypoint: EntrypointWorker | None = None,
 ) -> ExportReport:
     """Write the FlashInfer Trace set of ``gpu``'s winners at or above ``min_evidence`` into ``out``.
 
     ``advised`` names the runs an open harness advisory marks (none by
     default); with ``require_generalizes`` a winner must also satisfy
     ``generalizes`` (by default: a verifier's held-out rerun said so).
+    ``entrypoint`` runs definitions' inputs entrypoints (``plan_export``).
     Raises ``NothingToExport`` (exit 1, nothing written) when no run
     qualifies, ``UsageError`` for a bad option or an existing ``out``,
-    ``NotFoundError`` for an unknown definition, ``RegistryError`` on I/O errors.
+    ``NotFoundError`` for an unknown definition, ``RegistryError`` on I/O errors,
+    ``EnvError`` (exit 5, nothing written) when an entrypoint must run and no worker can start.
     """
     check_evidence_level(min_evidence)
     if require_generalizes and generalizes is None:
@@ -764,7 +876,13 @@ def export_flashinfer_trace(
     )
     if out.exists() or out.is_symlink():
         raise UsageError(f"{out} exists; the export writes a new folder (remove it or choose another)")
-    files = plan_export(registry, report, advised=advised, generalizes=generalizes if require_generalizes else None)
+    files = plan_export(
+        registry,
+        report,
+        advised=advised,
+        generalizes=generalizes if require_generalizes else None,
+        entrypoint=entrypoint,
+    )
     if not report.exported:
         counts: dict[str, int] = {}
         for item in report.left_out:

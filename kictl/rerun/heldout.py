@@ -7,7 +7,9 @@ never saw:
 
 * the shapes are drawn from the definition's legal axis values
   (``kictl.families.legal``: ranges, multiples and choices stated as
-  ``constraints``) and are none of the submitted workloads' shapes;
+  ``constraints``, and for the catalogue's definitions the ranges kictl
+  states by digest, ``kictl.importers.catalogue_ranges``) and are none of
+  the submitted workloads' shapes;
 * the draw is seeded by a secret made when the rerun starts and disclosed in
   the rerun attestation afterwards, so anyone can redraw the same shapes and
   nobody could know them in advance;
@@ -35,6 +37,7 @@ from typing import Any, Literal
 from kictl import families
 from kictl.errors import KictlError, RecordError
 from kictl.families.legal import NotAxisArithmetic, legal_axes
+from kictl.importers.catalogue_ranges import stated_ranges
 from kictl.records import (
     DefinitionSpec,
     GeneratedInput,
@@ -88,8 +91,7 @@ def draw_shapes(
     Raises ``NoLegalValues`` when a variable axis has no stated legal values,
     or when no new legal shape is found.
     """
-    spec = definition.model.spec
-    assert isinstance(spec, DefinitionSpec)
+    spec = with_stated_ranges(definition)
     legal = legal_axes(spec)
     variable = [name for name, axis in spec.axes.items() if axis.type == "var"]
     unstated = legal.unstated(variable)
@@ -133,6 +135,19 @@ def draw_shapes(
     if not shapes:
         raise NoLegalValues(f"{spec.name}: no legal shape outside the submitted workloads was found")
     return shapes
+
+
+def with_stated_ranges(definition: StoredRecord) -> DefinitionSpec:
+    """The definition's spec with the constraints kictl states for its digest joined to its own: the catalogue's
+    observed ranges (``kictl.importers.catalogue_ranges``; published records are never modified).  Only the draw
+    reads the result: the record and its digest are unchanged."""
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    own = tuple(spec.constraints or ())
+    stated = [text for text in stated_ranges(definition.digest) if text not in own]
+    if not stated:
+        return spec
+    return spec.model_copy(update={"constraints": (*own, *stated)})
 
 
 def _complete(legal: Any, shape: Mapping[str, int]) -> dict[str, int] | None:
