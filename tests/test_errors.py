@@ -40,13 +40,18 @@ def test_a_schema_error_knows_its_file_and_json_path(tmp_path: Path) -> None:
     assert any(problem.message.startswith("$.spec.axes.M.extra: ") for problem in problems), problems
 
 
-def test_an_io_or_git_error_that_escapes_a_command_is_one_line_exit_4(capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_io_or_git_error_that_escapes_a_command_is_one_line_exit_4(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``guarded``'s last line of defence (issue 45): never a traceback and exit 1 for a disk or git failure."""
     import git
     import typer
 
-    from kictl.cli._common import guarded
+    from kictl.cli._common import STATE, guarded
     from kictl.errors import EXIT_REGISTRY
+
+    # --debug re-raises; the flag lives in the process, and an earlier in-process `kictl --debug` may have set it
+    monkeypatch.setattr(STATE, "debug", False)
 
     failures: list[BaseException] = [
         PermissionError(13, "Permission denied", "/srv/reg/registry/records/x.json"),
