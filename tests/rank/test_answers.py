@@ -1,4 +1,4 @@
-"""A warm `kictl leaderboard` prints the answer kept for the registry's state (kictl.index.answers, issue 30).
+"""A warm `kictl leaderboard` prints the answer kept for the registry's state (kictl.cli.answers, issues 30 and 44).
 
 Each test ages the registry's files first (their times two seconds or more in the past): a time within two
 seconds of now is "racy" and no answer is kept or read then, as the index does.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.index import answers
+from kictl.cli import answers
 from kictl.records import StoredRecord
 from tests.conftest import REPO_ROOT, RunCli
 from tests.rank.conftest import World
