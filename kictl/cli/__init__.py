@@ -35,8 +35,8 @@ from typer.core import TyperCommand
 
 from kictl import __version__
 from kictl.cli import answers
-from kictl.cli._common import STATE
 from kictl.cli._help import HelpGroup, docs_pointer
+from kictl.cli._state import STATE
 
 EPILOG = (
     "Exit codes: 0 ok, 1 a check said no, 2 usage, 3 invalid or unknown record/digest/name, "

@@ -8,6 +8,8 @@ I/O, 5 environment (no key, loose key permissions, wrong passphrase).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import textwrap
 from datetime import UTC, datetime
@@ -16,7 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kictl import render
+from kictl import canon, render
+from kictl.advisories import deletion_failures, record_marks
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -31,6 +34,8 @@ from kictl.cli._common import (
 )
 from kictl.errors import CheckFailed, UsageError
 from kictl.render import terminal_width
+from kictl.trust.anchor import pin
+from kictl.trust.reanchor import reanchor
 
 if TYPE_CHECKING:
     from kictl import trust as trust_core
@@ -177,9 +182,6 @@ def claimed_type(root: Path | None, path: str) -> str:
     ``rerun (claimed)`` from the statement's ``predicateType``; ``unreadable`` where the file, its
     payload or its statement cannot be read.
     """
-    import base64
-    import json
-
     if root is None:
         return "unreadable"
     try:
@@ -237,8 +239,6 @@ def verify(
     """
     target = open_registry(registry)
     digest = trust_core.resolve_digest(target, reference)
-    from kictl.advisories import deletion_failures, record_marks  # harness advisories (docs/advisories.md)
-
     report = trust_core.check_record(target, digest, registry_failures=deletion_failures)
     # an advisory's marks are shown, never a failure; a deleted advisory version is one
     marks = record_marks(target, digest)
@@ -481,9 +481,6 @@ def trust_reanchor(
     Readers accept it only once they pin it (`kictl trust pin`, or a kictl release that pins it).
     `kictl review` fails it: a maintainer merges it out of band (docs/trust.md, "Re-anchoring").
     """
-    from kictl import canon
-    from kictl.trust.reanchor import reanchor
-
     target = open_registry(registry)
     root = reanchor(
         target,
@@ -549,8 +546,6 @@ def trust_pin(
     verifying from it upwards. Get the digest from someone you trust, not from
     the registry you are about to check: `sha256sum registry/trust/<N>.root.json`.
     """
-    from kictl.trust.anchor import pin
-
     path = pin(digest)
     err(f"pinned {digest} in {path}")
 
