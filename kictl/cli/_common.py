@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
@@ -28,9 +28,6 @@ from kictl.render import table as table
 from kictl.store.git import git_failure
 from kictl.store.registry import Registry
 from kictl.terminal import json_safe, terminal_safe
-
-if TYPE_CHECKING:
-    from kictl.store.registry import Registry
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,7 +48,9 @@ REFERENCE_HELP = "a digest, a unique prefix of 8+ hex digits, a name, or a uniqu
 
 
 class LazyModule:
-    """A module imported on first use, so that `kictl --help` and unrelated commands do not pay for it."""
+    """A module imported on first use.  Transitional (issue 44): the command table imports a command's module
+    only when it runs, so each command module can import at its top; this goes once the last reader
+    (``kictl.cli.rank``, ``.compare``, ``.advisory``) does."""
 
     def __init__(self, name: str) -> None:
         self._name = name

@@ -14,18 +14,14 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from kictl.cli._common import JsonOption, LazyModule, RegistryOption, emit_json, err, guarded, open_registry, out, short
+from kictl import submit as submit_core
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.store.inputs import read_record_inputs
-
-if TYPE_CHECKING:
-    from kictl import submit as submit_core
-    from kictl.submit import Submission
-else:
-    submit_core = LazyModule("kictl.submit")
+from kictl.submit import Submission
 
 WIDTH = 100
 

@@ -19,10 +19,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kictl.bench.judge.results import BenchReport, RunSummary
-from kictl.bench.judge.session import resolve_device
+from kictl.bench.judge.session import BenchOptions, resolve_device
 from kictl.errors import UsageError
 from kictl.executors import seam
 from kictl.executors.base import DeviceFailure, Executor, JobResult
@@ -40,13 +39,8 @@ from kictl.executors.jobs import (
 from kictl.executors.local import LocalPool, parse_devices
 from kictl.executors.ray_executor import RayExecutor
 from kictl.executors.seam import settings_of
-from kictl.records import BenchmarkRun
-
-if TYPE_CHECKING:
-    from kictl.bench.judge.results import BenchReport, RunSummary
-    from kictl.bench.judge.session import BenchOptions
-    from kictl.records import StoredRecord
-    from kictl.store import Registry
+from kictl.records import BenchmarkRun, StoredRecord
+from kictl.store.registry import Registry
 
 EXECUTORS = ("local", "ray")
 

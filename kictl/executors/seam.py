@@ -32,7 +32,7 @@ import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kictl.bench.judge import sandbox
 from kictl.bench.judge.implementation import load_implementation
@@ -55,9 +55,6 @@ from kictl.executors.payload import BenchSettings, JobPayload
 from kictl.families.gpus import normalize_product
 from kictl.records import DefinitionSpec, StoredRecord
 from kictl.store.registry import Registry
-
-if TYPE_CHECKING:
-    from kictl.bench.judge.session import BenchOptions, KeptWorkers
 
 
 class JobSkipped(KictlError):
