@@ -1,5 +1,9 @@
 """Re-exports imported on first use (PEP 562): a package facade whose names cost nothing until one is read.
 
+Transitional (issue 44): a reader cannot follow a name through it, so it goes once the modules that still
+read ``kictl.store``, ``kictl.index``, ``kictl.rank`` and ``kictl.advisories`` names through the package
+import them from their submodules.
+
 ``kictl.store``, ``kictl.index`` and ``kictl.rank`` re-export their submodules' names this way, so that a
 command importing one light submodule (the warm ``kictl leaderboard``: ``kictl.index.answers``,
 ``kictl.store.files``) does not import the record models through the package.

@@ -22,8 +22,15 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
+from kictl.errors import KictlError
+from kictl.families import Work
+from kictl.families.gpus import find_gpu
+from kictl.families.practical import calls_per_job, estimate_job
+from kictl.index.query import QueryIndex
+from kictl.rank.floors import workload_work
+
 if TYPE_CHECKING:
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
 Say = Callable[[str], None]
 
@@ -89,7 +96,7 @@ def progress(*, lines: bool = False, stream: TextIO | None = None) -> Iterator[S
 
         yield say
         return
-    try:
+    try:  # rich draws only the live display: imported when one is shown (commands without it never pay)
         from rich.console import Console
         from rich.markup import escape
     except ImportError:  # rich is a dependency; a trimmed install still gets lines
@@ -125,16 +132,9 @@ def size_warnings(
     estimate cannot be made (an unknown name, a GPU the datasheet table does
     not list): the bench itself reports what is wrong.
     """
-    from kictl.errors import KictlError
-    from kictl.families import Work
-    from kictl.families.gpus import find_gpu
-    from kictl.families.practical import calls_per_job, estimate_job
-    from kictl.index import QueryIndex
-    from kictl.rank.floors import workload_work
-
     gpu = None
     if device != "cpu":
-        import torch
+        import torch  # a GPU-only question: torch is imported where a GPU is named, never for the CPU
 
         gpu = find_gpu(torch.cuda.get_device_name(int(device.partition(":")[2] or 0)))
         if gpu is None:

@@ -18,7 +18,7 @@ from kictl import canon, trust
 from kictl.errors import RegistryError, UsageError
 from kictl.layout import KICTL_DIR, POLICY_FILE, REGISTRY_DIR, ROOT_FILE
 from kictl.policy import default_policy_document
-from kictl.store import init_repository
+from kictl.store.git import init_repository
 
 GITIGNORE = f"{KICTL_DIR}/\n__pycache__/\n".encode()
 

@@ -37,9 +37,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from kictl import canon
+from kictl.advisories import has_advisories, load_advisories, protocol_matches
+from kictl.bench.judge.options import BenchOptions
+from kictl.bench.judge.results import harness_identity
+from kictl.bench.judge.session import run_bench
 from kictl.errors import CheckFailed, EnvError, RecordError, RegistryError, UsageError
 from kictl.records import STATUSES, WireModel, now_timestamp, validation_error
-from kictl.store import Registry, write_atomic
+from kictl.store.files import read_file, write_atomic
+from kictl.store.registry import Registry
+from kictl.trust.anchor import config_file
 
 CORPUS_FILE = "corpus.json"
 RESULT_FILE = "selftest.json"
@@ -103,8 +109,6 @@ def load_corpus(folder: Path | None = None) -> LoadedCorpus:
     """
     folder = folder or corpus_folder()
     path = folder / CORPUS_FILE
-    from kictl.store import read_file
-
     value = canon.parse_json(read_file(path, str(path)), source=str(path))
     try:
         corpus = Corpus.model_validate_json(json.dumps(value))
@@ -230,8 +234,6 @@ def harness_fingerprint() -> str:
 
 
 def _options(spec: SessionSpec, no_sandbox: bool) -> Any:
-    from kictl.bench.judge.options import BenchOptions
-
     known = {
         "rounds": ("rounds", int),
         "warmup": ("warmup", int),
@@ -252,7 +254,7 @@ def _options(spec: SessionSpec, no_sandbox: bool) -> Any:
 
 def _cuda_available() -> bool:
     try:
-        import torch
+        import torch  # optional here: a machine without torch has no CUDA to test
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
@@ -279,9 +281,6 @@ def run_selftest(
     GPU, and what ``kictl bench`` raises for a registry without the sessions'
     definitions.
     """
-    from kictl.bench.judge.results import harness_identity
-    from kictl.bench.judge.session import run_bench
-
     loaded = corpus or load_corpus()
     entries = loaded.corpus.entries
     unknown = [name for name in only if name not in entries]
@@ -350,8 +349,6 @@ def run_selftest(
 
 def result_file() -> Path:
     """This machine's selftest results: ``selftest.json`` beside the user's kictl config (``kictl trust pin``'s)."""
-    from kictl.trust.anchor import config_file
-
     return config_file().with_name(RESULT_FILE)
 
 
@@ -428,8 +425,6 @@ def require_sound_harness(registry: Registry, folder: Path | None, protocols: It
     ``kictl selftest --out`` on the machine that reran) or this machine's
     ``result_file()``.  Raises ``CheckFailed`` (exit 1) naming the harness.
     """
-    from kictl.advisories import has_advisories, load_advisories, protocol_matches
-
     specs = list(protocols)
     advisories = load_advisories(registry).open() if has_advisories(registry) else []
     folders = [path for path in (folder, result_file().parent) if path is not None]

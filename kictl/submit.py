@@ -68,7 +68,10 @@ from typing import Any
 from kictl import canon, render, trust
 from kictl.errors import CheckFailed, EnvError, KictlError, RecordError, RegistryError, UsageError
 from kictl.records import KINDS, StoredRecord
-from kictl.store import GitHistory, Registry, Transaction
+from kictl.review import review
+from kictl.store.files import Transaction
+from kictl.store.git import GitHistory
+from kictl.store.registry import Registry
 
 BRANCH_PREFIX = "submit/"
 SHORT = 12
@@ -104,8 +107,6 @@ def local_review(registry: Registry, base: str, head: str) -> LocalReview:
     from.  A review that is not ``ok`` makes ``submit`` undo everything (exit 1).
     Raises what the review raises (``RegistryError`` when git fails).
     """
-    from kictl.review import review
-
     report = review(registry, base, head)
     return LocalReview(
         ran=True,

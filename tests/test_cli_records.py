@@ -136,7 +136,7 @@ def test_cli_does_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys; from kictl.cli import make_app; make_app();"
+        "import sys; from kictl.cli import every_command; every_command();"
         "import kictl.validate, kictl.store, kictl.families;"
         "print('torch' in sys.modules)"
     )

@@ -325,11 +325,9 @@ def _usage_blocks() -> Iterator[tuple[str, tuple[str, ...], str]]:
 
 def test_every_usage_synopsis_lists_every_option_of_its_command() -> None:
     """docs' `kictl CMD [--opt ...]` synopses name every option the command has (issue 30: none went missing)."""
-    import typer.main
+    from kictl.cli import every_command
 
-    from kictl.cli import make_app
-
-    root = typer.main.get_command(make_app())
+    root = every_command()
     synopses: dict[tuple[str, tuple[str, ...]], str] = {}
     last: tuple[str, tuple[str, ...]] | None = None
     for doc, words, line in _usage_blocks():
@@ -390,11 +388,9 @@ def _command_problems(command: str, root: Any) -> list[str]:
 def test_every_documented_command_exists_with_its_flags() -> None:
     """Every ``$ kictl ...`` line, run here or shown as an illustration (``SKIP_RULES`` says why), names a command
     the app has and only options that command takes: a renamed command or flag fails with the doc's file:line."""
-    import typer.main
+    from kictl.cli import every_command
 
-    from kictl.cli import make_app
-
-    root = typer.main.get_command(make_app())
+    root = every_command()
     problems, checked = [], 0
     for example in ALL:
         for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", example.command):

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 
-from kictl.cli import make_app
+from kictl.cli import every_command
 from kictl.cli._common import guarded
 from kictl.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_REGISTRY, EXIT_USAGE
 from kictl.records import KINDS
@@ -75,7 +74,7 @@ def _commands() -> Iterator[tuple[str, Any]]:
         else:
             yield " ".join(prefix), command
 
-    yield from walk(typer.main.get_command(make_app()), ())
+    yield from walk(every_command(), ())
 
 
 COMMANDS = dict(_commands())

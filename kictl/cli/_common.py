@@ -8,34 +8,30 @@ data only; ``emit_json`` prints one JSON document with the stdlib encoder.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar
+from typing import Annotated, Any, ParamSpec, TypeVar
 
 import typer
 
 from kictl import render
+from kictl.cli._state import STATE
 from kictl.errors import EXIT_REGISTRY, KictlError, RegistryError
 from kictl.render import short as short
 from kictl.render import table as table
+from kictl.store.git import git_failure
+from kictl.store.registry import Registry
 from kictl.terminal import json_safe, terminal_safe
-
-if TYPE_CHECKING:
-    from kictl.store import Registry
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-
-class _State:
-    debug = False
-
-
-STATE = _State()
 
 RegistryOption = Annotated[
     Path | None,
@@ -52,7 +48,9 @@ REFERENCE_HELP = "a digest, a unique prefix of 8+ hex digits, a name, or a uniqu
 
 
 class LazyModule:
-    """A module imported on first use, so that `kictl --help` and unrelated commands do not pay for it."""
+    """A module imported on first use.  Transitional (issue 44): the command table imports a command's module
+    only when it runs, so each command module can import at its top; this goes once the last reader
+    (``kictl.cli.rank``, ``.compare``, ``.advisory``) does."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -79,9 +77,6 @@ def guarded(func: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(exc.exit_code) from None
         except BrokenPipeError:
             # the reader of stdout went away (`kictl ... | head`): nothing more to say, and no one to say it to
-            import contextlib
-            import os
-
             with contextlib.suppress(OSError, ValueError):  # Python's own flush at exit would fail the same way
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(EXIT_REGISTRY) from None
@@ -112,8 +107,6 @@ def io_error(exc: BaseException) -> RegistryError | None:
     """
     module = type(exc).__module__.split(".")[0]
     if module in ("git", "gitdb"):
-        from kictl.store.git import git_failure
-
         stderr = getattr(exc, "stderr", None)
         text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else str(stderr or exc)
         where = getattr(exc, "_kictl_root", None) or "the registry"
@@ -142,8 +135,6 @@ format_ns = render.latency
 
 
 def open_registry(path: Path | None) -> Registry:
-    from kictl.store import Registry
-
     return Registry.locate(path)
 
 

@@ -178,30 +178,17 @@ def tidy_command(command: Any, ctx: Any) -> Any:
     help_option = command.get_help_option(ctx)
     if help_option is not None:
         tidy_parameter(help_option)
-    for name, child in getattr(command, "commands", {}).items():
-        page = COMMAND_DOCS.get(name) if isinstance(command, HelpGroup) else None
-        if page is not None and not getattr(child, "_kictl_tidy", False):
-            pointer = f"Docs: {page} in the kictl repository."
-            child.epilog = f"{child.epilog}\n\n{pointer}" if child.epilog else pointer
+    for child in getattr(command, "commands", {}).values():
         tidy_command(child, ctx)
     command._kictl_tidy = True
     return command
 
 
-#: The page of the kictl repository that documents each top-level command (its help ends with it).
-COMMAND_DOCS = {
-    **dict.fromkeys(("init", "digest", "add", "validate", "show", "definitions"), "docs/records.md"),
-    "bench": "docs/bench.md",
-    **dict.fromkeys(("keygen", "sign", "verify", "trust"), "docs/trust.md"),
-    **dict.fromkeys(("leaderboard", "floor", "diff", "history", "cite"), "docs/leaderboards.md"),
-    "import": "docs/importing.md",
-    "submit": "docs/submitting.md",
-    "review": "docs/review.md",
-    **dict.fromkeys(("rerun", "attest"), "docs/rerun.md"),
-    "site": "docs/site.md",
-    **dict.fromkeys(("advisory", "selftest"), "docs/advisories.md"),
-    "export": "docs/exporting.md",
-}
+def docs_pointer(command: Any, page: str) -> None:
+    """End ``command``'s help with the page of the kictl repository that documents it (once)."""
+    pointer = f"Docs: {page} in the kictl repository."
+    if pointer not in (command.epilog or ""):
+        command.epilog = f"{command.epilog}\n\n{pointer}" if command.epilog else pointer
 
 
 class HelpGroup(TyperGroup):

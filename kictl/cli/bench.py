@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import sys
@@ -13,11 +14,20 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kictl import trust
+from kictl.bench.judge.energy_loop import MEASURE_NAMES
+from kictl.bench.judge.options import resolve_device
+from kictl.bench.judge.phases import format_phases, format_requests
+from kictl.bench.judge.session import BenchOptions, run_bench, write_manifest
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
-from kictl.errors import CheckFailed, EnvError, UsageError
+from kictl.errors import CheckFailed, EnvError, KictlError, RegistryError, UsageError
+from kictl.executors import run_bench_jobs
+from kictl.progress import progress, size_warnings
+from kictl.rank.energy import format_joules
+from kictl.store.files import write_hint
 
 if TYPE_CHECKING:
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
 
 def _progress(lines: bool = False) -> contextlib.AbstractContextManager[Callable[[str], None]]:
@@ -25,17 +35,11 @@ def _progress(lines: bool = False) -> contextlib.AbstractContextManager[Callable
 
     ``lines``: the plain lines on a terminal too (``--timings``), so that a session that stalls shows where.
     """
-    from kictl.progress import progress
-
     return progress(lines=lines)
 
 
 def _size_warnings(target: Registry, definition: str, workloads: list[str] | None, device: str, **counts: Any) -> None:
     """Warn before jobs too large for the device (kictl/families/practical.py); silent where it cannot tell."""
-    from kictl.bench.judge.options import resolve_device
-    from kictl.errors import KictlError
-    from kictl.progress import size_warnings
-
     try:
         resolved = resolve_device(device)
     except KictlError:
@@ -79,10 +83,6 @@ def failure_reason(detail: str | None, *, width: int = 240) -> str:
 
 def _writable_or_refuse(folder: Path) -> None:
     """``RegistryError`` (exit 4) now when the records could not be written after the bench (a read-only registry)."""
-    import errno
-
-    from kictl.errors import RegistryError
-    from kictl.store.files import write_hint
 
     existing = next((place for place in (folder, *folder.parents) if place.exists()), None)
     if existing is not None and not os.access(existing, os.W_OK):
@@ -258,8 +258,6 @@ def bench(
     written to --out. Exit 0 when every run passed, 1 when some did not (the
     records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU.
     """
-    from kictl.bench.judge.session import BenchOptions, run_bench, write_manifest
-
     began = time.perf_counter()
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"--out {out_dir}: not a folder")
@@ -267,13 +265,9 @@ def bench(
     if out_dir is None:
         _writable_or_refuse(target.root / "registry" / "records")  # before minutes of benchmarking, not after
     if sign is not None:
-        from kictl import trust
-
         if out_dir is not None:
             raise UsageError("--sign signs runs added to the registry; sign an --out folder with `kictl submit`")
         trust.load_private_key(sign)  # a missing, loose or locked key fails now, not after the benchmark
-    from kictl.bench.judge.energy_loop import MEASURE_NAMES
-
     if measure not in MEASURE_NAMES:
         raise UsageError(f"--measure {measure}: not one of {', '.join(MEASURE_NAMES)}")
     if measure == "energy":
@@ -285,8 +279,6 @@ def bench(
             raise UsageError(
                 "--energy-loop must be at least 0.8 s (five counter steps after the ramp), --energy-trials at least 1"
             )
-        from kictl.bench.judge.options import resolve_device
-
         if resolve_device(device) == "cpu":
             raise EnvError(
                 "--measure energy needs a GPU with an energy counter and the CPU has none "
@@ -319,8 +311,6 @@ def bench(
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
     if not scaled and device.strip().lower().startswith("cuda"):
-        from kictl.bench.judge.options import resolve_device
-
         resolve_device(device)  # no GPU: exit 5 now, before any worker starts (the session would spawn them first)
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")
     if devices is None and executor == "local":  # one device known here; scale-out workers pick theirs
@@ -337,8 +327,6 @@ def bench(
         )
     with _progress(lines=timings) as say:
         if scaled or skip_existing:
-            from kictl.executors import run_bench_jobs
-
             report, outcome = run_bench_jobs(
                 target,
                 definition,
@@ -360,8 +348,6 @@ def bench(
         else:
             report = run_bench(target, definition, impl, options, progress=say)
     if device.strip().lower() == "auto":  # said once the run is done, so that an error stays the first line
-        from kictl.bench.judge.options import resolve_device
-
         if resolve_device(device) == "cpu":
             err("note: no CUDA GPU is available: --device auto ran on the CPU (--device cpu says so quietly)")
     writing = time.perf_counter()
@@ -373,13 +359,9 @@ def bench(
         created = sum(1 for result in results if result.created)
         err(f"{created} records added to {target.root}, {len(results) - created} already present")
         if sign is not None:
-            from kictl import trust
-
             signed = [trust.sign_record(target, run.run.digest, sign) for run in report.runs if run.run is not None]
             err(f"signed {len(signed)} run(s) with a submission attestation")
     if timings:
-        from kictl.bench.judge.phases import format_phases, format_requests
-
         phases = {**report.phases, "write": round(time.perf_counter() - writing, 3)}
         for line in format_phases(phases, total=round(time.perf_counter() - began, 3)):
             err(line)
@@ -463,8 +445,6 @@ def _energy_json(run: object) -> dict[str, object]:
 
 
 def _energy_cells(run: object) -> list[str]:
-    from kictl.rank.energy import format_joules
-
     energy = _run_energy(run)
     if energy is None:
         return ["-", "-", "-", "-"]

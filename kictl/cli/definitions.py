@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
+from kictl.definitions import PLACEMENT_LABELS, compile_all, placement, read_catalogue
+from kictl.importers.flashinfer_bench.catalogue import write_catalogue
+from kictl.records import BenchmarkRun, Definition, Workload
 from kictl.render import natural_key
+from kictl.store.files import Transaction
 
 if TYPE_CHECKING:
     from kictl.records import StoredRecord
@@ -24,9 +28,6 @@ def compile_command(
     as_json: JsonOption = False,
 ) -> None:
     """Build the Definition and Workload records of definitions/<family>/<name>/ and store them."""
-    from kictl.definitions import compile_all
-    from kictl.store import Transaction
-
     target = open_registry(registry)
     compiled = compile_all(target.root, name)
     rows = []
@@ -50,9 +51,6 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
 
     A run whose file does not match its digest is not counted, as no reader counts it.
     """
-    from kictl.definitions import PLACEMENT_LABELS, read_catalogue
-    from kictl.records import BenchmarkRun, Workload
-
     target = open_registry(registry)
     definitions = list(target.iter_records(["Definition"]))
     workloads: dict[str, int] = {}
@@ -102,9 +100,6 @@ def definition_rows(
     """The rows of `kictl definitions list` (and the site's index.json): every Definition, then the
     catalogue's definitions kictl cannot represent (``digest`` null, with the reason), by family and name.
     """
-    from kictl.definitions import placement
-    from kictl.records import Definition
-
     rows: list[dict[str, Any]] = []
     for record in definitions:
         assert isinstance(record.model, Definition)
@@ -154,8 +149,6 @@ def catalogue_command(
     catalogue did not write (a hand-written definition) is kept as it is; definitions without
     workloads get the generated suite (docs/importing.md). Exit 2 when DATASET is no dataset.
     """
-    from kictl.importers.flashinfer_bench.catalogue import write_catalogue
-
     target = open_registry(registry)
     report = write_catalogue(dataset, target.root, source=source, commit=commit)
     if as_json:

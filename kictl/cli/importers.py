@@ -16,6 +16,8 @@ import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
 from kictl.errors import CheckFailed
+from kictl.importers.flashinfer_bench import import_flashinfer_bench
+from kictl.records import KINDS
 
 if TYPE_CHECKING:
     from kictl.importers.flashinfer_bench import ImportReport
@@ -60,8 +62,6 @@ def flashinfer_bench(
     the registry cannot be written (nothing of the import is left behind).
     """
     target = open_registry(registry)
-    from kictl.importers.flashinfer_bench import import_flashinfer_bench
-
     report = import_flashinfer_bench(target, path, dry_run=dry_run, allow_redefinition=allow_redefinition)
     if as_json:
         emit_json(report.to_json())
@@ -81,8 +81,6 @@ def _verb(report: ImportReport) -> str:
 
 def _summary(report: ImportReport) -> None:
     """The per-kind counts, notes, missing blobs and skipped items, on stderr."""
-    from kictl.records import KINDS
-
     header = "dry run, nothing written: " if report.dry_run else ""
     err(f"{header}{report.source} -> {report.registry}")
     err(f"{'kind':<22}{'new':>7}{'present':>9}{'skipped':>9}")

@@ -16,8 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kictl.advisories.rerun import runnable_advised_runs
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format_ns, guarded, open_registry, out, table
 from kictl.errors import CheckFailed, UsageError
+from kictl.progress import progress
+from kictl.rerun import rerun_runs, sign_results, write_results
+from kictl.rerun.attest import key_roles, make_key_request
+from kictl.rerun.job import select_runs
+from kictl.rerun.request import RerunRequest, read_request, write_request
+from kictl.store.files import write_atomic
 
 if TYPE_CHECKING:
     from kictl.rerun import AttestReport, RerunResult
@@ -30,8 +37,6 @@ attest_app = typer.Typer(
 
 def _progress() -> contextlib.AbstractContextManager[Callable[[str], None]]:
     """Progress on stderr (kictl/progress.py): a live line on a terminal, ``t=SECONDS text`` lines elsewhere."""
-    from kictl.progress import progress
-
     return progress()
 
 
@@ -153,9 +158,6 @@ def rerun(
     agrees, 1 when some do not (results are written all the same), 2 usage,
     3 unknown or invalid records, 4 I/O, 5 refused here, or no GPU, or no key.
     """
-    from kictl.rerun import rerun_runs, sign_results, write_results
-    from kictl.rerun.request import RerunRequest, read_request
-
     if out_dir is not None and sign is not None:
         raise UsageError("give --out DIR (sign elsewhere with `kictl attest rerun`) or --sign KEY, not both")
     if request_path is not None and sign is not None:
@@ -165,8 +167,6 @@ def rerun(
     target = open_registry(registry)
     references = list(runs or ())
     if advisory is not None:  # docs/advisories.md: rerun what an advisory marks, with a fixed harness
-        from kictl.advisories.rerun import runnable_advised_runs
-
         here, elsewhere = runnable_advised_runs(target, advisory)
         for digest, why in elsewhere:
             err(f"not rerun here: {digest}: {why}")
@@ -178,9 +178,6 @@ def rerun(
     if request_path is not None:
         request = read_request(request_path)
     if sign is not None:
-        from kictl.rerun.attest import key_roles, make_key_request
-        from kictl.rerun.job import select_runs
-
         key_roles(target, sign)  # a missing, loose or locked key fails now, not after the reruns
         request = make_key_request(sign, select_runs(target, references, base=base))
     with _progress() as say:
@@ -259,10 +256,6 @@ def attest_request(
     its window. Give the file to `kictl rerun --request FILE --out DIR`. Exit
     0 written, 2 usage, 3 unknown runs, 4 I/O, 5 no usable key.
     """
-    from kictl.rerun.attest import key_roles, make_key_request
-    from kictl.rerun.job import select_runs
-    from kictl.rerun.request import write_request
-
     target = open_registry(registry)
     key_roles(target, key)
     digests = select_runs(target, list(runs or ()), base=base)
@@ -312,15 +305,11 @@ def attest_rerun(
     written if anything fails. Exit 0 signed, 1 a check failed, 2 usage,
     3 invalid records, 4 I/O, 5 no usable key.
     """
-    from kictl.rerun import sign_results
-
     target = open_registry(registry)
     if not folder.is_dir():
         raise UsageError(f"{folder}: not a folder written by `kictl rerun --out`")
     report = sign_results(target, folder, key, require_verifier=require_verifier)
     if written_file is not None:
-        from kictl.store import write_atomic
-
         write_atomic(written_file, "".join(f"{path}\n" for path in report.written).encode())
     for warning in report.warnings:
         err(f"warning: {warning}")

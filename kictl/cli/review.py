@@ -11,6 +11,8 @@ import typer
 
 from kictl.cli._common import RegistryOption, emit_json, err, guarded, open_registry
 from kictl.errors import CheckFailed, RegistryError, UsageError
+from kictl.review import render_markdown, render_text, review
+from kictl.store.files import write_atomic
 from kictl.terminal import terminal_safe
 
 
@@ -50,9 +52,6 @@ def review_command(
         raise UsageError(f"--json and --format {output_format.value} disagree; give one of them")
     chosen = Format.json if as_json else output_format
     target = open_registry(registry)
-    from kictl.review import render_markdown, render_text, review
-    from kictl.store import write_atomic
-
     report = review(target, base, head)
     document = report.to_json()
     if json_file is not None:

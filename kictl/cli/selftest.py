@@ -13,8 +13,11 @@ from typing import Annotated
 
 import typer
 
+from kictl import selftest as core
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl.cli.bench import failure_reason
 from kictl.errors import CheckFailed
+from kictl.progress import progress
 
 
 @guarded
@@ -42,9 +45,6 @@ def selftest(
     attest rerun` signs only results of a harness that passed it. Exit 0 when
     every entry is caught, 1 naming the entries missed.
     """
-    from kictl import selftest as core
-    from kictl.progress import progress
-
     target = open_registry(registry)
     with progress() as say:  # a line per step (t=SECONDS ...) on a log, a live line with a bar on a terminal
         report = core.run_selftest(target, device=device, only=tuple(entry or ()), progress=say)
@@ -64,8 +64,6 @@ def selftest(
             out(line)
     for session, reason in report.skipped:
         err(f"skipped session {session}: {reason}")
-    from kictl.cli.bench import failure_reason  # one line per run that did not pass, as the bench says it
-
     missed = report.missed
     for result in missed:
         err(f"missed: {result.entry} on {result.workload} ({result.device}): expected {result.expected}, "

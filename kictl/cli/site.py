@@ -17,6 +17,8 @@ import typer
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out
 from kictl.errors import RegistryError, UsageError
 from kictl.progress import progress
+from kictl.site import build_site
+from kictl.site.serve import site_server
 
 app = typer.Typer(
     help="The index's static pages: build them from the registry, serve them locally.", no_args_is_help=True
@@ -54,8 +56,6 @@ def build(
     for another folder (unless --force) or a link, 5 without matplotlib (pip
     install 'kictl\\[site]'), 4 when OUT cannot be written or holds a link.
     """
-    from kictl.site import build_site
-
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} exists and is not a folder")
     target = open_registry(registry)
@@ -96,8 +96,6 @@ def serve(
 
     Only files reached without a link are served, with a policy that runs no script and asks no other host.
     """
-    from kictl.site.serve import site_server
-
     if not (site_dir / "index.html").is_file():
         raise UsageError(f"{site_dir} has no index.html; build it first with `kictl site build {site_dir}`")
     try:

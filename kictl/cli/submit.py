@@ -14,17 +14,14 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from kictl.cli._common import JsonOption, LazyModule, RegistryOption, emit_json, err, guarded, open_registry, out, short
-
-if TYPE_CHECKING:
-    from kictl import submit as submit_core
-    from kictl.submit import Submission
-else:
-    submit_core = LazyModule("kictl.submit")
+from kictl import submit as submit_core
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short
+from kictl.store.inputs import read_record_inputs
+from kictl.submit import Submission
 
 WIDTH = 100
 
@@ -131,8 +128,6 @@ def submit(
     """
     target = open_registry(registry)
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in paths) else None
-    from kictl.store import read_record_inputs
-
     records = read_record_inputs(paths, stdin=stdin)
     result = submit_core.submit(
         target, records, key, branch=branch, message=message, push=push, allow_failed=allow_failed

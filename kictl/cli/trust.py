@@ -8,19 +8,22 @@ I/O, 5 environment (no key, loose key permissions, wrong passphrase).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from kictl import render
+from kictl import canon, render
+from kictl import trust as trust_core
+from kictl.advisories import deletion_failures, record_marks
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
-    LazyModule,
     RegistryOption,
     emit_json,
     err,
@@ -30,14 +33,12 @@ from kictl.cli._common import (
     table,
 )
 from kictl.errors import CheckFailed, UsageError
+from kictl.layout import ROOT_FILE
+from kictl.records import format_timestamp, parse_timestamp
 from kictl.render import terminal_width
-
-if TYPE_CHECKING:
-    from kictl import trust as trust_core
-else:
-    trust_core = LazyModule("kictl.trust")  # cryptography and the trust root: only when a command needs them
-_records = LazyModule("kictl.records")  # pydantic: only when a command needs it
-_store = LazyModule("kictl.store")
+from kictl.store.inputs import parse_json_file
+from kictl.trust.anchor import pin
+from kictl.trust.reanchor import reanchor
 
 app = typer.Typer(
     help="The trust root: keys, roles, validity and revocation (registry/trust/).",
@@ -60,7 +61,7 @@ def _timestamp(value: str | None, option: str) -> datetime | None:
     if value is None:
         return None
     try:
-        moment: datetime = _records.parse_timestamp(value)
+        moment: datetime = parse_timestamp(value)
         return moment
     except ValueError:
         pass
@@ -138,7 +139,7 @@ def sign(
     target = open_registry(registry)
     trust_core.predicate_type_uri(kind)
     digest = trust_core.resolve_digest(target, reference)
-    value = _store.parse_json_file(predicate) if predicate is not None else None
+    value = parse_json_file(predicate) if predicate is not None else None
     if value is not None and not isinstance(value, dict):
         raise UsageError(f"{predicate}: a predicate is a JSON object")
     for warning in trust_core.signing_warnings(target, key, kind):
@@ -177,9 +178,6 @@ def claimed_type(root: Path | None, path: str) -> str:
     ``rerun (claimed)`` from the statement's ``predicateType``; ``unreadable`` where the file, its
     payload or its statement cannot be read.
     """
-    import base64
-    import json
-
     if root is None:
         return "unreadable"
     try:
@@ -200,7 +198,7 @@ def attestation_lines(results: list[trust_core.AttestationResult], root: Path | 
     """
     rows = []
     for result in results:
-        when = _records.format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
+        when = format_timestamp(result.signed_at)[:16].replace("T", " ") + ("" if result.committed else "*")
         state = "valid" if result.valid else "INVALID"
         kind = result.predicate_type or claimed_type(root, result.path)
         rows.append([kind, state, _signers(result), when, _detail(result)])
@@ -237,8 +235,6 @@ def verify(
     """
     target = open_registry(registry)
     digest = trust_core.resolve_digest(target, reference)
-    from kictl.advisories import deletion_failures, record_marks  # harness advisories (docs/advisories.md)
-
     report = trust_core.check_record(target, digest, registry_failures=deletion_failures)
     # an advisory's marks are shown, never a failure; a deleted advisory version is one
     marks = record_marks(target, digest)
@@ -274,9 +270,9 @@ def verify(
 def _status(key: trust_core.TrustedKey, now: datetime) -> str:
     if key.revoked is not None:
         return f"{key.revoked.reason} {key.revoked.at[:10]}"
-    if key.not_after is not None and _records.parse_timestamp(key.not_after) <= now:
+    if key.not_after is not None and parse_timestamp(key.not_after) <= now:
         return "expired"
-    if _records.parse_timestamp(key.not_before) > now:
+    if parse_timestamp(key.not_before) > now:
         return "not yet valid"
     return "active"
 
@@ -481,9 +477,6 @@ def trust_reanchor(
     Readers accept it only once they pin it (`kictl trust pin`, or a kictl release that pins it).
     `kictl review` fails it: a maintainer merges it out of band (docs/trust.md, "Re-anchoring").
     """
-    from kictl import canon
-    from kictl.trust.reanchor import reanchor
-
     target = open_registry(registry)
     root = reanchor(
         target,
@@ -534,7 +527,7 @@ def trust_repair(registry: RegistryOption = None) -> None:
     root, rewrote, removed = trust_core.repair_root(target)
     if removed:
         err(f"removed {removed} temporary file(s) a killed writer left")
-    what = f"wrote {_store.ROOT_FILE} as version {root.version}" if rewrote else "nothing to finish"
+    what = f"wrote {ROOT_FILE} as version {root.version}" if rewrote else "nothing to finish"
     err(f"repaired: {what}; the current root is version {root.version}")
 
 
@@ -549,8 +542,6 @@ def trust_pin(
     verifying from it upwards. Get the digest from someone you trust, not from
     the registry you are about to check: `sha256sum registry/trust/<N>.root.json`.
     """
-    from kictl.trust.anchor import pin
-
     path = pin(digest)
     err(f"pinned {digest} in {path}")
 

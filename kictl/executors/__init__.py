@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from kictl.bench.judge.results import BenchReport, RunSummary
+from kictl.bench.judge.session import BenchOptions, resolve_device
 from kictl.errors import UsageError
+from kictl.executors import seam
 from kictl.executors.base import DeviceFailure, Executor, JobResult
 from kictl.executors.jobs import (
     BenchSettings,
@@ -34,12 +36,11 @@ from kictl.executors.jobs import (
     shard,
     skip_existing,
 )
-
-if TYPE_CHECKING:
-    from kictl.bench.judge.results import BenchReport, RunSummary
-    from kictl.bench.judge.session import BenchOptions
-    from kictl.records import StoredRecord
-    from kictl.store import Registry
+from kictl.executors.local import LocalPool, parse_devices
+from kictl.executors.ray_executor import RayExecutor
+from kictl.executors.seam import settings_of
+from kictl.records import BenchmarkRun, StoredRecord
+from kictl.store.registry import Registry
 
 EXECUTORS = ("local", "ray")
 
@@ -48,8 +49,6 @@ ProgressCallback = Callable[[str], None]
 
 def settings_from(options: BenchOptions, device_kind: str) -> BenchSettings:
     """The job-identity settings of ``kictl bench`` options on devices of ``device_kind``."""
-    from kictl.executors.seam import settings_of
-
     return settings_of(options, device_kind)
 
 
@@ -78,12 +77,8 @@ def make_executor(
 ) -> Executor:
     """A ``LocalPool`` over ``devices`` or a ``RayExecutor``; raises ``UsageError`` for an unknown executor."""
     if executor == "local":
-        from kictl.executors.local import LocalPool
-
         return LocalPool(list(devices))
     if executor == "ray":
-        from kictl.executors.ray_executor import RayExecutor
-
         return RayExecutor(ray_address, device_kind=device_kind, workers=ray_workers, accelerator_type=accelerator_type)
     raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
 
@@ -117,9 +112,6 @@ def run_bench_jobs(
     names, ``RecordError`` for invalid implementations, ``EnvError`` when no
     worker can start or Ray is missing.
     """
-    from kictl.executors import seam
-    from kictl.executors.local import parse_devices
-
     say = progress or (lambda _text: None)
     if executor not in EXECUTORS:
         raise UsageError(f"--executor {executor!r}: expected one of {', '.join(EXECUTORS)}")
@@ -132,8 +124,6 @@ def run_bench_jobs(
         if devices is not None:
             device_list = parse_devices(devices, options.device)
         else:
-            from kictl.bench.judge.session import resolve_device
-
             device_list = [resolve_device(options.device)]
         kind = seam.device_kind(device_list[0])
     else:
@@ -191,8 +181,6 @@ def run_bench_jobs(
 
 def report_of(plan: JobPlan, outcome: JobsOutcome) -> BenchReport:
     """The ``BenchReport`` of finished jobs, in the plan's order (as a plain ``run_bench`` orders them)."""
-    from kictl.bench.judge.results import BenchReport
-
     order = {job.job_id: number for number, job in enumerate(plan.jobs)}
     results = sorted(outcome.results, key=lambda result: order[result.job.job_id])
     report = BenchReport(definition=plan.definition)
@@ -224,9 +212,6 @@ def report_of(plan: JobPlan, outcome: JobsOutcome) -> BenchReport:
 
 
 def _summary(run: StoredRecord, plan: JobPlan) -> RunSummary:
-    from kictl.bench.judge.results import RunSummary
-    from kictl.records import BenchmarkRun
-
     assert isinstance(run.model, BenchmarkRun)
     spec = run.model.spec
     summary = RunSummary(

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from kictl.errors import EnvError, KictlError, RecordError
+from kictl.executors import seam
 from kictl.executors.jobs import Job, JobPlan
 from kictl.records import BenchmarkRun, StoredRecord, record_from_value
 
@@ -229,8 +230,6 @@ def check_result(
     the environment is the one the worker reported at start.  Raises
     ``RecordError`` otherwise.
     """
-    from kictl.executors import seam
-
     records = tuple(record_from_value(dict(raw), source=f"result of job {job.job_id[7:19]}") for raw in raws)
     by_digest = {record.digest: record for record in records}
     runs = [record for record in records if isinstance(record.model, BenchmarkRun)]

@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kictl import canon
+from kictl import canon, families
 from kictl.errors import KictlError, UsageError
 from kictl.executors import seam
 from kictl.executors.payload import BenchSettings, DigestStr, Job, JobPayload, OptionValue
-from kictl.records import BenchmarkRun, StoredRecord
-from kictl.store import Registry
+from kictl.records import BenchmarkRun, DefinitionSpec, StoredRecord, WorkloadSpec
+from kictl.store.registry import Registry
 
 
 @dataclass
@@ -122,9 +122,6 @@ def plan_jobs(
 
 def estimated_work(plan: JobPlan, job: Job) -> int:
     """Bytes plus FLOPs the job's workload must do by its family's formulas (0 where none applies)."""
-    from kictl import families
-    from kictl.records import DefinitionSpec, WorkloadSpec
-
     definition = plan.records[job.definition_digest].model.spec
     workload = plan.records[job.workload_digest].model.spec
     assert isinstance(definition, DefinitionSpec)

@@ -25,13 +25,14 @@ from kictl import canon
 from kictl.errors import EnvError, KictlError, UsageError
 from kictl.executors.base import Executor, WorkerEvent
 from kictl.executors.jobs import Job
+from kictl.executors.seam import device_kind
 
 #: Seconds a worker may take to open its device and report.
 STARTUP_TIMEOUT_S = 300.0
 
 
 def cuda_device_count() -> int:
-    import torch
+    import torch  # GPU-only: imported when devices are counted (``--devices all``), never at start-up
 
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
@@ -44,8 +45,6 @@ def parse_devices(text: str, device: str = "auto") -> list[str]:
     and agree with ``--device``.  Raises ``UsageError`` for bad text and
     ``EnvError`` for GPUs that are not there.
     """
-    from kictl.executors.seam import device_kind
-
     spec = text.strip().lower()
     wanted = device.strip().lower()
     if wanted != "auto":

@@ -41,6 +41,7 @@ from kictl import canon
 from kictl.errors import EnvError, KictlError, UsageError
 from kictl.executors.base import Executor, WorkerEvent
 from kictl.executors.jobs import Job
+from kictl.executors.worker import handle, ready
 
 #: Seconds an actor may take to be placed, open its device and report.
 STARTUP_TIMEOUT_S = 300.0
@@ -49,7 +50,7 @@ STARTUP_TIMEOUT_S = 300.0
 def import_ray() -> Any:
     """The ``ray`` module; raises ``EnvError`` when the cluster extra is not installed."""
     try:
-        import ray
+        import ray  # an optional dependency (the ``cluster`` extra)
     except ImportError as exc:
         raise EnvError("--executor ray needs Ray: pip install 'kictl[cluster]'") from exc
     return ray
@@ -85,13 +86,10 @@ class _KictlActor:
     """One device on a Ray node; its methods answer JSON text."""
 
     def __init__(self, device: str) -> None:
-        from kictl.executors.worker import ready
-
         self.device = device
         self.hello = ready(device)
         try:
-            import ray
-
+            ray = import_ray()
             self.hello["node"] = ray.get_runtime_context().get_node_id()
         except Exception:  # the node id is only for display
             pass
@@ -100,8 +98,6 @@ class _KictlActor:
         return json.dumps(self.hello, allow_nan=False)
 
     def run(self, payload: str) -> str:
-        from kictl.executors.worker import handle
-
         return json.dumps(handle(payload, self.device), allow_nan=False)
 
 

@@ -32,15 +32,29 @@ import dataclasses
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kictl.bench.judge import sandbox
+from kictl.bench.judge.implementation import load_implementation
+from kictl.bench.judge.options import check_options, flush_bytes
+from kictl.bench.judge.results import environment_record, protocol_record, protocol_spec
+from kictl.bench.judge.session import (
+    BenchOptions,
+    KeptWorkers,
+    default_tolerance,
+    possible_timers,
+    resolve_device,
+    run_bench,
+    select_workloads,
+    tolerance_for,
+)
+from kictl.bench.worker.environment import capture
+from kictl.definitions import signature
 from kictl.errors import KictlError, RecordError, UsageError
 from kictl.executors.payload import BenchSettings, JobPayload
+from kictl.families.gpus import normalize_product
 from kictl.records import DefinitionSpec, StoredRecord
-from kictl.store import Registry
-
-if TYPE_CHECKING:
-    from kictl.bench.judge.session import BenchOptions, KeptWorkers
+from kictl.store.registry import Registry
 
 
 class JobSkipped(KictlError):
@@ -53,8 +67,6 @@ def options_for(settings: BenchSettings, device: str, workloads: Sequence[str] =
     Raises ``RecordError`` for an option this kictl's bench does not have (a
     job planned by another version).
     """
-    from kictl.bench.judge.session import BenchOptions
-
     try:
         return BenchOptions(device=device, workloads=tuple(workloads), **settings.options)  # type: ignore[arg-type]
     except TypeError as exc:
@@ -73,8 +85,6 @@ def settings_of(options: BenchOptions, device_kind: str) -> BenchSettings:
 
 def check_settings(settings: BenchSettings) -> None:
     """Raises ``UsageError`` for settings ``kictl bench`` would refuse."""
-    from kictl.bench.judge.session import check_options
-
     check_options(options_for(settings, "cpu" if settings.device_kind == "cpu" else "cuda:0"), settings.device_kind)
 
 
@@ -99,10 +109,6 @@ def resolve(
 
     Raises ``NotFoundError``, ``UsageError`` or ``RecordError`` as ``run_bench`` does.
     """
-    from kictl.bench.judge.implementation import load_implementation
-    from kictl.bench.judge.session import select_workloads
-    from kictl.definitions import signature
-
     definition = registry.resolve(definition_ref, ["Definition"])
     spec = definition.model.spec
     assert isinstance(spec, DefinitionSpec)
@@ -118,10 +124,6 @@ def resolve(
 
 def capture_environment(device: str) -> dict[str, Any]:
     """The ExecutionEnvironment spec of ``device`` on this machine; raises ``EnvError`` when it cannot be used."""
-    from kictl.bench.judge.session import resolve_device
-    from kictl.bench.worker.environment import capture
-    from kictl.families.gpus import normalize_product
-
     return capture(resolve_device(device), normalize_product)
 
 
@@ -132,8 +134,6 @@ def protocol_context(device: str) -> dict[str, Any]:
     this machine), or ``None`` when bubblewrap is missing or unusable here (a
     job that needs the sandbox then fails on this worker as a device would).
     """
-    from kictl.bench.judge import sandbox
-
     try:
         label: str | None = sandbox.resolve(False).label
     except KictlError:
@@ -143,8 +143,6 @@ def protocol_context(device: str) -> dict[str, Any]:
 
 def environment_digest(environment: Mapping[str, Any]) -> str:
     """The digest of the ExecutionEnvironment record of ``environment`` (a spec)."""
-    from kictl.bench.judge.results import environment_record
-
     return environment_record(dict(environment)).digest
 
 
@@ -162,11 +160,6 @@ def expected_protocol_digests(
     ``environment`` and ``context`` are what the worker reported at start
     (``capture_environment``, ``protocol_context``).
     """
-    from kictl.bench.judge import sandbox
-    from kictl.bench.judge.options import check_options, flush_bytes
-    from kictl.bench.judge.results import protocol_record, protocol_spec
-    from kictl.bench.judge.session import default_tolerance, possible_timers, tolerance_for
-
     device = "cpu" if settings.device_kind == "cpu" else "cuda:0"
     options = options_for(settings, device)
     counts = check_options(options, device)
@@ -207,8 +200,6 @@ def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
     kind, ``EnvError`` when the device cannot be used, ``JobSkipped`` when the
     workload cannot be judged.
     """
-    from kictl.bench.judge.session import run_bench
-
     definition, workload, implementation = payload.checked_records()
     blobs = payload.checked_blobs()
     if device_kind(device) != payload.settings.device_kind:
@@ -243,8 +234,6 @@ def kept_workers() -> KeptWorkers:
     worker an earlier job of it started (its import done, its JIT caches
     warm); ``close_workers`` ends them (the executor's worker does at exit).
     """
-    from kictl.bench.judge.session import KeptWorkers
-
     if not _KEPT:
         _KEPT.append(KeptWorkers())
         atexit.register(close_workers)

@@ -27,12 +27,12 @@ import traceback
 from typing import Any, TextIO
 
 from kictl.errors import EnvError, KictlError
+from kictl.executors import seam
+from kictl.executors.jobs import JobPayload
 
 
 def ready(device: str) -> dict[str, Any]:
     """The ``ready`` message of a worker on ``device``, or a ``device_error`` one."""
-    from kictl.executors import seam
-
     try:
         environment = seam.capture_environment(device)
         return {"type": "ready", "environment": environment, "protocolContext": seam.protocol_context(device)}
@@ -42,9 +42,6 @@ def ready(device: str) -> dict[str, Any]:
 
 def handle(payload_text: str, device: str) -> dict[str, Any]:
     """Run one job's payload on ``device``: the message to send back."""
-    from kictl.executors import seam
-    from kictl.executors.jobs import JobPayload
-
     try:
         payload = JobPayload.from_json(payload_text)
         records = seam.run_job(payload, device)
@@ -81,8 +78,6 @@ def main(argv: list[str]) -> int:
     _send(channel, hello)
     if hello["type"] != "ready":
         return 3
-    from kictl.executors import seam
-
     try:
         for line in sys.stdin:
             if not line.strip():

@@ -36,14 +36,15 @@ normal form: ``kictl validate`` and ``kictl review`` do (validate.py).  It
 does validate each record against its schema, and a file that fails is kept
 as a problem, never as a fact.
 
-The package, by concern (every public name is re-exported here)::
+The package, by concern; import each name from its module (issue 44: the re-exports below go once no
+module reads them)::
 
     _common      schema, tables, file names, settings
     facts        the rows the index returns
     parsing      record files to rows, fast
     query        ``QueryIndex``: opening and querying
     maintenance  keeping the index current with git and the working tree
-    answers      read commands' answers kept for the registry's state (a warm ``kictl leaderboard``)
+    answers      transitional: ``kictl/cli/rank.py``'s view of ``kictl.cli.answers`` (the kept answers)
     secret       this machine's secret, which seals derived files written here (kept answers, a site's manifest)
 """
 
@@ -66,8 +67,9 @@ if TYPE_CHECKING:
     from kictl.index.parsing import parse_file, quantile, run_noise
     from kictl.index.query import QueryIndex, open_index
 
-#: Each re-exported name and its submodule, imported on first use (``kictl.index.answers`` alone then costs
-#: no pydantic: the warm ``kictl leaderboard``).
+#: Transitional (issue 44): each name still read through the package and its submodule, imported on first
+#: use.  Modules of kictl outside kictl.store, kictl.index and the CLI still read them; once each imports the
+#: submodule instead, this table, ``__getattr__`` and ``kictl.lazy`` go.
 _SUBMODULES = {
     "facts": ("DefinitionFacts", "ImplementationFacts", "RunFacts", "SyncReport", "WorkFacts", "WorkloadFacts"),
     "parsing": ("parse_file", "quantile", "run_noise"),

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kictl import families
 from kictl.errors import RegistryError
 from kictl.index import _common
 from kictl.index._common import _COLUMNS, _INDEXES, _SCHEMA, _TABLES, SCHEMA_VERSION
@@ -21,13 +22,11 @@ from kictl.layout import RECORDS_DIR
 from kictl.records import (
     KINDS,
 )
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 def _families_version() -> str:
     """A hash of the floor formulas' source, so that cached work is dropped when they change."""
-    from kictl import families
-
     folder = Path(families.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(folder.glob("*.py")):

@@ -26,7 +26,9 @@ from kictl.records import (
     record_from_bytes,
 )
 from kictl.render import natural_key
-from kictl.store import Registry, current_commit
+from kictl.store.derived import derived_file_trusted
+from kictl.store.git import current_commit
+from kictl.store.registry import Registry
 
 
 def _connect(target: str | Path) -> sqlite3.Connection:
@@ -66,8 +68,6 @@ class QueryIndex:
         head = current_commit(registry.root)
         path = registry.kictl_dir / INDEX_FILE
         conn: sqlite3.Connection | None = None
-        from kictl.store.derived import derived_file_trusted
-
         linked = registry.kictl_dir.is_symlink() or path.is_symlink()
         if linked or (path.exists() and not derived_file_trusted(registry.root, f"{KICTL_DIR}/{INDEX_FILE}", head)):
             # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten;

@@ -34,8 +34,10 @@ written.  Inconclusive results are reported and never signed.
 
 from __future__ import annotations
 
+import base64
+import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +60,9 @@ from kictl.rerun.request import (
 from kictl.rerun.results import RerunResult, read_results
 from kictl.rerun.session import cpu_tolerance_warnings
 from kictl.rerun.verdict import SIGNABLE, Judgement, judge
-from kictl.store import Registry, Transaction
+from kictl.selftest import harness_protocols, require_sound_harness
+from kictl.store.files import Transaction
+from kictl.store.registry import Registry
 from kictl.trust.readers import reader_policy
 
 
@@ -294,9 +298,6 @@ def _nonce_signed(registry: Registry, body: RequestBody) -> str | None:
     The payload is read without verifying it: any envelope that claims the
     nonce, valid or not, is reason enough to refuse signing it again.
     """
-    import base64
-    import json
-
     for digest in body.runs:
         folder = registry.attestation_folder(digest)
         if not folder.is_dir():
@@ -314,8 +315,6 @@ def _nonce_signed(registry: Registry, body: RequestBody) -> str | None:
 
 def make_key_request(key_path: Path, runs: list[str], *, hours: float = 6.0) -> RerunRequest:
     """A rerun request for ``runs`` by the key at ``key_path``; raises ``EnvError``/``UsageError``."""
-    from datetime import timedelta
-
     private_key = trust.load_private_key(key_path)
     return make_request(runs, private_key, trust.keyid_of(private_key.public_key()), window=timedelta(hours=hours))
 
@@ -351,8 +350,6 @@ def sign_results(registry: Registry, folder: Path, key_path: Path, *, require_ve
     report.warnings.extend(
         cpu_tolerance_warnings([item.job for item in report.checked], reader_policy(registry).rerun_tolerance)
     )
-    from kictl.selftest import harness_protocols, require_sound_harness  # docs/advisories.md "Selftest"
-
     # every signable rerun's protocol (check_results made sure the folder holds it): its harness must have
     # passed its selftest and be named by no open advisory (docs/rerun.md "What the signer re-derives")
     measured = harness_protocols(record for item in report.checked if item.signable for record in item.records)

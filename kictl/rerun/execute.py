@@ -47,10 +47,16 @@ from pathlib import Path
 from typing import Any
 
 from kictl import canon
+from kictl.bench.judge import correctness, inputs
+from kictl.bench.judge.results import protocol_spec
+from kictl.bench.judge.session import BenchOptions, run_bench
+from kictl.bench.judge.session import resolve_device as bench_device
+from kictl.bench.worker.environment import capture
 from kictl.errors import RecordError
+from kictl.families.gpus import normalize_product
 from kictl.records import ImplementationSpec, StoredRecord
 from kictl.rerun.job import ProtocolSettings
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 ProgressCallback = Callable[[str], None]
 
@@ -79,8 +85,6 @@ def resolve_device(requested: str, settings: ProtocolSettings) -> str:
 
     Raises ``UsageError`` for an unknown device, ``EnvError`` for an absent GPU.
     """
-    from kictl.bench.judge.session import resolve_device as bench_device
-
     if requested.strip().lower() == "auto":
         return "cpu" if settings.device == "cpu" else bench_device("cuda")
     return bench_device(requested)
@@ -88,9 +92,6 @@ def resolve_device(requested: str, settings: ProtocolSettings) -> str:
 
 def machine_environment(device: str) -> dict[str, Any]:
     """The ExecutionEnvironment spec (JSON members) of ``device`` on this machine."""
-    from kictl.bench.worker.environment import capture
-    from kictl.families.gpus import normalize_product
-
     return capture(device, normalize_product)
 
 
@@ -98,8 +99,6 @@ _TIMER_OPTIONS = {"cupti_device_time": "cupti", "cuda_events": "events", "cuda_g
 
 
 def _options(settings: ProtocolSettings, device: str, timeout_s: float, workloads: Sequence[str]) -> Any:
-    from kictl.bench.judge.session import BenchOptions
-
     return BenchOptions(
         device=device,
         warmup=settings.warmup,
@@ -123,9 +122,6 @@ def _options(settings: ProtocolSettings, device: str, timeout_s: float, workload
 
 def measured_family(settings: ProtocolSettings, device: str) -> str:
     """The comparability family ``kictl bench`` records for these settings on ``device``."""
-    from kictl.bench.judge import correctness
-    from kictl.bench.judge.results import protocol_spec
-
     tolerance = correctness.Tolerance(atol=0.0, rtol=0.0, required_matched_ratio=1.0)
     options = _options(settings, device, 1.0, ())
     spec = protocol_spec(device, (0, 1, 1), options, tolerance, 0 if device == "cpu" else 1)
@@ -149,8 +145,6 @@ def check_sources(implementation: StoredRecord) -> None:
 @contextlib.contextmanager
 def fresh_correctness_seeds(salt: str) -> Iterator[None]:
     """Correctness rounds draw seeds salted with ``salt``; the timed inputs (offset 0) keep the workload's."""
-    from kictl.bench.judge import inputs
-
     public = getattr(inputs, "derive_seed", None)
     if public is None:  # a bench that no longer derives seeds publicly draws secret ones itself
         yield
@@ -191,8 +185,6 @@ def execute(
     ``input_secret`` and ``seed_salt`` come from a rerun request; without one
     both are drawn here.
     """
-    from kictl.bench.judge.session import run_bench
-
     for implementation in implementations:
         check_sources(implementation)
     wanted_impls = list(dict.fromkeys(implementation.digest for implementation in implementations))

@@ -34,7 +34,7 @@ from kictl.records import (
     ExecutionEnvironmentSpec,
     StoredRecord,
 )
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 RUN_KIND = "BenchmarkRun"
 

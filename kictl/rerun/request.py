@@ -48,7 +48,7 @@ from pydantic import StringConstraints, ValidationError
 from kictl import canon
 from kictl.errors import CheckFailed, RecordError, RegistryError, UsageError
 from kictl.records import Digest, Timestamp, WireModel, format_timestamp, parse_timestamp
-from kictl.store import write_atomic
+from kictl.store.files import write_atomic
 
 REQUEST_FILE = "request.json"
 REQUEST_KIND = "RerunRequest"

@@ -38,7 +38,7 @@ from kictl.records import (
     records_in_document,
 )
 from kictl.rerun.request import RequestBody
-from kictl.store import write_atomic
+from kictl.store.files import write_atomic
 from kictl.trust.models import HeldOutCheck
 
 RESULTS_FILE = "reruns.json"

@@ -24,7 +24,7 @@ from kictl.rerun.job import RerunJob, build_job, group_jobs, refusals, select_ru
 from kictl.rerun.request import RerunRequest
 from kictl.rerun.results import RerunResult, RerunResults
 from kictl.rerun.verdict import judge
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.readers import reader_policy
 
 ProgressCallback = Callable[[str], None]

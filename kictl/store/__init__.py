@@ -12,7 +12,8 @@ part-way removes what it created, so the registry is left as it was.
 change touched, a file's bytes at a revision and the commit that first added
 each file (the signing time of attestations, the history of records).
 
-The package, by concern (every public name is re-exported here)::
+The package, by concern; import each name from its module (issue 44: the re-exports below go once no
+module reads them)::
 
     files     finding the root; atomic, idempotent, all-or-nothing writes
     registry  ``Registry``: paths, reading and storing records and blobs
@@ -54,8 +55,9 @@ if TYPE_CHECKING:
     from kictl.store.inputs import parse_json_file, read_record_inputs
     from kictl.store.registry import AddResult, Registry
 
-#: Each re-exported name and its submodule, imported on first use: ``kictl.store.files`` and ``.git`` alone
-#: then cost no pydantic (``kictl.index.answers``, the warm ``kictl leaderboard``).
+#: Transitional (issue 44): each name still read through the package and its submodule, imported on first
+#: use.  Modules of kictl outside kictl.store, kictl.index and the CLI still read them; once each imports the
+#: submodule instead, this table, ``__getattr__`` and ``kictl.lazy`` go.
 _SUBMODULES = {
     "files": (
         "STALE_TEMPORARY_S", "Transaction", "find_root", "is_temporary_name", "read_file", "sweep_temporaries",

@@ -5,6 +5,8 @@ rename).
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import tempfile
 import time
@@ -128,8 +130,6 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
 
 def write_hint(exc: OSError) -> str:
     """What to do about a write that failed: a read-only mount, missing permissions, a full disk."""
-    import errno
-
     if exc.errno == errno.EROFS:
         return " (the registry is mounted read-only: write in a writable checkout, or give --out where there is one)"
     if exc.errno in (errno.EACCES, errno.EPERM):
@@ -202,8 +202,6 @@ def writer_lock(folder: Path) -> Iterator[None]:
     (not a lock file) leaves nothing behind for git or a tree comparison to see.
     Raises ``RegistryError`` when the folder cannot be opened.
     """
-    import fcntl
-
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError as exc:

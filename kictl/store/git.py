@@ -16,18 +16,31 @@ import contextlib
 import functools
 import os
 import re
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 from kictl.errors import NotFoundError, RegistryError, UsageError
 from kictl.lookup import closest
+from kictl.store.files import write_atomic
 
 if TYPE_CHECKING:
     import git
-from kictl.store.files import write_atomic
+
+
+@functools.cache
+def _gitpython() -> ModuleType:
+    """gitpython, imported on the first question that needs it: its import alone costs about 0.1 s, which the
+    read commands (``current_commit``, ``merged_times`` and the rest below ``GitHistory`` ask git through
+    ``subprocess``) and every command that opens a registry without reading its history do not pay."""
+    import git  # the one import of gitpython; deferred for start-up (this function's docstring)
+
+    return git
+
 
 # --------------------------------------------------------------------------- git
 
@@ -93,22 +106,19 @@ class GitHistory:
     """The questions kictl asks of a registry's git history."""
 
     def __init__(self, root: Path) -> None:
+        gitpython = _gitpython()
         try:
-            import git
-        except ImportError as exc:  # pragma: no cover - gitpython is a dependency
-            raise RegistryError("gitpython is not installed") from exc
-        try:
-            self.repo: git.Repo = git.Repo(root)
-        except (git.InvalidGitRepositoryError, git.NoSuchPathError) as exc:
+            self.repo: git.Repo = gitpython.Repo(root)
+        except (gitpython.InvalidGitRepositoryError, gitpython.NoSuchPathError) as exc:
             raise RegistryError(f"{root} is not a git repository") from exc
         self.root = root
 
     def _run(self, *args: str, env: dict[str, str] | None = None) -> str:
-        import git
+        gitpython = _gitpython()
 
         try:
             output: str = self.repo.git.execute(["git", *args], stdout_as_string=True, env=env)
-        except git.GitCommandError as exc:
+        except gitpython.GitCommandError as exc:
             raise git_failure(self.root, args[0], _stderr_of(exc)) from exc
         except OSError as exc:
             raise RegistryError(f"git {args[0]} could not run in {self.root}: {exc.strerror or exc}") from exc
@@ -122,11 +132,11 @@ class GitHistory:
 
     def rev_parse(self, rev: str) -> str:
         """The full commit sha of ``rev``; raises ``NotFoundError`` with close names."""
-        import git
+        gitpython = _gitpython()
 
         try:
             return str(self.repo.commit(rev).hexsha)
-        except (git.BadName, git.BadObject, ValueError) as exc:
+        except (gitpython.BadName, gitpython.BadObject, ValueError) as exc:
             damage = store_damage(self.root, rev)
             if damage is not None:
                 raise RegistryError(damage) from exc
@@ -147,12 +157,12 @@ class GitHistory:
 
     def merge_base(self, a: str, b: str) -> str:
         """The best common ancestor of ``a`` and ``b``; raises ``RegistryError`` for none or a store git cannot read."""
-        import git
+        gitpython = _gitpython()
 
         left, right = self.rev_parse(a), self.rev_parse(b)
         try:
             bases = self.repo.merge_base(left, right)
-        except (git.GitCommandError, ValueError) as exc:
+        except (gitpython.GitCommandError, ValueError) as exc:
             raise self._damaged("merge-base", exc) from exc
         if not bases:
             raise RegistryError(f"{a} and {b} have no common ancestor")
@@ -190,17 +200,17 @@ class GitHistory:
 
     def read_file(self, rev: str, path: str) -> bytes | None:
         """The bytes of ``path`` at ``rev``, or ``None`` when it does not exist there."""
-        import git
+        gitpython = _gitpython()
 
         commit = self.repo.commit(self.rev_parse(rev))
         try:
             blob = commit.tree / path
-            if not isinstance(blob, git.Blob):
+            if not isinstance(blob, gitpython.Blob):
                 return None
             data: bytes = blob.data_stream.read()
         except KeyError:
             return None
-        except (git.GitCommandError, git.exc.ODBError, ValueError, OSError) as exc:
+        except (gitpython.GitCommandError, gitpython.exc.ODBError, ValueError, OSError) as exc:
             raise self._damaged(f"cat-file {rev}:{path}", exc) from exc
         return data
 
@@ -214,8 +224,6 @@ class GitHistory:
 
         Raises ``NotFoundError`` for an unknown revision and ``RegistryError`` when git fails.
         """
-        import subprocess
-
         sha = self.rev_parse(rev)
         if not paths:
             return {}
@@ -250,7 +258,7 @@ class GitHistory:
 
     def read_files(self, rev: str, prefix: str) -> Iterator[tuple[str, bytes]]:
         """``(path, bytes)`` of every file under ``prefix`` at ``rev``, in one pass over the tree."""
-        import git
+        gitpython = _gitpython()
 
         commit = self.repo.commit(self.rev_parse(rev))
         place = prefix
@@ -259,13 +267,13 @@ class GitHistory:
                 tree = commit.tree / prefix
             except KeyError:
                 return
-            if not isinstance(tree, git.Tree):
+            if not isinstance(tree, gitpython.Tree):
                 return
             for item in tree.traverse():
-                if isinstance(item, git.Blob):
+                if isinstance(item, gitpython.Blob):
                     place = str(item.path)
                     yield place, item.data_stream.read()
-        except (git.GitCommandError, git.exc.ODBError, ValueError, OSError) as exc:
+        except (gitpython.GitCommandError, gitpython.exc.ODBError, ValueError, OSError) as exc:
             raise self._damaged(f"cat-file {rev}:{place}", exc) from exc
 
     # ----------------------------------------------------------------- history
@@ -328,12 +336,12 @@ class GitHistory:
 
     def commit(self, paths: Sequence[str], message: str) -> str:
         """Stage ``paths`` (relative to the root) and commit; returns the new sha."""
-        import git
+        gitpython = _gitpython()
 
         try:
             self.repo.index.add(list(paths))
             commit = self.repo.index.commit(message)
-        except (git.GitCommandError, OSError) as exc:
+        except (gitpython.GitCommandError, OSError) as exc:
             raise RegistryError(f"git commit failed: {exc}") from exc
         return str(commit.hexsha)
 
@@ -356,13 +364,13 @@ class GitHistory:
 
     def check_branch_name(self, name: str) -> None:
         """Raises ``UsageError`` unless ``name`` is a valid new branch name (``git check-ref-format --branch``)."""
-        import git
+        gitpython = _gitpython()
 
         if not name or name.startswith("-") or name.startswith("@") or name == "HEAD":
             raise UsageError(f"{name!r} is not a valid branch name")
         try:
             self.repo.git.execute(["git", "check-ref-format", "--branch", name])
-        except git.GitCommandError as exc:
+        except gitpython.GitCommandError as exc:
             raise UsageError(f"{name!r} is not a valid branch name (git check-ref-format)") from exc
 
     def remote_names(self) -> list[str]:
@@ -394,11 +402,11 @@ class GitHistory:
 
 def init_repository(root: Path, files: dict[str, bytes], message: str) -> str:
     """Create a git repository at ``root`` holding ``files`` in a first commit."""
-    import git
+    gitpython = _gitpython()
 
     try:
-        repo = git.Repo.init(root, initial_branch="main")
-    except git.GitCommandError as exc:
+        repo = gitpython.Repo.init(root, initial_branch="main")
+    except gitpython.GitCommandError as exc:
         raise RegistryError(f"git init failed in {root}: {exc}") from exc
     for relative, data in files.items():
         write_atomic(root / relative, data)
@@ -474,8 +482,6 @@ def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
 
 
 def _merged_times(root: Path, prefix: str, rev: str) -> dict[str, int]:
-    import subprocess
-
     if current_commit(root) is None:
         return {}
     try:
@@ -500,8 +506,6 @@ def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, 
 
 
 def _added_on_main_line(root: Path, prefix: str, rev: str) -> dict[str, tuple[str, int]]:
-    import subprocess
-
     if current_commit(root) is None:
         return {}
     try:
@@ -535,8 +539,6 @@ def ever_touched(root: Path, prefix: str) -> bool:
 
 @functools.lru_cache(maxsize=32)
 def _touched(root: str, head: str, prefix: str) -> bool:
-    import subprocess
-
     try:
         done = subprocess.run(
             ["git", "-C", root, "rev-list", "-1", head, "--", prefix], capture_output=True, text=True, check=False
@@ -554,8 +556,6 @@ def read_blobs(root: Path, wanted: Sequence[tuple[str, str]]) -> dict[tuple[str,
 
     Raises ``RegistryError`` when git cannot run.
     """
-    import subprocess
-
     if not wanted:
         return {}
     request = b"".join(f"{sha}:{path}\n".encode("utf-8", "surrogateescape") for sha, path in wanted)
@@ -591,7 +591,6 @@ def store_damage(root: Path, rev: str) -> str | None:
     with missing or damaged objects, not an unknown revision or an empty
     repository.
     """
-    import subprocess
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
@@ -630,8 +629,6 @@ def public_location(root: Path) -> str:
 
     Never raises (a registry without git, or a remote git cannot read, is its path).
     """
-    import subprocess
-
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True, check=False
@@ -657,8 +654,6 @@ def current_commit(root: Path) -> str | None:
 
 
 def _current_commit(root: Path) -> str | None:
-    import subprocess
-
     if not (root / ".git").exists():
         return None
     try:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kictl import canon
 from kictl.errors import RecordError, UsageError
-from kictl.records import StoredRecord
+from kictl.records import StoredRecord, record_from_value, records_in_document
 from kictl.store.files import read_file
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ def read_record_inputs(paths: Sequence[Path], *, stdin: bytes | None = None) -> 
     Every record is validated before any is returned: the error lists every
     problem (``RecordError``), or names the unreadable file (``RegistryError``).
     """
-    from kictl.records import record_from_value, records_in_document
-
     documents: list[tuple[str, bytes]] = []
     for path in paths:
         if str(path) == "-":

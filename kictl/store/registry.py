@@ -5,6 +5,7 @@ and blobs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -247,8 +248,6 @@ class Registry:
 
     def implementation_names(self) -> dict[str, str]:
         """Every name an Implementation record of the registry shows (metadata and spec), to its digest."""
-        import json
-
         held: dict[str, str] = {}
         for _, path in self.record_files(["Implementation"]):
             try:

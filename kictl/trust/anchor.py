@@ -35,8 +35,9 @@ from typing import TYPE_CHECKING, Any
 from kictl import canon
 from kictl.errors import CheckFailed, RegistryError, UsageError
 from kictl.layout import KICTL_DIR
-from kictl.store import Registry, write_atomic
-from kictl.store.files import config_dir
+from kictl.store.derived import derived_file_trusted
+from kictl.store.files import config_dir, write_atomic
+from kictl.store.registry import Registry
 
 if TYPE_CHECKING:
     pass
@@ -131,8 +132,6 @@ def _state_is_tracked(registry: Registry) -> bool:
     Fails closed: a git error counts as tracked (the local pins are then ignored
     and ``kictl verify`` says which version to pin).
     """
-    from kictl.store.derived import derived_file_trusted  # the one rule for every derived file
-
     return not derived_file_trusted(registry.root, STATE_FILE)
 
 

@@ -17,7 +17,8 @@ from kictl import canon, layout
 from kictl.errors import CheckFailed, KictlError, RecordError
 from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
-from kictl.store import Registry, Transaction, is_temporary_name, sweep_temporaries
+from kictl.store.files import Transaction, is_temporary_name, sweep_temporaries
+from kictl.store.registry import Registry
 from kictl.trust._common import PAYLOAD_TYPE, ROLES, STATEMENT_TYPE, _moment, _short, predicate_kind, predicate_type_uri
 from kictl.trust.dsse import Envelope, parse_envelope, sign_envelope
 from kictl.trust.keys import keyid_of, load_private_key

@@ -4,6 +4,7 @@ and predicates.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -83,8 +84,6 @@ PREDICATE_MODELS: dict[str, type[_Model]] = {
 
 def _validate_json_model(model: type[_Model], value: Any, where: str) -> _Model:
     """Validate a parsed JSON value strictly; raises ``RecordError`` with ``where: $.path: message``."""
-    import json
-
     try:
         return model.model_validate_json(json.dumps(value, allow_nan=False))
     except ValidationError as exc:

@@ -7,6 +7,7 @@ root version and then pins it, so it sits above the two and neither imports it.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -14,8 +15,23 @@ from typing import TYPE_CHECKING, Any
 from kictl import canon
 from kictl.errors import RegistryError, UsageError
 from kictl.layout import ROOT_FILE
-from kictl.store import Registry, write_atomic
+from kictl.records import format_timestamp
+from kictl.store.files import Transaction, write_atomic
+from kictl.store.registry import Registry
+from kictl.trust._common import REVOCATION_REASONS, ROOT_PAYLOAD_TYPE
 from kictl.trust.anchor import STATE_FILE, _state, _write_state
+from kictl.trust.dsse import sign_envelope
+from kictl.trust.keys import keyid_of
+from kictl.trust.root import (
+    _floor_second,
+    _key_entry,
+    _now,
+    _read,
+    load_root,
+    root_chain,
+    root_version_path,
+    verify_anchor,
+)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -65,23 +81,6 @@ def reanchor(
     or the signatures miss the threshold; ``RegistryError`` when a file cannot
     be written.
     """
-    import copy
-
-    from kictl.records import format_timestamp
-    from kictl.store import Transaction
-    from kictl.trust._common import REVOCATION_REASONS, ROOT_PAYLOAD_TYPE
-    from kictl.trust.dsse import sign_envelope
-    from kictl.trust.keys import keyid_of
-    from kictl.trust.root import (
-        _floor_second,
-        _key_entry,
-        _now,
-        _read,
-        load_root,
-        root_chain,
-        root_version_path,
-        verify_anchor,
-    )
 
     if reason not in REVOCATION_REASONS:
         raise UsageError(f"--reason is one of {', '.join(REVOCATION_REASONS)}, not {reason!r}")

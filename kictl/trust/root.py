@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import copy
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,8 +20,10 @@ from kictl.errors import CheckFailed, NotFoundError, RecordError, UsageError
 from kictl.layout import ROOT_FILE, TRUST_DIR
 from kictl.lookup import MIN_PREFIX
 from kictl.records import API_VERSION, format_timestamp
-from kictl.store import Registry, Transaction, read_file, write_atomic
+from kictl.store.files import Transaction, is_temporary_name, read_file, sweep_temporaries, write_atomic
+from kictl.store.registry import Registry
 from kictl.trust._common import REVOCATION_REASONS, ROLES, ROOT_PAYLOAD_TYPE, _short
+from kictl.trust.anchor import find_anchor, record_local_anchor
 from kictl.trust.dsse import _b64decode, pae, sign_envelope
 from kictl.trust.keys import keyid_of, public_bytes
 from kictl.trust.models import RootDocument, TrustedKey, _validate_json_model
@@ -296,8 +300,6 @@ def root_chain(registry: Registry) -> RootChain:
             raise CheckFailed(f"{registry.relative(path)} holds version {root.version}, not {version}")
         datas.append(data)
         keyed.append(not root.empty)
-    from kictl.trust.anchor import find_anchor
-
     anchor = find_anchor(
         registry, [(version, data, has) for (version, _), data, has in zip(numbered, datas, keyed, strict=True)]
     )
@@ -362,9 +364,6 @@ def _version_files_of(registry: Registry) -> list[tuple[int, Path]]:
 def _sweep_own_temporaries(registry: Registry) -> int:
     """Remove kictl's temporary files (``.<name>.<random>.tmp``) under the trust root, attestations and
     advisories; only under the writer lock, where no writer is running."""
-    import os
-
-    from kictl.store import is_temporary_name, sweep_temporaries
 
     found: list[Path] = []
     for top in (registry.trust_dir, registry.attestations_dir, registry.root / layout.ADVISORIES_DIR):
@@ -401,8 +400,6 @@ def _publish_root(
     verify_root_update(previous.root.data, data)
     new_root = load_root(data)
     if anchor:
-        from kictl.trust.anchor import record_local_anchor
-
         record_local_anchor(registry, data)  # before the root is written: a crash after it leaves no unpinned root
     # Each step leaves a registry the next command reads or repairs: version file 1 (the keyless root
     # again), then <N>.root.json (readers name `kictl trust repair` until root.json follows), then
@@ -572,8 +569,6 @@ def sign_policy(registry: Registry, *, keys: Sequence[Ed25519PrivateKey]) -> Tru
 
 
 def _next_signed(current: TrustRoot) -> dict[str, Any]:
-    import copy
-
     signed: dict[str, Any] = copy.deepcopy(current.raw["signed"])
     signed["version"] = current.version + 1
     return signed

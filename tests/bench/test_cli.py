@@ -180,7 +180,7 @@ def test_a_failing_run_is_exit_1_with_records_written(cli: RunCli, bundled_regis
 
 
 def test_help_does_not_import_torch() -> None:
-    probe = "import sys; from kictl.cli import make_app; make_app(); print('torch' in sys.modules)"
+    probe = "import sys; from kictl.cli import every_command; every_command(); print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
 

@@ -1,4 +1,4 @@
-"""A warm `kictl leaderboard` prints the answer kept for the registry's state (kictl.index.answers, issue 30).
+"""A warm `kictl leaderboard` prints the answer kept for the registry's state (kictl.cli.answers, issues 30 and 44).
 
 Each test ages the registry's files first (their times two seconds or more in the past): a time within two
 seconds of now is "racy" and no answer is kept or read then, as the index does.
@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kictl.index import answers
+from kictl.cli import answers
 from kictl.records import StoredRecord
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, RunCli
 from tests.rank.conftest import World
 
@@ -166,6 +167,41 @@ def test_an_error_is_never_kept(cli: RunCli, world: World, settled: object) -> N
     assert _kept(world) == []
 
 
+def test_an_answer_is_kept_only_for_the_registry_the_command_says_it_read(
+    world: World, settled: object, empty_registry: Registry
+) -> None:
+    """The command table guesses the registry from the command line before the command parses it
+    (``option_value``); a guess that is not the registry the command read keeps nothing, nor does a command
+    that never says ``made``."""
+    root = world.registry.root
+    _age(root / "registry", empty_registry.root)
+    line = ["leaderboard", DEFINITION, "--registry", str(root)]
+
+    def elsewhere() -> None:
+        print("a board of the other registry")
+        answers.made(empty_registry.root, {}, stale_after=timedelta(days=30))
+
+    answers.answered(root, line, elsewhere)
+    answers.answered(root, line, lambda: print("a board that says nothing"))
+    assert _kept(world) == []
+    answers.answered(root, line, lambda: answers.made(root, {}, stale_after=timedelta(days=30)))
+    assert len(_kept(world)) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["DEF"], None),
+        (["DEF", "--registry", "a"], "a"),
+        (["--registry=a", "DEF", "--registry", "b"], "b"),
+        (["DEF", "--registry"], None),
+        (["DEF", "--", "--registry", "a"], None),
+    ],
+)
+def test_the_registry_is_read_from_the_command_line_as_click_reads_it(args: list[str], expected: str | None) -> None:
+    assert answers.option_value(args, "--registry") == expected
+
+
 def test_an_answer_past_its_time_is_computed_again(cli: RunCli, world: World, settled: object) -> None:
     cold = _board(cli, world)
     (kept,) = _kept(world)
@@ -217,7 +253,7 @@ def test_a_warm_leaderboard_imports_neither_pydantic_nor_the_trust_code(
         "    main()\n"
         "except SystemExit as stop:\n"
         "    assert not stop.code, stop.code\n"
-        "names = ('pydantic', 'kictl.records', 'kictl.trust', 'kictl.rank')\n"
+        "names = ('pydantic', 'kictl.records', 'kictl.trust', 'kictl.rank', 'kictl.cli.rank')\n"
         "print(sorted(name for name in names if name in sys.modules))\n"
     )
 
@@ -228,8 +264,9 @@ def test_a_warm_leaderboard_imports_neither_pydantic_nor_the_trust_code(
         assert done.returncode == 0, done.stderr
         return list(json.loads(done.stdout.strip().splitlines()[-1].replace("'", '"')))
 
-    assert run() == ["kictl.rank", "kictl.records", "kictl.trust", "pydantic"]  # cold: computed and kept
-    assert run() == []  # warm
+    cold = ["kictl.cli.rank", "kictl.rank", "kictl.records", "kictl.trust", "pydantic"]
+    assert run() == cold  # computed and kept
+    assert run() == []  # warm: the command table printed the kept answer before importing the command (issue 44)
 
 
 # --------------------------------------------------------------------------- issue 41: answers cannot be planted

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kictl.index import answers
+from kictl.cli import answers
 from tests.conftest import RunCli
 from tests.trust.conftest import Setup, at, commit_all, sign
 

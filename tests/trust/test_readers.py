@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kictl import canon, trust
-from kictl.index.answers import ANSWERS_DIR
+from kictl.cli.answers import ANSWERS_DIR
 from kictl.store import Registry
 from kictl.trust.readers import policy_standing, reader_policy, register_run_marks, run_marks
 from tests.conftest import RunCli
