@@ -47,7 +47,8 @@ def test_an_io_or_git_error_that_escapes_a_command_is_one_line_exit_4(
     import git
     import typer
 
-    from kictl.cli._common import STATE, guarded
+    from kictl.cli._common import guarded
+    from kictl.cli._state import STATE
     from kictl.errors import EXIT_REGISTRY
 
     # --debug re-raises; the flag lives in the process, and an earlier in-process `kictl --debug` may have set it

@@ -19,15 +19,27 @@ import dataclasses
 import hashlib
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kictl import families
+from kictl.bench import wire
+from kictl.bench.judge import sandbox
+from kictl.bench.judge.implementation import reference_load
+from kictl.bench.judge.inputs import (
+    ENTRYPOINT,
+    GENERATED,
+    BlobReader,
+    entrypoint_parameters,
+    materialize_one,
+    plan_inputs,
+    resolve_entrypoint,
+    with_secret_values,
+)
+from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerProcess
+from kictl.bench.judge.sandbox import Isolation
+from kictl.definitions import signature
 from kictl.errors import RecordError
 from kictl.records import BenchmarkRunSpec, DefinitionSpec, GeneratedInput, StoredRecord, WorkloadSpec
-
-if TYPE_CHECKING:
-    from kictl.bench.judge.inputs import BlobReader
-    from kictl.bench.judge.runner import WorkerProcess
-    from kictl.bench.judge.sandbox import Isolation
 
 #: A tensor as safetensors holds it: dtype, shape, little-endian bytes.
 Tensor = tuple[str, tuple[int, ...], bytes]
@@ -50,11 +62,6 @@ class EntrypointWorker:
     ) -> dict[str, Tensor]:
         """The entrypoint's tensors ``names`` for ``axes`` and ``seed``.  Raises ``RecordError`` when it fails,
         ``EnvError`` when no worker can start (no bubblewrap, no torch)."""
-        from kictl import families
-        from kictl.bench import wire
-        from kictl.bench.judge.implementation import reference_load
-        from kictl.bench.judge.inputs import entrypoint_parameters
-        from kictl.bench.judge.runner import ImplementationFailed, WorkerGone
 
         assert spec.inputs_entrypoint is not None
         worker = self._worker(spec)
@@ -92,8 +99,6 @@ class EntrypointWorker:
         }
 
     def _worker(self, spec: DefinitionSpec) -> WorkerProcess:
-        from kictl.bench.judge import sandbox
-        from kictl.bench.judge.runner import WorkerProcess
 
         key = spec.reference
         worker = self._workers.get(key)
@@ -128,7 +133,7 @@ class EntrypointWorker:
 
 def _tensor(value: Any) -> Tensor:
     """A tensor as safetensors holds it (torch's dtype names are kictl's and safetensors')."""
-    import torch
+    import torch  # late: only an export that writes tensors kictl made pays for torch
 
     flat = value.detach().to("cpu").contiguous()
     dtype = str(flat.dtype).removeprefix("torch.")
@@ -150,15 +155,6 @@ def made_inputs(
     a blob the source did not ship where no family synthesises it, an entrypoint that fails or is not a function
     of its seed.
     """
-    from kictl.bench.judge.inputs import (
-        ENTRYPOINT,
-        GENERATED,
-        materialize_one,
-        plan_inputs,
-        resolve_entrypoint,
-        with_secret_values,
-    )
-    from kictl.definitions import signature
 
     spec = definition.model.spec
     model = workload.model.spec
@@ -166,7 +162,6 @@ def made_inputs(
     assert isinstance(spec, DefinitionSpec)
     assert isinstance(model, WorkloadSpec)
     secret = run_spec.input_secret if isinstance(run_spec, BenchmarkRunSpec) else None
-    from kictl import families
 
     order = signature(spec, source=f"{spec.name} reference").inputs
     plan = plan_inputs(spec, workload, order, read_blob, offset=0)

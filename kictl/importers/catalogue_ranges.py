@@ -24,7 +24,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from kictl.definitions import catalogue_names, compile_folder, definition_folders, read_catalogue
 from kictl.errors import RecordError
+from kictl.families.legal import range_constraints
+from kictl.records import DefinitionSpec, WorkloadSpec
 
 RANGES_FILE = Path(__file__).with_name("catalogue_ranges.json")
 RULE = (
@@ -62,9 +65,6 @@ def catalogue_ranges(root: Path) -> dict[str, Any]:
     """The statement for the catalogue of the checkout at ``root``: every imported definition's folder compiled as
     ``kictl definitions compile`` compiles it, with the constraints its workloads give it.  Raises
     ``RecordError`` when a folder does not compile."""
-    from kictl.definitions import catalogue_names, compile_folder, definition_folders, read_catalogue
-    from kictl.families.legal import range_constraints
-    from kictl.records import DefinitionSpec, WorkloadSpec
 
     manifest = read_catalogue(root) or {}
     names = catalogue_names(root)
