@@ -40,6 +40,7 @@ from typing import Any
 
 from kictl.bench import wire
 from kictl.bench.judge import staging, taken
+from kictl.bench.judge.audits import AuditFinding
 from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
 from kictl.bench.wire import regions
 from kictl.bench.wire.checks import Check
@@ -164,8 +165,9 @@ class RunEvidence:
     stream_rule: str | None = None
     #: GPU: NVML readings (gpu_state.GpuReading.to_json) around the timed calls
     clocks: list[dict[str, Any]] = field(default_factory=list)
-    #: (timed call index, input set, shift, outputs or why none)
-    audits: list[tuple[int, int, int, list[Any] | str]] = field(default_factory=list)
+    #: (timed call index, input set, shift, outputs or why none); the outputs become their finding once judged
+    #: against the reference's (``audits.AuditFinding``: the session judges them as they come, issue 40)
+    audits: list[tuple[int, int, int, list[Any] | str | AuditFinding]] = field(default_factory=list)
     #: timed call index -> the seed of its perturbation, for the calls that were probes (all audited)
     probes: dict[int, int] = field(default_factory=dict)
     notes: dict[str, list[str]] = field(default_factory=dict)

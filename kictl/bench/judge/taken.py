@@ -9,8 +9,9 @@ is no audit request), no ``gc`` callback, no signal handler, no replaced standar
 wire.  What the parent read is what the call returned.  A worker that does not stop, or whose memory the parent
 cannot read, has its call's outputs judged missing (``timedOutputsCorrect``), never taken from the worker.
 
-The parent keeps what it read only for the calls it audits, and compares them with the reference's outputs;
-each read is bounded by the definition's output sizes (``wire.outputs_limit``).
+The parent keeps what it read only for the calls it audits, until it compares them with the reference's outputs
+(``judge.audits``: as they come, within a budget); each read is bounded by the definition's output sizes
+(``wire.outputs_limit``).
 """
 
 from __future__ import annotations
