@@ -245,8 +245,8 @@ class RunDriver:
         self.warmup_calls: set[int] = set()
         self.waiting: dict[int, int] = {}
         self.threads_armed = 0
-        #: CPU: the implementation's threads' CPU time (tid -> ns) when the worker last stopped at a call's return
-        #: (or the idle window opened), and the parent's clock then (``_own_threads``)
+        #: CPU: the implementation's threads' CPU time (tid -> ns) when the worker last stopped at a call's return,
+        #: and the parent's clock then (``_own_threads``); counted up to the end of the idle window after the calls
         self.thread_mark: dict[int, int] | None = None
         self.thread_mark_ns = 0
         #: the import was sent by ``begin`` and its answer is still to be taken; setup() has run
@@ -816,7 +816,8 @@ class RunDriver:
         """Open the idle window: kictl holds the worker idle for ``IDLE_WINDOW_S`` (the windows of all
         drivers of a workload are open at once, so the wait is paid once per workload)."""
         self.idle_from = self.worker.view() if self.finished and self.evidence.failure is None else None
-        if self.idle_from is not None and self.cpu_device:
+        if self.idle_from is not None and self.cpu_device and self.thread_mark is None:
+            # counted from the last call's stop on: a run that ended early waits while the others are timed
             self.thread_mark = self._own_threads()
             self.thread_mark_ns = time.perf_counter_ns()
 
