@@ -595,20 +595,23 @@ class RunDriver:
             chosen = secrets.randbelow(len(self.timed_plans))
             shift = secrets.randbelow(SHIFTS)
         self.last_shift = shift
-        if not self._stage(chosen, shift, perturb):
-            return
         worker = self.worker
         # an adaptive count judges every sample as it comes; a fixed count needs them only at the end
         settle = self.total_fixed is None or (index + 1) % SETTLE_EVERY == 0
-        threads_before = self._threads_outside() if self.cpu_device else {}
-        cpu_before = worker.cpu_ns() if self.cpu_device else 0
-        if self.cpu_device and self.cpu_mark is not None:
-            # the sandbox's CPU time since its last answer: kictl's checks of that call (after its answer), and
-            # whatever of the implementation's ran while the parent staged or other workers were timed
-            evidence.outside_cpu_ns += max(0, cpu_before - self.cpu_mark)
+        # the neighbours are quieted before the inputs are staged: between the staging and the request only the
+        # parent's two readings below pass (tens of microseconds), and what the implementation does meanwhile
+        # (with the call's values already in place) is outside the parent's clock (issue 40)
         for neighbour in neighbours:
             neighbour.quiet(True)
         try:
+            if not self._stage(chosen, shift, perturb):
+                return
+            threads_before = self._threads_outside() if self.cpu_device else {}
+            cpu_before = worker.cpu_ns() if self.cpu_device else 0
+            if self.cpu_device and self.cpu_mark is not None:
+                # the sandbox's CPU time since its last answer: kictl's checks of that call (after its answer), and
+                # whatever of the implementation's ran while the parent staged or other workers were timed
+                evidence.outside_cpu_ns += max(0, cpu_before - self.cpu_mark)
             started = time.perf_counter_ns()
             answer = self._ask(wire.Call(settle=settle), wire.Sample)
             wall = time.perf_counter_ns() - started
