@@ -127,6 +127,13 @@ class FakeWorker:
     def thread_count(self) -> int:
         return 1
 
+    #: kictl's own threads when the worker was ready (``runner.WorkerProcess.baseline_tids``): a fake has none
+    baseline_tids: frozenset[int] = frozenset()
+
+    def thread_times(self) -> dict[int, int]:
+        """No OS threads to read (``runner.WorkerProcess.thread_times``)."""
+        return {}
+
     def process_count(self) -> int:
         return 0
 

@@ -295,6 +295,8 @@ class WorkerProcess:
         self.dependencies_error: str | None = None
         self.worker_pid: int | None = None
         self.baseline_threads = 0
+        #: the worker's threads (host tids) when it was ready, before any implementation was imported: kictl's own
+        self.baseline_tids: frozenset[int] = frozenset()
         self.starts = 0
         #: the wire's round trip, measured before any implementation was imported
         self.pings_ns: list[int] = []
@@ -442,6 +444,7 @@ class WorkerProcess:
             self._rlimit_memory()
         self._pin_sandbox_helpers(ready.cpus)
         self.baseline_threads = self.view().threads
+        self.baseline_tids = frozenset(self.thread_times())
         return env
 
     def _pin_sandbox_helpers(self, cpus: tuple[int, ...]) -> None:
@@ -587,6 +590,23 @@ class WorkerProcess:
             return len(os.listdir(f"/proc/{self.worker_pid}/task"))
         except OSError:
             return 0
+
+    def thread_times(self) -> dict[int, int]:
+        """Time on a CPU of each live thread of the worker, by its host tid, in ns (``/proc/<pid>/task/<tid>/
+        schedstat``, which the worker cannot forge); empty when it cannot be read."""
+        if self.worker_pid is None:
+            return {}
+        try:
+            tasks = os.listdir(f"/proc/{self.worker_pid}/task")
+        except OSError:
+            return {}
+        found = {}
+        for task in tasks:
+            try:
+                found[int(task)] = int(_proc_text(f"/proc/{self.worker_pid}/task/{task}/schedstat").split()[0])
+            except (OSError, ValueError, IndexError):
+                continue  # a thread that ended
+        return found
 
     def cpu_ns(self) -> int:
         """Time on a CPU of everything that ran in the worker's sandbox, in ns: its cgroup's counter (processes

@@ -43,7 +43,7 @@ from typing import Any
 
 from kictl import canon, families, lookup
 from kictl.bench import wire
-from kictl.bench.judge import correctness, sandbox
+from kictl.bench.judge import audits, correctness, sandbox
 from kictl.bench.judge.energy_loop import EnergyPhase, energy_work
 from kictl.bench.judge.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.judge.inputs import (
@@ -78,7 +78,7 @@ from kictl.bench.judge.results import (
     write_manifest,
 )
 from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerProcess
-from kictl.bench.judge.verdict import WorkloadContext, audit_label, evaluate
+from kictl.bench.judge.verdict import WorkloadContext, audit_finding, audit_label, evaluate
 from kictl.bench.wire import timers
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
@@ -645,6 +645,11 @@ class _Session:
         with phase("prepare"):
             refs = self._prepare(workload, context, plans, [driver for _, driver, _ in drivers])
         before = self.clock_reading()
+        # audited outputs are judged as soon as they hold ``audits.PENDING_BYTES``: the parent holds a bounded
+        # number of them, whatever the number of calls audited (issue 40)
+        pending = audits.Pending(wire.outputs_limit(plans.outputs) // 2)
+        skipped: list[_Skip] = []  # the reference failed judging audits between calls: the workload is skipped
+        step = partial(self._step, pending, skipped, context, plans, [driver for _, driver, _ in drivers])
         if TIMED_IN_BLOCKS_ON_CPU or self.device != "cpu":
             # one implementation after another, each its warm-up and then its timed calls: a small kernel's
             # figure moves with what ran on the device just before it (RESULTS.md, "What moves a small kernel's
@@ -655,17 +660,18 @@ class _Session:
                 self.say(f"{driver.label}: timed calls")
                 with phase("timed"):
                     while driver.active:
-                        _guarded(driver, driver.step)
+                        step(driver, ())
         else:
             with phase("warmup"):
                 for _, driver, _ in drivers:  # one at a time: the warm-up calls set each timer's device spin
                     _guarded(driver, driver.warm)
             self.say(f"{workload.name}: timed calls, interleaved")
             with phase("timed"):
-                while any(driver.active for _, driver, _ in drivers):
-                    for _, driver, _ in drivers:
+                running = [driver for _, driver, _ in drivers]
+                while any(driver.active for driver in running):
+                    for driver in running:
                         if driver.active:
-                            _guarded(driver, driver.step)
+                            step(driver, [other.worker for other in running if other is not driver])
         if self.energy is not None:  # energy (issue 31): after the timed calls, each worker still armed
             with phase("energy"):
                 for _, driver, _ in drivers:
@@ -678,12 +684,9 @@ class _Session:
                 _guarded(driver, driver.finish_send)
             for _, driver, _ in drivers:
                 _guarded(driver, driver.finish_take)
-        audited: dict[str, tuple[wire.Plan, int, int]] = {}
-        for _, driver, _ in drivers:
-            for index, chosen, shift, _ in driver.evidence.audits:
-                perturb = driver.evidence.probes.get(index, 0)
-                audited[audit_label(context.set_labels[chosen], shift, perturb)] = (plans.timed[chosen], shift, perturb)
-        wanted = [(label, plan, shift, perturb) for label, (plan, shift, perturb) in sorted(audited.items())]
+        if skipped:
+            raise skipped[0]
+        wanted = self._waiting(context, plans, [driver for _, driver, _ in drivers])
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
         self.say(f"{workload.name}: judging the runs, building the records")
@@ -695,6 +698,69 @@ class _Session:
                 tally = tallies.setdefault(kind, [0, 0])
                 tally[0] += count
                 tally[1] += ns
+
+    def _step(
+        self,
+        pending: audits.Pending,
+        skipped: list[_Skip],
+        context: WorkloadContext,
+        plans: _Plans,
+        drivers: list[RunDriver],
+        driver: RunDriver,
+        neighbours: Sequence[WorkerProcess],
+    ) -> None:
+        """One timed call of ``driver`` (``RunDriver.step``); an audit it added joins ``pending``, and once those
+        hold ``audits.PENDING_BYTES`` every waiting audit of the workload is judged now (``_judge_waiting``)."""
+        count = len(driver.evidence.audits)
+        _guarded(driver, partial(driver.step, neighbours))
+        for *_, outputs in driver.evidence.audits[count:]:
+            if not isinstance(outputs, audits.AuditFinding):
+                pending.add(outputs)
+        if pending.full():
+            pending.clear()
+            try:
+                self._judge_waiting(context, plans, drivers)
+            except _Skip as exc:  # every timed loop ends; the workload is skipped once the workers are done
+                skipped.append(exc)
+                for each in drivers:
+                    each.active = False
+
+    def _waiting(
+        self, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
+    ) -> list[tuple[str, wire.Plan, int, int]]:
+        """The inputs (label, plan, shift, perturbation) of the audited calls whose outputs wait for the
+        reference's, each once."""
+        audited: dict[str, tuple[wire.Plan, int, int]] = {}
+        for driver in drivers:
+            for index, chosen, shift, outputs in driver.evidence.audits:
+                if isinstance(outputs, list):
+                    perturb = driver.evidence.probes.get(index, 0)
+                    label = audit_label(context.set_labels[chosen], shift, perturb)
+                    audited[label] = (plans.timed[chosen], shift, perturb)
+        return [(label, plan, shift, perturb) for label, (plan, shift, perturb) in sorted(audited.items())]
+
+    def _judge_waiting(self, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]) -> None:
+        """The reference's outputs for every audited call still waiting, each call's judged against them
+        (``verdict.audit_finding``) and its tensors dropped: between two timed calls, none of them running.
+
+        Raises ``_Skip`` when the reference fails."""
+        wanted = self._waiting(context, plans, drivers)
+        if not wanted:
+            return
+        self.say(f"{context.record.name}: judging {len(wanted)} audited call(s) as they came")
+        refs = self.reference_outputs(context, plans, wanted)
+        for driver in drivers:
+            evidence = driver.evidence
+            for position, (index, chosen, shift, outputs) in enumerate(evidence.audits):
+                label = audit_label(context.set_labels[chosen], shift, evidence.probes.get(index, 0))
+                if isinstance(outputs, list) and label in refs:
+                    try:
+                        found = audit_finding(context, f"timed call {index}", outputs, refs[label])
+                    except Exception as exc:  # kictl's own failure is this run's alone (as in ``_guarded``)
+                        detail = f"kictl could not judge this run: {type(exc).__name__}: {exc}"
+                        driver.evidence.failure = driver.evidence.failure or ("runtime_error", detail)
+                        continue
+                    evidence.audits[position] = (index, chosen, shift, found)
 
     def judge(
         self,

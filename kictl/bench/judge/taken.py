@@ -9,8 +9,9 @@ is no audit request), no ``gc`` callback, no signal handler, no replaced standar
 wire.  What the parent read is what the call returned.  A worker that does not stop, or whose memory the parent
 cannot read, has its call's outputs judged missing (``timedOutputsCorrect``), never taken from the worker.
 
-The parent keeps what it read only for the calls it audits, and compares them with the reference's outputs;
-each read is bounded by the definition's output sizes (``wire.outputs_limit``).
+The parent keeps what it read only for the calls it audits, until it compares them with the reference's outputs
+(``judge.audits``: as they come, within a budget); each read is bounded by the definition's output sizes
+(``wire.outputs_limit``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,11 +159,19 @@ class Taken:
 UNSTOPPED = "the worker did not stop at the call's return, so its outputs could not be taken there"
 
 
-def take(pid: int | None, answer: wire.Sample, read: bool, limit: int, inputs_inode: int | None = None) -> Taken:
+def take(
+    pid: int | None,
+    answer: wire.Sample,
+    read: bool,
+    limit: int,
+    inputs_inode: int | None = None,
+    while_stopped: Callable[[], object] | None = None,
+) -> Taken:
     """At a CPU call's return: wait for the worker to stop itself, read its outputs if ``read``, let it go on.
 
     With ``inputs_inode`` (the inputs region's memfd) an output lying in that region is named too: the
-    parent's own observation of ``outputsNotAliasInputs``.
+    parent's own observation of ``outputsNotAliasInputs``.  ``while_stopped`` is called while the worker is
+    stopped (the parent reads its threads' CPU time there: ``loop.RunDriver._threads_at_return``).
     """
     if pid is None:
         return Taken("kictl's parent does not know the worker's process", unstopped=True)
@@ -175,6 +184,8 @@ def take(pid: int | None, answer: wire.Sample, read: bool, limit: int, inputs_in
         _resume(pid)
         return Taken(UNSTOPPED, unstopped=True)
     try:
+        if while_stopped is not None:
+            while_stopped()
         hit: tuple[int, ...] = ()
         if inputs_inode is not None and answer.outputs:
             hit = tuple(aliased(answer.outputs, mapped(pid, inputs_inode)))

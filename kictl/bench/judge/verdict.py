@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kictl.bench.judge import audits as audit_findings
 from kictl.bench.judge import correctness
 from kictl.bench.judge.loop import RunEvidence, consistency_notes
 from kictl.bench.wire.checks import FAILED, PASSED, SKIPPED, Check, poisoned_elements, result
@@ -86,33 +87,41 @@ def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], r
     return found
 
 
-def _fingerprint(outputs: list[Any]) -> tuple[Any, ...]:
-    """Shapes, dtypes and some 4 KiB of bytes sampled evenly from each output: equal for identical outputs, so
-    that only outputs with equal fingerprints need comparing in full (``_stale`` compares every pair)."""
-    import torch
-
-    parts: list[Any] = [len(outputs)]
-    for tensor in outputs:
-        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        step = max(1, flat.numel() // 4096)
-        parts.append((tuple(tensor.shape), str(tensor.dtype), flat[::step].numpy().tobytes()))
-    return tuple(parts)
-
-
-def _stale(labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
+def _stale(digests: list[tuple[str, str, str]]) -> list[str]:
+    """Pairs of calls on different inputs (``(label, outputs' digest, reference's digest)``) whose outputs are
+    bit-identical while the reference's are not (``audits.digest``)."""
     stale = []
-    prints = [_fingerprint(outputs) for _, outputs in labelled]
-    for position, (label_a, outputs_a) in enumerate(labelled):
-        for offset, (label_b, outputs_b) in enumerate(labelled[position + 1 :], start=position + 1):
-            if label_a == label_b or label_a not in refs or label_b not in refs:
-                continue
-            if prints[position] != prints[offset]:  # cannot be identical
-                continue
-            if correctness.outputs_identical(outputs_a, outputs_b) and not correctness.outputs_identical(
-                refs[label_a], refs[label_b]
-            ):
+    for position, (label_a, digest_a, want_a) in enumerate(digests):
+        for label_b, digest_b, want_b in digests[position + 1 :]:
+            if label_a != label_b and digest_a == digest_b and want_a != want_b:
                 stale.append(f"{label_a} and {label_b} gave identical outputs")
     return stale[:5]
+
+
+def audit_finding(
+    context: WorkloadContext, label: str, outputs: list[Any], reference: list[Any]
+) -> audit_findings.AuditFinding:
+    """An audited call's outputs judged against the reference's (``audits.judge``), its tensors no longer needed."""
+    distribution = None
+    if context.tolerance.judge == "distribution" and context.judge_inputs is not None:
+        timed = context.judge_inputs("timed")
+        if timed:
+            from kictl.families import judges
+
+            def distribution(sample: Any) -> str | None:
+                found = judges.judge_distribution(timed, [sample], limit=1.0)
+                return found.detail if found.status != "passed" else None
+
+    return audit_findings.judge(
+        label,
+        outputs,
+        reference,
+        names=context.names,
+        shapes=context.shapes,
+        dtypes=context.dtypes,
+        tolerance=context.tolerance,
+        distribution=distribution,
+    )
 
 
 def integrity_checks(
@@ -136,21 +145,28 @@ def integrity_checks(
         else:
             checks[check.value] = result(PASSED)
     calls = [(label, out) for label, out in evidence.rounds.items() if isinstance(out, list)]
-    audits = [
-        (f"timed call {index}", out, audit_label(context.set_labels[chosen], shift, evidence.probes.get(index, 0)))
-        for index, chosen, shift, out in evidence.audits
-        if isinstance(out, list)
-    ]
-    audit_refs = {**refs, **{label: refs[key] for label, _, key in audits if key in refs}}
-    labelled = [*calls, *[(label, out) for label, out, _ in audits]]
-    poisoned = _poisoned(context, labelled, audit_refs)
+    # every audited call's finding: judged as its outputs came (the session's ``audits.Pending``), else now
+    findings: list[tuple[str, audit_findings.AuditFinding]] = []
+    for index, chosen, shift, out in evidence.audits:
+        key = audit_label(context.set_labels[chosen], shift, evidence.probes.get(index, 0))
+        if isinstance(out, audit_findings.AuditFinding):
+            findings.append((key, out))
+        elif isinstance(out, list) and key in refs:
+            findings.append((key, audit_finding(context, f"timed call {index}", out, refs[key])))
+    audited = sum(1 for *_, out in evidence.audits if not isinstance(out, str))
+    poisoned = _poisoned(context, calls, refs) + [line for _, found in findings for line in found.poisoned]
     checks[Check.OUTPUTS_FULLY_WRITTEN.value] = result(FAILED, "; ".join(poisoned)) if poisoned else result(PASSED)
     # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
-    by_set: dict[str, list[Any]] = {}
-    for _label, out, set_label in audits:
-        by_set.setdefault(set_label, out)
-    fresh = [*calls, *by_set.items()]
-    stale = _stale(fresh, refs)
+    digests = [
+        (label, audit_findings.digest(out), audit_findings.digest(refs[label])) for label, out in calls if label in refs
+    ]
+    seen: set[str] = set()
+    for key, found in findings:
+        if key not in seen:
+            seen.add(key)
+            digests.append((key, found.digest, found.reference_digest))
+    stale = _stale(digests)
+    fresh = digests
     samples = context.tolerance.judge == "distribution"
     if samples:  # a random process: references differ call to call; repeats are the distribution test's
         checks[Check.OUTPUTS_FRESH.value] = result(SKIPPED, "outputs are samples, judged by the distribution test")
@@ -163,28 +179,7 @@ def integrity_checks(
     # timed calls, chosen at random after they returned, gave correct outputs for the values they got
     rounds_passed = bool(rounds) and all(r.status == "passed" for r in rounds)
     errors = [out for _, _, _, out in evidence.audits if isinstance(out, str)]
-    wrong = []
-    for label, out, key in audits:
-        if key not in refs:
-            continue
-        compared = correctness.compare_round(
-            0,
-            context.names,
-            out,
-            refs[key],
-            shapes=context.shapes,
-            dtypes=context.dtypes,
-            tolerance=context.tolerance,
-        )
-        if compared.status != "passed":
-            wrong.append(f"{label}: {compared.detail}")
-        elif samples and context.judge_inputs is not None:  # each sample inside its filtered distribution
-            from kictl.families import judges
-
-            timed = context.judge_inputs("timed")
-            found = judges.judge_distribution(timed, [out[0]], limit=1.0) if timed else None
-            if found is not None and found.status != "passed":
-                wrong.append(f"{label}: {found.detail}")
+    wrong = [found.wrong for _, found in findings if found.wrong is not None]
     key = Check.TIMED_OUTPUTS_CORRECT.value
     if errors:
         checks[key] = result(FAILED, f"a timed call {errors[0]}")
@@ -193,9 +188,9 @@ def integrity_checks(
     elif not rounds_passed:
         checks[key] = result(SKIPPED, "the correctness rounds did not pass")
     elif wrong:
-        checks[key] = result(FAILED, f"{len(wrong)} of {len(audits)} audited timed calls were wrong: {wrong[0]}"[:1000])
+        checks[key] = result(FAILED, f"{len(wrong)} of {audited} audited timed calls were wrong: {wrong[0]}"[:1000])
     else:
-        checks[key] = result(PASSED, f"{len(audits)} timed call(s) audited")
+        checks[key] = result(PASSED, f"{audited} timed call(s) audited")
     # not faster than physics allows
     key = Check.ABOVE_FLOOR.value
     if context.floor_ns is None:

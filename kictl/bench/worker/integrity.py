@@ -11,8 +11,10 @@ under its name; a failed check makes the run's status ``reward_hack``.
 ``outputsFresh``          calls on different inputs did not return identical outputs
 ``timedOutputsCorrect``   a call picked at random among the timed ones returned correct outputs
 ``plainTensorOutputs``    outputs are ``torch.Tensor`` itself (no lazy or proxy subclass) on the run's device
-``noThreadsLeft``         no thread started by the implementation is still alive (counted by the
-                          OS, ``/proc/<pid>/task``, so raw ``_thread`` threads count too)
+``noThreadsLeft``         no thread started by a timed call is alive at its return, and the threads the
+                          implementation keeps stay idle between its calls (read by the parent from the
+                          OS, ``/proc/<pid>/task``, so raw ``_thread`` threads count too; on a GPU, no
+                          thread more than when the timed calls began)
 ``streamOrdered``         (GPU) the outputs were complete once the calling stream reached the end
                           of the call: no work left running on another stream
 ``noProcessesLeft``       no process the implementation started is alive after its calls

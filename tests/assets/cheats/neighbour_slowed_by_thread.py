@@ -1,8 +1,8 @@
 """Cheat (class: a neighbour slowed between its own calls; caught by: noThreadsLeft).
 
 A thread started in setup() burns CPU whenever the implementation's own call is not running, on the CPUs the
-session's other workers are timed on.  kictl counts the worker's OS threads when the timed calls begin and
-after every call.
+session's other workers are timed on.  kictl reads the CPU time of every thread the implementation keeps
+between the worker's own calls (an idle thread uses almost none).
 """
 
 import threading
