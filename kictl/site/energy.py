@@ -14,7 +14,8 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kictl.site.html import esc, latency, link, table
+from kictl.render import percent, watts
+from kictl.site.html import NONE, esc, joules, latency, link, ratio, table
 
 if TYPE_CHECKING:
     from kictl.index import DefinitionFacts
@@ -66,20 +67,20 @@ def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> byt
 
 
 def _group_rows(page: str, group: EnergyGroup, run_link: Any) -> list[list[str]]:
-    from kictl.rank.energy import format_joules
-
+    """The ranked rows; the figures are the ones the board ranks by (derived from the trials, as the CLI shows),
+    written by ``kictl.render`` as the CLI writes them."""
     return [
         [
             f"{row.rank}{'=' if row.tied else ''}",
             esc(row.implementation_label),
             f'<a href="{esc(run_link(page, row.run.digest))}" data-joules="{row.joules_per_call!r}">'
-            f"{esc(format_joules(row.joules_per_call))}</a>",
-            f"{row.times_vs_first:.2f}×",
-            f"{row.energy.average_watts:.0f}",
-            f"{row.energy.idle_watts:.1f}",
-            f"{100 * row.energy.spread:.1f}%",
+            f"{esc(joules(row.joules_per_call))}</a>",
+            esc(ratio(row.times_vs_first)),
+            esc(watts(row.figures.average_watts, unit=False)),
+            esc(watts(row.figures.idle_watts, 1, unit=False)),
+            esc(percent(row.figures.spread)),
             esc(latency(row.run.latency_ns)),
-            "yes" if row.pareto else "–",
+            "yes" if row.pareto else NONE,
             esc(row.evidence),
         ]
         for row in group.rows
@@ -107,7 +108,7 @@ def energy_section(
     ]
     for number, group in enumerate(board.groups, start=1):
         key = group.key
-        label = f"{group.workload_name} · {key.gpu} · {key.power_limit_mw / 1000:.0f} W limit"
+        label = f"{group.workload_name} · {key.gpu} · {watts(key.power_limit_mw / 1000)} limit"
         body.append(f'<h3 id="energy-{number}">{esc(label)}</h3>')
         body.append(
             table(
