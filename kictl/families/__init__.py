@@ -19,27 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kictl import blobs
+from kictl import blobs, dtypes
 from kictl.errors import RecordError
 from kictl.families.gpus import GPU
+from kictl.render import peak as peak_text
 
 if TYPE_CHECKING:  # the records (pydantic) are imported where a workload is read: a bench worker needs only gpus
     from kictl.records import DefinitionSpec, WorkloadSpec
 
-DTYPE_BYTES: dict[str, float] = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+#: Bytes per element of each dtype: the one table (``kictl.dtypes``).
+DTYPE_BYTES = dtypes.BYTES
 
 BlobReader = Callable[[str], bytes]
 
@@ -281,12 +270,12 @@ def work(spec: DefinitionSpec, workload: WorkloadSpec, read_blob: BlobReader | N
 def floor(amount: Work, gpu: GPU) -> Floor:
     """The physical floor of ``amount`` on ``gpu`` (an estimate, never evidence)."""
     bandwidth_ns = amount.bytes / gpu.memory_bandwidth * 1e9
-    sources = [f"{gpu.product} memory bandwidth {gpu.memory_bandwidth / 1e12:g} TB/s: {gpu.source}"]
+    sources = [f"{gpu.product} memory bandwidth {peak_text(gpu.memory_bandwidth, 'B/s')}: {gpu.source}"]
     compute_ns: float | None = None
     if amount.flops is not None:
         peak, used = gpu.peak_for(amount.compute_dtype)
         compute_ns = amount.flops / peak * 1e9
-        sources.append(f"{gpu.product} dense {used} peak {peak / 1e12:g} TFLOP/s: {gpu.source}")
+        sources.append(f"{gpu.product} dense {used} peak {peak_text(peak, 'FLOP/s')}: {gpu.source}")
     if compute_ns is not None and compute_ns > bandwidth_ns:
         return Floor(gpu.product, bandwidth_ns, compute_ns, compute_ns, "compute", tuple(sources))
     return Floor(gpu.product, bandwidth_ns, compute_ns, bandwidth_ns, "bandwidth", tuple(sources))

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kictl import blobs
+from kictl import blobs, dtypes
 from kictl.bench import wire
 from kictl.bench.wire.checks import os_threads
 from kictl.errors import RecordError
 
-FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+#: The floating-point dtypes, whose random inputs are drawn from a normal distribution (``kictl.dtypes``).
+FLOAT_DTYPES = dtypes.FLOATING
 #: The kind prefix of an input a family's generator draws (``generated:<name>``, ``kictl.bench.wire.generators``).
 GENERATED = "generated:"
 
