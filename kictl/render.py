@@ -137,6 +137,12 @@ def ratio(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}×"
 
 
+def speedup(geomean: float | None, workloads: int) -> str:
+    """A geometric-mean speed-up over the baseline and how many workloads it is over: ``1.25× (4)``; ``-`` for
+    none."""
+    return "-" if geomean is None else f"{ratio(geomean)} ({workloads})"
+
+
 def times(value: float) -> str:
     """How many times above something: ``3.4×``, ``1,234×``."""
     return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"

@@ -109,6 +109,22 @@ def tensor_bytes(spec: DefinitionSpec, name: str, axes: dict[str, int]) -> int:
     return int(math.prod(tensor_shape(spec, name, axes)) * DTYPE_BYTES[tensor.dtype])
 
 
+def paged_bytes(
+    spec: DefinitionSpec, axes: dict[str, int], tokens: int, is_cache: Callable[[str, tuple[str, ...]], bool]
+) -> int:
+    """The bytes a paged kernel moves: of each cache input (``is_cache(name, shape)``; its first two axes page
+    it, the rest are one token's) the ``tokens`` it reads, every other input and every output whole."""
+    total = 0
+    for name, tensor in spec.inputs.items():
+        shape = tensor.shape or ()
+        if is_cache(name, shape):
+            per_token = math.prod(axes[axis] for axis in shape[2:])
+            total += int(tokens * per_token * DTYPE_BYTES[tensor.dtype])
+        else:
+            total += tensor_bytes(spec, name, axes)
+    return total + sum(tensor_bytes(spec, name, axes) for name in spec.outputs)
+
+
 def compute_dtype(spec: DefinitionSpec) -> str:
     """The dtype whose peak bounds the arithmetic, as the definition's family says (``Family.compute_dtype``)."""
     return family_for(spec.family).compute_dtype(spec)

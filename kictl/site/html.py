@@ -77,6 +77,11 @@ def ratio(value: float | None, digits: int = 2) -> str:
     return NONE if value is None else render.ratio(value, digits)
 
 
+def speedup(geomean: float | None, workloads: int) -> str:
+    """``render.speedup`` (``1.25× (4)``), ``NONE`` for none."""
+    return NONE if geomean is None else render.speedup(geomean, workloads)
+
+
 def date(timestamp: str | None) -> str:
     """``render.date`` (``2026-11-30``), ``NONE`` for none."""
     return render.date(timestamp) if timestamp else NONE

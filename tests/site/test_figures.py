@@ -111,3 +111,11 @@ def test_the_scan_sees_a_second_formatter() -> None:
     assert _number_specs(ast.parse('x = f"{count:,}"')) == [1]
     assert _number_specs(ast.parse('x = f"{name:>10}"')) == []
     assert _number_specs(ast.parse('x = f"{name!r}"')) == []
+
+
+def test_a_geomean_speedup_reads_alike() -> None:
+    for value in (0.5, 0.995, 0.99951, 1.0, 1.254, 12.345):
+        assert html.speedup(value, 4) == render.speedup(value, 4)
+    assert render.speedup(1.254, 4) == "1.25× (4)"
+    assert render.speedup(None, 0) == "-"
+    assert html.speedup(None, 0) == html.NONE

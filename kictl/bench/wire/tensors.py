@@ -8,8 +8,10 @@ generator on the device that runs the workload (``drawn_on``).
 
 from __future__ import annotations
 
+import array
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -107,6 +109,28 @@ def materialize_one(source: InputSource, device: str) -> Any:
     else:
         tensor = _from_blob(source)
     return tensor.to(device)
+
+
+def input_spec(source: InputSource) -> wire.InputSpec:
+    """``source`` as the wire carries it to a worker (``materialize_spec`` makes it again): index values as
+    little-endian int64 bytes, the rest as they are."""
+    values = None
+    if source.values is not None:
+        packed = array.array("q", source.values)
+        if sys.byteorder != "little":  # pragma: no cover - kictl runs on little-endian machines
+            packed.byteswap()
+        values = packed.tobytes()
+    return wire.InputSpec(
+        name=source.name,
+        kind=source.kind,
+        dtype=source.dtype,
+        shape=source.shape,
+        seed=source.seed,
+        values=values,
+        blob=source.blob,
+        blob_key=source.blob_key,
+        scalar=source.scalar,
+    )
 
 
 def materialize_spec(spec: wire.InputSpec, device: str) -> Any:
