@@ -14,56 +14,15 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kictl.rank.energy import EnergyBoard, EnergyGroup, energy_leaderboard
 from kictl.render import percent, watts
 from kictl.site.html import NONE, esc, joules, latency, link, ratio, table
+from kictl.site.plots import energy_plot
 
 if TYPE_CHECKING:
     from kictl.index import DefinitionFacts
-    from kictl.rank.energy import EnergyBoard, EnergyGroup
 
 Files = dict[str, bytes]
-
-
-def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> bytes:
-    """Joules per call (y) against latency (x), log-log, one labelled point per implementation (name, latency ns,
-    joules, on the front); the Pareto front joined by a step line: SVG bytes."""
-    import matplotlib
-
-    from kictl.site.plots import _RC, _figure, _svg
-
-    with matplotlib.rc_context(_RC):
-        figure = _figure(6.5, 4.2, right=0.97)
-        figure.subplots_adjust(bottom=0.14)
-        axes = figure.add_subplot()
-        for name, ns, joules, front in points:
-            axes.plot(
-                [ns / 1e3],
-                [joules * 1e3],
-                marker="o",
-                markersize=6,
-                linestyle="none",
-                markerfacecolor="C0" if front else "white",
-                markeredgecolor="C0",
-            )
-            axes.annotate(name, (ns / 1e3, joules * 1e3), textcoords="offset points", xytext=(5, 4), fontsize=7)
-        front_points = sorted((ns / 1e3, joules * 1e3) for _, ns, joules, on in points if on)
-        if len(front_points) > 1:
-            axes.plot(
-                [x for x, _ in front_points],
-                [y for _, y in front_points],
-                drawstyle="steps-post",
-                linewidth=0.8,
-                color="C0",
-                label="Pareto front",
-            )
-            axes.legend(fontsize=7, frameon=False)
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlabel("latency (µs, log scale; cold L2)")
-        axes.set_ylabel("energy per call (mJ, log scale; idle subtracted)")
-        axes.set_title(title, fontsize=9)
-        axes.grid(True, which="major", linewidth=0.3, alpha=0.6)
-        return _svg(figure)
 
 
 def _group_rows(page: str, group: EnergyGroup, run_link: Any) -> list[list[str]]:
@@ -150,8 +109,6 @@ def definition_energy(
 ) -> tuple[str, Files, list[tuple[str, str]]]:
     """``energy_section`` of a definition from the build's context (its index, policy, evidence and moment);
     ``rel_run(page, digest)`` is the pages' link to a run (passed in, so this module never imports pages)."""
-    from kictl.rank.energy import energy_leaderboard
-
     board = energy_leaderboard(
         ctx.index,
         definition.digest,
