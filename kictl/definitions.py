@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kictl import canon, families
+from kictl import canon, dtypes, families
 from kictl.errors import RecordError, RegistryError
 from kictl.layout import DEFINITIONS_DIR
 from kictl.records import (
@@ -317,7 +317,7 @@ def compile_all(root: Path, name: str | None = None, *, catalogue: bool = True) 
 #: GPU generations a definition's source baseline needs, from least to most demanding.
 PLACEMENTS = ("any", "hopper", "blackwell")
 PLACEMENT_LABELS = {"any": "any GPU", "hopper": "Hopper+ (sm90)", "blackwell": "Blackwell (sm100)"}
-FP8_DTYPES = frozenset({"float8_e4m3fn", "float8_e5m2"})
+FP8_DTYPES = dtypes.FP8
 
 
 @dataclass(frozen=True, slots=True)

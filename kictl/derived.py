@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 from kictl.bench.worker.timing import STATISTICS, median_relative_error, summarize
 from kictl.records import BenchmarkRunSpec, RunEnergy, Timing
+from kictl.render import latency
 
 if TYPE_CHECKING:
     from kictl.families import Work
@@ -101,8 +102,6 @@ class Contradiction:
 
     def text(self) -> str:
         if self.unit == "ns":
-            from kictl.render import latency
-
             return f"{self.what} stated {latency(self.stated)} ({self.stated:g} ns), derived {latency(self.derived)}"
         unit = f" {self.unit}" if self.unit else ""
         return f"{self.what} stated {self.stated:.6g}{unit}, derived {self.derived:.6g}{unit}"

@@ -44,6 +44,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from kictl import canon
+from kictl.dtypes import DType as DType  # re-exported: the one dtype table (kictl.dtypes)
 from kictl.errors import RecordError
 from kictl.layout import KINDS as KINDS  # re-exported: the models and the layout name the same kinds
 
@@ -99,20 +100,6 @@ def now_timestamp() -> str:
     return format_timestamp(datetime.now(UTC))
 
 
-DType = Literal[
-    "float64",
-    "float32",
-    "float16",
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "int64",
-    "int32",
-    "int16",
-    "int8",
-    "uint8",
-    "bool",
-]
 Status = Literal[
     "passed",
     "incorrect_numerical",

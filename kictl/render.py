@@ -9,9 +9,14 @@ value      rule                                                 examples
 =========  ===================================================  ===========================
 latency    three significant digits in the unit that suits it   ``812 ns``, ``12.5 µs``,
            (nanoseconds in, ``-`` for none, exact zero ``0 ns``) ``1.00 ms``, ``2.10 s``
+energy     joules, three significant digits, an SI prefix       ``812 µJ``, ``2.31 mJ``
+power      whole watts unless told (a power limit, a board)     ``700 W``, ``119.9``
+share      a fraction as a percentage, one decimal unless told  ``11.1%``
 ratio      fixed decimals and ``×``                             ``1.25×``
 times      "N× above": thousands separated from 100 up          ``3.4×``, ``1,234×``
 size       decimal units (SI), three significant digits         ``812 B``, ``35.7 MB``
+other      a count of a unit with an SI prefix (``si``)         ``35.7 GFLOP``, ``50.0 GB/s``
+peak       a datasheet figure in tera-units, all its digits     ``4.8 TB/s``, ``989.4 TFLOP/s``
 count      thousands separated                                  ``2,223,164``
 date       the day of an RFC 3339 timestamp                     ``2026-11-30``
 digest     ``sha256:`` and the first 12 hex digits              ``sha256:1f22d1ea605a``
@@ -19,21 +24,29 @@ names      in listings, numbers inside by value (``natural_key``) ``b1``, ``b8x`
 =========  ===================================================  ===========================
 
 Text is plain: no colour, no wrapping console (digests must stay whole and
-copyable).  Tables are aligned columns, and ``fit``/``wrap`` keep lines within
-``WIDTH`` (100) columns.  Nothing here prints; the CLI writes what these return.
+copyable).  A value that rounds up to the next prefix is written in it
+(999.7 ns is ``1.00 µs``, never ``1000 ns`` nor ``1e+03 ns``).  The site
+(``kictl.site.html``) writes figures through these same functions.  Tables
+are aligned columns, and ``fit``/``wrap`` keep lines within ``WIDTH`` (100)
+columns.  Nothing here prints; the CLI writes what these return.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
+import sys
 import textwrap
 from collections.abc import Sequence
 
 WIDTH = 100
 DIGEST_PREFIX = "sha256:"
 
-_UNITS = ((1e3, "µs"), (1e6, "ms"), (1e9, "s"))
-_SIZES = ((1e3, "kB"), (1e6, "MB"), (1e9, "GB"), (1e12, "TB"))
+#: Each unit's scales, smallest first: (how many of the base unit, name).
+_TIMES = ((1.0, "ns"), (1e3, "µs"), (1e6, "ms"), (1e9, "s"))
+_SIZES = ((1.0, "B"), (1e3, "kB"), (1e6, "MB"), (1e9, "GB"), (1e12, "TB"))
+_JOULES = ((1e-9, "nJ"), (1e-6, "µJ"), (1e-3, "mJ"), (1.0, "J"), (1e3, "kJ"))
+_PREFIXES = ((1.0, ""), (1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T"), (1e15, "P"))
 
 
 _DIGITS = re.compile(r"(\d+)")
@@ -59,6 +72,20 @@ def _three_digits(value: float) -> str:
     return f"{value:.{digits}f}"
 
 
+def _scaled(value: float, scales: Sequence[tuple[float, str]]) -> str:
+    """``value`` (in the base unit) in the largest of ``scales`` it reaches once rounded to three digits.
+
+    ``scales`` are (size in the base unit, name), smallest first; a value below the
+    smallest is written in it (``0.46 ns``).  The threshold is 0.9995 of a scale, so a
+    value that rounds up to the next scale is written in it: ``1.00 µs``, never ``1000 ns``.
+    """
+    scale, name = scales[0]
+    for candidate, candidate_name in scales[1:]:
+        if abs(value) >= candidate * 0.9995:
+            scale, name = candidate, candidate_name
+    return f"{_three_digits(value / scale)} {name}"
+
+
 def latency(ns: float | None) -> str:
     """A latency in nanoseconds, three significant digits in the unit that suits it; ``-`` for ``None``.
 
@@ -69,11 +96,40 @@ def latency(ns: float | None) -> str:
         return "-"
     if ns == 0:
         return "0 ns"
-    value, unit = float(ns), "ns"
-    for scale, name in _UNITS:
-        if abs(ns) >= scale * 0.9995:
-            value, unit = ns / scale, name
-    return f"{_three_digits(value)} {unit}"
+    return _scaled(float(ns), _TIMES)
+
+
+def joules(value: float | None) -> str:
+    """An energy in joules with an SI prefix, three significant digits: ``812 µJ``, ``2.31 mJ``, ``1.08 J``.
+
+    ``-`` for ``None``, ``0 J`` for exact zero; a value that rounds up to the next prefix is written in
+    it (999.96 µJ is ``1.00 mJ``).
+    """
+    if value is None:
+        return "-"
+    if value == 0:
+        return "0 J"
+    return _scaled(float(value), _JOULES)
+
+
+def watts(value: float | None, digits: int = 0, *, unit: bool = True) -> str:
+    """A power in watts with ``digits`` decimals: ``700 W`` (a power limit), ``119.9`` (a table's ``W`` column,
+    ``unit=False``); ``-`` for ``None``."""
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" + (" W" if unit else "")
+
+
+def percent(fraction: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage with ``digits`` decimals: 0.111 is ``11.1%``; ``-`` for ``None``."""
+    return "-" if fraction is None else f"{100 * fraction:.{digits}f}%"
+
+
+def si(value: float, unit: str) -> str:
+    """A quantity of ``unit`` with an SI prefix, three significant digits: ``35.7 GFLOP``, ``812 FLOP``."""
+    if value == 0:
+        return f"0 {unit}"
+    return _scaled(float(value), [(scale, prefix + unit) for scale, prefix in _PREFIXES])
 
 
 def ratio(value: float | None, digits: int = 2) -> str:
@@ -81,20 +137,27 @@ def ratio(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}×"
 
 
+def speedup(geomean: float | None, workloads: int) -> str:
+    """A geometric-mean speed-up over the baseline and how many workloads it is over: ``1.25× (4)``; ``-`` for
+    none."""
+    return "-" if geomean is None else f"{ratio(geomean)} ({workloads})"
+
+
 def times(value: float) -> str:
     """How many times above something: ``3.4×``, ``1,234×``."""
     return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
 
 
+def peak(value: float, unit: str) -> str:
+    """A datasheet figure in tera-units with every digit the datasheet gives: ``4.8 TB/s``, ``989.4 TFLOP/s``."""
+    return f"{value / 1e12:g} T{unit}"
+
+
 def size(count_bytes: float) -> str:
-    """A number of bytes in decimal units: ``812 B``, ``40.9 kB``, ``35.7 MB``."""
+    """A number of bytes in decimal units: ``812 B``, ``40.9 kB``, ``35.7 MB`` (whole bytes below a kilobyte)."""
     if abs(count_bytes) < 999.5:
         return f"{count_bytes:.0f} B"
-    value, unit = count_bytes, "B"
-    for scale, name in _SIZES:
-        if abs(count_bytes) >= scale * 0.9995:
-            value, unit = count_bytes / scale, name
-    return f"{_three_digits(value)} {unit}"
+    return _scaled(float(count_bytes), _SIZES)
 
 
 def count(value: int) -> str:
@@ -131,9 +194,6 @@ def wrap(text: str, indent: str = "", width: int = WIDTH) -> list[str]:
 
 def terminal_width() -> int | None:
     """The columns of the terminal stdout writes to; ``None`` when stdout is no terminal (then nothing is cut)."""
-    import shutil
-    import sys
-
     try:
         if not sys.stdout.isatty():
             return None

@@ -19,27 +19,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from kictl import blobs
+from kictl import blobs, dtypes
 from kictl.errors import RecordError
 from kictl.families.gpus import GPU
+from kictl.render import peak as peak_text
 
 if TYPE_CHECKING:  # the records (pydantic) are imported where a workload is read: a bench worker needs only gpus
     from kictl.records import DefinitionSpec, WorkloadSpec
 
-DTYPE_BYTES: dict[str, float] = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+#: Bytes per element of each dtype: the one table (``kictl.dtypes``).
+DTYPE_BYTES = dtypes.BYTES
 
 BlobReader = Callable[[str], bytes]
 
@@ -118,6 +107,22 @@ def tensor_shape(spec: DefinitionSpec, name: str, axes: dict[str, int]) -> tuple
 def tensor_bytes(spec: DefinitionSpec, name: str, axes: dict[str, int]) -> int:
     tensor = spec.inputs.get(name) or spec.outputs[name]
     return int(math.prod(tensor_shape(spec, name, axes)) * DTYPE_BYTES[tensor.dtype])
+
+
+def paged_bytes(
+    spec: DefinitionSpec, axes: dict[str, int], tokens: int, is_cache: Callable[[str, tuple[str, ...]], bool]
+) -> int:
+    """The bytes a paged kernel moves: of each cache input (``is_cache(name, shape)``; its first two axes page
+    it, the rest are one token's) the ``tokens`` it reads, every other input and every output whole."""
+    total = 0
+    for name, tensor in spec.inputs.items():
+        shape = tensor.shape or ()
+        if is_cache(name, shape):
+            per_token = math.prod(axes[axis] for axis in shape[2:])
+            total += int(tokens * per_token * DTYPE_BYTES[tensor.dtype])
+        else:
+            total += tensor_bytes(spec, name, axes)
+    return total + sum(tensor_bytes(spec, name, axes) for name in spec.outputs)
 
 
 def compute_dtype(spec: DefinitionSpec) -> str:
@@ -281,12 +286,12 @@ def work(spec: DefinitionSpec, workload: WorkloadSpec, read_blob: BlobReader | N
 def floor(amount: Work, gpu: GPU) -> Floor:
     """The physical floor of ``amount`` on ``gpu`` (an estimate, never evidence)."""
     bandwidth_ns = amount.bytes / gpu.memory_bandwidth * 1e9
-    sources = [f"{gpu.product} memory bandwidth {gpu.memory_bandwidth / 1e12:g} TB/s: {gpu.source}"]
+    sources = [f"{gpu.product} memory bandwidth {peak_text(gpu.memory_bandwidth, 'B/s')}: {gpu.source}"]
     compute_ns: float | None = None
     if amount.flops is not None:
         peak, used = gpu.peak_for(amount.compute_dtype)
         compute_ns = amount.flops / peak * 1e9
-        sources.append(f"{gpu.product} dense {used} peak {peak / 1e12:g} TFLOP/s: {gpu.source}")
+        sources.append(f"{gpu.product} dense {used} peak {peak_text(peak, 'FLOP/s')}: {gpu.source}")
     if compute_ns is not None and compute_ns > bandwidth_ns:
         return Floor(gpu.product, bandwidth_ns, compute_ns, compute_ns, "compute", tuple(sources))
     return Floor(gpu.product, bandwidth_ns, compute_ns, bandwidth_ns, "bandwidth", tuple(sources))

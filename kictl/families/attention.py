@@ -22,7 +22,7 @@ import math
 import random
 
 from kictl.errors import RecordError
-from kictl.families import DTYPE_BYTES, Family, Structure, register, tensor_bytes, tensor_shape
+from kictl.families import Family, Structure, paged_bytes, register, tensor_shape
 from kictl.records import DefinitionSpec
 
 STRUCTURAL = frozenset({"qo_indptr", "kv_indptr", "kv_indices", "kv_last_page_len", "last_page_len"})
@@ -171,16 +171,7 @@ class PagedAttention(Family):
     def bytes_moved(self, spec: DefinitionSpec, structure: Structure) -> int:
         axes = structure.axes
         tokens = self.referenced_tokens(spec, structure)
-        total = 0
-        for name, tensor in spec.inputs.items():
-            if name in KV_CACHES and tensor.shape and len(tensor.shape) >= 2:
-                per_token = 1
-                for axis in tensor.shape[2:]:
-                    per_token *= axes[axis]
-                total += int(tokens * per_token * DTYPE_BYTES[tensor.dtype])
-            else:
-                total += tensor_bytes(spec, name, axes)
-        return total + sum(tensor_bytes(spec, name, axes) for name in spec.outputs)
+        return paged_bytes(spec, axes, tokens, lambda name, shape: name in KV_CACHES and len(shape) >= 2)
 
     def flops(self, spec: DefinitionSpec, structure: Structure) -> int | None:
         axes = structure.axes

@@ -107,7 +107,7 @@ class Moe(Family):
                 per_expert = 1
                 for size in tensor_shape(spec, name, axes)[1:]:
                     per_expert *= size
-                width = DTYPE_BYTES[tensor.dtype]
+                width: float = DTYPE_BYTES[tensor.dtype]
                 if name.endswith("_weights"):
                     width = self._weight_bytes_per_element(spec, tensor.dtype)
                 total += experts * per_expert * width

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from kictl.families import Work, floor
 from kictl.families.gpus import GPU
+from kictl.render import peak as peak_text
+from kictl.render import si, size
 
 #: FLOP/s one CPU thread is assumed to sustain (fp32 matmul with AVX-512 FMA at ~3 GHz is ~100 GFLOP/s peak).
 CPU_FLOPS_PER_THREAD = 1e11
@@ -51,20 +53,13 @@ class JobEstimate:
         return self.total_s > LIMIT_S
 
     def warning(self) -> str:
-        flops = "no FLOP formula" if self.flops is None else f"{_si(self.flops)}FLOP"
+        flops = "no FLOP formula" if self.flops is None else si(self.flops, "FLOP")
         return (
-            f"warning: workload {self.workload}: {flops} and {_si(self.bytes)}B per call; on {self.device} "
+            f"warning: workload {self.workload}: {flops} and {size(self.bytes)} per call; on {self.device} "
             f"at {self.assumed} (optimistic), at least {_duration(self.per_call_s)} a call, {self.calls} calls: "
             f"at least {_duration(self.total_s)} per implementation. Choose smaller workloads with --workload, "
             "or another device"
         )
-
-
-def _si(value: float) -> str:
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= factor:
-            return f"{value / factor:.3g} {prefix}"
-    return f"{value:.3g} "
 
 
 def _duration(seconds: float) -> str:
@@ -88,12 +83,12 @@ def estimate_job(workload: str, amount: Work, *, gpu: GPU | None, threads: int, 
     if gpu is not None:
         bound = floor(amount, gpu)
         peak, dtype = gpu.peak_for(amount.compute_dtype)
-        assumed = f"{gpu.memory_bandwidth / 1e12:g} TB/s and {peak / 1e12:g} TFLOP/s {dtype}"
+        assumed = f"{peak_text(gpu.memory_bandwidth, 'B/s')} and {peak_text(peak, 'FLOP/s')} {dtype}"
         return JobEstimate(workload, amount.bytes, amount.flops, gpu.product, assumed, bound.floor_ns / 1e9, calls)
     rate = CPU_FLOPS_PER_THREAD * max(1, threads)
     seconds = amount.bytes / CPU_BYTES_PER_S
     if amount.flops is not None:
         seconds = max(seconds, amount.flops / rate)
     device = f"the CPU with {threads} thread{'s' if threads != 1 else ''}"
-    assumed = f"{_si(rate)}FLOP/s and {_si(CPU_BYTES_PER_S)}B/s"
+    assumed = f"{si(rate, 'FLOP/s')} and {si(CPU_BYTES_PER_S, 'B/s')}"
     return JobEstimate(workload, amount.bytes, amount.flops, device, assumed, seconds, calls)

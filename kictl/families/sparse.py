@@ -18,11 +18,10 @@ Two kinds of definition share the family:
 
 from __future__ import annotations
 
-import math
 import random
 
 from kictl.errors import RecordError
-from kictl.families import DTYPE_BYTES, Family, Structure, register, tensor_bytes
+from kictl.families import Family, Structure, paged_bytes, register
 from kictl.records import DefinitionSpec
 
 
@@ -97,14 +96,7 @@ class SparseAttention(Family):
     def bytes_moved(self, spec: DefinitionSpec, structure: Structure) -> int:
         axes = structure.axes
         tokens, _ = self.referenced(spec, structure)
-        total = 0
-        for name, tensor in spec.inputs.items():
-            if tensor.shape and len(tensor.shape) >= 3 and tensor.shape[0] == "num_pages":
-                per_token = math.prod(axes[axis] for axis in tensor.shape[2:])
-                total += int(tokens * per_token * DTYPE_BYTES[tensor.dtype])
-            else:
-                total += tensor_bytes(spec, name, axes)
-        return total + sum(tensor_bytes(spec, name, axes) for name in spec.outputs)
+        return paged_bytes(spec, axes, tokens, lambda _, shape: len(shape) >= 3 and shape[0] == "num_pages")
 
     def flops(self, spec: DefinitionSpec, structure: Structure) -> int | None:
         axes = structure.axes

@@ -14,72 +14,32 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kictl.site.html import esc, latency, link, table
+from kictl.rank.energy import EnergyBoard, EnergyGroup, energy_leaderboard
+from kictl.render import percent, watts
+from kictl.site.html import NONE, esc, joules, latency, link, ratio, table
+from kictl.site.plots import energy_plot
 
 if TYPE_CHECKING:
     from kictl.index import DefinitionFacts
-    from kictl.rank.energy import EnergyBoard, EnergyGroup
 
 Files = dict[str, bytes]
 
 
-def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> bytes:
-    """Joules per call (y) against latency (x), log-log, one labelled point per implementation (name, latency ns,
-    joules, on the front); the Pareto front joined by a step line: SVG bytes."""
-    import matplotlib
-
-    from kictl.site.plots import _RC, _figure, _svg
-
-    with matplotlib.rc_context(_RC):
-        figure = _figure(6.5, 4.2, right=0.97)
-        figure.subplots_adjust(bottom=0.14)
-        axes = figure.add_subplot()
-        for name, ns, joules, front in points:
-            axes.plot(
-                [ns / 1e3],
-                [joules * 1e3],
-                marker="o",
-                markersize=6,
-                linestyle="none",
-                markerfacecolor="C0" if front else "white",
-                markeredgecolor="C0",
-            )
-            axes.annotate(name, (ns / 1e3, joules * 1e3), textcoords="offset points", xytext=(5, 4), fontsize=7)
-        front_points = sorted((ns / 1e3, joules * 1e3) for _, ns, joules, on in points if on)
-        if len(front_points) > 1:
-            axes.plot(
-                [x for x, _ in front_points],
-                [y for _, y in front_points],
-                drawstyle="steps-post",
-                linewidth=0.8,
-                color="C0",
-                label="Pareto front",
-            )
-            axes.legend(fontsize=7, frameon=False)
-        axes.set_xscale("log")
-        axes.set_yscale("log")
-        axes.set_xlabel("latency (µs, log scale; cold L2)")
-        axes.set_ylabel("energy per call (mJ, log scale; idle subtracted)")
-        axes.set_title(title, fontsize=9)
-        axes.grid(True, which="major", linewidth=0.3, alpha=0.6)
-        return _svg(figure)
-
-
 def _group_rows(page: str, group: EnergyGroup, run_link: Any) -> list[list[str]]:
-    from kictl.rank.energy import format_joules
-
+    """The ranked rows; the figures are the ones the board ranks by (derived from the trials, as the CLI shows),
+    written by ``kictl.render`` as the CLI writes them."""
     return [
         [
             f"{row.rank}{'=' if row.tied else ''}",
             esc(row.implementation_label),
             f'<a href="{esc(run_link(page, row.run.digest))}" data-joules="{row.joules_per_call!r}">'
-            f"{esc(format_joules(row.joules_per_call))}</a>",
-            f"{row.times_vs_first:.2f}×",
-            f"{row.energy.average_watts:.0f}",
-            f"{row.energy.idle_watts:.1f}",
-            f"{100 * row.energy.spread:.1f}%",
+            f"{esc(joules(row.joules_per_call))}</a>",
+            esc(ratio(row.times_vs_first)),
+            esc(watts(row.figures.average_watts, unit=False)),
+            esc(watts(row.figures.idle_watts, 1, unit=False)),
+            esc(percent(row.figures.spread)),
             esc(latency(row.run.latency_ns)),
-            "yes" if row.pareto else "–",
+            "yes" if row.pareto else NONE,
             esc(row.evidence),
         ]
         for row in group.rows
@@ -107,7 +67,7 @@ def energy_section(
     ]
     for number, group in enumerate(board.groups, start=1):
         key = group.key
-        label = f"{group.workload_name} · {key.gpu} · {key.power_limit_mw / 1000:.0f} W limit"
+        label = f"{group.workload_name} · {key.gpu} · {watts(key.power_limit_mw / 1000)} limit"
         body.append(f'<h3 id="energy-{number}">{esc(label)}</h3>')
         body.append(
             table(
@@ -149,8 +109,6 @@ def definition_energy(
 ) -> tuple[str, Files, list[tuple[str, str]]]:
     """``energy_section`` of a definition from the build's context (its index, policy, evidence and moment);
     ``rel_run(page, digest)`` is the pages' link to a run (passed in, so this module never imports pages)."""
-    from kictl.rank.energy import energy_leaderboard
-
     board = energy_leaderboard(
         ctx.index,
         definition.digest,

@@ -7,9 +7,11 @@ auto-escaping settings.  Links are always relative to the page that holds
 them (``rel``), so the site works from any base path (a GitHub Pages project
 site, ``python -m http.server``, a file system).
 
-The formatters (latency, ratio, date) are the site's own for now; they say
-the same as ``kictl leaderboard``'s text output and will be pointed at
-``kictl.render`` once that module exists.
+Figures (latency, energy, power, ratios, dates, digests) are written by
+``kictl.render``, the CLI's formatters, so a page and ``kictl leaderboard``
+print the same text for the same figure (999,700 ns is ``1.00 ms`` in both).
+The one difference is typography for *no* value: the site writes an en dash
+(``NONE``) where the CLI writes ``-``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ import html
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
+
+from kictl import render
+from kictl.render import short as short
+from kictl.render import times as times
 
 SITE_NAME = "KernelIndex"
 
@@ -48,38 +54,37 @@ def slug(text: str) -> str:
     return cleaned or "x"
 
 
+#: What the site shows where there is no value (the CLI's ``-``).
+NONE = "–"
+
+
 def latency(value: float | None) -> str:
-    """A latency with three significant digits (``9.00 µs``, ``10.1 µs``, ``812 ns``), as ``kictl leaderboard``."""
-    if value is None:
-        return "–"
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if value >= scale:
-            return f"{value / scale:#.3g}".rstrip(".") + f" {unit}"
-    return f"{value:#.3g} ns" if value < 100 else f"{value:.0f} ns"
+    """``render.latency`` (``812 ns``, ``1.00 ms``), ``NONE`` for none."""
+    return NONE if value is None else render.latency(value)
 
 
-def floor_ns(value: float | None) -> str:
-    """A floor: three significant digits below a microsecond, else as a latency."""
-    if value is None:
-        return "–"
-    return f"{value:.3g} ns" if value < 1e3 else latency(value)
+#: A floor is a latency and reads as one, as on ``kictl leaderboard``'s "floor …" line.
+floor_ns = latency
+
+
+def joules(value: float | None) -> str:
+    """``render.joules`` (``812 µJ``, ``2.31 mJ``), ``NONE`` for none."""
+    return NONE if value is None else render.joules(value)
 
 
 def ratio(value: float | None, digits: int = 2) -> str:
-    return "–" if value is None else f"{value:.{digits}f}×"
+    """``render.ratio`` (``1.25×``), ``NONE`` for none."""
+    return NONE if value is None else render.ratio(value, digits)
 
 
-def times(value: float) -> str:
-    """ "N× above the floor"."""
-    return f"{value:,.0f}×" if value >= 100 else f"{value:.3g}×"
+def speedup(geomean: float | None, workloads: int) -> str:
+    """``render.speedup`` (``1.25× (4)``), ``NONE`` for none."""
+    return NONE if geomean is None else render.speedup(geomean, workloads)
 
 
 def date(timestamp: str | None) -> str:
-    return timestamp[:10] if timestamp else "–"
-
-
-def short(digest: str, length: int = 12) -> str:
-    return digest[: len("sha256:") + length]
+    """``render.date`` (``2026-11-30``), ``NONE`` for none."""
+    return render.date(timestamp) if timestamp else NONE
 
 
 def code(text: object) -> str:

@@ -127,3 +127,43 @@ def floor_plot(title: str, workloads: Sequence[str], records: Sequence[float], f
         axes.grid(True, which="major", axis="y", linewidth=0.3, alpha=0.6)
         axes.legend(fontsize=7, frameon=False)
         return _svg(figure)
+
+
+def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> bytes:
+    """Joules per call (y) against latency (x), log-log, one labelled point per implementation (name, latency ns,
+    joules, on the front); the Pareto front joined by a step line: SVG bytes."""
+    import matplotlib
+
+    with matplotlib.rc_context(_RC):
+        figure = _figure(6.5, 4.2, right=0.97)
+        figure.subplots_adjust(bottom=0.14)
+        axes = figure.add_subplot()
+        for name, ns, joules, front in points:
+            axes.plot(
+                [ns / 1e3],
+                [joules * 1e3],
+                marker="o",
+                markersize=6,
+                linestyle="none",
+                markerfacecolor="C0" if front else "white",
+                markeredgecolor="C0",
+            )
+            axes.annotate(name, (ns / 1e3, joules * 1e3), textcoords="offset points", xytext=(5, 4), fontsize=7)
+        front_points = sorted((ns / 1e3, joules * 1e3) for _, ns, joules, on in points if on)
+        if len(front_points) > 1:
+            axes.plot(
+                [x for x, _ in front_points],
+                [y for _, y in front_points],
+                drawstyle="steps-post",
+                linewidth=0.8,
+                color="C0",
+                label="Pareto front",
+            )
+            axes.legend(fontsize=7, frameon=False)
+        axes.set_xscale("log")
+        axes.set_yscale("log")
+        axes.set_xlabel("latency (µs, log scale; cold L2)")
+        axes.set_ylabel("energy per call (mJ, log scale; idle subtracted)")
+        axes.set_title(title, fontsize=9)
+        axes.grid(True, which="major", linewidth=0.3, alpha=0.6)
+        return _svg(figure)

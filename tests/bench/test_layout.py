@@ -15,7 +15,7 @@ from kictl.bench.wire import timers
 from kictl.bench.worker import timing
 
 KICTL = Path(kictl.__file__).resolve().parent
-SHARED_LEAVES = {Path("__init__.py"), Path("errors.py"), Path("blobs.py")}
+SHARED_LEAVES = {Path("__init__.py"), Path("errors.py"), Path("blobs.py"), Path("dtypes.py")}
 
 
 def _in(path: Path, package: str) -> bool:

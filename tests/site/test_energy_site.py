@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from kictl.rank.energy import ENERGY_FAMILY
 from kictl.site import build_site
+from tests.conftest import RunCli
 from tests.rank.conftest import World
 from tests.rank.test_energy_rank import energy_run
 
 
-def test_the_definition_page_shows_the_energy_board_and_its_plot(tmp_path: Path) -> None:
+def _energy_cells(page: str) -> list[list[str]]:
+    """The text of each body row's cells in the page's first energy table."""
+    table = page[page.index('id="energy-table-1"') :]
+    body = table[table.index("<tbody>") : table.index("</tbody>")]
+    return [
+        [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body)
+    ]
+
+
+def test_the_definition_page_shows_the_energy_board_and_its_plot(tmp_path: Path, cli: RunCli) -> None:
     world = World(tmp_path / "registry-root")
     definition = world.definition()
     parts = {
@@ -43,4 +55,18 @@ def test_the_definition_page_shows_the_energy_board_and_its_plot(tmp_path: Path)
     assert "Board power, not the kernel" in html
     svg = (pages[0].parent / "energy.1.svg").read_text()
     assert "Pareto front" in svg
+    # the site writes each figure as `kictl leaderboard --metric energy` does (kictl.render): joules, watts, idle
+    # watts, spread and latency of every row appear, the same text, on the command's line for that run
+    text = cli("leaderboard", "gemm_n64_k64", "--metric", "energy", "--registry", world.registry.root)
+    assert text.exit_code == 0, text.output
+    assert "700 W limit" in html
+    assert "power limit 700 W" in text.stdout
+    cells = _energy_cells(html)
+    assert [row[1] for row in cells] == ["frugal", "fast", "torch_sdpa_hungry"]
+    lines = {row[1]: next(line for line in text.stdout.splitlines() if f" {row[1]} " in line) for row in cells}
+    for row in cells:
+        figures = [row[2], row[4], row[5], row[6], row[7]]  # J/call, W, idle W, spread, latency
+        assert figures[0] in ("100 mJ", "138 mJ", "222 mJ")
+        for figure in figures:
+            assert f" {figure} " in f" {lines[row[1]]} ", (figure, lines[row[1]])
     assert "torch_sdpa_hungry" in svg

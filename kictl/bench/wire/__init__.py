@@ -51,6 +51,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
+from kictl import dtypes
+
 MAGIC = b"KIW1"
 MAX_HEADER_BYTES = 4 << 20
 #: The most bytes one frame's buffers may hold (a GEMM 4096x4096 float32 output is 64 MiB).
@@ -82,39 +84,10 @@ HEADER_CAPS = {
 NONCE_LIMIT = 2**52
 MAX_DEPTH = 16
 SAFE_INT = 2**53 - 1
-# the records' tensor dtypes (kictl.records.DType), repeated so a worker need not import pydantic;
-# tests/bench/test_wire.py holds the two lists equal
-DTYPES = frozenset(
-    {
-        "float64",
-        "float32",
-        "float16",
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e5m2",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint8",
-        "bool",
-    }
-)
-#: Bytes per element of each dtype (the most an output of a given shape can hold)
-DTYPE_BYTES = {
-    "float64": 8,
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-    "int64": 8,
-    "int32": 4,
-    "int16": 2,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-}
+#: The records' tensor dtypes and each one's bytes per element (the most an output of a given shape can hold):
+#: the one table, ``kictl.dtypes``, a leaf the sandbox holds (no pydantic)
+DTYPES = frozenset(dtypes.NAMES)
+DTYPE_BYTES = dtypes.BYTES
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 

@@ -8,19 +8,22 @@ generator on the device that runs the workload (``drawn_on``).
 
 from __future__ import annotations
 
+import array
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kictl import blobs
+from kictl import blobs, dtypes
 from kictl.bench import wire
 from kictl.bench.wire.checks import os_threads
 from kictl.errors import RecordError
 
-FLOAT_DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+#: The floating-point dtypes, whose random inputs are drawn from a normal distribution (``kictl.dtypes``).
+FLOAT_DTYPES = dtypes.FLOATING
 #: The kind prefix of an input a family's generator draws (``generated:<name>``, ``kictl.bench.wire.generators``).
 GENERATED = "generated:"
 
@@ -106,6 +109,28 @@ def materialize_one(source: InputSource, device: str) -> Any:
     else:
         tensor = _from_blob(source)
     return tensor.to(device)
+
+
+def input_spec(source: InputSource) -> wire.InputSpec:
+    """``source`` as the wire carries it to a worker (``materialize_spec`` makes it again): index values as
+    little-endian int64 bytes, the rest as they are."""
+    values = None
+    if source.values is not None:
+        packed = array.array("q", source.values)
+        if sys.byteorder != "little":  # pragma: no cover - kictl runs on little-endian machines
+            packed.byteswap()
+        values = packed.tobytes()
+    return wire.InputSpec(
+        name=source.name,
+        kind=source.kind,
+        dtype=source.dtype,
+        shape=source.shape,
+        seed=source.seed,
+        values=values,
+        blob=source.blob,
+        blob_key=source.blob_key,
+        scalar=source.scalar,
+    )
 
 
 def materialize_spec(spec: wire.InputSpec, device: str) -> Any:

@@ -1,0 +1,48 @@
+"""An input's two forms (``kictl.bench.wire.tensors``): what the parent plans and what the wire carries.
+
+``input_spec`` writes a planned input for the wire and ``materialize_spec`` makes the worker's tensor from it;
+the tensor must be the one the parent makes from the plan itself (``materialize_one``), bit for bit, or the
+parent would judge a worker's outputs against other inputs than the worker was given.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kictl.bench.judge.inputs import InputPlan, to_wire
+from kictl.bench.wire.tensors import InputSource, input_spec, materialize_one, materialize_spec
+
+SOURCES = (
+    InputSource("indices", "values", "int32", (2, 3), values=(0, 1, -1, 2**31 - 1, -(2**31), 6)),
+    InputSource("lengths", "values", "int64", (3,), values=(2**40, 0, -(2**62))),
+    InputSource("empty", "values", "int32", (0, 4), values=()),
+    InputSource("x", "random", "bfloat16", (4, 8), seed=1234),
+    InputSource("mask", "random", "bool", (5,), seed=99),
+    InputSource("scale", "scalar", "float32", (), scalar=0.125),
+)
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=[source.name for source in SOURCES])
+def test_the_wire_form_makes_the_planned_tensor_bit_for_bit(source: InputSource) -> None:
+    planned = materialize_one(source, "cpu")
+    carried = materialize_spec(input_spec(source), "cpu")
+    if isinstance(planned, torch.Tensor):
+        assert isinstance(carried, torch.Tensor)
+        assert carried.dtype == planned.dtype
+        assert carried.shape == planned.shape
+        assert torch.equal(carried.reshape(-1).view(torch.uint8), planned.reshape(-1).view(torch.uint8))
+    else:
+        assert carried == planned
+
+
+def test_index_values_travel_as_little_endian_int64() -> None:
+    spec = input_spec(InputSource("indices", "values", "int32", (2,), values=(1, -2)))
+    assert spec.values == (1).to_bytes(8, "little", signed=True) + (-2).to_bytes(8, "little", signed=True)
+    assert input_spec(SOURCES[3]).values is None
+
+
+def test_the_judge_writes_the_same_wire_form() -> None:
+    """``judge.inputs.to_wire`` writes each input as ``input_spec`` does (one encoding of index values)."""
+    plan = to_wire(InputPlan(offset=0, sources=SOURCES, synthesized=()), "round 0")
+    assert plan.inputs == tuple(input_spec(source) for source in SOURCES)
