@@ -237,7 +237,8 @@ def verify(
     """
     target = open_registry(registry)
     digest = trust_core.resolve_digest(target, reference)
-    from kictl.advisories import deletion_failures, record_marks  # harness advisories (docs/advisories.md)
+    from kictl.advisories import deletion_failures  # a deleted advisory version (docs/advisories.md)
+    from kictl.standing import record_marks  # the run's standing: its harness advisories
 
     report = trust_core.check_record(target, digest, registry_failures=deletion_failures)
     # an advisory's marks are shown, never a failure; a deleted advisory version is one
