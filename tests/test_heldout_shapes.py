@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from kictl.errors import RecordError
 from kictl.families.legal import legal_axes
 from kictl.records import DefinitionSpec, StoredRecord, new_record
-from kictl.rerun.heldout import FAILS, GENERALIZES, HeldOut, NoLegalValues, draw_shapes, verify_draw
+from kictl.rerun.heldout import HeldOut, NoLegalValues, draw_shapes, verify_draw
+from kictl.standing.heldout import FAILS, GENERALIZES
 
 REFERENCE = "def run(q, kv_indptr, kv_indices):\n    return q\n"
 

@@ -20,8 +20,11 @@ The package, by concern::
 
     document   the advisory's schema and which protocols it matches
     published  signing, verifying against the trust root, the registry's set
-    marks      which runs are marked, which reruns clear them, the policy's modes
+    marks      the rules: which runs an advisory marks, which reruns clear a mark, the policy's modes
     memory     the versions a copy deleted: git history, this machine's memory, the warnings
+
+Which runs of a registry are marked now (the rules applied, reruns judged) is ``kictl.standing``'s
+(``run_marks``, ``record_marks``, ``affected_runs``).
 
 Names are imported on first use (``kictl.lazy``), so that ``kictl.advisories.memory`` stays light.
 """
@@ -51,11 +54,9 @@ if TYPE_CHECKING:
         ADVISED_RUNS,
         Marks,
         RunRef,
-        affected_runs,
+        clears,
         label,
         marks_run,
-        record_marks,
-        run_marks,
     )
     from kictl.advisories.published import (
         PAYLOAD_TYPE,
@@ -77,7 +78,7 @@ _SUBMODULES = {
         "KIND", "Advisory", "Affects", "Fixed", "VersionRange", "advisory_path", "advisory_value",
         "load_advisory_bytes", "new_advisory", "parse_advisory", "parse_advisory_path", "protocol_matches",
     ),
-    "marks": ("ADVISED_RUNS", "Marks", "RunRef", "affected_runs", "label", "marks_run", "record_marks", "run_marks"),
+    "marks": ("ADVISED_RUNS", "Marks", "RunRef", "clears", "label", "marks_run"),
     "published": (
         "PAYLOAD_TYPE", "AdvisorySet", "MissingVersion", "VerifiedAdvisory", "advisory_standing",
         "deletion_failures", "has_advisories", "load_advisories", "publish_advisory", "signed_envelope",
@@ -104,7 +105,7 @@ __all__ = [
     "advisory_path",
     "advisory_standing",
     "advisory_value",
-    "affected_runs",
+    "clears",
     "deletion_failures",
     "has_advisories",
     "label",
@@ -116,8 +117,6 @@ __all__ = [
     "parse_advisory_path",
     "protocol_matches",
     "publish_advisory",
-    "record_marks",
-    "run_marks",
     "signed_envelope",
     "verify_advisory",
     "withdrawn",

@@ -42,10 +42,16 @@ from kictl.advisories.memory import MEMORY_FILE
 from kictl.errors import CheckFailed, KictlError, NotFoundError, RecordError, UsageError
 from kictl.records import format_timestamp
 from kictl.store import Registry, Transaction, is_temporary_name
-from kictl.trust._common import _short
-from kictl.trust.attestations import Signer, _check_key_time, _signer_of
-from kictl.trust.dsse import parse_envelope, sign_envelope
-from kictl.trust.root import TrustRoot, _now, registry_root
+from kictl.trust import (
+    Signer,
+    TrustRoot,
+    check_signer_time,
+    envelope_signers,
+    parse_envelope,
+    registry_root,
+    short_keyid,
+    sign_envelope,
+)
 
 PAYLOAD_TYPE = "application/vnd.kernelindex.harness-advisory+json"
 
@@ -89,15 +95,13 @@ def verify_advisory(
     if where is None:
         raise CheckFailed(f"not an advisory path ({layout.ADVISORIES_DIR}/<KI-YYYY-NNNN>/<version>{SUFFIX})")
     envelope = parse_envelope(data)
-    signers = tuple(
-        {s.keyid: s for s in (_signer_of(root, envelope, i) for i in range(len(envelope.signatures)))}.values()
-    )
+    signers = envelope_signers(root, envelope)
     if envelope.payload_type != PAYLOAD_TYPE:
         raise CheckFailed(f"wrong payloadType {envelope.payload_type!r}; advisories are {PAYLOAD_TYPE!r}")
     for signer in signers:
-        _check_key_time(root, signer, signed_at)
+        check_signer_time(root, signer, signed_at)
     if not any("maintainer" in signer.roles for signer in signers):
-        who = ", ".join(f"{s.owner} ({_short(s.keyid)}: {', '.join(s.roles)})" for s in signers)
+        who = ", ".join(f"{s.owner} ({short_keyid(s.keyid)}: {', '.join(s.roles)})" for s in signers)
         raise CheckFailed(f"role: an advisory needs a maintainer key; signed by {who}")
     try:
         advisory, value = load_advisory_bytes(envelope.payload, source="advisory")
@@ -244,7 +248,7 @@ def signing_times(registry: Registry, rev: str = "HEAD") -> dict[str, datetime]:
 
     if not registry.is_git_repository():
         return {}
-    cap = _now()
+    cap = datetime.now(UTC)
     return {
         path: min(datetime.fromtimestamp(stamp, UTC), cap)
         for path, stamp in merged_times(registry.root, layout.ADVISORIES_DIR, rev).items()
@@ -264,7 +268,7 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
     from kictl.store.git import added_on_main_line
 
     files = _version_files(registry)
-    now = _now()
+    now = datetime.now(UTC)
     added = added_on_main_line(registry.root, layout.ADVISORIES_DIR) if registry.is_git_repository() else {}
     times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, (_, stamp) in added.items()}
     candidates: list[Candidate] = []
@@ -333,7 +337,7 @@ def publish_advisory(registry: Registry, advisory: Advisory, keys: Sequence[Ed25
         raise UsageError(f"{relative} exists (published files are never overwritten)")
     envelope = signed_envelope(advisory, keys)
     data = canon.pretty_bytes(envelope)
-    verify_advisory(data, path=relative, root=root, signed_at=_now())
+    verify_advisory(data, path=relative, root=root, signed_at=datetime.now(UTC))
     with registry.writing(), Transaction() as transaction:  # one file, linked whole into place
         transaction.write(target, data)
     return target

@@ -9,8 +9,8 @@ reason, for a machine that can.
 
 from __future__ import annotations
 
-from kictl.advisories.marks import affected_runs
 from kictl.errors import KictlError
+from kictl.standing import affected_runs
 from kictl.store import Registry
 
 

@@ -18,9 +18,11 @@ from typing import Any
 
 from kictl.advisories.document import Advisory, parse_advisory_path
 from kictl.advisories.marks import marks_run
-from kictl.advisories.published import verify_advisory
+from kictl.advisories.published import Candidate, advisory_standing, verify_advisory
 from kictl.errors import KictlError
+from kictl.layout import ADVISORIES_DIR, ROOT_FILE
 from kictl.store import Change
+from kictl.trust import load_root
 
 #: The lint of an advisory version that counts for nothing (``kictl.review``'s LINTS explains it).
 LINT = "bad-advisory"
@@ -38,8 +40,6 @@ def review_advisories(
     ``base_paths`` are the files under ``registry/advisories/`` at the merge
     base; ``base_root`` the base tip's ``registry/trust/root.json``.
     """
-    from kictl.trust.root import load_root
-
     findings: list[tuple[str, str, str]] = []
     highest: dict[str, int] = {}
     for path in base_paths:
@@ -100,9 +100,6 @@ def open_advisories_at(git: Any, rev: str) -> list[Advisory]:
     every reader applies).  Never raises: anything that does
     not verify counts for nothing.  One ``git ls-tree`` when there are none.
     """
-    from kictl.layout import ADVISORIES_DIR, ROOT_FILE
-    from kictl.trust.root import _now, load_root
-
     try:
         paths = [path for path in git.list_files(rev, ADVISORIES_DIR) if parse_advisory_path(path) is not None]
         if not paths:
@@ -115,9 +112,7 @@ def open_advisories_at(git: Any, rev: str) -> list[Advisory]:
         times = git.merged_times(ADVISORIES_DIR, rev)
     except KictlError:
         return []
-    from kictl.advisories.published import Candidate, advisory_standing
-
-    now = _now()
+    now = datetime.now(UTC)
     candidates: list[Candidate] = []
     for path in paths:
         body = data.get(path)

@@ -22,6 +22,7 @@ else:
     core = LazyModule("kictl.advisories")
 _trust = LazyModule("kictl.trust")
 _store = LazyModule("kictl.store")
+_standing = LazyModule("kictl.standing")
 
 app = typer.Typer(
     help="Harness advisories: signed notices of a hole in the harness, and the published runs it touches.",
@@ -134,7 +135,7 @@ def show(
     target = open_registry(registry)
     found = core.load_advisories(target)
     item = found.get(advisory_id)
-    advisory, marks = core.affected_runs(target, advisory_id)
+    advisory, marks = _standing.affected_runs(target, advisory_id)
     marked = sorted(marks.marked)
     cleared = sorted((run, rerun) for run, pairs in marks.cleared.items() for _, rerun in pairs)
     if as_json:

@@ -60,7 +60,8 @@ _index = LazyModule("kictl.index")
 #: energy (issue 31): its ranking and its text views
 _energy = LazyModule("kictl.rank.energy")
 _energy_views = LazyModule("kictl.cli.energy_views")
-_heldout = LazyModule("kictl.rerun.heldout")
+#: what every reader believes about a run (kictl.standing): here, held-out verdicts
+_standing = LazyModule("kictl.standing")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
 DEFAULT_EVIDENCE = "disputed"
@@ -390,9 +391,9 @@ def _leaderboard(
                     out(line)
             return document, policy
         board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
-        # issue 32: what verifiers' reruns found on held-out shapes (kictl.rerun.heldout)
-        held_out = _heldout.held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
-        document = [_heldout.with_held_out(group, held_out) for group in board.to_json()]
+        # issue 32: what verifiers' reruns found on held-out shapes (kictl.standing)
+        held_out = _standing.held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
+        document = [_standing.with_held_out(group, held_out) for group in board.to_json()]
         if as_json:
             emit_json(document)
         else:

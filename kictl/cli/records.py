@@ -148,11 +148,12 @@ def show(
     digest = resolve_digest(target, reference)
     record = target.load(digest)
     path = target.relative(target.record_path(record.kind, digest))
-    from kictl.advisories import deletion_failures, record_marks  # harness advisories (docs/advisories.md)
+    from kictl.advisories import deletion_failures  # a deleted advisory version (docs/advisories.md)
+    from kictl.standing import record_level, record_marks  # the run's standing: level shown, advisories
 
     report = check_record(target, digest, registry_failures=deletion_failures)
     marks = record_marks(target, digest)
-    from kictl.derived import cap_evidence, run_figures_lines
+    from kictl.derived import run_figures_lines
     from kictl.records import BenchmarkRunSpec
 
     spec = record.model.spec
@@ -179,9 +180,7 @@ def show(
     extras = [f"{trust.community_reruns} community rerun(s)", f"{trust.reviews} review(s)"]
     if trust.retracted:
         extras.insert(0, "RETRACTED")
-    level: str = trust.level
-    if isinstance(spec, BenchmarkRunSpec) and spec.timing is not None:
-        level = cap_evidence(level, bool(spec.timing.samples))  # no kept samples: reported at best
+    level = record_level(trust.level, record)  # no kept samples: reported at best
     out(f"evidence: {with_advisories(level, marks.of(digest))} · " + " · ".join(extras))
     for line in run_figures_lines(spec) if isinstance(spec, BenchmarkRunSpec) else []:
         out(line)  # kictl.derived: the figures every reader uses, and what the record contradicts

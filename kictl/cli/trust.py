@@ -20,7 +20,7 @@ import typer
 
 from kictl import canon, render
 from kictl import trust as trust_core
-from kictl.advisories import deletion_failures, record_marks
+from kictl.advisories import deletion_failures
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -36,6 +36,7 @@ from kictl.errors import CheckFailed, UsageError
 from kictl.layout import ROOT_FILE
 from kictl.records import format_timestamp, parse_timestamp
 from kictl.render import terminal_width
+from kictl.standing import record_marks
 from kictl.store.inputs import parse_json_file
 from kictl.trust.anchor import pin
 from kictl.trust.reanchor import reanchor

@@ -13,7 +13,7 @@ module writes a trace set that holds only what the index vouches for:
 * of each comparison group, only the #1 that is not named by an open harness
   advisory (``advised``), not below its physical floor, and, with
   ``require_generalizes``, whose verifier rerun found it correct on held-out
-  shapes (``generalizes``);
+  shapes (``generalizes``): ``kictl.exporters.selection``, which every format shares;
 * one trace per definition and set of axis values, because that is ``apply``'s
   key: when two groups of one set of axes have different winners, neither is
   exported (the report says so), so ``apply`` never picks between them.
@@ -64,7 +64,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,13 +72,23 @@ from typing import Any
 from kictl import blobs, canon, families
 from kictl.errors import CheckFailed, EnvError, KictlError, RecordError, RegistryError, UsageError
 from kictl.exporters import timed_inputs
+from kictl.exporters.selection import (
+    Advised,
+    Candidate,
+    Exported,
+    ExportReport,
+    Generalizes,
+    LeftOut,
+    label,
+    no_advisories,
+    select_winners,
+)
 from kictl.exporters.timed_inputs import EntrypointWorker
 from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
-from kictl.index import QueryIndex, RunFacts
-from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, definition_leaderboard, evidence_rank, resolve_gpu
-from kictl.rank._common import runs_and_evidence
-from kictl.rank.ranking import RankedGroup, RankedRow
+from kictl.index import QueryIndex
+from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, resolve_gpu
+from kictl.rank.ranking import RankedRow
 from kictl.records import (
     BenchmarkProtocolSpec,
     BenchmarkRunSpec,
@@ -93,6 +103,7 @@ from kictl.records import (
     SynthesizedInput,
     WorkloadSpec,
 )
+from kictl.standing import generalizing
 from kictl.store import Registry
 from kictl.trust.readers import reader_policy
 
@@ -111,221 +122,9 @@ FAMILY_OP_TYPES = {family: op_type for op_type, family in OP_TYPE_FAMILIES.items
 _FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _INT_ARRAYS = {"int32": "i", "int64": "q", "int16": "h", "int8": "b"}
 
-#: ``run digest -> True`` when an open harness advisory names the run (issue 28 provides the real one).
-Advised = Callable[[str], bool]
-#: ``run digest -> True`` when a verifier's rerun found it correct on held-out shapes.
-Generalizes = Callable[[str], bool]
-
-
-def no_advisories(run_digest: str) -> bool:
-    """The advisory filter of a registry without advisories: no run is advised."""
-    return False
-
 
 class NothingToExport(CheckFailed):
     """No run qualifies for the export (exit 1); nothing is written."""
-
-
-@dataclass(frozen=True, slots=True)
-class Exported:
-    """One trace of the export: a group's #1."""
-
-    definition: str
-    workload: str
-    workload_digest: str
-    implementation: str
-    implementation_digest: str
-    run: str
-    evidence: str
-    latency_ns: int
-    comparison_key: str
-    permalink: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "definition": self.definition,
-            "workload": self.workload,
-            "workloadDigest": self.workload_digest,
-            "implementation": self.implementation,
-            "implementationDigest": self.implementation_digest,
-            "run": self.run,
-            "evidence": self.evidence,
-            "latencyNs": self.latency_ns,
-            "comparisonKey": self.comparison_key,
-            "permalink": self.permalink,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class LeftOut:
-    """A run of the GPU product that is not in the export, and why."""
-
-    run: str
-    definition: str
-    workload: str
-    implementation: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "definition": self.definition,
-            "workload": self.workload,
-            "implementation": self.implementation,
-            "reason": self.reason,
-        }
-
-
-@dataclass
-class ExportReport:
-    """What ``export_flashinfer_trace`` wrote (or, refusing, would have considered)."""
-
-    out: Path
-    gpu: str
-    min_evidence: str
-    require_generalizes: bool
-    definitions: tuple[str, ...]
-    exported: list[Exported] = field(default_factory=list)
-    left_out: list[LeftOut] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-    def selection(self) -> dict[str, Any]:
-        return {
-            "gpu": self.gpu,
-            "minimumEvidence": self.min_evidence,
-            "requireGeneralizes": self.require_generalizes,
-            "definitions": list(self.definitions),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``--json`` document (and, without ``out`` and ``files``, the manifest's body)."""
-        return {
-            "out": str(self.out),
-            **self.selection(),
-            "exported": [item.to_json() for item in self.exported],
-            "leftOut": [item.to_json() for item in self.left_out],
-            "files": list(self.files),
-        }
-
-
-# --------------------------------------------------------------------------- selection
-
-
-@dataclass
-class _Candidate:
-    row: RankedRow
-    group: RankedGroup
-    axes: tuple[tuple[str, int], ...]
-
-
-def _label(run: RunFacts) -> tuple[str, str]:
-    return run.workload_name or run.workload, run.implementation_name or run.implementation
-
-
-def _select(
-    index: QueryIndex,
-    registry: Registry,
-    report: ExportReport,
-    refs: Sequence[str],
-    *,
-    advised: Advised,
-    generalizes: Generalizes | None,
-) -> list[_Candidate]:
-    """The #1 of every ranked group that may be exported; everything else goes to ``report.left_out``."""
-    policy = registry.policy()
-    chosen: list[_Candidate] = []
-    definitions = [index.resolve_definition(ref) for ref in refs] if refs else index.definitions()
-    for definition in sorted({d.digest: d for d in definitions}.values(), key=lambda d: (d.name, d.digest)):
-        runs = [run for run in index.runs_of_definition(definition.digest) if run.gpu == report.gpu]
-        if not runs:
-            continue
-        kept, levels = runs_and_evidence(registry, runs)
-        board = definition_leaderboard(
-            index,
-            definition.digest,
-            policy=policy,
-            gpu=report.gpu,
-            min_evidence=report.min_evidence,
-            evidence=levels,
-            reruns={run.digest for run in runs} - {run.digest for run in kept},
-        )
-        placed: dict[str, str] = {}
-        winners: list[_Candidate] = []
-        for section in board.boards:
-            for record in section.records:
-                group = record.group
-                winner: RankedRow | None = None
-                for row in group.rows:
-                    if winner is not None:
-                        placed[row.run.digest] = (
-                            f"tied for #{row.rank} with the exported {winner.implementation_label}; the export holds "
-                            "one run a group, the first in the leaderboard's order"
-                            if row.rank == winner.rank
-                            else f"ranked {row.rank} in its comparison group; the export holds each group's #1 only"
-                        )
-                        continue
-                    reason = _refusal(row, advised=advised, generalizes=generalizes)
-                    if reason is not None:
-                        placed[row.run.digest] = reason
-                        continue
-                    winner = row
-                if winner is not None:
-                    facts = index.workload(group.key.workload)
-                    values = tuple(sorted((facts.axes if facts is not None else {}).items()))
-                    winners.append(_Candidate(winner, group, values))
-        by_axes: dict[tuple[tuple[str, int], ...], list[_Candidate]] = {}
-        for candidate in winners:
-            by_axes.setdefault(candidate.axes, []).append(candidate)
-        for key_axes, same in sorted(by_axes.items()):
-            implementations = sorted({candidate.row.run.implementation for candidate in same})
-            same.sort(key=lambda candidate: candidate.group.comparison_key)
-            if len(implementations) > 1:
-                text = ", ".join(f"{axis}={value}" for axis, value in key_axes) or "no variable axes"
-                for candidate in same:
-                    placed[candidate.row.run.digest] = (
-                        f"comparison groups of the same axes ({text}) have different #1s "
-                        f"({len(implementations)} implementations); apply keys on axes alone, so none is exported"
-                    )
-                continue
-            chosen.append(same[0])
-            for candidate in same[1:]:
-                placed[candidate.row.run.digest] = (
-                    f"the same implementation's #1 in comparison group {same[0].group.comparison_key[:19]}… "
-                    "is exported for these axes"
-                )
-        exported = {candidate.row.run.digest for candidate in chosen}
-        for run in sorted(runs, key=lambda r: (_label(r), r.digest)):
-            if run.digest in exported:
-                continue
-            reason = placed.get(run.digest) or _unranked_reason(run, levels, report.min_evidence, kept)
-            workload, implementation = _label(run)
-            report.left_out.append(LeftOut(run.digest, definition.name, workload, implementation, reason))
-    return chosen
-
-
-def _refusal(row: RankedRow, *, advised: Advised, generalizes: Generalizes | None) -> str | None:
-    if row.advisories:  # the leaderboard's own marks (kictl.advisories, docs/advisories.md)
-        return f"named by an open harness advisory ({', '.join(row.advisories)})"
-    if advised(row.run.digest):
-        return "named by an open harness advisory"
-    if row.below_floor:
-        return "faster than its physical floor (impossible; review rejects it)"
-    if generalizes is not None and not generalizes(row.run.digest):
-        return "no verifier rerun found it correct on held-out shapes (--require-generalizes)"
-    return None
-
-
-def _unranked_reason(run: RunFacts, levels: dict[str, str], minimum: str, kept: Sequence[RunFacts]) -> str:
-    if run.digest not in {k.digest for k in kept}:
-        return "a verifier's rerun (evidence about another run, never a contender)"
-    if run.status != "passed":
-        return f"status {run.status}"
-    level = levels.get(run.digest, "unsigned")
-    if evidence_rank(level) < evidence_rank(minimum):
-        return f"evidence {level} is below {minimum}"
-    if run.comparability is None or run.latency_ns is None:
-        return "in no comparison group (its workload, protocol or environment is not in the registry)"
-    return "not its implementation's best run in its comparison group"
 
 
 # --------------------------------------------------------------------------- FlashInfer documents
@@ -629,7 +428,7 @@ def plan_export(
     entrypoint = EntrypointWorker() if entrypoint is None else entrypoint
     with QueryIndex.open(registry) as index, _closing(entrypoint, owned):
         report.gpu = resolve_gpu(report.gpu, index.gpu_products())
-        candidates = _select(index, registry, report, report.definitions, advised=advised, generalizes=generalizes)
+        candidates = select_winners(index, registry, report, advised=advised, generalizes=generalizes)
         outputs: dict[str, _DefinitionFiles] = {}
         solution_names: dict[str, str] = {}  # solution name -> implementation digest
         definition_names: dict[str, str] = {}
@@ -647,7 +446,7 @@ def plan_export(
                 entrypoint,
             )
             if reason is not None:
-                workload, implementation = _label(row.run)
+                workload, implementation = label(row.run)
                 definition = outputs.get(row.run.definition or "")
                 name = definition.record.name if definition else index.name_of(row.run.definition or "") or "?"
                 report.left_out.append(LeftOut(row.run.digest, name, workload, implementation, reason))
@@ -692,7 +491,7 @@ def _render(
     index: QueryIndex,
     registry: Registry,
     permalink_base: str,
-    candidate: _Candidate,
+    candidate: Candidate,
     outputs: dict[str, _DefinitionFiles],
     solution_names: dict[str, str],
     definition_names: dict[str, str],
@@ -864,8 +663,6 @@ def export_flashinfer_trace(
     """
     check_evidence_level(min_evidence)
     if require_generalizes and generalizes is None:
-        from kictl.rerun.heldout import generalizing
-
         generalizes = generalizing(registry)
     report = ExportReport(
         out=out,

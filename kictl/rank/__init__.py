@@ -43,9 +43,10 @@ Floors are estimates, never evidence: ``families.work`` and
 ``families.floor`` give bytes over datasheet bandwidth and FLOPs over
 datasheet peak; a run faster than its floor is flagged wherever it is shown.
 
-Evidence levels come from ``kictl.trust`` (docs/trust.md) through
-``obtain_evidence``, the one place that asks for them, unless a caller brings
-its own ``EvidenceSource`` (``kictl review`` judges a PR head's attestations).
+Evidence levels, verifier reruns, retractions and advisory marks come from
+``kictl.standing`` (docs/trust.md) through ``_common`` (``obtain_evidence``,
+``runs_and_evidence``, ``advisory_marks``), unless a caller brings its own
+``EvidenceSource`` (``kictl review`` judges a PR head's attestations).
 
 Diffs and stale groups serve ``kictl diff`` and ``kictl review``: what changed
 per group between two revisions (``diff_revisions``), and the groups of a
@@ -54,7 +55,7 @@ PR's definitions and GPUs whose #1 is stale, which a new run could refresh
 
 The package, by concern (every public name is re-exported here)::
 
-    _common       evidence levels and where they come from
+    _common       evidence levels and what the boards ask ``kictl.standing``
     groups        comparison groups, noise and ties
     floors        physical floors (``kictl floor``)
     ranking       ranking one group

@@ -17,8 +17,10 @@ from kictl import canon
 from kictl.errors import CheckFailed, NotFoundError
 from kictl.index import QueryIndex
 from kictl.policy import Policy
+from kictl.rank._common import advisory_marks
 from kictl.rank.leaderboards import _now
 from kictl.records import StoredRecord
+from kictl.standing import cap_levels, verify_report
 from kictl.store.git import public_location
 
 
@@ -120,8 +122,6 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
         if info is not None:
             commit, date = info.sha, info.date
     moment = _now(accessed)
-    from kictl.rank._common import advisory_marks, cap_levels
-
     facts = index.runs([digest]) if kind == "BenchmarkRun" else []
     marks = advisory_marks(registry, facts).get(digest, ())
     cite = Citation(
@@ -139,10 +139,8 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
     )
     if record.kind != "BenchmarkRun":
         return cite
-    from kictl import trust
-
     (run,) = index.runs([digest])
-    report = trust.check_record(registry, digest)
+    report = verify_report(registry, digest)
     submitters = sorted(
         {
             signer.owner

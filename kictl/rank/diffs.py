@@ -17,6 +17,7 @@ from kictl.rank._common import DEFAULT_EVIDENCE, EvidenceSource, obtain_evidence
 from kictl.rank.groups import GroupKey, group_of, group_runs, stale_cutoff, ties
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
 from kictl.records import StoredRecord
+from kictl.standing import verifier_rerun_runs
 from kictl.store import Registry
 
 _ABSENT = object()
@@ -316,9 +317,7 @@ def diff_states(
     if reruns_of is not None:
         reruns: Collection[str] = reruns_of()
     elif evidence_of is None:
-        from kictl import trust
-
-        reruns = trust.verifier_rerun_runs(after.registry)
+        reruns = verifier_rerun_runs(after.registry)
     else:
         reruns = frozenset()
     ranked = partial(_ranked, keys=keys, policy=policy, evidence=evidence, min_evidence=min_evidence, reruns=reruns)

@@ -43,7 +43,6 @@ from kictl.policy import EnergyPolicy, Policy
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
     NO_EVIDENCE,
-    cap_levels,
     check_evidence_level,
     evidence_rank,
     runs_and_evidence,
@@ -52,6 +51,7 @@ from kictl.rank.floors import resolve_gpu, workload_work
 from kictl.rank.groups import stale_cutoff
 from kictl.records import BenchmarkRunSpec, RunEnergy
 from kictl.render import natural_key
+from kictl.standing import cap_levels
 
 ENERGY_FAMILY = "kictl-nvml-energy"
 METRICS = ("latency", "energy")

@@ -15,9 +15,10 @@ from kictl.derived import NO_SAMPLES_NOTE
 from kictl.index import DefinitionFacts, RunFacts
 from kictl.lookup import fold_name
 from kictl.policy import Policy
-from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, cap_levels, evidence_rank
+from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, evidence_rank
 from kictl.rank.floors import FloorEstimate
 from kictl.rank.groups import GroupKey, group_of, is_reference, stale_cutoff, ties
+from kictl.standing import cap_levels
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ def rank_group(
 ) -> RankedGroup:
     """The leaderboard of one comparison group, by the rules in this module's docstring.
 
-    ``advisories`` (run digest → the open harness advisories that mark it, ``kictl.advisories.run_marks``)
+    ``advisories`` (run digest → the open harness advisories that mark it, ``kictl.standing.run_marks``)
     are applied as ``policy.advisedRuns`` says (docs/advisories.md): ``rank`` labels the rows, ``apart``
     ranks marked runs below every unmarked one (an implementation's unmarked run is its best), ``drop``
     leaves them out (``excluded.advisory``).

@@ -15,13 +15,14 @@ results, ``kictl attest rerun DIR --key K`` checks and signs them elsewhere.
 * ``session``: ``rerun_runs``, the whole of ``kictl rerun``.
 * ``results``: the unsigned results folder.
 * ``attest``: ``check_results`` and ``sign_results``, the whole of ``kictl attest rerun``.
-* ``evidence``: ``verifier_reruns``, the runs that are verifiers' reruns (for ranking and review).
+* ``heldout``: drawing and judging held-out shapes (readers read the verdicts through ``kictl.standing``).
+
+Which runs are verifiers' reruns, and what readers believe about a run, is ``kictl.standing``'s.
 """
 
 from __future__ import annotations
 
 from kictl.rerun.attest import AttestReport, CheckedRerun, check_results, sign_results
-from kictl.rerun.evidence import verifier_reruns
 from kictl.rerun.job import ProtocolSettings, RerunJob, build_job, runs_added, select_runs
 from kictl.rerun.results import RerunResult, RerunResults, read_results, write_results
 from kictl.rerun.session import RerunRefused, RerunReport, rerun_runs
@@ -45,6 +46,5 @@ __all__ = [
     "runs_added",
     "select_runs",
     "sign_results",
-    "verifier_reruns",
     "write_results",
 ]

@@ -18,8 +18,8 @@ never saw:
   says so and is ``skipped``.
 
 The verdict travels in the ``rerun`` attestation's predicate as ``heldOut``;
-``generalizing`` reads it back for ``kictl export flashinfer-trace
---require-generalizes``.
+readers read it back through ``kictl.standing`` (``held_out_verdicts``,
+``generalizing``): this module is the write side.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import secrets
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kictl import families
 from kictl.errors import KictlError, RecordError
@@ -49,13 +49,10 @@ from kictl.records import (
     WorkloadSpec,
     new_record,
 )
+from kictl.standing.heldout import FAILS, GENERALIZES, SKIPPED, Verdict
 from kictl.store import Registry
 from kictl.trust.models import HeldOutCheck
 
-Verdict = Literal["generalizes", "fails on held-out shapes", "skipped"]
-GENERALIZES: Verdict = "generalizes"
-FAILS: Verdict = "fails on held-out shapes"
-SKIPPED: Verdict = "skipped"
 #: Held-out shapes per rerun: enough to catch a shape hard-coded into a kernel, few enough to stay cheap.
 DEFAULT_SHAPES = 3
 #: Draws tried before giving up (each is rejected when it repeats a submitted shape or breaks a relation).
@@ -401,87 +398,3 @@ def verify_draw(
         raise RecordError("it names a failed held-out shape that was not drawn")
     if (held.verdict == FAILS) != bool(failed):
         raise RecordError(f"its held-out verdict {held.verdict!r} does not match its failed shapes")
-
-
-def _claims_held_out(path: Path) -> bool:
-    """Whether an envelope's (unverified) payload carries a held-out verdict other than skipped; never raises."""
-    import base64
-    import json
-
-    try:
-        statement = json.loads(base64.b64decode(json.loads(path.read_bytes())["payload"]))
-        verdict = statement["predicate"]["heldOut"]["verdict"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-    return verdict in (GENERALIZES, FAILS)
-
-
-def held_out_verdicts(registry: Registry, runs: Sequence[str]) -> dict[str, str]:
-    """``run digest -> generalizes | fails on held-out shapes`` from valid verifier ``rerun`` attestations.
-
-    A run appears only when such an attestation judges it: ``fails on
-    held-out shapes`` when any does, else ``generalizes``.  Only runs with an
-    envelope that claims a held-out verdict are verified (``kictl.trust.check_record``),
-    so readers of a registry without held-out checks pay one directory listing a run.
-    """
-    from kictl import trust
-
-    found: dict[str, str] = {}
-    for run in dict.fromkeys(runs):
-        folder = registry.attestation_folder(run)
-        try:
-            claims = folder.is_dir() and any(_claims_held_out(path) for path in sorted(folder.glob("*.dsse.json")))
-        except OSError:
-            claims = False
-        if not claims:
-            continue
-        try:
-            report = trust.check_record(registry, run)
-        except KictlError:
-            continue
-        verdicts = _held_out_verdicts(report)
-        if FAILS in verdicts:
-            found[run] = FAILS
-        elif GENERALIZES in verdicts:
-            found[run] = GENERALIZES
-    return found
-
-
-def _held_out_verdicts(report: Any) -> list[Any]:
-    """The ``heldOut`` verdicts of a record's valid verifier ``rerun`` attestations (``trust.check_record``)."""
-    return [
-        result.attestation.predicate_json.get("heldOut", {}).get("verdict")
-        for result in report.attestations
-        if result.valid
-        and result.counts_for == "evidence"
-        and result.predicate_type == "rerun"
-        and result.attestation is not None
-    ]
-
-
-def with_held_out(group: dict[str, Any], verdicts: Mapping[str, str]) -> dict[str, Any]:
-    """A comparison group's ``--json`` document with each row's ``heldOut`` verdict (``null`` where none)."""
-    for row in group.get("rows", []):
-        row["heldOut"] = verdicts.get(row["run"])
-    return group
-
-
-def generalizing(registry: Registry) -> Callable[[str], bool]:
-    """``run digest -> True`` when a valid verifier ``rerun`` attestation says it generalizes and none says otherwise.
-
-    Reads each asked-for run's attestations through ``kictl.trust.check_record``
-    (every signature verified, the trust root's roles applied) and caches
-    the answer.  A run without a held-out verdict does not generalize.
-    """
-    from kictl import trust
-
-    cache: dict[str, bool] = {}
-
-    def generalizes(run: str) -> bool:
-        if run not in cache:
-            report = trust.check_record(registry, run)
-            verdicts = _held_out_verdicts(report)
-            cache[run] = GENERALIZES in verdicts and FAILS not in verdicts
-        return cache[run]
-
-    return generalizes

@@ -13,6 +13,7 @@ from kictl.policy import Policy
 from kictl.records import (
     StoredRecord,
 )
+from kictl.standing import verifier_rerun_run
 from kictl.store import Registry
 
 
@@ -67,6 +68,12 @@ class AttestationVerdict:
     @property
     def valid(self) -> bool:
         return self.problem is None
+
+    @property
+    def verifier_rerun(self) -> str | None:
+        """The run this envelope names as a verifier's rerun of its record (``kictl.standing``'s one rule), or
+        ``None`` (not valid, not a verifier's ``rerun``)."""
+        return verifier_rerun_run(self.predicate_type, self.roles, self.rerun_run) if self.valid else None
 
 
 @dataclass(frozen=True, slots=True)

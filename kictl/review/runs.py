@@ -257,9 +257,8 @@ class _RunChecks(_ReviewBase):
             if subject is None:
                 continue
             verdict = verify(body, subject, root, times.get(path, self.signing_bound()))
-            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles:
-                if verdict.rerun_run in wanted:
-                    found.add(verdict.rerun_run)
+            if verdict.verifier_rerun in wanted:
+                found.add(verdict.verifier_rerun)
         return found
 
     def _signatures(self, runs: Sequence[tuple[str, StoredRecord]]) -> dict[str, list[AttestationVerdict]] | None:
@@ -287,12 +286,7 @@ class _RunChecks(_ReviewBase):
                 verdicts.setdefault(subject_digest, []).append(verdict)
                 if verdict.problem is not None:
                     self.lint("bad-attestation", verdict.problem, path)
-        reruns = {
-            verdict.rerun_run
-            for judged in verdicts.values()
-            for verdict in judged
-            if verdict.valid and verdict.predicate_type == "rerun" and "verifier" in verdict.roles
-        }
+        reruns = {verdict.verifier_rerun for judged in verdicts.values() for verdict in judged} - {None}
         unsigned = [record.digest for _, record in runs if record.digest not in reruns]
         if unsigned:
             reruns |= self._base_verifier_reruns(root, set(unsigned))

@@ -37,6 +37,7 @@ from kictl.review.model import (
     VerifyAttestation,
 )
 from kictl.review.revision import claimed_predicate_type, read_paths
+from kictl.standing import judged_standing
 
 
 @lru_cache(maxsize=4)
@@ -132,10 +133,10 @@ def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
 class HeadEvidence:
     """Evidence levels of runs (docs/trust.md) as the head's attestations make them, judged by the base's root.
 
-    ``trust.evidence_levels`` reads the working tree and verifies its trust
+    ``standing.evidence_levels`` reads the working tree and verifies its trust
     root; a review reads git objects and judges with the base's root, so this
     source reads the head's envelopes from git and hands them to
-    ``trust.judge_attestations``.  A valid ``submission`` makes a run
+    ``standing.judged_standing``.  A valid ``submission`` makes a run
     ``reported`` and a verifier's ``rerun`` moves it further, and a valid
     ``retraction`` leaves it out, so only envelopes that claim one of those
     three types are verified.  Signing time
@@ -163,7 +164,7 @@ class HeadEvidence:
         self.preload = preload  # reads many records in one pass before ``load`` asks for each
         self.levels: dict[str, str] = {}
         #: runs a leaderboard leaves out: those valid verifier ``rerun`` attestations judged so far name as their
-        #: own (``runDigest``), and those validly retracted (as ``trust.ranking_trust`` for every reader)
+        #: own (``runDigest``), and those validly retracted (as ``standing.ranking_trust`` for every reader)
         self.rerun_runs: set[str] = set()
         self._folders: dict[str, list[str]] | None = None
         self._times: dict[str, datetime] | None = None
@@ -193,7 +194,6 @@ class HeadEvidence:
         return self._times
 
     def _judge(self, digests: Sequence[str]) -> None:
-        from kictl import trust
 
         self.levels.update(dict.fromkeys(digests, "unsigned"))
         try:
@@ -220,16 +220,13 @@ class HeadEvidence:
                 continue
             times = self._signing_times()
             envelopes = [(path, body, times.get(path, self._bound), path in times) for path, body in reruns]
-            results, standing = trust.judge_attestations(
+            judged, reruns_named = judged_standing(
                 subject, root, envelopes, rerun_tolerance=self.policy.rerun_tolerance
             )
-            self.levels[digest] = standing.level
-            if standing.retracted:  # left out as every reader leaves it out (trust.ranking_trust, trust.may_retract)
+            self.levels[digest] = judged.level
+            if judged.retracted:  # left out as every reader leaves it out (standing.ranking_trust, trust.may_retract)
                 self.rerun_runs.add(digest)
-            for result in results:  # a verifier's own rerun: evidence about this run, never a contender
-                own_run = getattr(getattr(result.attestation, "predicate", None), "run_digest", None)
-                if result.counts_for == "evidence" and isinstance(own_run, str):
-                    self.rerun_runs.add(own_run)
+            self.rerun_runs.update(reruns_named)  # a verifier's own rerun: evidence, never a contender
 
 
 def _standing(row: RankedRow) -> Standing:

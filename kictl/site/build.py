@@ -3,8 +3,8 @@
 The numbers on every page come from the functions the CLI calls:
 ``rank.definition_leaderboard`` and ``rank.workload_leaderboard`` (ranks,
 × vs #1, evidence, floors), ``rank.floors``, ``rank.history``,
-``rank.citation``, ``trust.check_record`` (what ``kictl verify`` reports) and
-``trust.trust_summaries`` (the evidence levels ``kictl leaderboard`` ranks
+``rank.citation``, ``standing.verify_report`` (what ``kictl verify`` reports) and
+``standing.standings`` (the evidence levels ``kictl leaderboard`` ranks
 with).  The JSON beside a page is the CLI's ``--json`` document for the same
 question, built by the CLI's own JSON shapes (``kictl.site.documents``).
 
@@ -39,13 +39,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from kictl import __version__, trust
-from kictl.advisories.marks import RunRef, run_marks
+from kictl import __version__, standing
 from kictl.errors import CheckFailed, RegistryError
 from kictl.index import QueryIndex, RunFacts
 from kictl.rank import GroupKey, group_of, group_runs
 from kictl.records import parse_timestamp
-from kictl.rerun.heldout import held_out_verdicts
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.site.output import STATE_FILE, SiteFolder, site_parts
@@ -263,10 +261,11 @@ def _build_into(
     previous = old_all if incremental and old_all.get("format") == SITE_FORMAT else {}
     with held_still(registry.root), QueryIndex.open(registry) as index, _memo_git(index.registry):
         target = index.registry
-        reruns = frozenset(trust.verifier_rerun_runs(target))
+        every = standing.standings(target, index.all_runs())  # each run's standing, from one pass (kictl.standing)
+        reruns = every.reruns
         runs = sorted((run for run in index.all_runs() if run.digest not in reruns), key=lambda run: run.digest)
         moment = build_moment(target, index, runs)
-        summaries = trust.trust_summaries(target, [run.digest for run in runs])
+        summaries = every.summaries(run.digest for run in runs)
         ctx = SiteContext(
             registry=target,
             index=index,
@@ -276,8 +275,8 @@ def _build_into(
             evidence={digest: summary.level for digest, summary in summaries.items()},
             summaries=summaries,
             reruns=reruns,
-            marks=run_marks(target, [RunRef(run.digest, run.protocol, run.status) for run in runs]),
-            held_out=held_out_verdicts(target, [run.digest for run in runs]),  # issue 32
+            marks=every.marks,
+            held_out=every.held_out(run.digest for run in runs),  # issue 32
         )
         report.as_of = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
         report.commit = index.commit
@@ -317,7 +316,7 @@ def _build_into(
             )
 
         cached = _previous_states(previous)
-        reports: dict[str, trust.VerifyReport] = {}
+        reports: dict[str, standing.VerifyReport] = {}
 
         def state_of(run: RunFacts) -> RunState:
             if run.digest in ctx.states:
@@ -326,7 +325,7 @@ def _build_into(
             print_ = verify_fingerprint(run.digest, refs)
             state = cached.get(run.digest)
             if state is None or state.fingerprint != print_:
-                checked = trust.check_record(target, run.digest)
+                checked = standing.verify_report(target, run.digest)
                 report.verified += 1
                 reports[run.digest] = checked
                 state = RunState(
@@ -340,8 +339,8 @@ def _build_into(
             ctx.states[run.digest] = state
             return state
 
-        def verify_report(digest: str) -> trust.VerifyReport:
-            return reports.pop(digest, None) or trust.check_record(target, digest)
+        def verify_report(digest: str) -> standing.VerifyReport:
+            return reports.pop(digest, None) or standing.verify_report(target, digest)
 
         for run in runs:
             state_of(run)

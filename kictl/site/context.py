@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kictl import trust
-from kictl.advisories.marks import Marks
 from kictl.errors import KictlError
 from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
 from kictl.policy import Policy
@@ -29,6 +27,7 @@ from kictl.rank import (
     is_stale,
     workload_leaderboard,
 )
+from kictl.standing import Marks, RecordTrust
 from kictl.store import Registry
 
 
@@ -64,13 +63,13 @@ class SiteContext:
     moment: datetime
     base_url: str | None
     evidence: dict[str, str]
-    summaries: dict[str, trust.RecordTrust]
+    summaries: dict[str, RecordTrust]
     #: the verifiers' own reruns: evidence about other runs, left out as every reader leaves them out
     reruns: frozenset[str] = frozenset()
     #: the harness advisories that mark runs (docs/advisories.md): badges, evidence lines, show/verify JSON
     marks: Marks = field(default_factory=Marks)
     states: dict[str, RunState] = field(default_factory=dict)
-    #: run digest -> what verifiers' reruns found on held-out shapes (issue 32; kictl.rerun.heldout)
+    #: run digest -> what verifiers' reruns found on held-out shapes (issue 32; kictl.standing)
     held_out: dict[str, str] = field(default_factory=dict)
     definitions: dict[str, DefinitionFacts] = field(default_factory=dict)
     workloads: dict[str, WorkloadFacts] = field(default_factory=dict)

@@ -53,7 +53,11 @@ The package, by concern (every public name is re-exported here)::
     root          the trust root: versions, rotation, ``registry/trust/``
     attestations  making, signing, storing and verifying envelopes
     evidence      judging one record: evidence level, ``kictl verify``
-    bulk          many records at once: resolving a file's digest, summaries, levels
+    bulk          resolving a reference to the record file ``kictl verify`` checks
+    readers       the rules every reader applies: the signed policy, run marks
+
+The standing of many runs at once (levels, retractions, verifier reruns, advisories, held-out verdicts)
+is ``kictl.standing``'s: it calls ``judge_attestations`` here.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ from kictl.trust._common import (
     Role,
     predicate_kind,
     predicate_type_uri,
+    short_keyid,
 )
 from kictl.trust.attestations import (
     AttestationRejected,
@@ -85,14 +90,7 @@ from kictl.trust.attestations import (
     statement_for,
     verify_attestation,
 )
-from kictl.trust.bulk import (
-    evidence_levels,
-    ranking_trust,
-    resolve_digest,
-    retracted_digests,
-    trust_summaries,
-    verifier_rerun_runs,
-)
+from kictl.trust.bulk import resolve_digest
 from kictl.trust.dsse import (
     Envelope,
     EnvelopeSignature,
@@ -104,11 +102,15 @@ from kictl.trust.evidence import (
     AttestationResult,
     RecordTrust,
     VerifyReport,
-    _rerun_agrees,
     check_record,
+    check_signer_time,
+    envelope_files,
+    envelope_signers,
     evidence_level,
     judge_attestations,
+    read_envelopes,
     record_owners,
+    rerun_agrees,
     signing_times,
     submission_owners,
 )
@@ -192,13 +194,14 @@ __all__ = [
     "TrustedKey",
     "VerifiedAttestation",
     "VerifyReport",
-    "_rerun_agrees",
     "add_key",
     "attestation_envelope",
     "check_record",
+    "check_signer_time",
+    "envelope_files",
     "envelope_name",
+    "envelope_signers",
     "evidence_level",
-    "evidence_levels",
     "generate_keypair",
     "init_root",
     "initial_root_document",
@@ -216,15 +219,16 @@ __all__ = [
     "public_bytes",
     "public_key_owner",
     "public_key_text",
-    "ranking_trust",
+    "read_envelopes",
     "record_owners",
     "registry_root",
     "repair_root",
+    "rerun_agrees",
     "resolve_digest",
-    "retracted_digests",
     "revoke_key",
     "root_chain",
     "root_version_path",
+    "short_keyid",
     "sign_envelope",
     "sign_policy",
     "sign_record",
@@ -232,8 +236,6 @@ __all__ = [
     "signing_warnings",
     "statement_for",
     "submission_owners",
-    "trust_summaries",
-    "verifier_rerun_runs",
     "verify_anchor",
     "verify_attestation",
     "verify_root_chain",

@@ -40,8 +40,12 @@ def predicate_kind(uri: str) -> str | None:
     return None
 
 
-def _short(keyid: str) -> str:
+def short_keyid(keyid: str) -> str:
+    """The first 12 hex digits of a keyid, as every message names a key."""
     return keyid[:12]
+
+
+_short = short_keyid
 
 
 def _moment(text: str) -> datetime:

@@ -17,7 +17,16 @@ from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
 from kictl.store import Registry
 from kictl.trust._common import Level
-from kictl.trust.attestations import AttestationRejected, Signer, VerifiedAttestation, _check_role, _verify_core
+from kictl.trust.attestations import (
+    AttestationRejected,
+    Signer,
+    VerifiedAttestation,
+    _check_key_time,
+    _check_role,
+    _signer_of,
+    _verify_core,
+)
+from kictl.trust.dsse import Envelope
 from kictl.trust.models import RerunPredicate
 from kictl.trust.readers import reader_policy
 from kictl.trust.root import RootChain, TrustRoot, _now, _read, load_root, root_chain
@@ -75,7 +84,7 @@ class RecordTrust:
         }
 
 
-def _rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
+def rerun_agrees(predicate: RerunPredicate, tolerance: float) -> bool:
     """The reader's rule for a verifier's ``rerun`` (docs/rerun.md "Verdicts"): it agrees unless it failed or
     its rerun was slower than the claim by more than ``tolerance``.  One-sided: a faster rerun never disputes.
     The ratio decides, not the verdict word (an older kictl signed "disagrees" for a faster rerun).
@@ -181,7 +190,7 @@ def judge_attestations(
             if kind == "rerun" and att.has_role("verifier"):
                 assert isinstance(att.predicate, RerunPredicate)
                 counts_for = "evidence"
-                if _rerun_agrees(att.predicate, rerun_tolerance):
+                if rerun_agrees(att.predicate, rerun_tolerance):
                     agree += 1
                 else:
                     disagree += 1
@@ -232,10 +241,23 @@ def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None
     }
 
 
-_signing_times = signing_times
+def envelope_signers(root: TrustRoot, envelope: Envelope) -> tuple[Signer, ...]:
+    """The distinct keys of ``root`` whose signatures on ``envelope`` verify (DSSE protocol: PAE), each once.
+
+    For a signed document that is not an attestation (a harness advisory) and is judged by the same keys.
+    Raises ``CheckFailed`` for a signature that verifies under no key of the root.
+    """
+    signers = (_signer_of(root, envelope, index) for index in range(len(envelope.signatures)))
+    return tuple({signer.keyid: signer for signer in signers}.values())
 
 
-def _envelope_files(registry: Registry, digest: str) -> list[Path]:
+def check_signer_time(root: TrustRoot, signer: Signer, signed_at: datetime) -> None:
+    """docs/trust.md "Signing time": ``signer``'s key was valid (not before, not expired, not revoked) at
+    ``signed_at``; raises ``CheckFailed`` saying which."""
+    _check_key_time(root, signer, signed_at)
+
+
+def envelope_files(registry: Registry, digest: str) -> list[Path]:
     """The envelope files about ``digest``; kictl's own temporary files (a killed ``sign``) are never read."""
     from kictl.store import is_temporary_name
 
@@ -245,9 +267,12 @@ def _envelope_files(registry: Registry, digest: str) -> list[Path]:
     return sorted(path for path in folder.iterdir() if path.is_file() and not is_temporary_name(path.name))
 
 
-def _read_envelopes(
+def read_envelopes(
     registry: Registry, paths: Sequence[Path], times: Mapping[str, datetime], now: datetime
 ) -> list[tuple[str, bytes, datetime, bool]]:
+    """``(path, bytes, signed_at, committed)`` of each envelope file, as ``judge_attestations`` takes them:
+    signed at its ``signing_times`` entry, else (uncommitted) ``now``.  Raises ``RegistryError`` for a file
+    that cannot be read."""
     out = []
     for path in paths:
         relative = registry.relative(path)
@@ -414,7 +439,7 @@ def check_record(
     from kictl.validate import check_envelope_file
 
     now = _now()
-    paths = _envelope_files(registry, digest)
+    paths = envelope_files(registry, digest)
     for path in paths:
         relative = registry.relative(path)
         report.failures.extend(str(problem) for problem in check_envelope_file(relative, _read(path, registry)))
@@ -427,7 +452,7 @@ def check_record(
             + ("the record itself is invalid" if subject is None else "the trust root does not verify")
         )
         return report
-    envelopes = _read_envelopes(registry, paths, _signing_times(registry), now)
+    envelopes = read_envelopes(registry, paths, signing_times(registry), now)
     results, trust = judge_attestations(
         subject, root, envelopes, rerun_tolerance=reader_policy(registry).rerun_tolerance
     )

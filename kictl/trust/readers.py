@@ -28,10 +28,12 @@ apply another rule than its neighbour:
   left out by every reader (``kictl.index`` skips them; trust never judges
   them).
 
-A plug-in point for later rules (harness advisories, issue 28): a rule that
-marks runs is a function ``(registry, digests) -> {digest: [label, ...]}``
-registered with ``register_run_marks``; ``run_marks`` applies every one, and
-the leaderboard, ``show``, ``verify``, the site and review show the labels.
+A plug-in point for later rules: a rule that marks runs is a function
+``(registry, digests) -> {digest: [label, ...]}`` registered with
+``register_run_marks``; ``run_marks`` applies every one.  kictl registers none:
+harness advisories (issue 28) became a signed document of their own, whose
+marks ``kictl.standing`` applies for every reader (``standing.run_marks``), and
+no reader shows this plug-in's labels yet.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ from collections import Counter
 import pytest
 
 from kictl import canon
-from kictl.advisories import RunRef, load_advisories, parse_advisory, run_marks
+from kictl.advisories import RunRef, load_advisories, parse_advisory
 from kictl.selftest import load_corpus
+from kictl.standing import run_marks, verifier_rerun_runs
 from kictl.store import Registry
-from kictl.trust import verifier_rerun_runs
 from tests.conftest import REPO_ROOT
 
 DRAFTS = sorted((REPO_ROOT / "advisories").glob("KI-*.json"))

@@ -16,12 +16,12 @@ from kictl.advisories import (
     advisory_path,
     load_advisories,
     new_advisory,
-    record_marks,
     signed_envelope,
     withdrawn,
 )
 from kictl.advisories import publish_advisory as publish_core
 from kictl.errors import UsageError
+from kictl.standing import record_marks
 from tests.advisories.conftest import ID, Board, advisory_fields, publish, write_envelope
 from tests.conftest import RunCli
 from tests.trust.conftest import at, commit_all

@@ -17,8 +17,9 @@ import git
 import pytest
 
 from kictl import canon
-from kictl.advisories import advisory_path, load_advisories, record_marks
+from kictl.advisories import advisory_path, load_advisories
 from kictl.advisories.memory import MEMORY_FILE, recall, take_warnings
+from kictl.standing import record_marks
 from kictl.store import Registry
 from kictl.trust.anchor import pin
 from tests.advisories.conftest import ID, Board, publish

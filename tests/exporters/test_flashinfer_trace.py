@@ -19,12 +19,12 @@ import pytest
 from kictl.errors import RecordError
 from kictl.exporters.flashinfer_trace import (
     NothingToExport,
-    _refusal,
     definition_document,
     export_flashinfer_trace,
     no_advisories,
     solution_document,
 )
+from kictl.exporters.selection import ExportReport, refusal, select_winners
 from kictl.index import QueryIndex
 from kictl.rank import workload_leaderboard
 from kictl.records import record_from_value
@@ -157,9 +157,9 @@ def test_a_row_the_leaderboard_marks_with_an_advisory_is_never_exported(signed: 
         )
     (group,) = board.groups
     row = group.rows[0]
-    assert _refusal(row, advised=no_advisories, generalizes=None) is None
+    assert refusal(row, advised=no_advisories, generalizes=None) is None
     marked = dataclasses.replace(row, advisories=("KI-2026-0001",))
-    assert _refusal(marked, advised=no_advisories, generalizes=None) == (
+    assert refusal(marked, advised=no_advisories, generalizes=None) == (
         "named by an open harness advisory (KI-2026-0001)"
     )
 
@@ -287,3 +287,15 @@ def test_what_flashinfer_bench_cannot_hold_is_refused_with_the_reason(signed: Si
     definition["spec"]["inputs"]["A"]["dtype"] = "float64"
     with pytest.raises(RecordError, match=r"inputs\.A is float64"):
         definition_document(record_from_value(definition))
+
+
+def test_the_selection_is_public_and_is_what_the_export_holds(signed: Signed, tmp_path: Path) -> None:
+    """A second format starts from ``kictl.exporters.selection``: the same winners, the same reasons."""
+    out = tmp_path / "export"
+    written = export_flashinfer_trace(signed.registry, out, gpu="H200")
+    report = ExportReport(out=out, gpu="H200", min_evidence="verified", require_generalizes=False, definitions=())
+    with QueryIndex.open(signed.registry) as index:
+        chosen = select_winners(index, signed.registry, report)
+    assert sorted(candidate.row.run.digest for candidate in chosen) == sorted(item.run for item in written.exported)
+    assert {item.run: item.reason for item in report.left_out} == {item.run: item.reason for item in written.left_out}
+    assert all(candidate.row.rank == 1 for candidate in chosen)

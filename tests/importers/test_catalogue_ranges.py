@@ -22,7 +22,6 @@ from kictl.importers.catalogue_ranges import RANGES_FILE, render_ranges, stated_
 from kictl.records import DefinitionSpec, StoredRecord, new_record, record_from_value
 from kictl.rerun.heldout import (
     CPU_CAP,
-    GENERALIZES,
     HeldOut,
     NoLegalValues,
     check_held_out,
@@ -31,6 +30,7 @@ from kictl.rerun.heldout import (
     with_stated_ranges,
 )
 from kictl.rerun.job import ProtocolSettings
+from kictl.standing.heldout import GENERALIZES
 from tests.conftest import REPO_ROOT
 
 RECORDS = REPO_ROOT / "registry" / "records"

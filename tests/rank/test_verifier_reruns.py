@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from kictl import trust
+from kictl import standing
 from kictl.store import Registry
 from tests.conftest import RunCli
 
@@ -22,7 +22,7 @@ def _digests(document: object) -> set[str]:
 
 
 def test_leaderboards_and_history_leave_the_verifiers_reruns_out(cli: RunCli, bundled_results: Registry) -> None:
-    reruns = trust.verifier_rerun_runs(bundled_results)
+    reruns = standing.verifier_rerun_runs(bundled_results)
     assert len(reruns) >= 7  # one per workload at least
     commands: tuple[tuple[str, ...], ...] = (
         ("leaderboard", DEFINITION),

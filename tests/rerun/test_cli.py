@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kictl.rerun import verifier_reruns
+from kictl.standing import verifier_reruns
 from kictl.store import Registry
 from tests.conftest import RunCli, copy_bundled
 from tests.rerun.conftest import WIDE, Origin, Reruns, clone, commit, make_request

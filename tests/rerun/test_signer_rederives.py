@@ -22,7 +22,7 @@ import pytest
 from kictl import canon, trust
 from kictl.advisories import new_advisory, publish_advisory
 from kictl.records import DefinitionSpec, new_record, record_from_value
-from kictl.rerun.heldout import GENERALIZES
+from kictl.standing.heldout import GENERALIZES
 from kictl.store import Registry
 from tests.advisories.conftest import advisory_fields
 from tests.conftest import REPO_ROOT, RunCli

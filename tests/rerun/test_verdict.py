@@ -42,7 +42,7 @@ def test_agrees_exactly_when_kictl_trust_counts_the_signed_ratio_as_agreement(re
     judged = judge(run(1000), run(rerun_ns, p10=rerun_ns, p90=rerun_ns), tolerance=0.1)
     assert judged.ratio is not None
     predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": judged.ratio, "verdict": "agrees"})
-    assert (judged.verdict == "agrees") == trust._rerun_agrees(predicate, 0.1)
+    assert (judged.verdict == "agrees") == trust.rerun_agrees(predicate, 0.1)
 
 
 def test_a_rerun_26_percent_slower_disagrees_and_26_percent_faster_agrees() -> None:
@@ -61,16 +61,16 @@ def test_however_much_faster_a_rerun_is_it_never_disputes(rerun_ns: int) -> None
     assert judged.verdict == "agrees"
     assert judged.ratio is not None
     predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": judged.ratio, "verdict": "agrees"})
-    assert trust._rerun_agrees(predicate, 0.1)
+    assert trust.rerun_agrees(predicate, 0.1)
 
 
 def test_a_faster_rerun_an_older_kictl_signed_as_disagrees_counts_as_agreement() -> None:
     predicate = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": 0.74, "verdict": "disagrees"})
-    assert trust._rerun_agrees(predicate, 0.1)
+    assert trust.rerun_agrees(predicate, 0.1)
     slower = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "ratio": 1.26, "verdict": "agrees"})
-    assert not trust._rerun_agrees(slower, 0.1)  # a signed "agrees" beyond the tolerance is not believed
+    assert not trust.rerun_agrees(slower, 0.1)  # a signed "agrees" beyond the tolerance is not believed
     failed = trust.RerunPredicate.model_validate({"runDigest": DIGEST, "verdict": "failed"})
-    assert not trust._rerun_agrees(failed, 0.1)
+    assert not trust.rerun_agrees(failed, 0.1)
 
 
 def test_inside_both_runs_noise_it_is_inconclusive() -> None:

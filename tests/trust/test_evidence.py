@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from kictl import canon, trust
+from kictl import canon, standing, trust
 from kictl.errors import CheckFailed, NotFoundError
 from tests.trust.conftest import Setup, add_records, at, build_records, commit_all, rerun_predicate, sign
 
 
 def levels(setup: Setup) -> str:
-    return trust.evidence_levels(setup.registry, [setup.run.digest])[setup.run.digest]
+    return standing.evidence_levels(setup.registry, [setup.run.digest])[setup.run.digest]
 
 
 def test_a_signed_run_is_reported(setup: Setup) -> None:
@@ -95,10 +95,10 @@ def test_community_reruns_and_reviews_are_counted_but_never_change_the_level(set
     sign(setup, setup.community, "rerun", rerun_predicate(3.0, "disagrees"))
     sign(setup, setup.community, "rerun", rerun_predicate(1.0))
     sign(setup, setup.maintainer, "review", {"note": "numbers look plausible"})
-    summary = trust.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
+    summary = standing.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
     assert summary == trust.RecordTrust(level="unsigned", community_reruns=2, reviews=1)
     sign(setup, setup.submitter)
-    summary = trust.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
+    summary = standing.trust_summaries(setup.registry, [setup.run.digest])[setup.run.digest]
     assert summary == trust.RecordTrust(level="reported", submitted=True, community_reruns=2, reviews=1)
     report = trust.check_record(setup.registry, setup.run.digest)
     assert sorted(r.counts_for or "" for r in report.attestations) == [
@@ -223,11 +223,11 @@ def test_compromise_invalidates_even_old_commits(setup: Setup) -> None:
 
 def test_retractions(setup: Setup) -> None:
     sign(setup, setup.submitter)
-    assert trust.retracted_digests(setup.registry) == set()
+    assert standing.retracted_digests(setup.registry) == set()
     sign(setup, setup.community, "retraction", {"reason": "not mine to retract"})
-    assert trust.retracted_digests(setup.registry) == set()
+    assert standing.retracted_digests(setup.registry) == set()
     sign(setup, setup.submitter, "retraction", {"reason": "the timer was wrong"})
-    assert trust.retracted_digests(setup.registry) == {setup.run.digest}
+    assert standing.retracted_digests(setup.registry) == {setup.run.digest}
     report = trust.check_record(setup.registry, setup.run.digest)
     assert report.trust.retracted
     assert [f for f in report.failures if "role: a retraction" in f]
@@ -239,12 +239,12 @@ def test_evidence_levels_over_many_records(setup: Setup) -> None:
         add_records(setup.registry, records.all())
     sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
     sign(setup, setup.verifier, "rerun", rerun_predicate(2.0, "disagrees"), record=others[0].run)
-    every = trust.evidence_levels(setup.registry)
+    every = standing.evidence_levels(setup.registry)
     assert every[setup.run.digest] == "verified"
     assert every[others[0].run.digest] == "disputed"
     assert every[others[1].run.digest] == "unsigned"
     assert len(every) == 6 + 3 * 2  # each adds an implementation and a run; the rest is shared
-    subset = trust.evidence_levels(setup.registry, [others[2].run.digest, others[0].run.digest])
+    subset = standing.evidence_levels(setup.registry, [others[2].run.digest, others[0].run.digest])
     assert subset == {others[2].run.digest: "unsigned", others[0].run.digest: "disputed"}
 
 
@@ -252,7 +252,7 @@ def test_evidence_needs_a_valid_trust_root(setup: Setup) -> None:
     sign(setup, setup.verifier, "rerun", rerun_predicate(1.0))
     (setup.registry.trust_dir / "4.root.json").unlink()
     with pytest.raises(CheckFailed, match="lacks trust root version 4"):
-        trust.evidence_levels(setup.registry)
+        standing.evidence_levels(setup.registry)
     report = trust.check_record(setup.registry, setup.run.digest)
     assert report.level == "unsigned"
     assert report.failures[0].startswith("trust root: ")

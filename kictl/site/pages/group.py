@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kictl.rank import GroupKey
-from kictl.rerun.heldout import with_held_out
 from kictl.site import documents
 from kictl.site.html import (
     code,
@@ -32,6 +31,7 @@ from kictl.site.pages.common import (
     run_badges,
     run_path,
 )
+from kictl.standing import with_held_out
 
 if TYPE_CHECKING:
     from kictl.site.context import SiteContext

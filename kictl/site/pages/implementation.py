@@ -31,6 +31,7 @@ from kictl.site.pages.common import (
     run_path,
 )
 from kictl.site.pages.run import _json_dl, _record_spec_from_file, group_of_run
+from kictl.standing import verify_report
 
 if TYPE_CHECKING:
     from kictl.index import DefinitionFacts, ImplementationFacts
@@ -40,10 +41,8 @@ if TYPE_CHECKING:
 
 
 def render_implementation(ctx: SiteContext, impl: ImplementationFacts) -> Files:
-    from kictl import trust
-
     path = implementation_path(impl.digest)
-    report = trust.check_record(ctx.registry, impl.digest)
+    report = verify_report(ctx.registry, impl.digest)
     raw = _record_spec_from_file(ctx, impl.digest)
     spec = raw.get("spec", {}) if isinstance(raw, dict) else {}
     body: list[str] = []

@@ -38,16 +38,16 @@ from kictl.site.pages.common import (
     run_path,
 )
 from kictl.site.pages.definition import _record_spec
+from kictl.standing import VerifyReport
 
 if TYPE_CHECKING:
-    from kictl import trust
     from kictl.index import RunFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- run
 
 
-def _manifest(ctx: SiteContext, report: trust.VerifyReport) -> tuple[dict[str, Any], list[list[str]]]:
+def _manifest(ctx: SiteContext, report: VerifyReport) -> tuple[dict[str, Any], list[list[str]]]:
     """The canonical manifest ``{digest: record}`` of a run and every record it names, with each digest recomputed."""
     manifest: dict[str, Any] = {}
     rows: list[list[str]] = []
@@ -112,7 +112,7 @@ def _tensor_rows(ctx: SiteContext, run: RunFacts, workload_spec: dict[str, Any])
     return rows
 
 
-def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], trust.VerifyReport]) -> Files:
+def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], VerifyReport]) -> Files:
     report = verify_report(run.digest)
     path = run_path(run.digest)
     files: Files = {}
