@@ -54,8 +54,7 @@ from pathlib import Path
 
 import kictl
 from kictl.errors import KictlError
-from kictl.index import secret
-from kictl.index._common import INDEX_FILE, RACY_SECONDS
+from kictl.index import INDEX_FILE, RACY_SECONDS, secret
 from kictl.layout import ATTESTATIONS_DIR, BLOBS_DIR, KICTL_DIR, RECORDS_DIR, REGISTRY_DIR
 from kictl.render import terminal_width
 from kictl.store.derived import derived_file_trusted
