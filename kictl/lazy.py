@@ -5,7 +5,7 @@ read ``kictl.store``, ``kictl.index``, ``kictl.rank`` and ``kictl.advisories`` n
 import them from their submodules.
 
 ``kictl.store``, ``kictl.index`` and ``kictl.rank`` re-export their submodules' names this way, so that a
-command importing one light submodule (the warm ``kictl leaderboard``: ``kictl.index.answers``,
+command importing one light submodule (the warm ``kictl leaderboard``: ``kictl.cli.answers``,
 ``kictl.store.files``) does not import the record models through the package.
 """
 

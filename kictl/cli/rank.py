@@ -14,17 +14,17 @@ evidence level, a citation format).
 
 from __future__ import annotations
 
-import json
 import sys
 import textwrap
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kictl import render
+from kictl.cli import answers
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -37,8 +37,6 @@ from kictl.cli._common import (
     out,
     table,
 )
-from kictl.errors import KictlError
-from kictl.layout import ATTESTATIONS_DIR
 from kictl.render import date as day
 from kictl.render import fit, latency, ratio, times
 
@@ -351,8 +349,9 @@ def leaderboard(
     with the comparison key and the physical floor. Exit 3 for an unknown
     definition or workload, 2 for an unknown GPU or evidence level.
     """
-    command = ("leaderboard", definition, gpu, workload, evidence, metric, as_json)
-    _answered(registry, command, lambda: _leaderboard(definition, gpu, workload, evidence, metric, registry, as_json))
+    document, policy = _leaderboard(definition, gpu, workload, evidence, metric, registry, as_json)
+    # the command table keeps what it printed for the registry's state (kictl.cli.answers)
+    answers.made(registry, document, stale_after=timedelta(days=policy.stale_after_days))
 
 
 def _leaderboard(
@@ -411,43 +410,6 @@ def _origin_lines(index: Any, workloads: list[Any]) -> list[str]:
     origins = {workload.name: workload_origin(index.load_record(workload.digest).raw) for workload in workloads}
     notes = origin_notes(origins)
     return ["", *(line for note in notes for line in _wrap(f"inputs: {note}"))] if notes else []
-
-
-def _answered(registry: Path | None, command: tuple[object, ...], compute: Callable[[], tuple[Any, Policy]]) -> None:
-    """Print the kept answer of ``command`` while it holds (``kictl.index.answers``), else compute, print and
-    keep it.  Only an answer that completed is kept: an error is computed (and reported) every time."""
-    from kictl.index import answers
-    from kictl.store.files import find_root
-    from kictl.store.git import current_commit
-
-    try:
-        root = find_root(registry)
-        head = current_commit(root)
-    except KictlError:
-        compute()  # reports the same error in its own words
-        return
-    key = answers.state_key(root, head, command)
-    if key is not None:
-        kept = answers.read(root, head, key)
-        if kept is not None:
-            answers.replay(kept)
-            return
-    made = datetime.now(UTC)
-    with answers.recording() as (stdout, stderr):
-        document, policy = compute()
-    if key is None or answers.state_key(root, head, command) != key:
-        return  # the registry moved while the answer was computed: it may hold for neither state
-    from kictl.store.git import merged_times
-
-    commits = [datetime.fromtimestamp(stamp, UTC) for stamp in merged_times(root, ATTESTATIONS_DIR).values()]
-    until = answers.valid_until(
-        made,
-        stale_after=timedelta(days=policy.stale_after_days),
-        answer_times=[json.dumps(document)],
-        trust_texts=answers.trust_texts(root),
-        future_commits=commits,
-    )
-    answers.keep(root, head, key, answers.Answer(stdout.getvalue(), stderr.getvalue(), until))
 
 
 # --------------------------------------------------------------------------- floor

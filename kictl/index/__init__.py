@@ -44,7 +44,6 @@ module reads them)::
     parsing      record files to rows, fast
     query        ``QueryIndex``: opening and querying
     maintenance  keeping the index current with git and the working tree
-    answers      transitional: ``kictl/cli/rank.py``'s view of ``kictl.cli.answers`` (the kept answers)
     secret       this machine's secret, which seals derived files written here (kept answers, a site's manifest)
 """
 
