@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kictl import trust
+from kictl import render, trust
 from kictl.bench.judge.energy_loop import MEASURE_NAMES
 from kictl.bench.judge.options import resolve_device
 from kictl.bench.judge.phases import format_phases, format_requests
@@ -23,7 +23,6 @@ from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, format
 from kictl.errors import CheckFailed, EnvError, KictlError, RegistryError, UsageError
 from kictl.executors import run_bench_jobs
 from kictl.progress import progress, size_warnings
-from kictl.rank.energy import format_joules
 from kictl.store.files import write_hint
 
 if TYPE_CHECKING:
@@ -449,7 +448,7 @@ def _energy_cells(run: object) -> list[str]:
     if energy is None:
         return ["-", "-", "-", "-"]
     return [
-        format_joules(float(energy["joulesPerCall"])),  # type: ignore[arg-type]
+        render.joules(float(energy["joulesPerCall"])),  # type: ignore[arg-type]
         f"{float(energy['averageWatts']):.0f}",  # type: ignore[arg-type]
         f"{float(energy['idleWatts']):.1f}",  # type: ignore[arg-type]
         f"{100 * float(energy['spread']):.1f}%",  # type: ignore[arg-type]

@@ -20,9 +20,7 @@ WIDTH = render.WIDTH
 
 
 def joules(value: float | None) -> str:
-    from kictl.rank.energy import format_joules
-
-    return format_joules(value)
+    return render.joules(value)
 
 
 def _watts(limit_mw: int | None) -> str:

@@ -66,16 +66,6 @@ def check_metric(metric: str) -> str:
     return metric
 
 
-def format_joules(value: float | None) -> str:
-    """Joules with an SI prefix: ``2.31 mJ``, ``812 µJ``, ``1.08 J``; ``-`` for none."""
-    if value is None:
-        return "-"
-    for scale, unit in ((1.0, "J"), (1e-3, "mJ"), (1e-6, "µJ"), (1e-9, "nJ")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} nJ"
-
-
 @dataclass(frozen=True, slots=True, order=True)
 class EnergyKey:
     """The four values (and the metric) that make energy runs comparable."""

@@ -232,7 +232,7 @@ def test_diff_and_history_by_energy(cli: RunCli, world: World, energy_world: dic
     assert change["after"]["implementation"] == "reference"
     assert change["after"]["pareto"] is True  # cheaper though slower: on the front too
     lines = cli("diff", "HEAD~1", "HEAD", "--registry", world.registry.root)
-    assert "new #1 reference 90 mJ (was fast 138 mJ)" in lines.stdout
+    assert "new #1 reference 90.0 mJ (was fast 138 mJ)" in lines.stdout
     # history by energy: the #1 of the 700 W group, commit by commit
     result = cli("history", "gemm_n64_k64", "--metric", "energy", "--registry", world.registry.root, "--json")
     assert result.exit_code == 0, result.output
