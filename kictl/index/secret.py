@@ -28,6 +28,8 @@ import os
 import stat
 from pathlib import Path
 
+from kictl.store.files import user_dir
+
 #: Overrides where the secret lives (tests, and a user who wants it elsewhere).
 CACHE_ENV = "KICTL_CACHE_HOME"
 SECRET_FILE = "secret"
@@ -36,11 +38,7 @@ _SIZE = 32
 
 def cache_dir() -> Path:
     """kictl's cache folder: ``$KICTL_CACHE_HOME``, else ``$XDG_CACHE_HOME/kictl``, else ``~/.cache/kictl``."""
-    home = os.environ.get(CACHE_ENV)
-    if home:
-        return Path(home)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "kictl"
+    return user_dir(CACHE_ENV, "XDG_CACHE_HOME", ".cache")
 
 
 def secret_path() -> Path:

@@ -32,11 +32,16 @@ CONFIG_ENV = "KICTL_CONFIG_HOME"
 
 def config_dir() -> Path:
     """The user's kictl config folder (the trust pins of ``kictl.trust.anchor``, the self-test's result)."""
-    home = os.environ.get(CONFIG_ENV)
+    return user_dir(CONFIG_ENV, "XDG_CONFIG_HOME", ".config")
+
+
+def user_dir(own: str, xdg: str, fallback: str) -> Path:
+    """``$<own>``, else ``$<xdg>/kictl``, else ``~/<fallback>/kictl``: where kictl keeps a user's files."""
+    home = os.environ.get(own)
     if home:
         return Path(home)
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".config") / "kictl"
+    base = os.environ.get(xdg)
+    return (Path(base) if base else Path.home() / fallback) / "kictl"
 
 
 def find_root(explicit: Path | None = None, *, cwd: Path | None = None) -> Path:
@@ -110,14 +115,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp_name = _temporary_beside(path, data, mode)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp_name, mode)
             os.replace(tmp_name, path)
         except BaseException:
             with contextlib.suppress(OSError):
@@ -126,6 +125,24 @@ def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> bool:
     except OSError as exc:
         raise RegistryError(f"{path}: cannot write: {exc.strerror or exc}{write_hint(exc)}") from exc
     return True
+
+
+def _temporary_beside(path: Path, data: bytes, mode: int) -> str:
+    """A temporary file in ``path``'s folder (``.<name>.<random>.tmp``, ``is_temporary_name``) holding ``data``,
+    flushed to disk with ``mode``: what a writer renames or links into place.  Raises ``OSError``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp_name, mode)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    return tmp_name
 
 
 def write_hint(exc: OSError) -> str:
@@ -165,18 +182,11 @@ def write_immutable(path: Path, data: bytes) -> bool:
     if path.exists():
         return _same_or_refuse(path, data)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp_name = _temporary_beside(path, data, 0o644)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp_name, 0o644)
-            try:
-                os.link(tmp_name, path)
-            except FileExistsError:
-                return _same_or_refuse(path, data)
+            os.link(tmp_name, path)
+        except FileExistsError:
+            return _same_or_refuse(path, data)
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp_name)

@@ -315,7 +315,8 @@ class GitHistory:
         """
         if self.head() is None:
             return {}
-        return _parse_merged(self._run(*_merged_log_args(prefix, rev)))
+        added = _parse_added(self._run(*_merged_log_args(prefix, rev)))
+        return {path: stamp for path, (_, stamp) in added.items()}
 
     def committer_time(self, rev: str) -> int:
         """Seconds since the epoch at which ``rev`` was committed (%ct, not the author's date)."""
@@ -459,40 +460,13 @@ def _merged_log_args(prefix: str, rev: str) -> tuple[str, ...]:
     )  # fmt: skip
 
 
-def _parse_merged(output: str) -> dict[str, int]:
-    merged: dict[str, int] = {}
-    for chunk in output.split("\0"):
-        if not chunk.strip():
-            continue
-        header, _, rest = chunk.partition("\n")
-        stamp = int(header.split("\x1f", 1)[1])
-        for path in rest.splitlines():
-            if path.strip():
-                merged.setdefault(path, stamp)
-    return merged
-
-
 def merged_times(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, int]:
     """``GitHistory.merged_times`` of the repository at ``root``, without gitpython (read commands' path).
 
     ``{}`` without a repository or a commit; raises ``RegistryError`` when git fails.  Asked once while
     ``root`` is held still (a copy each time: callers may change what they get).
     """
-    return dict(_held(root, ("merged", prefix, rev), lambda: _merged_times(root, prefix, rev)))
-
-
-def _merged_times(root: Path, prefix: str, rev: str) -> dict[str, int]:
-    if current_commit(root) is None:
-        return {}
-    try:
-        done = subprocess.run(
-            ["git", "-C", str(root), *_merged_log_args(prefix, rev)], capture_output=True, text=True, check=False
-        )
-    except OSError as exc:
-        raise RegistryError(f"git log failed: {exc}") from exc
-    if done.returncode != 0:
-        raise git_failure(root, "log", done.stderr)
-    return _parse_merged(done.stdout)
+    return {path: stamp for path, (_, stamp) in added_on_main_line(root, prefix, rev).items()}
 
 
 def added_on_main_line(root: Path, prefix: str, rev: str = "HEAD") -> dict[str, tuple[str, int]]:
@@ -515,10 +489,14 @@ def _added_on_main_line(root: Path, prefix: str, rev: str) -> dict[str, tuple[st
     except OSError as exc:
         raise RegistryError(f"git log failed: {exc}") from exc
     if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise RegistryError(f"git log failed: {lines[-1] if lines else done.returncode}")
+        raise git_failure(root, "log", done.stderr)
+    return _parse_added(done.stdout)
+
+
+def _parse_added(output: str) -> dict[str, tuple[str, int]]:
+    """The output of ``_merged_log_args``'s log: path -> (the main-line commit that added it, its time)."""
     added: dict[str, tuple[str, int]] = {}
-    for chunk in done.stdout.split("\0"):
+    for chunk in output.split("\0"):
         if not chunk.strip():
             continue
         header, _, rest = chunk.partition("\n")

@@ -27,6 +27,7 @@ from kictl.trust.root import (
     _key_entry,
     _now,
     _read,
+    check_signers,
     load_root,
     root_chain,
     root_version_path,
@@ -127,14 +128,13 @@ def reanchor(
         signed["keys"][matches[0]]["revoked"] = {"at": format_timestamp(moment), "reason": reason}
     if sign_policy:
         signed["policyDigest"] = canon.bytes_digest(_read(registry.policy_path, registry))
-    for key in keys:
-        if keyid_of(key.public_key()) not in new_ids:
-            raise UsageError(
-                f"signing key {keyid_of(key.public_key())[:12]} is not among the new maintainers; "
-                "a re-anchor is signed by its new maintainers only"
-            )
-    if threshold < 1 or threshold > len(new_ids):
-        raise UsageError(f"--threshold {threshold} must be between 1 and the {len(new_ids)} new maintainer(s)")
+    check_signers(
+        keys,
+        set(new_ids),
+        threshold,
+        "is not among the new maintainers; a re-anchor is signed by its new maintainers only",
+        who="new maintainer(s)",
+    )
     signed["threshold"] = threshold
     envelope = sign_envelope(ROOT_PAYLOAD_TYPE, canon.canonical_bytes(signed), keys)
     unique = {entry["keyid"]: entry for entry in envelope["signatures"]}

@@ -441,6 +441,25 @@ def _key_entry(
     return entry
 
 
+def check_signers(
+    keys: Sequence[Ed25519PrivateKey],
+    maintainers: set[str],
+    threshold: int,
+    stranger: str,
+    *,
+    who: str = "maintainer(s)",
+) -> None:
+    """A new root version is signed by its own maintainers, ``threshold`` of them at most: raises ``UsageError``
+    naming a signing key that is not among ``maintainers`` (``stranger`` says what to do) or a threshold out of
+    range (``kictl trust init``, ``kictl trust reanchor``)."""
+    for key in keys:
+        keyid = keyid_of(key.public_key())
+        if keyid not in maintainers:
+            raise UsageError(f"signing key {_short(keyid)} {stranger}")
+    if threshold < 1 or threshold > len(maintainers):
+        raise UsageError(f"--threshold {threshold} must be between 1 and the {len(maintainers)} {who}")
+
+
 def init_root(
     registry: Registry,
     *,
@@ -468,14 +487,9 @@ def init_root(
         entries[keyid_of(public_key)] = _key_entry(
             public_key, owner=owner, roles=["maintainer"], not_before=not_before, not_after=None
         )
-    for key in keys:
-        if keyid_of(key.public_key()) not in entries:
-            raise UsageError(
-                f"--key {_short(keyid_of(key.public_key()))} is not among the --maintainer keys; "
-                "give its .pub file with --maintainer"
-            )
-    if threshold < 1 or threshold > len(entries):
-        raise UsageError(f"--threshold {threshold} must be between 1 and the {len(entries)} maintainer(s)")
+    check_signers(
+        keys, set(entries), threshold, "is not among the --maintainer keys; give its .pub file with --maintainer"
+    )
     signed = {
         "apiVersion": API_VERSION,
         "kind": "TrustRoot",
