@@ -65,3 +65,16 @@ def test_bundled_results_verify_and_rank(cli: RunCli, bundled_results: Registry)
         "torch_sdpa",
         "reference",
     ]
+    # issue 42: no measured run is below its physical floor, FlashInfer's baselines included. Each board's record
+    # (its #1) is at or above the floor, so every slower run of the board is too.
+    definitions = sorted({record.name for record in bundled_results.iter_records(["Definition"])})
+    boards = 0
+    for name in definitions:
+        shown = cli("leaderboard", name, "--registry", bundled_results.root, "--json")
+        assert shown.exit_code == 0, shown.output
+        for gpu_board in json.loads(shown.stdout)["boards"]:
+            for record in gpu_board["records"]:
+                boards += 1
+                assert not record["belowFloor"], (name, gpu_board["gpu"], record["workloadName"])
+                assert record["floorNs"] is None or record["latencyNs"] >= record["floorNs"], record
+    assert boards >= 60  # H200 and H100 boards of the five bundled definitions (79 + 112 runs)
