@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kictl.bench.worker.gpu_state import nvml_module
 from kictl.errors import EnvError, KictlError
 
 #: The NVML function the figure comes from (recorded in the protocol).
@@ -353,8 +354,7 @@ class EnergyCounter:
 
     def __init__(self, index: int) -> None:
         try:
-            import pynvml
-
+            pynvml = nvml_module()
             pynvml.nvmlInit()
             self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
         except Exception as exc:

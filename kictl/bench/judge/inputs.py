@@ -28,6 +28,7 @@ into an ``InputPlan`` — plain data that crosses a process boundary — and
 from __future__ import annotations
 
 import array
+import ast
 import hashlib
 import sys
 from collections.abc import Callable
@@ -201,7 +202,6 @@ def plan_inputs(
 def entrypoint_parameters(spec: DefinitionSpec) -> tuple[str, ...]:
     """The axes the definition's ``inputs_entrypoint`` takes after its seed, by its parameters' names (a stored
     definition's axes are in canonical, not written, order).  Raises ``RecordError``."""
-    import ast
 
     try:
         tree = ast.parse(spec.reference)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,8 +57,6 @@ def harness_identity() -> dict[str, str]:
 
 def _source_commit() -> str | None:
     """HEAD of the git checkout kictl's package lies in ("+dirty" when its files changed), else None."""
-    import subprocess
-    from pathlib import Path
 
     package = Path(kictl.__file__).resolve().parent
     try:

@@ -32,10 +32,12 @@ run's phases and the records share it; the timed loop itself is ``loop`` and the
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -80,6 +82,10 @@ from kictl.bench.judge.results import (
 from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerProcess
 from kictl.bench.judge.verdict import WorkloadContext, audit_finding, audit_label, evaluate
 from kictl.bench.wire import timers
+from kictl.bench.wire.lazy import torch_module
+from kictl.bench.wire.tensors import materialize_plans
+from kictl.bench.worker.gpu_state import Nvml
+from kictl.bench.worker.main import unpack
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
 from kictl.families import judges
@@ -441,11 +447,9 @@ class _Session:
 
     def open_device(self) -> None:
         """The parent's side of the device while the workers start: torch (to read outputs), NVML (clocks)."""
-        import torch  # noqa: F401  # imported here, while the workers start, rather than at the first output
+        torch_module()  # imported here, while the workers start, rather than at the first output
 
         if self.device.startswith("cuda"):
-            from kictl.bench.worker.gpu_state import Nvml
-
             try:
                 self.nvml = Nvml(int(self.device.split(":")[1]) if ":" in self.device else 0)
             except EnvError as exc:
@@ -511,7 +515,6 @@ class _Session:
         """The definition's ``inputs_entrypoint`` called in kictl's reference worker (never an implementation's):
         ``f(seed, *axis values named by its parameters)``, its tensors by name.  The worker loads ``run`` again
         before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
-        import dataclasses
 
         assert self.spec.inputs_entrypoint is not None
         worker = self.reference_worker
@@ -563,8 +566,6 @@ class _Session:
         rows = timers.choices(self.device, options.timer, options.cuda_graph, options.time_setup)
         served = [row for row in rows if not row.needs_cupti or row.name in worker.timers]
         if not served:
-            from kictl.errors import EnvError
-
             raise EnvError(f"--timer {options.timer}: CUPTI did not attach ({worker.cupti_error or 'unknown reason'})")
         name = served[0].name
         if served[0] is not rows[0]:
@@ -598,7 +599,6 @@ class _Session:
         """An NVML reading of the GPU (``None`` on the CPU or where NVML is missing or fails)."""
         if self.nvml is None:
             return None
-        from kictl.errors import EnvError
 
         try:
             reading: dict[str, Any] = self.nvml.read().to_json()
@@ -786,7 +786,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
         """
-        from concurrent.futures import ThreadPoolExecutor
 
         if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
             # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
@@ -819,7 +818,6 @@ class _Session:
         meanwhile in a thread of its own (its worker is another process: its CPU time is not theirs).
         Raises ``_Skip`` when the reference fails.
         """
-        from concurrent.futures import ThreadPoolExecutor
 
         for driver in drivers:
             driver.idle_begin()
@@ -870,7 +868,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after every share is done).
         """
-        from concurrent.futures import ThreadPoolExecutor
 
         same: dict[str, str] = {}  # a label whose call is another's (the same inputs): computed once
         first: dict[Any, str] = {}
@@ -906,7 +903,6 @@ class _Session:
         wanted: Sequence[tuple[str, wire.Plan, int, int]],
     ) -> dict[str, list[Any]]:
         """One reference worker's share of ``reference_outputs``; raises ``_Skip`` when the reference fails."""
-        from kictl.bench.worker.main import unpack
 
         name = context.record.name
         outputs: dict[str, list[Any]] = {}
@@ -975,7 +971,6 @@ def _judge_inputs(plans: dict[str, wire.Plan], device: str, which: str) -> dict[
     """The inputs of ``plans[which]`` as the workers make them on ``device``, by name on the CPU (for a judge);
     made once per plan.  Empty for the timed calls when they have random inputs (an audited call's are rolled:
     kictl does not remake them)."""
-    from kictl.bench.wire.tensors import materialize_plans
 
     plan = plans[which]
     if which == "timed" and any(spec.kind == "random" for spec in plan.inputs):
@@ -1004,7 +999,6 @@ def reference_pool_size(device: str) -> int:
 
     Raises ``UsageError`` for a value that is not a whole number from 1 to 64.
     """
-    import os
 
     given = os.environ.get("KICTL_REFERENCE_WORKERS", "").strip()
     if given:

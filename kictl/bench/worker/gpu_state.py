@@ -95,13 +95,19 @@ def clocks_steady(readings: Sequence[GpuReading]) -> tuple[bool, str]:
     return True, ""
 
 
+def nvml_module() -> Any:
+    """``pynvml`` (raises ``ImportError`` where it is not installed)."""
+    import pynvml  # an optional dependency (nvidia-ml-py, the ``gpu`` extra): a CPU machine has none
+
+    return pynvml
+
+
 class Nvml:
     """NVML for one device index (raises ``EnvError`` when NVML is missing or fails)."""
 
     def __init__(self, index: int) -> None:
         try:
-            import pynvml
-
+            pynvml = nvml_module()
             pynvml.nvmlInit()
             self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
         except Exception as exc:
