@@ -57,7 +57,6 @@ class Tolerance:
     @property
     def comparator(self) -> str:
         """What the run's correctness record names its judge by."""
-
         return judges.comparator(self.judge, trials=self.trials, limit=self.max_total_variation, default=COMPARATOR)
 
     def looser_than(self, default: Tolerance) -> bool:
@@ -155,7 +154,6 @@ def compare_output(
 def _judged(name: str, got: Any, want: Any, shape: tuple[int, ...], tolerance: Tolerance) -> OutputComparison:
     """One output under a judge of ``kictl.families.judges`` (shape and dtype already checked).  A distribution
     is judged over all its trials (``judges.judge_distribution``); one call's samples need only be tokens."""
-
     if tolerance.judge == judges.DISTRIBUTION:
         found = judges.Judged("passed", None, None, None, None)
         if got.dtype.is_floating_point:

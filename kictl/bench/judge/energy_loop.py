@@ -143,7 +143,6 @@ class EnergyPhase:
 
     def protocol(self, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` (a BenchmarkProtocol spec) as an energy protocol: its own family, the method recorded."""
-
         measurement = {**spec["measurement"], "energy": self.method()}
         looser = spec["comparability"]["family"].endswith(LOOSER_TOLERANCE)
         return {**spec, "measurement": measurement, "comparability": {"family": FAMILY + LOOSER_TOLERANCE * looser}}
@@ -253,7 +252,6 @@ class EnergyPhase:
 
     def judge(self, members: dict[str, Any], driver: Any, work: Any) -> dict[str, Any]:
         """The run's members with ``energy`` and its checks; a run without a figure or outside the bounds fails."""
-
         if members.get("status") != "passed":
             return members
         found = self.evidence.get(id(driver))
@@ -315,7 +313,6 @@ def loop_pace(ns_per_call: float, timed_ns: list[int]) -> tuple[bool, str]:
 
 def energy_work(spec: Any, workload: Any, registry: Any) -> Any:
     """The workload's bytes and FLOPs (``families.work``) for the energy floor; None where no model exists."""
-
     try:
         return families.work(spec, workload.model.spec, registry.read_blob)
     except (KictlError, KeyError, ValueError):
@@ -329,7 +326,6 @@ TRACE_ENV = "KICTL_ENERGY_TRACES"
 
 def keep_traces(found: EnergyEvidence, label: str) -> None:
     """Write the run's raw counter readings where ``TRACE_ENV`` names a folder."""
-
     folder = os.environ.get(TRACE_ENV)
     if not folder:
         return

@@ -202,7 +202,6 @@ def plan_inputs(
 def entrypoint_parameters(spec: DefinitionSpec) -> tuple[str, ...]:
     """The axes the definition's ``inputs_entrypoint`` takes after its seed, by its parameters' names (a stored
     definition's axes are in canonical, not written, order).  Raises ``RecordError``."""
-
     try:
         tree = ast.parse(spec.reference)
     except SyntaxError as exc:

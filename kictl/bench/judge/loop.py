@@ -563,7 +563,6 @@ class RunDriver:
         return found.outputs
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
-
         if answer.error is not None:
             return answer.error
         try:

@@ -57,7 +57,6 @@ def harness_identity() -> dict[str, str]:
 
 def _source_commit() -> str | None:
     """HEAD of the git checkout kictl's package lies in ("+dirty" when its files changed), else None."""
-
     package = Path(kictl.__file__).resolve().parent
     try:
         head = subprocess.run(

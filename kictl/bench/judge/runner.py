@@ -475,7 +475,6 @@ class WorkerProcess:
         """Where no cgroup holds the memory limit: ``RLIMIT_DATA`` (private writable memory, the heap and every
         tensor's) on every process of the sandbox, before the implementation is imported (CPU workers only: a
         CUDA driver's reservations would count)."""
-
         assert self.process is not None
         for pid in (self.process.pid, *descendants(self.process.pid)):
             with contextlib.suppress(OSError, ValueError):

@@ -152,7 +152,6 @@ def resolve(no_sandbox: bool) -> Isolation:
 
 def _repository_roots() -> set[str]:
     """Folders never bound: the checkout kictl runs from (its registry, keys, sources), the working folder, home."""
-
     roots = {os.path.realpath(os.getcwd()), os.path.realpath(Path(kictl.__file__).resolve().parent.parent)}
     home = os.environ.get("HOME")
     if home and os.path.realpath(home) != "/":
@@ -193,7 +192,6 @@ def worker_package() -> str:
     ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout kictl runs from (with
     its registry and any key), kictl's judge and its record code are never bound into a sandbox.
     """
-
     source = Path(kictl.__file__).resolve().parent
     target = Path(tempfile.mkdtemp(prefix="kictl-worker-package-"))
     atexit.register(shutil.rmtree, target, True)

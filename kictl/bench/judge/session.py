@@ -515,7 +515,6 @@ class _Session:
         """The definition's ``inputs_entrypoint`` called in kictl's reference worker (never an implementation's):
         ``f(seed, *axis values named by its parameters)``, its tensors by name.  The worker loads ``run`` again
         before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
-
         assert self.spec.inputs_entrypoint is not None
         worker = self.reference_worker
         parameters = entrypoint_parameters(self.spec)
@@ -786,7 +785,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
         """
-
         if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
             # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
             # and each request would only wait longer for the shared core (--timeout counts per request)
@@ -818,7 +816,6 @@ class _Session:
         meanwhile in a thread of its own (its worker is another process: its CPU time is not theirs).
         Raises ``_Skip`` when the reference fails.
         """
-
         for driver in drivers:
             driver.idle_begin()
         opened = time.monotonic()
@@ -868,7 +865,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after every share is done).
         """
-
         same: dict[str, str] = {}  # a label whose call is another's (the same inputs): computed once
         first: dict[Any, str] = {}
         for label, plan, shift, perturb in wanted:
@@ -903,7 +899,6 @@ class _Session:
         wanted: Sequence[tuple[str, wire.Plan, int, int]],
     ) -> dict[str, list[Any]]:
         """One reference worker's share of ``reference_outputs``; raises ``_Skip`` when the reference fails."""
-
         name = context.record.name
         outputs: dict[str, list[Any]] = {}
         try:
@@ -971,7 +966,6 @@ def _judge_inputs(plans: dict[str, wire.Plan], device: str, which: str) -> dict[
     """The inputs of ``plans[which]`` as the workers make them on ``device``, by name on the CPU (for a judge);
     made once per plan.  Empty for the timed calls when they have random inputs (an audited call's are rolled:
     kictl does not remake them)."""
-
     plan = plans[which]
     if which == "timed" and any(spec.kind == "random" for spec in plan.inputs):
         return {}
@@ -999,7 +993,6 @@ def reference_pool_size(device: str) -> int:
 
     Raises ``UsageError`` for a value that is not a whole number from 1 to 64.
     """
-
     given = os.environ.get("KICTL_REFERENCE_WORKERS", "").strip()
     if given:
         if not given.isdigit() or not 1 <= int(given) <= 64:

@@ -30,7 +30,6 @@ _SETS: dict[tuple[int, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 def parent_sets(plans: Sequence[wire.Plan]) -> list[list[Any]]:
     """The timed input sets, made in the parent on the CPU (once per workload: every driver shares them)."""
-
     key = tuple(id(plan) for plan in plans)
     found = _SETS.get(key)
     if found is None or any(a is not b for a, b in zip(found[0], plans, strict=True)):
@@ -61,7 +60,6 @@ class Stager:
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
-
         for k, target in enumerate(self.views):
             if target is None:
                 continue
@@ -71,7 +69,6 @@ class Stager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-
         return [
             name
             for name, target, value in zip(self.names, self.views, self.written, strict=True)

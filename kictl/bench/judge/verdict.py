@@ -309,7 +309,6 @@ def evaluate(
 
 def _distribution_round(evidence: RunEvidence, context: WorkloadContext) -> correctness.RoundComparison:
     """The distribution judge over every trial's samples of the first output (``kictl.families.judges``)."""
-
     assert context.judge_inputs is not None
     samples = [out[0] for label in context.round_labels if isinstance(out := evidence.rounds.get(label), list)]
     limit = context.tolerance.max_total_variation

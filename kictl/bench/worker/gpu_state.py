@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
 from kictl.errors import EnvError
 
 #: nvml.h: nvmlClocksEventReason* bit values.
@@ -134,10 +135,10 @@ class Nvml:
 
 def _cudart() -> Any:
     """The CUDA runtime torch loaded (its own copy first, then the system's)."""
-    import torch
+    torch = torch_module()
 
     candidates: list[str] = []
-    lib_dir = Path(torch.__file__).parent / "lib"
+    lib_dir = Path(str(torch.__file__)).parent / "lib"
     candidates += sorted(str(p) for p in lib_dir.glob("libcudart.so*"))
     found = ctypes.util.find_library("cudart")
     if found:
@@ -156,7 +157,7 @@ _RESET: list[Any] = []
 def _reset_function() -> Any:
     """``cudaCtxResetPersistingL2Cache`` from cuda-bindings, else from the CUDA runtime torch loaded; None."""
     try:
-        from cuda.bindings import runtime
+        from cuda.bindings import runtime  # an optional dependency (cuda-bindings), GPU-only
 
         return lambda: int(runtime.cudaCtxResetPersistingL2Cache()[0])
     except Exception:

@@ -56,6 +56,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
+from kictl.bench.worker import gpu_state
+from kictl.bench.worker.cupti_attribution import settle_calls
+from kictl.bench.worker.cupti_model import Window
+
 STATISTICS = ("mean", "median", "min", "max", "p10", "p90", "stdev")
 #: The spin before each start event: twice the host's enqueue time plus this, within these bounds.
 SPIN_MARGIN_NS = 20_000
@@ -121,7 +126,7 @@ def bind_originals() -> dict[str, Any]:
     _ORIGINALS["raise_signal"] = signal.raise_signal  # the worker's stop at a CPU call's return
     _ORIGINALS["SIGSTOP"] = signal.SIGSTOP
     try:
-        import torch
+        torch = torch_module()
     except ImportError:  # pragma: no cover - torch is a dependency
         return _ORIGINALS
     _ORIGINALS["Event"] = torch.cuda.Event
@@ -249,7 +254,7 @@ def make_timer(
 
 def spin_cycles_per_ns(device: str) -> float | None:
     """Clock cycles of ``torch.cuda._sleep`` per nanosecond on ``device`` (``None`` without it), measured once."""
-    import torch
+    torch = torch_module()
 
     sleep = original("sleep")
     if sleep is None:
@@ -298,7 +303,7 @@ class CudaEventTimer(Timer):
     start_gaps: StartGaps | None = None
 
     def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0, launch_phases: int = LAUNCH_PHASES) -> None:
-        import torch
+        torch = torch_module()
 
         self.device = device
         self.event = original("Event")
@@ -401,7 +406,7 @@ class CudaEventTimer(Timer):
     def calibrate_start_gap(self) -> StartGaps:
         """The limit on the lead-to-start gap, from ``GAP_CALIBRATION_CALLS`` calls of one tiny kernel of kictl's
         own through this timer's own path: twice the widest gap they show, never under ``LEAD_GAP_NS``."""
-        import torch
+        torch = torch_module()
 
         scratch = torch.zeros(1, dtype=torch.uint8, device=self.device)
         return self._calibrated(lambda: scratch.zero_())
@@ -532,9 +537,9 @@ class CudaGraphTimer(CudaEventTimer):
     name = "cuda_graph_replay"
 
     def prepare(self, call: Call) -> None:
-        import torch
+        torch = torch_module()
 
-        side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+        side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(2):
@@ -555,7 +560,7 @@ class CudaGraphTimer(CudaEventTimer):
 
     def calibrate_start_gap(self) -> StartGaps:
         """As the events timer's, each calibration call a replay of a graph of kictl's one tiny kernel."""
-        import torch
+        torch = torch_module()
 
         scratch = torch.zeros(1, dtype=torch.uint8, device=self.device)
         graph = torch.cuda.CUDAGraph()
@@ -629,8 +634,6 @@ class CuptiTimer(CudaEventTimer):
         self.sequence = 0
 
     def measure(self, call: Call, settle: bool = True) -> Measured:
-        from kictl.bench.worker.cupti_model import Window
-
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
         self.synchronize(self.device)
@@ -690,8 +693,6 @@ class CuptiTimer(CudaEventTimer):
         ``harness_after``: called later than right after the last call (the end of a run), so that what ran
         since that call's window closed is the harness's (``cupti_attribution.settle_calls``).
         """
-        from kictl.bench.worker.cupti_attribution import settle_calls
-
         waiting, self.waiting = self.waiting, []
         if not waiting:
             return []
@@ -725,10 +726,8 @@ class CuptiTimer(CudaEventTimer):
 
 def reset_persisting_l2() -> None:
     """Reset the persisting L2 lines (``cudaCtxResetPersistingL2Cache``) where the runtime allows it."""
-    from kictl.bench.worker.gpu_state import reset_persisting_l2 as reset
-
     if _RESET_WORKS.get("ok", True):
-        _RESET_WORKS["ok"] = reset()
+        _RESET_WORKS["ok"] = gpu_state.reset_persisting_l2()
 
 
 _RESET_WORKS: dict[str, bool] = {}
