@@ -96,24 +96,23 @@ def clocks_steady(readings: Sequence[GpuReading]) -> tuple[bool, str]:
     return True, ""
 
 
-def nvml_module() -> Any:
-    """``pynvml`` (raises ``ImportError`` where it is not installed)."""
-    import pynvml  # an optional dependency (nvidia-ml-py, the ``gpu`` extra): a CPU machine has none
+def open_nvml(index: int) -> tuple[Any, Any]:
+    """``pynvml``, initialised, and its handle of device ``index`` (raises ``EnvError`` when NVML is missing or
+    fails).  The worker's readings (``Nvml``) and the parent's energy counter (``judge.energy``) open it here."""
+    try:
+        import pynvml  # an optional dependency (nvidia-ml-py, the ``gpu`` extra): a CPU machine has none
 
-    return pynvml
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception as exc:
+        raise EnvError(f"NVML is not available: {type(exc).__name__}: {exc}") from exc
 
 
 class Nvml:
     """NVML for one device index (raises ``EnvError`` when NVML is missing or fails)."""
 
     def __init__(self, index: int) -> None:
-        try:
-            pynvml = nvml_module()
-            pynvml.nvmlInit()
-            self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception as exc:
-            raise EnvError(f"NVML is not available: {type(exc).__name__}: {exc}") from exc
-        self._nvml: Any = pynvml
+        self._nvml, self._handle = open_nvml(index)
 
     def read(self) -> GpuReading:
         nvml, handle = self._nvml, self._handle
