@@ -214,21 +214,9 @@ def report_of(plan: JobPlan, outcome: JobsOutcome) -> BenchReport:
 def _summary(run: StoredRecord, plan: JobPlan) -> RunSummary:
     assert isinstance(run.model, BenchmarkRun)
     spec = run.model.spec
-    summary = RunSummary(
-        implementation=plan.records[spec.implementation_digest].name,
-        workload=plan.records[spec.workload_digest].name,
-        workload_digest=spec.workload_digest,
-        status=spec.status,
-        detail=spec.status_detail,
-        run=run,
+    return RunSummary.from_spec(
+        plan.records[spec.implementation_digest].name, plan.records[spec.workload_digest].name, spec, run
     )
-    if spec.timing is not None:
-        summary.latency_ns = spec.timing.primary_ns()
-    if spec.correctness is not None:
-        summary.maximum_absolute_error = spec.correctness.maximum_absolute_error
-        summary.maximum_relative_error = spec.correctness.maximum_relative_error
-        summary.matched_ratio = spec.correctness.matched_ratio
-    return summary
 
 
 def _speedups(summaries: list[RunSummary], plan: JobPlan) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
 from pathlib import Path
 
@@ -96,3 +97,43 @@ def test_every_row_is_reachable_and_records_a_known_family() -> None:
     }
     assert reached == set(timers.BY_NAME)
     assert {row.family for row in timers.TIMERS} >= {"kictl-cpu-wall-time", "kictl-cupti-device-time"}
+
+
+def _torch_imports(path: Path) -> list[int]:
+    """The lines of ``path`` that import torch (``import torch``, ``import torch.x``, ``from torch... import``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module is not None and node.level == 0:
+            names = [node.module]
+        else:
+            continue
+        if any(name == "torch" or name.startswith("torch.") for name in names):
+            found.append(node.lineno)
+    return found
+
+
+def test_torch_is_imported_late_in_two_accessors_of_the_bench_packages() -> None:
+    """``wire.lazy.torch_module`` and ``worker.timing._torch`` are the only imports of torch under ``kictl/bench``,
+    each inside its function: the judge's and the protocol's modules are imported by commands without tensors,
+    the timing module's statistics by the index and the leaderboards, and the worker sets up its process before
+    torch comes (issue 44)."""
+    accessors = {"bench/wire/lazy.py": "torch_module", "bench/worker/timing.py": "_torch"}
+    found = {
+        path.relative_to(KICTL).as_posix(): lines
+        for path in sorted((KICTL / "bench").rglob("*.py"))
+        if (lines := _torch_imports(path))
+    }
+    assert set(found) == set(accessors), found
+    for relative, name in accessors.items():
+        (line,) = found[relative]
+        tree = ast.parse((KICTL / relative).read_text(encoding="utf-8"))
+        (function,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+        assert function.lineno < line <= (function.end_lineno or 0), relative
+
+
+def test_the_torch_finder_sees_every_spelling(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("import os\nimport torch.cuda\nfrom torch import nn\ndef f():\n    import torch as t\n")
+    assert _torch_imports(source) == [2, 3, 5]

@@ -18,6 +18,7 @@ from typing import Any
 
 from kictl.bench.judge import correctness
 from kictl.bench.wire.checks import poisoned_elements
+from kictl.bench.wire.lazy import torch_module
 
 #: The session asks the reference for the waiting audits' outputs once these hold this many bytes (each charged
 #: at least the definition's outputs): at most this plus one output set is held waiting, and as much again of the
@@ -40,7 +41,7 @@ class AuditFinding:
 
 def digest(outputs: Sequence[Any]) -> str:
     """sha256 over each tensor's shape, dtype and bytes: equal exactly for bit-identical outputs."""
-    import torch  # late: the judge is imported by commands that never compare tensors (export, rerun plans)
+    torch = torch_module()
 
     found = hashlib.sha256(str(len(outputs)).encode())
     for tensor in outputs:

@@ -25,6 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
+from kictl.families import judges
+
 COMPARATOR = "allclose |x-y| <= atol + rtol*|y|; NaN matches NaN; inf must equal; rel. error |x-y|/max(|y|,atol)"
 DEFAULT_ATOL = 1e-2
 DEFAULT_RTOL = 1e-2
@@ -54,8 +57,6 @@ class Tolerance:
     @property
     def comparator(self) -> str:
         """What the run's correctness record names its judge by."""
-        from kictl.families import judges
-
         return judges.comparator(self.judge, trials=self.trials, limit=self.max_total_variation, default=COMPARATOR)
 
     def looser_than(self, default: Tolerance) -> bool:
@@ -118,7 +119,7 @@ def compare_output(
     name: str, got: Any, want: Any, *, shape: tuple[int, ...], dtype: str, tolerance: Tolerance
 ) -> OutputComparison:
     """Compare one output with the reference's; ``shape``/``dtype`` are the definition's."""
-    import torch
+    torch = torch_module()
 
     if tuple(got.shape) != shape:
         return OutputComparison(
@@ -153,8 +154,6 @@ def compare_output(
 def _judged(name: str, got: Any, want: Any, shape: tuple[int, ...], tolerance: Tolerance) -> OutputComparison:
     """One output under a judge of ``kictl.families.judges`` (shape and dtype already checked).  A distribution
     is judged over all its trials (``judges.judge_distribution``); one call's samples need only be tokens."""
-    from kictl.families import judges
-
     if tolerance.judge == judges.DISTRIBUTION:
         found = judges.Judged("passed", None, None, None, None)
         if got.dtype.is_floating_point:
@@ -181,7 +180,7 @@ def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) 
     makes it infinite or NaN) takes the plain rule in reused buffers, a few operations in all; any other chunk
     takes ``_general_chunk``, the whole rule.  Both give the same answer on a finite chunk.
     """
-    import torch
+    torch = torch_module()
 
     total = flat_x.numel()
     chunk = chunk_elements()
@@ -215,14 +214,14 @@ def _compare_flat(flat_x: Any, flat_y: Any, tolerance: Tolerance, floor: float) 
 def chunk_elements() -> int:
     """Elements per chunk of a comparison: ``_CHUNK`` for each of torch's threads (which split an operation
     only when each gets tens of thousands of elements)."""
-    import torch
+    torch = torch_module()
 
-    return _CHUNK * max(1, torch.get_num_threads())
+    return _CHUNK * max(1, int(torch.get_num_threads()))
 
 
 def _general_chunk(x: Any, y: Any, tolerance: Tolerance, floor: float) -> tuple[int, float, float]:
     """The element-wise rule of the module's docstring on one float64 chunk, NaNs and infinities included."""
-    import torch
+    torch = torch_module()
 
     finite = torch.isfinite(x) & torch.isfinite(y)
     diff = torch.where(finite, (x - y).abs(), torch.zeros_like(x))
@@ -266,7 +265,7 @@ def worst_round(rounds: Sequence[RoundComparison]) -> RoundComparison:
 
 def outputs_identical(a: Sequence[Any], b: Sequence[Any]) -> bool:
     """Whether two calls returned bit-identical outputs (same shapes, same bytes)."""
-    import torch
+    torch = torch_module()
 
     if len(a) != len(b):
         return False

@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kictl.bench.worker.gpu_state import open_nvml
 from kictl.errors import EnvError, KictlError
 
 #: The NVML function the figure comes from (recorded in the protocol).
@@ -353,15 +354,11 @@ class EnergyCounter:
 
     def __init__(self, index: int) -> None:
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception as exc:
-            raise EnvError(f"NVML is not available, so no energy counter: {type(exc).__name__}: {exc}") from exc
-        self._nvml: Any = pynvml
+            self._nvml, self._handle = open_nvml(index)
+        except EnvError as exc:
+            raise EnvError(f"{exc} (so no energy counter)") from exc
         try:
-            int(pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
+            int(self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle))
         except Exception as exc:
             raise EnvError(
                 f"this GPU has no energy counter ({COUNTER}: {type(exc).__name__}: {exc}); kictl does not "

@@ -30,17 +30,25 @@ measurement.
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import secrets
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from kictl import families
 from kictl.bench import wire
 from kictl.bench.judge import energy
+from kictl.bench.judge.correctness import LOOSER_TOLERANCE
 from kictl.bench.wire.checks import Check
-from kictl.errors import EnvError
+from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
+from kictl.errors import EnvError, KictlError
+from kictl.families.energy import bounds
 
 FAMILY = "kictl-nvml-energy"
 MEASURE_NAMES = ("latency", "energy")
@@ -135,8 +143,6 @@ class EnergyPhase:
 
     def protocol(self, spec: dict[str, Any]) -> dict[str, Any]:
         """``spec`` (a BenchmarkProtocol spec) as an energy protocol: its own family, the method recorded."""
-        from kictl.bench.judge.correctness import LOOSER_TOLERANCE
-
         measurement = {**spec["measurement"], "energy": self.method()}
         looser = spec["comparability"]["family"].endswith(LOOSER_TOLERANCE)
         return {**spec, "measurement": measurement, "comparability": {"family": FAMILY + LOOSER_TOLERANCE * looser}}
@@ -246,9 +252,6 @@ class EnergyPhase:
 
     def judge(self, members: dict[str, Any], driver: Any, work: Any) -> dict[str, Any]:
         """The run's members with ``energy`` and its checks; a run without a figure or outside the bounds fails."""
-        from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
-        from kictl.families.energy import bounds
-
         if members.get("status") != "passed":
             return members
         found = self.evidence.get(id(driver))
@@ -310,9 +313,6 @@ def loop_pace(ns_per_call: float, timed_ns: list[int]) -> tuple[bool, str]:
 
 def energy_work(spec: Any, workload: Any, registry: Any) -> Any:
     """The workload's bytes and FLOPs (``families.work``) for the energy floor; None where no model exists."""
-    from kictl import families
-    from kictl.errors import KictlError
-
     try:
         return families.work(spec, workload.model.spec, registry.read_blob)
     except (KictlError, KeyError, ValueError):
@@ -326,11 +326,6 @@ TRACE_ENV = "KICTL_ENERGY_TRACES"
 
 def keep_traces(found: EnergyEvidence, label: str) -> None:
     """Write the run's raw counter readings where ``TRACE_ENV`` names a folder."""
-    import json
-    import os
-    import re
-    from pathlib import Path
-
     folder = os.environ.get(TRACE_ENV)
     if not folder:
         return

@@ -27,9 +27,8 @@ into an ``InputPlan`` — plain data that crosses a process boundary — and
 
 from __future__ import annotations
 
-import array
+import ast
 import hashlib
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,6 +39,7 @@ from kictl.bench.wire.tensors import FLOAT_DTYPES as FLOAT_DTYPES
 from kictl.bench.wire.tensors import GENERATED as GENERATED
 from kictl.bench.wire.tensors import InputSource as InputSource
 from kictl.bench.wire.tensors import drawn_on as drawn_on
+from kictl.bench.wire.tensors import input_spec
 from kictl.bench.wire.tensors import materialize_one as materialize_one
 from kictl.bench.wire.tensors import materialize_plans as materialize_plans
 from kictl.bench.wire.tensors import materialize_spec as materialize_spec
@@ -101,30 +101,8 @@ def with_secret_values(plan: InputPlan, secret: str, label: str) -> InputPlan:
 
 
 def to_wire(plan: InputPlan, label: str) -> wire.Plan:
-    """``plan`` as the wire carries it to a worker."""
-    specs = []
-    for source in plan.sources:
-        values = None
-        if source.values is not None:
-            values = array.array("q", source.values).tobytes()
-            if sys.byteorder != "little":  # pragma: no cover - kictl runs on little-endian machines
-                swapped = array.array("q", source.values)
-                swapped.byteswap()
-                values = swapped.tobytes()
-        specs.append(
-            wire.InputSpec(
-                name=source.name,
-                kind=source.kind,
-                dtype=source.dtype,
-                shape=source.shape,
-                seed=source.seed,
-                values=values,
-                blob=source.blob,
-                blob_key=source.blob_key,
-                scalar=source.scalar,
-            )
-        )
-    return wire.Plan(label=label, inputs=tuple(specs))
+    """``plan`` as the wire carries it to a worker (each input as ``wire.tensors.input_spec`` writes it)."""
+    return wire.Plan(label=label, inputs=tuple(input_spec(source) for source in plan.sources))
 
 
 def derive_seed(seed: int, offset: int) -> int:
@@ -201,8 +179,6 @@ def plan_inputs(
 def entrypoint_parameters(spec: DefinitionSpec) -> tuple[str, ...]:
     """The axes the definition's ``inputs_entrypoint`` takes after its seed, by its parameters' names (a stored
     definition's axes are in canonical, not written, order).  Raises ``RecordError``."""
-    import ast
-
     try:
         tree = ast.parse(spec.reference)
     except SyntaxError as exc:

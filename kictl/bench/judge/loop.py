@@ -45,6 +45,7 @@ from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView
 from kictl.bench.wire import regions
 from kictl.bench.wire.checks import Check
 from kictl.bench.worker import timing
+from kictl.bench.worker.main import unpack
 
 PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
@@ -562,8 +563,6 @@ class RunDriver:
         return found.outputs
 
     def _tensors(self, answer: wire.Outputs, where: str) -> list[Any] | str:
-        from kictl.bench.worker.main import unpack
-
         if answer.error is not None:
             return answer.error
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from kictl.bench.judge.cgroup import GIB, MIB, Limits
 from kictl.bench.wire import timers
+from kictl.bench.wire.lazy import torch_module
 from kictl.errors import EnvError, UsageError
 from kictl.records import STATISTICS
 
@@ -133,7 +134,7 @@ def resolve_device(requested: str) -> str:
         return "cpu"
     if text not in ("auto", "cuda") and not re.fullmatch(r"cuda:\d+", text):
         raise UsageError(f"--device {requested!r}: expected auto, cpu, cuda or cuda:N")
-    import torch
+    torch = torch_module()
 
     available = torch.cuda.is_available()
     if text == "auto":
@@ -216,7 +217,7 @@ def parent_threads(pinned: tuple[int, ...]) -> Iterator[int]:
     session on 2 CPUs, and the pytest module 173 s against 106 s with one thread. The pool gets the CPUs this
     process may use less ``pinned`` (at least one) when that is fewer than it has. Yields the count in force.
     """
-    import torch
+    torch = torch_module()
 
     before = torch.get_num_threads()
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import re
+import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,9 +57,6 @@ def harness_identity() -> dict[str, str]:
 
 def _source_commit() -> str | None:
     """HEAD of the git checkout kictl's package lies in ("+dirty" when its files changed), else None."""
-    import subprocess
-    from pathlib import Path
-
     package = Path(kictl.__file__).resolve().parent
     try:
         head = subprocess.run(
@@ -107,6 +105,23 @@ class RunSummary:
     maximum_relative_error: float | None = None
     matched_ratio: float | None = None
     run: StoredRecord | None = None
+
+    @classmethod
+    def from_spec(cls, implementation: str, workload: str, spec: BenchmarkRunSpec, run: StoredRecord) -> RunSummary:
+        """The summary of the BenchmarkRun ``run`` (whose spec is ``spec``): its status, figure and errors."""
+        correctness = spec.correctness
+        return cls(
+            implementation=implementation,
+            workload=workload,
+            workload_digest=spec.workload_digest,
+            status=spec.status,
+            detail=spec.status_detail,
+            latency_ns=spec.timing.primary_ns() if spec.timing is not None else None,
+            maximum_absolute_error=correctness.maximum_absolute_error if correctness is not None else None,
+            maximum_relative_error=correctness.maximum_relative_error if correctness is not None else None,
+            matched_ratio=correctness.matched_ratio if correctness is not None else None,
+            run=run,
+        )
 
 
 @dataclass
@@ -310,22 +325,7 @@ def build_run(
     }
     record = record_from_value(raw, source="run")
     assert isinstance(record.model.spec, BenchmarkRunSpec)
-    run_spec = record.model.spec
-    summary = RunSummary(
-        implementation=impl.name,
-        workload=workload.name,
-        workload_digest=workload.digest,
-        status=run_spec.status,
-        detail=run_spec.status_detail,
-        run=record,
-    )
-    if run_spec.timing is not None:
-        summary.latency_ns = run_spec.timing.primary_ns()
-    if run_spec.correctness is not None:
-        summary.maximum_absolute_error = run_spec.correctness.maximum_absolute_error
-        summary.maximum_relative_error = run_spec.correctness.maximum_relative_error
-        summary.matched_ratio = run_spec.correctness.matched_ratio
-    return summary
+    return RunSummary.from_spec(impl.name, workload.name, record.model.spec, record)
 
 
 def speedups(runs: Sequence[RunSummary], implementations: Sequence[LoadedImplementation]) -> None:

@@ -32,6 +32,7 @@ import contextlib
 import fcntl
 import json
 import os
+import resource
 import secrets
 import select
 import shutil
@@ -47,6 +48,7 @@ from typing import Any
 from kictl.bench import wire
 from kictl.bench.judge import cgroup, sandbox
 from kictl.errors import EnvError
+from kictl.families.gpus import normalize_product  # the worker holds no GPU table: the parent names its product
 
 TIMEOUT = "timeout"
 CRASHED = "crashed"
@@ -421,8 +423,6 @@ class WorkerProcess:
                 raise WorkerGone(PROTOCOL, "the worker's environment is not an object")
             hardware = env.get("hardware")
             if isinstance(hardware, dict) and isinstance(hardware.get("product"), str) and self.device != "cpu":
-                from kictl.families.gpus import normalize_product  # the worker holds no GPU table
-
                 hardware["product"] = normalize_product(hardware["product"])
         except (WorkerGone, ImplementationFailed, ValueError) as exc:
             self.stop()
@@ -475,8 +475,6 @@ class WorkerProcess:
         """Where no cgroup holds the memory limit: ``RLIMIT_DATA`` (private writable memory, the heap and every
         tensor's) on every process of the sandbox, before the implementation is imported (CPU workers only: a
         CUDA driver's reservations would count)."""
-        import resource
-
         assert self.process is not None
         for pid in (self.process.pid, *descendants(self.process.pid)):
             with contextlib.suppress(OSError, ValueError):

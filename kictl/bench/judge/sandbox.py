@@ -52,7 +52,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import kictl
 from kictl.bench.judge import seccomp
+from kictl.bench.worker import FILES
 from kictl.errors import EnvError
 
 ENV_BWRAP = "KICTL_BWRAP"
@@ -150,8 +152,6 @@ def resolve(no_sandbox: bool) -> Isolation:
 
 def _repository_roots() -> set[str]:
     """Folders never bound: the checkout kictl runs from (its registry, keys, sources), the working folder, home."""
-    import kictl
-
     roots = {os.path.realpath(os.getcwd()), os.path.realpath(Path(kictl.__file__).resolve().parent.parent)}
     home = os.environ.get("HOME")
     if home and os.path.realpath(home) != "/":
@@ -192,9 +192,6 @@ def worker_package() -> str:
     ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout kictl runs from (with
     its registry and any key), kictl's judge and its record code are never bound into a sandbox.
     """
-    import kictl
-    from kictl.bench.worker import FILES
-
     source = Path(kictl.__file__).resolve().parent
     target = Path(tempfile.mkdtemp(prefix="kictl-worker-package-"))
     atexit.register(shutil.rmtree, target, True)

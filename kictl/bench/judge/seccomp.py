@@ -18,6 +18,7 @@ No dependency: the program is 8-byte ``struct sock_filter`` entries packed with 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import struct
@@ -248,7 +249,6 @@ def memfd(machine: str | None = None) -> int:
     try:
         os.write(fd, data)
         os.lseek(fd, 0, os.SEEK_SET)
-        import fcntl
 
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
     except BaseException:

@@ -32,10 +32,12 @@ run's phases and the records share it; the timed loop itself is ``loop`` and the
 from __future__ import annotations
 
 import dataclasses
+import os
 import secrets
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -80,6 +82,10 @@ from kictl.bench.judge.results import (
 from kictl.bench.judge.runner import ImplementationFailed, WorkerGone, WorkerProcess
 from kictl.bench.judge.verdict import WorkloadContext, audit_finding, audit_label, evaluate
 from kictl.bench.wire import timers
+from kictl.bench.wire.lazy import torch_module
+from kictl.bench.wire.tensors import materialize_plans
+from kictl.bench.worker.gpu_state import Nvml
+from kictl.bench.worker.main import unpack
 from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
 from kictl.families import judges
@@ -441,11 +447,9 @@ class _Session:
 
     def open_device(self) -> None:
         """The parent's side of the device while the workers start: torch (to read outputs), NVML (clocks)."""
-        import torch  # noqa: F401  # imported here, while the workers start, rather than at the first output
+        torch_module()  # imported here, while the workers start, rather than at the first output
 
         if self.device.startswith("cuda"):
-            from kictl.bench.worker.gpu_state import Nvml
-
             try:
                 self.nvml = Nvml(int(self.device.split(":")[1]) if ":" in self.device else 0)
             except EnvError as exc:
@@ -511,8 +515,6 @@ class _Session:
         """The definition's ``inputs_entrypoint`` called in kictl's reference worker (never an implementation's):
         ``f(seed, *axis values named by its parameters)``, its tensors by name.  The worker loads ``run`` again
         before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
-        import dataclasses
-
         assert self.spec.inputs_entrypoint is not None
         worker = self.reference_worker
         parameters = entrypoint_parameters(self.spec)
@@ -563,8 +565,6 @@ class _Session:
         rows = timers.choices(self.device, options.timer, options.cuda_graph, options.time_setup)
         served = [row for row in rows if not row.needs_cupti or row.name in worker.timers]
         if not served:
-            from kictl.errors import EnvError
-
             raise EnvError(f"--timer {options.timer}: CUPTI did not attach ({worker.cupti_error or 'unknown reason'})")
         name = served[0].name
         if served[0] is not rows[0]:
@@ -598,7 +598,6 @@ class _Session:
         """An NVML reading of the GPU (``None`` on the CPU or where NVML is missing or fails)."""
         if self.nvml is None:
             return None
-        from kictl.errors import EnvError
 
         try:
             reading: dict[str, Any] = self.nvml.read().to_json()
@@ -786,8 +785,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after the drivers are done) and ``EnvError`` from a driver.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         if self.device == "cpu" and not OVERLAP_PREPARE_ON_CPU:
             # every worker is pinned to the same CPU (the one the timed calls run on): nothing would overlap,
             # and each request would only wait longer for the shared core (--timeout counts per request)
@@ -819,8 +816,6 @@ class _Session:
         meanwhile in a thread of its own (its worker is another process: its CPU time is not theirs).
         Raises ``_Skip`` when the reference fails.
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         for driver in drivers:
             driver.idle_begin()
         opened = time.monotonic()
@@ -870,8 +865,6 @@ class _Session:
 
         Raises ``_Skip`` when the reference fails (after every share is done).
         """
-        from concurrent.futures import ThreadPoolExecutor
-
         same: dict[str, str] = {}  # a label whose call is another's (the same inputs): computed once
         first: dict[Any, str] = {}
         for label, plan, shift, perturb in wanted:
@@ -906,8 +899,6 @@ class _Session:
         wanted: Sequence[tuple[str, wire.Plan, int, int]],
     ) -> dict[str, list[Any]]:
         """One reference worker's share of ``reference_outputs``; raises ``_Skip`` when the reference fails."""
-        from kictl.bench.worker.main import unpack
-
         name = context.record.name
         outputs: dict[str, list[Any]] = {}
         try:
@@ -975,8 +966,6 @@ def _judge_inputs(plans: dict[str, wire.Plan], device: str, which: str) -> dict[
     """The inputs of ``plans[which]`` as the workers make them on ``device``, by name on the CPU (for a judge);
     made once per plan.  Empty for the timed calls when they have random inputs (an audited call's are rolled:
     kictl does not remake them)."""
-    from kictl.bench.wire.tensors import materialize_plans
-
     plan = plans[which]
     if which == "timed" and any(spec.kind == "random" for spec in plan.inputs):
         return {}
@@ -1004,8 +993,6 @@ def reference_pool_size(device: str) -> int:
 
     Raises ``UsageError`` for a value that is not a whole number from 1 to 64.
     """
-    import os
-
     given = os.environ.get("KICTL_REFERENCE_WORKERS", "").strip()
     if given:
         if not given.isdigit() or not 1 <= int(given) <= 64:

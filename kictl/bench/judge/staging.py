@@ -22,14 +22,14 @@ from typing import Any
 
 from kictl.bench import wire
 from kictl.bench.wire.regions import view
+from kictl.bench.wire.tensors import materialize_plans
+from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
 
 _SETS: dict[tuple[int, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 
 def parent_sets(plans: Sequence[wire.Plan]) -> list[list[Any]]:
     """The timed input sets, made in the parent on the CPU (once per workload: every driver shares them)."""
-    from kictl.bench.wire.tensors import materialize_plans
-
     key = tuple(id(plan) for plan in plans)
     found = _SETS.get(key)
     if found is None or any(a is not b for a, b in zip(found[0], plans, strict=True)):
@@ -60,8 +60,6 @@ class Stager:
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
-        from kictl.bench.wire.values import _perturbed, _rolled
-
         for k, target in enumerate(self.views):
             if target is None:
                 continue
@@ -71,8 +69,6 @@ class Stager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-        from kictl.bench.wire.values import _same_bits
-
         return [
             name
             for name, target, value in zip(self.names, self.views, self.written, strict=True)

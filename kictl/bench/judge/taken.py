@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kictl.bench import wire
+from kictl.bench.wire.lazy import torch_module
 
 #: How long the parent waits for a worker to stop itself after a timed call's answer.
 STOP_WAIT_S = 5.0
@@ -71,7 +72,7 @@ def _span(ref: wire.OutputRef, itemsize: int) -> int:
 def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[Any] | str:
     """The outputs ``refs`` describe, read from the stopped worker ``pid``'s memory, as contiguous tensors of
     the parent's own; or why they could not be read.  At most ``limit`` bytes are read in all."""
-    import torch
+    torch = torch_module()
 
     tensors: list[Any] = []
     total = 0

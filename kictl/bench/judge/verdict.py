@@ -22,7 +22,9 @@ from kictl.bench.judge import audits as audit_findings
 from kictl.bench.judge import correctness
 from kictl.bench.judge.loop import RunEvidence, consistency_notes
 from kictl.bench.wire.checks import FAILED, PASSED, SKIPPED, Check, poisoned_elements, result
+from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
 from kictl.bench.worker.timing import summarize
+from kictl.families import judges
 from kictl.records import StoredRecord
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -106,7 +108,6 @@ def audit_finding(
     if context.tolerance.judge == "distribution" and context.judge_inputs is not None:
         timed = context.judge_inputs("timed")
         if timed:
-            from kictl.families import judges
 
             def distribution(sample: Any) -> str | None:
                 found = judges.judge_distribution(timed, [sample], limit=1.0)
@@ -264,8 +265,6 @@ def evaluate(
         if evidence.busy_ns:
             timing["busyMedianNs"] = round(statistics.median(evidence.busy_ns))
         if evidence.clocks:
-            from kictl.bench.worker.gpu_state import GpuReading, clocks_steady
-
             readings = [GpuReading(**_reading_fields(item)) for item in evidence.clocks]
             steady, why = clocks_steady(readings)
             timing["clocks"] = list(evidence.clocks)
@@ -310,8 +309,6 @@ def evaluate(
 
 def _distribution_round(evidence: RunEvidence, context: WorkloadContext) -> correctness.RoundComparison:
     """The distribution judge over every trial's samples of the first output (``kictl.families.judges``)."""
-    from kictl.families import judges
-
     assert context.judge_inputs is not None
     samples = [out[0] for label in context.round_labels if isinstance(out := evidence.rounds.get(label), list)]
     limit = context.tolerance.max_total_variation

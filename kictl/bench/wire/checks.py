@@ -12,6 +12,8 @@ import os
 from enum import StrEnum
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
+
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
@@ -45,7 +47,7 @@ _SIGNED_BY_SIZE = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 def poisoned_elements(output: Any, reference: Any) -> int:
     """Elements of a floating-point ``output`` whose bytes are all 0xFF where ``reference`` is no NaN."""
-    import torch
+    torch = torch_module()
 
     if not isinstance(output, torch.Tensor) or not output.is_floating_point() or output.numel() == 0:
         return 0

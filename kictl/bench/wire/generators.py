@@ -23,30 +23,31 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
 from kictl.errors import RecordError
 
 
 def _generator(seed: int) -> Any:
-    import torch
+    torch = torch_module()
 
     return torch.Generator(device="cpu").manual_seed(seed)
 
 
 def probability_rows(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
-    import torch
+    torch = torch_module()
 
     logits = torch.randn(shape, generator=_generator(seed), dtype=torch.float64) * 2.0
     return torch.softmax(logits, dim=-1).to(dtype)
 
 
 def top_p(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
-    import torch
+    torch = torch_module()
 
     return (0.5 + 0.45 * torch.rand(shape, generator=_generator(seed), dtype=torch.float64)).to(dtype)
 
 
 def fp8_paged_index_cache(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
-    import torch
+    torch = torch_module()
 
     if len(shape) != 4 or shape[-1] <= 4:
         raise RecordError(f"fp8-paged-index-cache needs [num_pages, page_size, heads, head_dim + 4], not {list(shape)}")
@@ -71,7 +72,7 @@ def draw(name: str, shape: tuple[int, ...], dtype: str, seed: int) -> Any:
 
     Raises ``RecordError`` for an unknown generator or a shape it cannot fill.
     """
-    import torch
+    torch = torch_module()
 
     function = GENERATORS.get(name)
     if function is None:

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from kictl.bench import wire
+from kictl.bench.wire.lazy import torch_module
 
 ALIGN = 64
 
@@ -31,7 +32,7 @@ def layout(plan: wire.Plan, size: int) -> list[int | None] | None:
 
 def view(buffer: Any, offset: int, spec: wire.InputSpec) -> Any:
     """A tensor of ``spec``'s dtype and shape over ``buffer`` (an mmap) at ``offset``, sharing its memory."""
-    import torch
+    torch = torch_module()
 
     dtype = getattr(torch, spec.dtype)
     count = math.prod(spec.shape) * wire.DTYPE_BYTES[spec.dtype]

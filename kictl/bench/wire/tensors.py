@@ -14,12 +14,15 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from kictl import blobs, dtypes
 from kictl.bench import wire
+from kictl.bench.wire import generators
 from kictl.bench.wire.checks import os_threads
+from kictl.bench.wire.lazy import torch_module
 from kictl.errors import RecordError
 
 #: The floating-point dtypes, whose random inputs are drawn from a normal distribution (``kictl.dtypes``).
@@ -45,7 +48,7 @@ class InputSource:
 
 def torch_dtype(name: str) -> Any:
     """The torch dtype of an index dtype name."""
-    import torch
+    torch = torch_module()
 
     return getattr(torch, name)
 
@@ -56,7 +59,7 @@ def drawn_on(device: str) -> str:
 
 
 def _random(source: InputSource, device: str = "cpu") -> Any:
-    import torch
+    torch = torch_module()
 
     assert source.seed is not None
     where = drawn_on(device)
@@ -73,7 +76,7 @@ def _random(source: InputSource, device: str = "cpu") -> Any:
 
 
 def _from_blob(source: InputSource) -> Any:
-    import torch
+    torch = torch_module()
 
     assert source.blob is not None
     assert source.blob_key is not None
@@ -92,7 +95,7 @@ def _from_blob(source: InputSource) -> Any:
 
 def materialize_one(source: InputSource, device: str) -> Any:
     """One input as a tensor on ``device`` (or a Python number for a scalar)."""
-    import torch
+    torch = torch_module()
 
     if source.kind == "scalar":
         return source.scalar
@@ -102,8 +105,6 @@ def materialize_one(source: InputSource, device: str) -> Any:
     elif source.kind == "random":
         tensor = _random(source, device)
     elif source.kind.startswith(GENERATED):
-        from kictl.bench.wire import generators
-
         assert source.seed is not None
         tensor = generators.draw(source.kind.removeprefix(GENERATED), source.shape, source.dtype, source.seed)
     else:
@@ -135,7 +136,7 @@ def input_spec(source: InputSource) -> wire.InputSpec:
 
 def materialize_spec(spec: wire.InputSpec, device: str) -> Any:
     """One input, as the wire described it, on ``device`` (worker side)."""
-    import torch
+    torch = torch_module()
 
     if spec.kind == "values" and spec.values is not None and spec.scalar is None:
         # index tensors straight from the wire's int64 bytes (as materialize_one would make them, without a
@@ -179,8 +180,6 @@ def materialize_plans(plans: Sequence[wire.Plan], device: str) -> list[list[Any]
     threads = min(PARALLEL_INPUTS, _usable_cpus(), len(large)) if drawn_on(device) == "cpu" else 1
     made: dict[tuple[int, int], Any] = {}
     if threads > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
         before = os_threads()  # 0 where the OS does not tell: nothing is waited for
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="kictl-inputs") as pool:
             tensors = pool.map(lambda place: materialize_spec(plans[place[0]].inputs[place[1]], device), large)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
+
 __all__ = ["PROBE_PAIRS", "_perturbed", "_rolled", "_same_bits", "input_shift"]
 
 
 def _same_bits(a: Any, b: Any) -> bool:
-    import torch
+    torch = torch_module()
 
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -66,7 +68,7 @@ def _perturbed(tensor: Any, seed: int) -> Any:
     positions depend on ``seed`` and the size alone, so kictl's reference worker and the implementation's
     worker perturb the same inputs identically.
     """
-    import torch
+    torch = torch_module()
 
     count = tensor.numel()
     raw = _RAW.get(tensor.element_size())

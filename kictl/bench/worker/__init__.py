@@ -18,8 +18,8 @@ What a sandbox holds of kictl is derived here, not listed by hand: ``FILES`` is 
 and every module of kictl they import (followed through their ``import`` statements, those inside functions
 too), and nothing else; ``judge.sandbox.worker_package`` copies exactly these files.  A worker module that
 imported the judge would pull it into ``FILES`` (``tests/bench/test_layout.py`` holds the list to this package,
-the protocol, ``kictl/__init__.py``, ``kictl/errors.py`` and ``kictl/blobs.py``).  ``MODULES`` are the worker's
-and the protocol's modules, whose functions ``timerNotPatched`` watches in the worker.
+the protocol, ``kictl/__init__.py``, ``kictl/errors.py``, ``kictl/blobs.py`` and ``kictl/dtypes.py``).  ``MODULES``
+are the worker's and the protocol's modules, whose functions ``timerNotPatched`` watches in the worker.
 """
 
 from __future__ import annotations

@@ -7,8 +7,12 @@ cupti-python's own objects for the first ``CROSS_CHECKED_RECORDS`` of each kind)
 
 from __future__ import annotations
 
+import ctypes
+import re
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from kictl.bench.worker.cupti_model import (
@@ -27,7 +31,7 @@ from kictl.errors import EnvError
 def _import_cupti() -> Any:
     """``cupti.cupti`` of ``cupti-python`` (raises ``EnvError`` when it or its libcupti is missing)."""
     try:
-        from cupti import cupti
+        from cupti import cupti  # an optional dependency (cupti-python, the ``gpu`` extra), GPU-only
     except Exception as exc:  # ImportError, or a missing libcupti behind it
         raise EnvError(f"CUPTI is not available: {type(exc).__name__}: {exc}") from exc
     return cupti
@@ -105,26 +109,20 @@ class RecordLayout:
     def fields(self, memory: Any) -> tuple[int, ...]:
         """kictl's fields of the record in ``memory`` (a buffer of ``size`` bytes), as integers, in ``names``
         order (the kernel's name as the address of its C string)."""
-        import struct
-
         return struct.unpack_from(self.format, memory)
 
     def fields_with_numpy(self, memory: Any) -> tuple[int, ...]:
         """The same fields as numpy reads them with cupti-python's dtype (the slow way, and the cross-check)."""
-        import numpy as np
+        import numpy as np  # GPU-only (CUPTI's records): the commands that import the worker's modules skip numpy
 
         row = np.frombuffer(memory, self.dtype, count=1)[0]
         return tuple(int(row[name]) for name in self.names)
 
     def record(self, kind: int, fields: Sequence[int]) -> Any:
         """An object with kictl's fields, the kernel's name read from the C string its record points to."""
-        from types import SimpleNamespace
-
         value = SimpleNamespace(kind=kind, **dict(zip(self.names, fields, strict=True)))
         pointer = getattr(value, "name", None)
         if pointer is not None:
-            import ctypes
-
             value.name = ctypes.string_at(pointer).decode("utf-8", "replace") if pointer else ""
         return value
 
@@ -137,8 +135,6 @@ def record_layouts(cupti: Any) -> tuple[dict[int, RecordLayout], str | None]:
     with.  A kind whose dtype or required fields are not there is left out of the map, and the second value
     says which.
     """
-    import re
-
     versions: dict[str, tuple[int, str]] = {}
     for attribute in dir(cupti):
         found = re.fullmatch(r"activity_([a-z_]+?)(\d*)_dtype", attribute)
@@ -186,8 +182,6 @@ def record_layouts(cupti: Any) -> tuple[dict[int, RecordLayout], str | None]:
 
 
 def struct_size(code: str) -> int:
-    import struct
-
     return struct.calcsize("<" + code)
 
 
@@ -206,8 +200,6 @@ class RecordReader:
 
     def read(self, address: int) -> Any:
         """The record at ``address`` as an object with kictl's fields (``None``: a kind kictl does not read)."""
-        import ctypes
-
         kind = ctypes.c_uint32.from_address(address).value
         layout = self.layouts.get(kind)
         if layout is None:
@@ -244,8 +236,6 @@ class DirectRecords:
         deliver: Callable[[list[Any]], None],
         lib: Any = None,
     ) -> None:
-        import ctypes
-
         #: libcupti through ctypes (``lib`` replaces it in the tests of the buffer walk)
         self.lib = lib if lib is not None else _libcupti(cupti)
         self.lib.cuptiActivityGetNextRecord.argtypes = [
@@ -284,8 +274,6 @@ class DirectRecords:
             raise EnvError(f"CUPTI refused kictl's buffer callbacks (status {status})")
 
     def _requested(self, buffer: Any, size: Any, records: Any) -> None:
-        import ctypes
-
         memory = (ctypes.c_uint8 * self.buffer_bytes)()
         address = ctypes.addressof(memory)
         self.buffers[address] = memory
@@ -294,8 +282,6 @@ class DirectRecords:
         records[0] = 0
 
     def _completed(self, context: Any, stream: int, buffer: int | None, size: int, valid: int) -> None:
-        import ctypes
-
         try:
             records: list[Any] = []
             if buffer and valid:
@@ -323,8 +309,6 @@ class DirectRecords:
 
 def _libcupti(cupti: Any) -> Any:
     """The libcupti that cupti-python loaded (the same handle, through ``ctypes``)."""
-    import ctypes
-
     cupti.get_timestamp()  # makes cupti-python load its libcupti, if it has not yet
     with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
         paths = {line.split()[-1] for line in maps if "libcupti.so" in line and line.split()[-1].startswith("/")}

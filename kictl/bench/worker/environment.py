@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
+
 LIBRARIES = ("triton", "flashinfer-python", "flashinfer-cubin", "apache-tvm-ffi", "numpy")
 
 
@@ -79,7 +81,7 @@ def cpu_model() -> tuple[str | None, str]:
 
 
 def _software() -> dict[str, Any]:
-    import torch
+    torch = torch_module()
 
     libraries = {name: version for name in LIBRARIES if (version := _version(name)) is not None}
     software: dict[str, Any] = {
@@ -99,7 +101,7 @@ def capture(device: str, product: Callable[[str], str] = str) -> dict[str, Any]:
     ``kictl.families.gpus.normalize_product``; the worker, which holds no GPU table, leaves it to the parent:
     ``judge.runner`` normalises what a worker reports).
     """
-    import torch
+    torch = torch_module()
 
     software = _software()
     vendor, cpu = cpu_model()

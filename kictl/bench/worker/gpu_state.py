@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kictl.bench.wire.lazy import torch_module
 from kictl.errors import EnvError
 
 #: nvml.h: nvmlClocksEventReason* bit values.
@@ -95,18 +96,23 @@ def clocks_steady(readings: Sequence[GpuReading]) -> tuple[bool, str]:
     return True, ""
 
 
+def open_nvml(index: int) -> tuple[Any, Any]:
+    """``pynvml``, initialised, and its handle of device ``index`` (raises ``EnvError`` when NVML is missing or
+    fails).  The worker's readings (``Nvml``) and the parent's energy counter (``judge.energy``) open it here."""
+    try:
+        import pynvml  # an optional dependency (nvidia-ml-py, the ``gpu`` extra): a CPU machine has none
+
+        pynvml.nvmlInit()
+        return pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception as exc:
+        raise EnvError(f"NVML is not available: {type(exc).__name__}: {exc}") from exc
+
+
 class Nvml:
     """NVML for one device index (raises ``EnvError`` when NVML is missing or fails)."""
 
     def __init__(self, index: int) -> None:
-        try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            self._handle: Any = pynvml.nvmlDeviceGetHandleByIndex(index)
-        except Exception as exc:
-            raise EnvError(f"NVML is not available: {type(exc).__name__}: {exc}") from exc
-        self._nvml: Any = pynvml
+        self._nvml, self._handle = open_nvml(index)
 
     def read(self) -> GpuReading:
         nvml, handle = self._nvml, self._handle
@@ -128,10 +134,10 @@ class Nvml:
 
 def _cudart() -> Any:
     """The CUDA runtime torch loaded (its own copy first, then the system's)."""
-    import torch
+    torch = torch_module()
 
     candidates: list[str] = []
-    lib_dir = Path(torch.__file__).parent / "lib"
+    lib_dir = Path(str(torch.__file__)).parent / "lib"
     candidates += sorted(str(p) for p in lib_dir.glob("libcudart.so*"))
     found = ctypes.util.find_library("cudart")
     if found:
@@ -150,7 +156,7 @@ _RESET: list[Any] = []
 def _reset_function() -> Any:
     """``cudaCtxResetPersistingL2Cache`` from cuda-bindings, else from the CUDA runtime torch loaded; None."""
     try:
-        from cuda.bindings import runtime
+        from cuda.bindings import runtime  # an optional dependency (cuda-bindings), GPU-only
 
         return lambda: int(runtime.cudaCtxResetPersistingL2Cache()[0])
     except Exception:

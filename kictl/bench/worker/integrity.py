@@ -39,6 +39,9 @@ parent-side ones (``poisoned_elements``, ``floor_check``) run in kictl.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import struct
 import sys
 import threading
 import time
@@ -46,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kictl.bench import worker
 from kictl.bench.wire.checks import CHECKS as CHECKS
 from kictl.bench.wire.checks import FAILED as FAILED
 from kictl.bench.wire.checks import PASSED as PASSED
@@ -55,6 +59,8 @@ from kictl.bench.wire.checks import Check as Check
 from kictl.bench.wire.checks import os_threads as os_threads
 from kictl.bench.wire.checks import poisoned_elements as poisoned_elements
 from kictl.bench.wire.checks import result as result
+from kictl.bench.wire.lazy import torch_module
+from kictl.bench.worker import timing
 
 #: NVIDIA's CUPTI bindings, when loaded (the CUPTI timer): every callable they hold is watched, so an
 #: implementation that swaps the activity API's functions (flush, timestamps, callbacks) is named.
@@ -71,7 +77,7 @@ class Baseline:
 
 def _watched() -> dict[str, Any]:
     """The objects whose identity must not change: the timer's functions and kictl's own."""
-    import torch
+    torch = torch_module()
 
     found: dict[str, Any] = {}
     for name in ("perf_counter_ns", "perf_counter", "monotonic_ns", "monotonic", "time"):
@@ -85,9 +91,6 @@ def _watched() -> dict[str, Any]:
             if hasattr(base, name):
                 found[f"torch._C._CudaEventBase.{name}"] = getattr(base, name)
     # what kictl's reader of CUPTI's buffers reads records with (cupti_records.RecordLayout, RecordReader)
-    import ctypes
-    import struct
-
     for name in ("unpack_from", "calcsize"):
         found[f"struct.{name}"] = getattr(struct, name)
     for name in ("string_at", "addressof", "byref", "c_char", "c_uint32", "c_void_p", "c_size_t", "CFUNCTYPE"):
@@ -100,7 +103,6 @@ def _watched() -> dict[str, Any]:
     # zero_: the timers' L2 flush and launch padding (a no-op zero_ would leave the cache warm and the phase fixed)
     for name in ("clone", "copy_", "to", "cpu", "fill_", "zero_", "view", "untyped_storage", "data_ptr"):
         found[f"torch.Tensor.{name}"] = getattr(torch.Tensor, name)
-    from kictl.bench.worker import timing
 
     for name, value in timing._ORIGINALS.items():
         found[f"kictl.bench.worker.timing._ORIGINALS[{name}]"] = value
@@ -110,9 +112,8 @@ def _watched() -> dict[str, Any]:
             for name, value in vars(module).items():
                 if callable(value) and not name.startswith("__"):
                     found[f"{module_name}.{name}"] = value
-    from kictl.bench.worker import MODULES
 
-    for module_name in MODULES:
+    for module_name in worker.MODULES:
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -193,9 +194,7 @@ def foreign_hooks(own_profiler: bool = False) -> list[str]:
 def kictl_torch() -> Any:
     """A context in which kictl's own torch work runs with torch functions and Python dispatch disabled: no
     ``__torch_function__`` of a subclass or mode, and no Python dispatch mode, sees it."""
-    import contextlib
-
-    import torch
+    torch = torch_module()
 
     stack = contextlib.ExitStack()
     stack.enter_context(torch._C.DisableTorchFunction())
@@ -332,7 +331,7 @@ def _span(tensor: Any) -> tuple[str, int, int] | None:
 
 def aliasing(outputs: Sequence[tuple[str, Any]], inputs: Sequence[tuple[str, Any]]) -> list[str]:
     """``"output <o> shares memory with input <i>"`` for every overlap of storages."""
-    import torch
+    torch = torch_module()
 
     found = []
     spans = [(name, _span(value)) for name, value in inputs if isinstance(value, torch.Tensor)]
@@ -355,7 +354,7 @@ def poison_allocator(device: str, sizes: Iterable[int]) -> None:
     the next ``torch.empty``; on the CPU a freed heap chunk is often reused
     too, though not always.
     """
-    import torch
+    torch = torch_module()
 
     blocks = [torch.empty(size, dtype=torch.uint8, device=device) for size in sizes if size > 0]
     for block in blocks:
@@ -367,7 +366,7 @@ def poison_allocator(device: str, sizes: Iterable[int]) -> None:
 
 def poison_in_place(tensor: Any) -> None:
     """Overwrite a returned output with 0xFF bytes, so that a later call reusing it must rewrite it."""
-    import torch
+    torch = torch_module()
 
     if isinstance(tensor, torch.Tensor) and tensor.is_contiguous() and tensor.numel() > 0:
         tensor.view(-1).view(torch.uint8).fill_(POISON_BYTE)

@@ -37,13 +37,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
+import ctypes
+import ctypes.util
 import dataclasses
 import faulthandler
 import gc
 import hashlib
 import importlib.util
 import json
+import math
 import os
+import resource
 import signal
 import sys
 import tempfile
@@ -54,9 +59,13 @@ from typing import Any
 
 from kictl.bench import wire
 from kictl.bench.wire import regions
+from kictl.bench.wire.lazy import torch_module
+from kictl.bench.wire.tensors import materialize_plans
 from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
 from kictl.bench.worker import environment, integrity, timing
+from kictl.bench.worker.cupti_timer import CuptiCollector
 from kictl.bench.worker.integrity import Check
+from kictl.errors import EnvError
 
 TAIL_LINES = 25
 #: A folder: the worker runs under cProfile and writes ``worker-<pid>.prof`` there at every Finish (unsandboxed:
@@ -143,7 +152,7 @@ def pack(tensor: Any) -> wire.TensorData:
     pageable memory; the frame then writes that copy's bytes from where they are (a view: 25 MB of an attention
     output took 2-3 ms to copy again into ``bytes``, call AR).
     """
-    import torch
+    torch = torch_module()
 
     source = tensor.detach()
     dtype, shape = str(source.dtype).removeprefix("torch."), tuple(source.shape)
@@ -155,15 +164,13 @@ def pack(tensor: Any) -> wire.TensorData:
     else:
         host = torch.empty(source.shape, dtype=source.dtype, pin_memory=True)  # a copy of kictl's own
         host.copy_(source)
-        raw = memoryview(host.reshape(-1).view(torch.uint8).numpy()).cast("B")  # type: ignore[arg-type]
+        raw = memoryview(host.reshape(-1).view(torch.uint8).numpy()).cast("B")
     return wire.TensorData(dtype=dtype, shape=shape, data=raw)
 
 
 def unpack(packed: wire.TensorData) -> Any:
     """The tensor ``pack`` described (on the CPU); raises ``wire.WireError`` when the bytes do not fit."""
-    import math
-
-    import torch
+    torch = torch_module()
 
     if packed.dtype not in wire.DTYPES:
         raise wire.WireError(f"unknown dtype {packed.dtype!r}")
@@ -192,7 +199,7 @@ def normalize(value: Any, names: Sequence[str]) -> list[Any]:
     implementation's objects is called), and each output must be exactly
     ``torch.Tensor``.  Raises ``OutputStructureError``.
     """
-    import torch
+    torch = torch_module()
 
     kind = type(value)
     if kind is torch.Tensor:
@@ -422,13 +429,11 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
 
     def inputs(self, plan: wire.Plan) -> list[Any]:
-        from kictl.bench.wire.tensors import materialize_plans
-
         return materialize_plans([plan], self.device)[0]
 
     def output_notes(self, outputs: Sequence[Any], notes: list[wire.Note], where: str) -> None:
         """Shape, dtype and device of every output against the definition's."""
-        import torch
+        torch = torch_module()
 
         for spec, tensor in zip(self.expected, outputs, strict=True):
             if tensor.device != torch.device(self.device):
@@ -465,7 +470,7 @@ class Worker:
 
     def check(self, request: wire.Check) -> wire.Message:
         """One call on fresh tensors holding the round's inputs; its outputs and evidence."""
-        import torch
+        torch = torch_module()
 
         assert self.run is not None
         self.expected = list(request.outputs)
@@ -545,14 +550,13 @@ class Worker:
 
     def arm(self, request: wire.Arm) -> wire.Message:
         """Timed tensors holding the setup plan's values, setup() on them, the timed input sets ready."""
-        import torch
+        torch = torch_module()
 
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
         self.stop_at_return = request.stop_at_return and not self.cuda
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
-        from kictl.bench.wire.tensors import materialize_plans
 
         # the parent stages the timed values in the inputs region (judge.staging): only the setup values here
         self.parent_stages = request.parent_stages and self.input_region is not None and not self.cuda
@@ -609,7 +613,7 @@ class Worker:
     def copy_set(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index`` (random inputs rolled by ``shift``, a few values swapped by ``perturb``) into the
         timed tensors, in place, untimed."""
-        import torch
+        torch = torch_module()
 
         # only the random inputs differ between sets: index tensors are left alone (their version counter too),
         # so that a plan() made on them in setup() stays valid
@@ -674,7 +678,7 @@ class Worker:
     def output_refs(self, value: Any) -> tuple[tuple[wire.OutputRef, ...], str | None]:
         """Where a CPU call's outputs lie, for kictl's parent to read them there itself while this process is
         stopped (``Arm.stop_at_return``); or why it cannot (not plain CPU tensors in the definition's order)."""
-        import torch
+        torch = torch_module()
 
         try:
             outputs = normalize(value, self.names)
@@ -792,7 +796,7 @@ class Worker:
             return self._finish()
 
     def _finish(self) -> wire.Message:
-        import torch
+        torch = torch_module()
 
         notes: list[wire.Note] = []
         # the waiting calls first: what the checks below run on the device is after every call's window
@@ -832,7 +836,7 @@ def _pin(cpus: Sequence[int], threads: int) -> tuple[tuple[int, ...], int]:
     the import, the correctness rounds and ``setup()`` may use any CPU the parent may, so that several
     workers do not queue on the one CPU they take turns on for the timed calls.
     """
-    import torch
+    torch = torch_module()
 
     allowed: set[int] = set()
     with contextlib.suppress(OSError, AttributeError):
@@ -883,7 +887,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.keep_freed_memory:
         keep_freed_memory()
     try:
-        import torch
+        torch = torch_module()
 
         wanted = [int(item) for item in args.cpus.split(",") if item]
         cpus, threads = _pin(wanted, args.threads)
@@ -892,7 +896,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         cupti_error: str | None = None
         if args.device.startswith("cuda"):
             torch.cuda.set_device(torch.device(args.device))
-            torch.cuda.init()  # type: ignore[no-untyped-call]
+            torch.cuda.init()
             # CUPTI attaches before anything of the implementation's is imported: its callbacks are kictl's
             if args.no_cupti:
                 cupti_error = "not attached: this worker times nothing"
@@ -938,8 +942,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     # a developer's diagnosis (docs/bench.md, "Where a session's time goes"): the worker's own functions under
     # cProfile, which slows every Python call it makes; never for figures anyone keeps
-    import cProfile
-
     worker.profile = (cProfile.Profile(), os.path.join(profile_to, f"worker-{os.getpid()}.prof"))
     worker.profile[0].runcall(worker.serve)
     worker.dump_profile()
@@ -952,8 +954,6 @@ MAX_FILE_BYTES = 1 << 30
 
 def _cap_files() -> None:
     """Cap the size of every file the worker writes, soft and hard (no capability raises it again)."""
-    import resource
-
     with contextlib.suppress(OSError, ValueError):
         _soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         cap = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
@@ -976,9 +976,6 @@ def keep_freed_memory() -> bool:
     this). Only kictl's reference workers ask for it: they time nothing, and an implementation's worker keeps
     the allocator its author would see.
     """
-    import ctypes
-    import ctypes.util
-
     name = ctypes.util.find_library("c")
     if name is None:
         return False
@@ -994,9 +991,6 @@ def keep_freed_memory() -> bool:
 
 def _attach_cupti() -> tuple[Any, str | None]:
     """A started CUPTI collector, or None and why not (``cupti-python`` missing, CUPTI refused to attach)."""
-    from kictl.bench.worker.cupti_timer import CuptiCollector
-    from kictl.errors import EnvError
-
     try:
         collector = CuptiCollector()
         collector.start()

@@ -54,7 +54,34 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
+
+# kictl.derived, the index and the site read this module's statistics (``summarize``, ``quantile``): what only
+# the timers need comes on their first use, so that those readers import neither torch nor the wire nor CUPTI's
+# modules.
+
+
+def _torch() -> ModuleType:
+    """torch (``kictl.bench.wire.lazy.torch_module`` would import the whole protocol with it)."""
+    import torch  # late: the statistics' readers import no torch; the worker sets up its process first
+
+    return torch
+
+
+def _gpu() -> _Gpu:
+    """The worker's GPU-only modules: CUPTI's windows, their attribution, the persisting L2's reset."""
+    from kictl.bench.worker import cupti_attribution, cupti_model, gpu_state  # GPU-only (see above)
+
+    return _Gpu(cupti_attribution, cupti_model, gpu_state)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gpu:
+    cupti_attribution: ModuleType
+    cupti_model: ModuleType
+    gpu_state: ModuleType
+
 
 STATISTICS = ("mean", "median", "min", "max", "p10", "p90", "stdev")
 #: The spin before each start event: twice the host's enqueue time plus this, within these bounds.
@@ -121,7 +148,7 @@ def bind_originals() -> dict[str, Any]:
     _ORIGINALS["raise_signal"] = signal.raise_signal  # the worker's stop at a CPU call's return
     _ORIGINALS["SIGSTOP"] = signal.SIGSTOP
     try:
-        import torch
+        torch = _torch()
     except ImportError:  # pragma: no cover - torch is a dependency
         return _ORIGINALS
     _ORIGINALS["Event"] = torch.cuda.Event
@@ -249,7 +276,7 @@ def make_timer(
 
 def spin_cycles_per_ns(device: str) -> float | None:
     """Clock cycles of ``torch.cuda._sleep`` per nanosecond on ``device`` (``None`` without it), measured once."""
-    import torch
+    torch = _torch()
 
     sleep = original("sleep")
     if sleep is None:
@@ -298,7 +325,7 @@ class CudaEventTimer(Timer):
     start_gaps: StartGaps | None = None
 
     def __init__(self, device: str, flush_bytes: int, touch_bytes: int = 0, launch_phases: int = LAUNCH_PHASES) -> None:
-        import torch
+        torch = _torch()
 
         self.device = device
         self.event = original("Event")
@@ -401,7 +428,7 @@ class CudaEventTimer(Timer):
     def calibrate_start_gap(self) -> StartGaps:
         """The limit on the lead-to-start gap, from ``GAP_CALIBRATION_CALLS`` calls of one tiny kernel of kictl's
         own through this timer's own path: twice the widest gap they show, never under ``LEAD_GAP_NS``."""
-        import torch
+        torch = _torch()
 
         scratch = torch.zeros(1, dtype=torch.uint8, device=self.device)
         return self._calibrated(lambda: scratch.zero_())
@@ -532,9 +559,9 @@ class CudaGraphTimer(CudaEventTimer):
     name = "cuda_graph_replay"
 
     def prepare(self, call: Call) -> None:
-        import torch
+        torch = _torch()
 
-        side = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
+        side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(2):
@@ -555,7 +582,7 @@ class CudaGraphTimer(CudaEventTimer):
 
     def calibrate_start_gap(self) -> StartGaps:
         """As the events timer's, each calibration call a replay of a graph of kictl's one tiny kernel."""
-        import torch
+        torch = _torch()
 
         scratch = torch.zeros(1, dtype=torch.uint8, device=self.device)
         graph = torch.cuda.CUDAGraph()
@@ -629,8 +656,6 @@ class CuptiTimer(CudaEventTimer):
         self.sequence = 0
 
     def measure(self, call: Call, settle: bool = True) -> Measured:
-        from kictl.bench.worker.cupti_model import Window
-
         collector = self.collector
         start, stop = self.event(enable_timing=True), self.event(enable_timing=True)
         self.synchronize(self.device)
@@ -669,7 +694,7 @@ class CuptiTimer(CudaEventTimer):
         self.host_ns.append(host)
         if self.spin_ns is not None and len(self.host_ns) <= 8:
             self.spin_ns = _spin_for(self.host_ns)
-        window = Window(begin, end, spin or 0, end_marker=marker, marker_host_ns=marker_host)
+        window = _gpu().cupti_model.Window(begin, end, spin or 0, end_marker=marker, marker_host_ns=marker_host)
         self.sequence += 1
         self.waiting.append(_Waiting(self.sequence, window, own, start, stop, ahead))
         if not settle and len(self.waiting) < SETTLE_EVERY:
@@ -690,14 +715,12 @@ class CuptiTimer(CudaEventTimer):
         ``harness_after``: called later than right after the last call (the end of a run), so that what ran
         since that call's window closed is the harness's (``cupti_attribution.settle_calls``).
         """
-        from kictl.bench.worker.cupti_attribution import settle_calls
-
         waiting, self.waiting = self.waiting, []
         if not waiting:
             return []
         activities, dependencies = self.collector.drain_all()
         events = [round(self.elapsed(item.start, item.stop) * 1e6) for item in waiting]
-        figures = settle_calls(
+        figures = _gpu().cupti_attribution.settle_calls(
             activities,
             [(item.window, item.own_ns, events_ns) for item, events_ns in zip(waiting, events, strict=True)],
             dependencies,
@@ -725,10 +748,8 @@ class CuptiTimer(CudaEventTimer):
 
 def reset_persisting_l2() -> None:
     """Reset the persisting L2 lines (``cudaCtxResetPersistingL2Cache``) where the runtime allows it."""
-    from kictl.bench.worker.gpu_state import reset_persisting_l2 as reset
-
     if _RESET_WORKS.get("ok", True):
-        _RESET_WORKS["ok"] = reset()
+        _RESET_WORKS["ok"] = bool(_gpu().gpu_state.reset_persisting_l2())
 
 
 _RESET_WORKS: dict[str, bool] = {}
