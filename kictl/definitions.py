@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from kictl import canon, dtypes, families
-from kictl.errors import RecordError, RegistryError
+from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.layout import DEFINITIONS_DIR
+from kictl.lookup import closest
 from kictl.records import (
     API_VERSION,
     BlobInput,
@@ -40,7 +41,7 @@ from kictl.records import (
     WorkloadSpec,
     record_from_value,
 )
-from kictl.store import parse_json_file
+from kictl.store.inputs import parse_json_file
 
 DEFINITION_FILE = "definition.json"
 REFERENCE_FILE = "reference.py"
@@ -301,9 +302,6 @@ def compile_all(root: Path, name: str | None = None, *, catalogue: bool = True) 
     if name is not None:
         folders = [folder for folder in folders if folder.name == name]
         if not folders:
-            from kictl.errors import NotFoundError
-            from kictl.lookup import closest
-
             known = [folder.name for folder in definition_folders(root)]
             raise NotFoundError(
                 f"no definition folder named {name!r} under {DEFINITIONS_DIR}/",

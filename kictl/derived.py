@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kictl.bench.worker.timing import STATISTICS, median_relative_error, summarize
+from kictl.families.energy import bounds
 from kictl.records import BenchmarkRunSpec, RunEnergy, Timing
 from kictl.render import latency
 
@@ -283,7 +284,6 @@ def energy_bounds(energy: RunEnergy, work: Work | None) -> dict[str, dict[str, s
     ``energyAboveIdle``: the figure above idle is greater than zero; ``energyAboveFloor`` and
     ``energyBelowCeiling`` (``kictl.families.energy``: the floor of ``work``, the power limit × time per call).
     """
-    from kictl.families.energy import bounds
 
     derived = energy_figures(energy)
     out: dict[str, dict[str, str]] = {}
@@ -336,7 +336,6 @@ def run_figures_json(spec: BenchmarkRunSpec) -> dict[str, object] | None:
 
 def run_figures_lines(spec: BenchmarkRunSpec) -> list[str]:
     """What ``kictl show`` prints about a run's figures: derived from what, and what its record contradicts."""
-    from kictl.render import latency
 
     lines = []
     if spec.timing is not None:

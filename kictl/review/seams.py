@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kictl import layout
+from kictl import layout, rank, trust
 from kictl.errors import CheckFailed, KictlError, RecordError
+from kictl.index.query import QueryIndex
 from kictl.layout import (
     ATTESTATIONS_DIR,
     ROOT_FILE,
@@ -21,7 +22,7 @@ from kictl.policy import Policy
 from kictl.records import (
     StoredRecord,
 )
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 if TYPE_CHECKING:
     from kictl.rank import GroupChange, RankedRow
@@ -43,7 +44,6 @@ from kictl.standing import judged_standing
 @lru_cache(maxsize=4)
 def _trust_root(data: bytes) -> TrustRoot:
     """The base's trust root, parsed once per review (not once per envelope); raises ``RecordError``."""
-    from kictl import trust
 
     return trust.load_root(data, source=f"the base's {ROOT_FILE}")
 
@@ -57,7 +57,6 @@ def verify_with_trust(
     (``trust.may_retract``); without them only a maintainer's retraction verifies.  Never raises: a rejected
     envelope, or a base trust root that does not parse, is a verdict with its ``problem``.
     """
-    from kictl import trust
 
     try:
         verified = trust.verify_attestation(
@@ -95,7 +94,6 @@ class TrustVerifier:
         return verify_with_trust(envelope, subject, root, signed_at, owners=self.owners(subject, root))
 
     def owners(self, subject: StoredRecord, root: bytes) -> frozenset[str]:
-        from kictl import trust
 
         try:
             parsed = _trust_root(root)
@@ -125,7 +123,6 @@ class TrustVerifier:
 
 def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
     """The ``verify_root_update`` seam: ``trust.verify_root_update`` (TUF §5.3.4-5); raises ``CheckFailed``."""
-    from kictl import trust
 
     trust.verify_root_update(previous, new)
 
@@ -271,8 +268,6 @@ def leaderboards_with_rank(
     Evidence: ``HeadEvidence``.  Raises ``RegistryError`` when the index
     cannot be built, ``NotFoundError`` for an unknown revision.
     """
-    from kictl import rank
-    from kictl.index import QueryIndex
 
     trust_rev = tip if tip is not None else base
     root = read_paths(registry.git, trust_rev, [ROOT_FILE]).get(ROOT_FILE)
