@@ -47,16 +47,6 @@ CONVERTING = {
     "kictl/bench/worker/integrity.py": 8,
     "kictl/bench/worker/main.py": 19,
     "kictl/bench/worker/timing.py": 9,
-    "kictl/families/__init__.py": 2,
-    "kictl/families/judges.py": 4,
-    "kictl/families/legal.py": 2,
-    "kictl/importers/flashinfer_bench/catalogue.py": 1,
-    "kictl/site/build.py": 1,
-    "kictl/site/pages/common.py": 1,
-    "kictl/site/pages/definition.py": 6,
-    "kictl/site/pages/group.py": 1,
-    "kictl/site/pages/index.py": 6,
-    "kictl/site/pages/run.py": 1,
 }
 
 

@@ -47,6 +47,7 @@ from kictl.records import parse_timestamp
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.site.output import STATE_FILE, SiteFolder, site_parts
+from kictl.site.plots import require_matplotlib
 from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
 from kictl.store.git import held_still
 from kictl.trust.readers import reader_policy
@@ -235,7 +236,6 @@ def build_site(
     whatever the core raises for a registry it cannot read (a trust root that
     does not verify: ``CheckFailed``).
     """
-    from kictl.site.plots import require_matplotlib
 
     require_matplotlib()
     started = time.perf_counter()

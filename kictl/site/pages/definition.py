@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kictl.definitions import placement, workload_origin
 from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
-from kictl.site import documents
+from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
+from kictl.records import DefinitionSpec
+from kictl.site import documents, plots
+from kictl.site.energy import definition_energy
 from kictl.site.html import (
     code,
     deflist,
@@ -63,8 +68,6 @@ def _record_labels(ctx: SiteContext, digest: str) -> dict[str, Any]:
 
 
 def _runs_on(ctx: SiteContext, digest: str) -> str:
-    from kictl.definitions import placement
-    from kictl.records import DefinitionSpec
 
     try:
         spec = ctx.index.load_record(digest).model.spec
@@ -77,7 +80,6 @@ def _runs_on(ctx: SiteContext, digest: str) -> str:
 
 
 def _provenance(labels: dict[str, Any]) -> str:
-    from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
 
     if LABEL_SOURCE not in labels:
         return "written in this registry"
@@ -92,9 +94,6 @@ def _workload_origin(ctx: SiteContext, digest: str) -> str:
     The file is read as plain JSON, not validated again: the index validated it, and a page of 40
     workloads would otherwise spend most of its time in pydantic (1,600 workloads in the catalogue).
     """
-    import json
-
-    from kictl.definitions import workload_origin
 
     try:
         raw = json.loads(ctx.registry.record_path("Workload", digest).read_bytes())
@@ -191,7 +190,6 @@ def _floor_section(
 
 
 def render_definition(ctx: SiteContext, digest: str) -> Files:
-    from kictl.site import plots
 
     definition = ctx.definitions[digest]
     path = definition_path(ctx, definition)
@@ -348,7 +346,6 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
         body.append("</section>")
     if not board.boards:
         body.append("<p>No passed run yet.</p>")
-    from kictl.site.energy import definition_energy  # energy (issue 31): the energy board beside the latency boards
 
     energy_html, energy_files, energy_docs = definition_energy(ctx, path, definition, _rel_run)
     if energy_html:

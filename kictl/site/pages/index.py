@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kictl.definitions import definition_rows, placement, read_catalogue
+from kictl.errors import KictlError
 from kictl.rank import DEFAULT_EVIDENCE, RankedGroup, RankedRow
+from kictl.records import DefinitionSpec
 from kictl.site import documents
 from kictl.site.html import (
     badge,
@@ -190,9 +193,6 @@ def render_index(ctx: SiteContext) -> Files:
 
 def _placement(ctx: SiteContext, digest: str) -> Placement | None:
     """Where the definition's source baseline runs (kictl.definitions.placement); None when unreadable."""
-    from kictl.definitions import placement
-    from kictl.errors import KictlError
-    from kictl.records import DefinitionSpec
 
     try:
         spec = ctx.index.load_record(digest).model.spec
@@ -203,10 +203,6 @@ def _placement(ctx: SiteContext, digest: str) -> Placement | None:
 
 def _unrepresented(ctx: SiteContext) -> list[dict[str, Any]]:
     """The catalogue's unrepresented definitions as `kictl definitions list --json` rows (digest null)."""
-    from kictl.cli.definitions import definition_rows
-    from kictl.definitions import read_catalogue
-    from kictl.errors import KictlError
-
     try:
         manifest = read_catalogue(ctx.registry.root)
     except KictlError:
