@@ -25,7 +25,7 @@ integer nanoseconds.  A stated statistic may differ from the derived one by
 half-width of the median's ~95% distribution-free interval over the median,
 ``kictl.bench.worker.timing.median_relative_error``) may differ by its 6-decimal
 rounding.  The noise ranking uses (half the 10–90 % band) is taken from the
-samples too (``kictl.index.run_noise``).
+samples too (``kictl.index.parsing.run_noise``).
 
 **No samples kept.**  A run imported from another harness (FlashInfer-Bench
 states a mean and no samples) or a hand-written record may carry no

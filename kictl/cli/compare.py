@@ -38,12 +38,8 @@ from kictl.render import fit, latency
 
 if TYPE_CHECKING:
     from kictl.index.query import QueryIndex
-    from kictl.rank import (
-        Citation,
-        History,
-        RecordDiff,
-        StateDiff,
-    )
+    from kictl.rank import Citation, History
+    from kictl.rank.diffs import RecordDiff, StateDiff
     from kictl.store.registry import Registry
 
 WIDTH = render.WIDTH

@@ -50,13 +50,7 @@ from kictl.trust.readers import policy_standing
 
 if TYPE_CHECKING:
     from kictl.policy import Policy
-    from kictl.rank import (
-        DefinitionBoard,
-        FloorEstimate,
-        RankedGroup,
-        RankedRow,
-        WorkloadBoard,
-    )
+    from kictl.rank import DefinitionBoard, FloorEstimate, RankedGroup, RankedRow, WorkloadBoard
     from kictl.store.registry import Registry
 
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).

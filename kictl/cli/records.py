@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from kictl import canon
-from kictl.advisories import deletion_failures
+from kictl.advisories.published import deletion_failures
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,

@@ -25,7 +25,8 @@ from kictl.records import (
 from kictl.store.registry import Registry
 
 if TYPE_CHECKING:
-    from kictl.rank import GroupChange, RankedRow
+    from kictl.rank import RankedRow
+    from kictl.rank.diffs import GroupChange
     from kictl.trust import TrustRoot
 from kictl.review.model import (
     AttestationVerdict,

@@ -412,7 +412,7 @@ def check_record(
     envelope file, or now when it is uncommitted), and computes the evidence
     level.  ``registry_failures`` adds what else makes the registry fail to
     verify once its trust root does (``kictl verify`` passes
-    ``kictl.advisories.deletion_failures``: a deleted or changed advisory
+    ``kictl.advisories.published.deletion_failures``: a deleted or changed advisory
     version; trust sits below advisories, so the check is handed in).  Raises
     ``RecordError`` for a malformed digest and ``NotFoundError`` when no record
     file has this digest as its name.

@@ -25,7 +25,7 @@ from kictl.site.html import (
 )
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.site.context import SiteContext
 
 

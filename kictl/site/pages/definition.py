@@ -44,7 +44,7 @@ from kictl.site.pages.common import (
 )
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- definition

@@ -34,7 +34,7 @@ from kictl.site.pages.run import _json_dl, _record_spec_from_file, group_of_run
 from kictl.standing import verify_report
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts, ImplementationFacts
+    from kictl.index.facts import DefinitionFacts, ImplementationFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- implementation

@@ -34,7 +34,7 @@ from kictl.site.pages.common import (
 
 if TYPE_CHECKING:
     from kictl.definitions import Placement
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.rank import DefinitionBoard
     from kictl.site.context import SiteContext
 

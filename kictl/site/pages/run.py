@@ -41,7 +41,7 @@ from kictl.site.pages.definition import _record_spec
 from kictl.standing import VerifyReport
 
 if TYPE_CHECKING:
-    from kictl.index import RunFacts
+    from kictl.index.facts import RunFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- run
