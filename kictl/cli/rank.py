@@ -198,9 +198,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
                 summary.name,
                 f"{summary.covered}/{summary.workloads}",
                 str(summary.wins),
-                "-"
-                if summary.geomean_speedup is None
-                else f"{summary.geomean_speedup:.2f}× ({summary.speedup_workloads})",
+                render.speedup(summary.geomean_speedup, summary.speedup_workloads),
             ]
             for summary in board.implementations
         ]
@@ -239,8 +237,10 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
         if group.rows and group.rows[0].below_floor:
             verdict = "; the record is BELOW it (impossible: check the run)"
         lines.extend(_wrap(f"floor {latency(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
-        flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
-        lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
+        flops = "no FLOP formula" if floor.flops is None else f"{render.count(floor.flops)} FLOP"
+        lines.extend(
+            _wrap(f"{render.count(floor.bytes)} bytes, {flops}; datasheet figures in `kictl floor --json`", "  ")
+        )
     else:
         lines.append(f"floor unknown ({group.key.gpu} is not in the datasheet table)")
     rows = []
@@ -410,8 +410,8 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
     rows = [
         [
             estimate.workload_name,
-            f"{estimate.bytes:,}",
-            "-" if estimate.flops is None else f"{estimate.flops:,}",
+            render.count(estimate.bytes),
+            "-" if estimate.flops is None else render.count(estimate.flops),
             latency(estimate.bandwidth_bound_ns),
             latency(estimate.compute_bound_ns),
             latency(estimate.floor_ns),

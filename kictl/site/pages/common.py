@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from kictl import canon
+from kictl import canon, render
 from kictl.families.gpus import GPUS
 from kictl.rank import NO_EVIDENCE, GroupKey, RankedGroup, RankedRow
 from kictl.site.html import (
@@ -177,10 +177,10 @@ def _floor_text(group: RankedGroup) -> str:
         verdict = " The record is <strong>below</strong> it, which is impossible: check the run."
     elif above is not None:
         verdict = f" The record is {esc(times(above))} above it."
-    flops = "no FLOP formula" if estimate.flops is None else f"{estimate.flops:,} FLOP"
+    flops = "no FLOP formula" if estimate.flops is None else f"{render.count(estimate.flops)} FLOP"
     return (
         f"Floor {esc(floor_ns(estimate.floor_ns))} ({esc(estimate.method)}, an estimate, never evidence): "
-        f"{estimate.bytes:,} bytes, {esc(flops)}.{verdict}"
+        f"{render.count(estimate.bytes)} bytes, {esc(flops)}.{verdict}"
     )
 
 

@@ -6,12 +6,13 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kictl import render
 from kictl.definitions import placement, workload_origin
 from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
 from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
 from kictl.records import DefinitionSpec
-from kictl.site import documents, plots
+from kictl.site import documents, html, plots
 from kictl.site.energy import definition_energy
 from kictl.site.html import (
     code,
@@ -159,8 +160,8 @@ def _floor_section(
         rows = [
             [
                 esc(estimate.workload_name),
-                f"{estimate.bytes:,}",
-                "–" if estimate.flops is None else f"{estimate.flops:,}",
+                render.count(estimate.bytes),
+                "–" if estimate.flops is None else render.count(estimate.flops),
                 esc(floor_ns(estimate.bandwidth_bound_ns)),
                 esc(floor_ns(estimate.compute_bound_ns)),
                 esc(floor_ns(estimate.floor_ns)),
@@ -266,9 +267,7 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
                 _impl_link(path, summary.digest, summary.name),
                 f"{summary.covered}/{summary.workloads}",
                 str(summary.wins),
-                "–"
-                if summary.geomean_speedup is None
-                else f"{summary.geomean_speedup:.2f}× ({summary.speedup_workloads})",
+                html.speedup(summary.geomean_speedup, summary.speedup_workloads),
             ]
             for summary in section.implementations
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kictl import render
 from kictl.definitions import definition_rows, placement, read_catalogue
 from kictl.errors import KictlError
 from kictl.rank import DEFAULT_EVIDENCE, RankedGroup, RankedRow
@@ -64,7 +65,7 @@ def _best_results(path: str, board: DefinitionBoard) -> str:
         if not section.implementations:
             continue
         best = section.implementations[0]  # sorted by wins, then speed-up (kictl.rank)
-        speedup = "" if best.geomean_speedup is None else f", {best.geomean_speedup:.2f}× the baseline"
+        speedup = "" if best.geomean_speedup is None else f", {render.ratio(best.geomean_speedup)} the baseline"
         parts.append(
             f"<b>{esc(section.gpu)}</b>: {_impl_link(path, best.digest, best.name)} "
             f"({best.wins} of {len(section.records)} records{esc(speedup)})"
