@@ -103,7 +103,6 @@ def from_history(
 
 
 def _trusted(root: Path) -> bool:
-
     try:
         return derived_file_trusted(root, MEMORY_FILE)
     except RegistryError:

@@ -44,7 +44,6 @@ FilesArgument = Annotated[
 
 
 def _read(files: list[Path]) -> list[Any]:
-
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in files) else None
     return read_record_inputs(files, stdin=stdin)
 

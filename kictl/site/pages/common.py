@@ -146,7 +146,6 @@ def _row_cells(ctx: SiteContext, path: str, row: RankedRow, group: RankedGroup) 
 
 
 def _rel_run(path: str, digest: str) -> str:
-
     return rel(path, run_path(digest))
 
 

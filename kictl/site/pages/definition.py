@@ -69,7 +69,6 @@ def _record_labels(ctx: SiteContext, digest: str) -> dict[str, Any]:
 
 
 def _runs_on(ctx: SiteContext, digest: str) -> str:
-
     try:
         spec = ctx.index.load_record(digest).model.spec
     except KictlError:
@@ -81,7 +80,6 @@ def _runs_on(ctx: SiteContext, digest: str) -> str:
 
 
 def _provenance(labels: dict[str, Any]) -> str:
-
     if LABEL_SOURCE not in labels:
         return "written in this registry"
     commit = str(labels.get(LABEL_COMMIT, ""))
@@ -191,7 +189,6 @@ def _floor_section(
 
 
 def render_definition(ctx: SiteContext, digest: str) -> Files:
-
     definition = ctx.definitions[digest]
     path = definition_path(ctx, definition)
     board = ctx.definition_board(digest)

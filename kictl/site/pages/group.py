@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 
 def render_group(ctx: SiteContext, key: GroupKey) -> Files:
-
     path = group_path(key)
     group = ctx.ranked_group(key)
     workload = ctx.workloads[key.workload]

@@ -341,5 +341,4 @@ def _record_spec_from_file(ctx: SiteContext, digest: str) -> dict[str, Any]:
 
 
 def group_of_run(run: RunFacts) -> GroupKey | None:
-
     return group_of(run)
