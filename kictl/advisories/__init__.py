@@ -26,6 +26,5 @@ The package, by concern::
 Which runs of a registry are marked now (the rules applied, reruns judged) is ``kictl.standing``'s
 (``run_marks``, ``record_marks``, ``affected_runs``).
 
-Import each name from its module: the package imports none of them, so that ``kictl.advisories.memory``
-stays light.
+Import each name from its module (issue 44): the package re-exports none of them.
 """

@@ -21,8 +21,6 @@ Readers apply the highest version from the tree, the history and the memory alik
 marked and a withdrawal stays withdrawn, and each missing version is one loud warning on stderr
 (``warning: ADVISORY DELETED: ...``), gathered here for the command line to print; ``kictl verify``
 fails (exit 1) while one is missing.
-
-This module is light (no pydantic): ``kictl.rank`` asks ``traces`` before it imports anything else.
 """
 
 from __future__ import annotations
