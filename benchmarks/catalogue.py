@@ -73,7 +73,7 @@ def _uses_flashinfer(implementation: Path) -> bool:
 
 def _definitions(registry_root: Path, wanted: list[str]) -> list[tuple[str, str, list[str]]]:
     """(name, family, workload labels) of each bundled definition with implementations, in name order."""
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
     out = []

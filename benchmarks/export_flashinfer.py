@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kictl.exporters.flashinfer_trace import NothingToExport, export_flashinfer_trace
 from kictl.render import table
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 def main() -> None:

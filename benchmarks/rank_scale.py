@@ -360,8 +360,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _generator_options(parser)
     args = parser.parse_args(argv)
 
-    from kictl.index import QueryIndex
-    from kictl.store import Registry
+    from kictl.index.query import QueryIndex
+    from kictl.store.registry import Registry
 
     base = args.keep or Path(tempfile.mkdtemp(prefix="kictl-rank-scale-"))
     root = base / "registry-root"
@@ -474,9 +474,9 @@ def site_main(argv: Sequence[str] | None = None) -> int:
     _generator_options(parser)
     args = parser.parse_args(argv)
 
-    from kictl.index import QueryIndex
+    from kictl.index.query import QueryIndex
     from kictl.site import build_site
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     load = " ".join(f"{value:.1f}" for value in os.getloadavg())
     base = args.keep or Path(tempfile.mkdtemp(prefix="kictl-site-scale-"))

@@ -48,7 +48,7 @@ SMOKE_WORKLOAD = "q1_kv1"
 
 
 def _select(registry_root: Path, definition: str, implementation_prefix: str, smoke: bool) -> list[dict[str, Any]]:
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
     target = registry.resolve(definition, ["Definition"])

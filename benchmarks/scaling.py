@@ -60,7 +60,7 @@ sys.path.insert(0, str(ROOT))
 from kictl.bench.judge.session import BenchOptions, run_bench  # noqa: E402
 from kictl.executors import run_bench_jobs  # noqa: E402
 from kictl.records import StoredRecord  # noqa: E402
-from kictl.store import Registry  # noqa: E402
+from kictl.store.registry import Registry  # noqa: E402
 
 
 def makespan(durations: list[float], workers: int) -> float:

@@ -145,7 +145,7 @@ def _named(key: str) -> str:
     definition, _, workload = key.partition("/")
     if not workload.startswith("sha256:"):
         return key
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     try:
         record = Registry(ROOT).resolve(workload.removeprefix("sha256:"), ["Workload"])

@@ -208,7 +208,7 @@ class Suite:
         from kictl.bench.judge.inputs import materialize, plan_inputs
         from kictl.bench.judge.session import select_workloads
         from kictl.definitions import signature
-        from kictl.store import Registry
+        from kictl.store.registry import Registry
 
         registry = Registry(ROOT)
         for definition_name, label in TARGETS.items():

@@ -90,7 +90,7 @@ def _inputs(definition_name: str, label: str) -> list[Any] | None:
     from kictl.bench.judge.inputs import materialize, plan_inputs
     from kictl.bench.judge.session import select_workloads
     from kictl.definitions import signature
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     registry = Registry(ROOT)
     definition = registry.resolve(definition_name, ["Definition"])

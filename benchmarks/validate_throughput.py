@@ -58,7 +58,7 @@ from kictl.records import (  # noqa: E402  # noqa: E402
     Timing,
     new_record,
 )
-from kictl.store import Registry  # noqa: E402
+from kictl.store.registry import Registry  # noqa: E402
 from kictl.validate import validate_registry  # noqa: E402
 
 

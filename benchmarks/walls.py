@@ -116,7 +116,7 @@ def cost_main(argv: list[str]) -> int:
     from kictl.bench.judge import sandbox, seccomp, staging
     from kictl.bench.judge.session import BenchOptions, run_bench
     from kictl.bench.worker import integrity
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     rows: list[tuple[str, str]] = []
     with tempfile.TemporaryDirectory(prefix="kictl-walls-") as scratch:
@@ -210,7 +210,7 @@ def neighbour_main(argv: list[str]) -> int:
 
     from kictl.bench.judge.runner import WorkerProcess
     from kictl.bench.judge.session import BenchOptions, run_bench
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     registry = Registry(ROOT)
     honest = str(ROOT / "implementations/rmsnorm_h4096/torch_rmsnorm")

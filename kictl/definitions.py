@@ -26,11 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from kictl import canon, dtypes, families
-from kictl.errors import RecordError, RegistryError
+from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.layout import DEFINITIONS_DIR
+from kictl.lookup import closest
 from kictl.records import (
     API_VERSION,
     BlobInput,
+    Definition,
     DefinitionSpec,
     GeneratedInput,
     RandomInput,
@@ -40,7 +42,8 @@ from kictl.records import (
     WorkloadSpec,
     record_from_value,
 )
-from kictl.store import parse_json_file
+from kictl.render import natural_key
+from kictl.store.inputs import parse_json_file
 
 DEFINITION_FILE = "definition.json"
 REFERENCE_FILE = "reference.py"
@@ -301,9 +304,6 @@ def compile_all(root: Path, name: str | None = None, *, catalogue: bool = True) 
     if name is not None:
         folders = [folder for folder in folders if folder.name == name]
         if not folders:
-            from kictl.errors import NotFoundError
-            from kictl.lookup import closest
-
             known = [folder.name for folder in definition_folders(root)]
             raise NotFoundError(
                 f"no definition folder named {name!r} under {DEFINITIONS_DIR}/",
@@ -418,3 +418,44 @@ def origin_notes(origins: dict[str, str | None], shown: int = 4) -> list[str]:
         listed = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
         lines.append(f"{len(names)} of {len(origins)} workload(s) {origin}: {listed}")
     return lines
+
+
+def definition_rows(
+    definitions: list[StoredRecord],
+    workloads: dict[str, int],
+    runs: dict[str, int],
+    manifest: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The rows of `kictl definitions list` and the site's index.json: every Definition, then the
+    catalogue's definitions kictl cannot represent (``digest`` null, with the reason), by family and name.
+    """
+    rows: list[dict[str, Any]] = []
+    for record in definitions:
+        assert isinstance(record.model, Definition)
+        where = placement(record.model.spec)
+        rows.append(
+            {
+                "name": record.name,
+                "family": record.model.spec.family,
+                "digest": record.digest,
+                "workloads": workloads.get(record.digest, 0),
+                "runs": runs.get(record.digest, 0),
+                "runsOn": where.needs,
+                "runsOnReason": where.reason,
+            }
+        )
+    for name, entry in ((manifest or {}).get("definitions") or {}).items():
+        if entry["status"] == "unrepresented":
+            rows.append(
+                {
+                    "name": name,
+                    "family": str(entry.get("family") or "–"),
+                    "digest": None,
+                    "workloads": 0,
+                    "runs": 0,
+                    "runsOn": None,
+                    "runsOnReason": None,
+                    "reason": str(entry.get("reason") or "not stated"),
+                }
+            )
+    return sorted(rows, key=lambda row: (row["family"], natural_key(row["name"])))

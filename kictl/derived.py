@@ -25,7 +25,7 @@ integer nanoseconds.  A stated statistic may differ from the derived one by
 half-width of the median's ~95% distribution-free interval over the median,
 ``kictl.bench.worker.timing.median_relative_error``) may differ by its 6-decimal
 rounding.  The noise ranking uses (half the 10–90 % band) is taken from the
-samples too (``kictl.index.run_noise``).
+samples too (``kictl.index.parsing.run_noise``).
 
 **No samples kept.**  A run imported from another harness (FlashInfer-Bench
 states a mean and no samples) or a hand-written record may carry no
@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kictl.bench.worker.timing import STATISTICS, median_relative_error, summarize
+from kictl.families.energy import bounds
 from kictl.records import BenchmarkRunSpec, RunEnergy, Timing
 from kictl.render import latency
 
@@ -283,7 +284,6 @@ def energy_bounds(energy: RunEnergy, work: Work | None) -> dict[str, dict[str, s
     ``energyAboveIdle``: the figure above idle is greater than zero; ``energyAboveFloor`` and
     ``energyBelowCeiling`` (``kictl.families.energy``: the floor of ``work``, the power limit × time per call).
     """
-    from kictl.families.energy import bounds
 
     derived = energy_figures(energy)
     out: dict[str, dict[str, str]] = {}
@@ -336,7 +336,6 @@ def run_figures_json(spec: BenchmarkRunSpec) -> dict[str, object] | None:
 
 def run_figures_lines(spec: BenchmarkRunSpec) -> list[str]:
     """What ``kictl show`` prints about a run's figures: derived from what, and what its record contradicts."""
-    from kictl.render import latency
 
     lines = []
     if spec.timing is not None:

@@ -13,7 +13,7 @@ One place names the folders and files of a registry (see ``docs/records.md``)::
     .kictl/                                             derived data, never committed
 
 Paths here are POSIX strings relative to the registry root (what git and a PR
-diff name); ``store.Registry`` joins them onto its root.  The ``parse_*``
+diff name); ``store.registry.Registry`` joins them onto its root.  The ``parse_*``
 functions are the inverse: they say which record, blob or envelope a path
 names, or ``None`` for a path off the layout, and are what ``validate``,
 ``review`` and ``index`` use to read a tree they did not write.

@@ -1,7 +1,7 @@
 """Progress of long commands on stderr: a live line on a terminal, plain timed lines elsewhere.
 
 ``progress()`` gives a ``say(text)`` callable.  Where stderr is a terminal
-(and rich is installed) it drives rich's one-line live status; where it is
+it drives rich's one-line live status; where it is
 not (CI logs, ``nohup``, ``| tee``, a file), each ``say`` writes one line
 ``t=12.3s text``: the seconds since the command started, then what it is
 doing.  ``lines=True`` writes the plain lines on a terminal too (``kictl
@@ -21,6 +21,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, TextIO
+
+from rich.console import Console
+from rich.markup import escape
 
 from kictl.errors import KictlError
 from kictl.families import Work
@@ -95,13 +98,6 @@ def progress(*, lines: bool = False, stream: TextIO | None = None) -> Iterator[S
                 target.flush()
 
         yield say
-        return
-    try:  # rich draws only the live display: imported when one is shown (commands without it never pay)
-        from rich.console import Console
-        from rich.markup import escape
-    except ImportError:  # rich is a dependency; a trimmed install still gets lines
-        with progress(lines=True, stream=target) as plain:
-            yield plain
         return
     began = time.perf_counter()
     with Console(file=target).status("starting") as status:

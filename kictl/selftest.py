@@ -37,7 +37,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError
 
 from kictl import canon
-from kictl.advisories import has_advisories, load_advisories, protocol_matches
+from kictl.advisories.document import protocol_matches
+from kictl.advisories.published import has_advisories, load_advisories
 from kictl.bench.judge.options import BenchOptions
 from kictl.bench.judge.results import harness_identity
 from kictl.bench.judge.session import run_bench

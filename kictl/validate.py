@@ -23,7 +23,8 @@ from typing import Any, Protocol
 from kictl import canon, definitions, layout
 from kictl.errors import KictlError, RecordError
 from kictl.records import KINDS, StoredRecord, load_record_file
-from kictl.store import Registry, is_temporary_name
+from kictl.store.files import is_temporary_name
+from kictl.store.registry import Registry
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ from typer.testing import CliRunner, Result
 
 from kictl.cli import make_app
 from kictl.scaffold import create_registry
-from kictl.store import GitHistory, Registry
+from kictl.store.git import GitHistory
+from kictl.store.registry import Registry
 
 if TYPE_CHECKING:
     from xdist.remote import Producer

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kictl import canon
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests import factories
 from tests.conftest import ASSETS, RunCli
 

@@ -50,7 +50,7 @@ def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _build(root: Path) -> None:
     from kictl.records import record_from_value
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     create_registry(root)
     registry = Registry(root)
@@ -257,7 +257,7 @@ def test_a_tampered_registry_blob_is_named_by_its_file(cli: RunCli, tmp_path: Pa
     """A blob under registry/blobs/ whose bytes no longer hash to its name: each reader names that file."""
     from kictl import blobs
     from kictl.records import record_from_value
-    from kictl.store import Registry
+    from kictl.store.registry import Registry
 
     root = tmp_path / "registry"
     create_registry(root)

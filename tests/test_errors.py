@@ -10,7 +10,7 @@ import pytest
 from kictl import canon
 from kictl.errors import NotFoundError, RecordError
 from kictl.records import load_record_file
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.validate import check_record_file
 from tests import factories
 from tests.conftest import RunCli

@@ -19,7 +19,7 @@ from kictl.cli import every_command
 from kictl.cli._common import guarded
 from kictl.errors import EXIT_CHECK_FAILED, EXIT_ENVIRONMENT, EXIT_INVALID, EXIT_REGISTRY, EXIT_USAGE
 from kictl.records import KINDS
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests import factories
 from tests.conftest import RunCli
 

@@ -14,11 +14,11 @@ import typing
 from pathlib import Path
 
 from kictl import records
-from kictl.index import QueryIndex
 from kictl.index._common import _COLUMNS, _TABLES, INDEX_FILE
 from kictl.index.parsing import _row_values
+from kictl.index.query import QueryIndex
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.trust.conftest import build_records
 
 

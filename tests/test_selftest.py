@@ -21,7 +21,7 @@ from kictl import selftest
 from kictl.bench.judge import verdict
 from kictl.bench.judge.results import harness_identity
 from kictl.errors import CheckFailed, RecordError
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import SANDBOX
 from tests.conftest import ASSETS, RunCli, copy_bundled
 

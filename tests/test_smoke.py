@@ -8,7 +8,7 @@ import json
 import pytest
 
 from kictl import trust
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 
 

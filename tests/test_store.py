@@ -10,7 +10,8 @@ import pytest
 from kictl import canon
 from kictl.errors import NotFoundError, RegistryError
 from kictl.records import record_from_value
-from kictl.store import Registry, Transaction, find_root, write_atomic, write_immutable
+from kictl.store.files import Transaction, find_root, write_atomic, write_immutable
+from kictl.store.registry import Registry
 from tests import factories
 
 

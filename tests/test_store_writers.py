@@ -13,7 +13,8 @@ from pathlib import Path
 
 from kictl import canon
 from kictl.records import record_from_value
-from kictl.store import Registry, Transaction, write_immutable
+from kictl.store.files import Transaction, write_immutable
+from kictl.store.registry import Registry
 from kictl.validate import validate_registry
 from tests import factories
 from tests.conftest import RunCli

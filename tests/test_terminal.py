@@ -9,7 +9,7 @@ import pytest
 
 from kictl.records import record_from_value
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.terminal import json_safe, terminal_safe
 from tests.conftest import RunCli
 from tests.trust.conftest import build_records

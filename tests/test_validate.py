@@ -11,7 +11,7 @@ import pytest
 
 from kictl import canon
 from kictl.records import record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests import factories
 from tests.conftest import ASSETS, RunCli
 

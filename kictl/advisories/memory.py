@@ -21,14 +21,13 @@ Readers apply the highest version from the tree, the history and the memory alik
 marked and a withdrawal stays withdrawn, and each missing version is one loud warning on stderr
 (``warning: ADVISORY DELETED: ...``), gathered here for the command line to print; ``kictl verify``
 fails (exit 1) while one is missing.
-
-This module is light (no pydantic): ``kictl.rank`` asks ``traces`` before it imports anything else.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -38,6 +37,10 @@ from typing import Any
 from kictl.advisories.document import parse_advisory_path
 from kictl.errors import RegistryError
 from kictl.layout import ADVISORIES_DIR, KICTL_DIR
+from kictl.records import format_timestamp
+from kictl.store.derived import derived_file_trusted
+from kictl.store.files import write_atomic
+from kictl.store.git import ever_touched, read_blobs
 
 #: This machine's memory of the advisories of the registry it sits in (git-ignored, under ``.kictl/``).
 MEMORY_FILE = f"{KICTL_DIR}/advisories.json"
@@ -70,7 +73,6 @@ def traces(root: Path) -> bool:
         return True  # let the reader say what is wrong
     if (root / MEMORY_FILE).is_file():
         return True
-    from kictl.store.git import ever_touched
 
     try:
         return ever_touched(root, ADVISORIES_DIR)
@@ -87,7 +89,6 @@ def from_history(
     regular file); ``added`` is ``kictl.store.git.added_on_main_line`` of ``registry/advisories/``.  One
     ``git cat-file --batch``.  Raises ``RegistryError`` when git fails.
     """
-    from kictl.store.git import read_blobs
 
     wanted = [(sha, path) for path, (sha, _) in sorted(added.items()) if parse_advisory_path(path) is not None]
     found: list[Seen] = []
@@ -100,8 +101,6 @@ def from_history(
 
 
 def _trusted(root: Path) -> bool:
-    from kictl.store.derived import derived_file_trusted
-
     try:
         return derived_file_trusted(root, MEMORY_FILE)
     except RegistryError:
@@ -145,7 +144,6 @@ def recall(root: Path, main_line: set[str]) -> list[Seen]:
 
 def _held_elsewhere(root: Path, commit: str) -> bool:
     """Whether a branch, tag or remote-tracking ref of the repository at ``root`` holds ``commit``."""
-    import subprocess
 
     try:
         done = subprocess.run(
@@ -167,8 +165,6 @@ def remember(root: Path, versions: Iterable[tuple[str, int, str, bytes, datetime
     Best effort: a read-only checkout (a CI cache, a mounted registry) is read all the same, with nothing
     remembered.  A memory file that git tracks is left alone.
     """
-    from kictl.records import format_timestamp
-    from kictl.store.files import write_atomic
 
     path = root / MEMORY_FILE
     if path.exists() and not _trusted(root):

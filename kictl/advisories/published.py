@@ -30,18 +30,22 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from kictl import canon, layout
+from kictl.advisories import memory
 from kictl.advisories.document import (
     SUFFIX,
     Advisory,
     advisory_path,
     advisory_value,
     load_advisory_bytes,
+    parse_advisory,
     parse_advisory_path,
 )
-from kictl.advisories.memory import MEMORY_FILE
+from kictl.advisories.memory import MEMORY_FILE, traces
 from kictl.errors import CheckFailed, KictlError, NotFoundError, RecordError, UsageError
 from kictl.records import format_timestamp
-from kictl.store import Registry, Transaction, is_temporary_name
+from kictl.store.files import Transaction, is_temporary_name
+from kictl.store.git import added_on_main_line, merged_times
+from kictl.store.registry import Registry
 from kictl.trust import (
     Signer,
     TrustRoot,
@@ -237,14 +241,12 @@ def _version_files(registry: Registry) -> list[tuple[str, Path]]:
 def has_advisories(registry: Registry) -> bool:
     """Whether the registry has, had or is remembered to have had advisory files (``memory.traces``: a cheap
     test readers make before verifying anything)."""
-    from kictl.advisories.memory import traces
 
     return traces(registry.root)
 
 
 def signing_times(registry: Registry, rev: str = "HEAD") -> dict[str, datetime]:
     """Path → the time the registry accepted each committed advisory file (the main-line commit), capped at now."""
-    from kictl.store.git import merged_times
 
     if not registry.is_git_repository():
         return {}
@@ -264,8 +266,6 @@ def load_advisories(registry: Registry, root: TrustRoot | None = None) -> Adviso
     Raises ``CheckFailed`` when there are advisory files (or there were) and the trust-root chain does not
     verify (nothing could be told apart then), ``RegistryError`` when git or a file cannot be read.
     """
-    from kictl.advisories import memory
-    from kictl.store.git import added_on_main_line
 
     files = _version_files(registry)
     now = datetime.now(UTC)
@@ -345,7 +345,6 @@ def publish_advisory(registry: Registry, advisory: Advisory, keys: Sequence[Ed25
 
 def withdrawn(current: Advisory, reason: str) -> Advisory:
     """The next version of ``current``, withdrawn, with the reason; raises ``UsageError`` or ``RecordError``."""
-    from kictl.advisories.document import parse_advisory
 
     if not current.open:
         raise UsageError(f"{current.id} is withdrawn already (version {current.version})")

@@ -10,8 +10,10 @@ reason, for a machine that can.
 from __future__ import annotations
 
 from kictl.errors import KictlError
+from kictl.rerun import execute
+from kictl.rerun.job import build_job, refusals
 from kictl.standing import affected_runs
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 def runnable_advised_runs(registry: Registry, advisory_id: str) -> tuple[list[str], list[tuple[str, str]]]:
@@ -19,8 +21,6 @@ def runnable_advised_runs(registry: Registry, advisory_id: str) -> tuple[list[st
 
     Raises ``NotFoundError`` for an unknown advisory, ``CheckFailed`` when the trust root does not verify.
     """
-    from kictl.rerun import execute
-    from kictl.rerun.job import build_job, refusals
 
     _, marks = affected_runs(registry, advisory_id)
     here: list[str] = []

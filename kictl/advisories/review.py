@@ -21,7 +21,7 @@ from kictl.advisories.marks import marks_run
 from kictl.advisories.published import Candidate, advisory_standing, verify_advisory
 from kictl.errors import KictlError
 from kictl.layout import ADVISORIES_DIR, ROOT_FILE
-from kictl.store import Change
+from kictl.store.git import Change
 from kictl.trust import load_root
 
 #: The lint of an advisory version that counts for nothing (``kictl.review``'s LINTS explains it).

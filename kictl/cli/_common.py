@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
 import json
 import os
 import sys
@@ -45,18 +44,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON on stdout."
 
 #: How every command's help names a record argument (the order of ``kictl.lookup``).
 REFERENCE_HELP = "a digest, a unique prefix of 8+ hex digits, a name, or a unique prefix of 8+ characters of a name"
-
-
-class LazyModule:
-    """A module imported on first use.  Transitional (issue 44): the command table imports a command's module
-    only when it runs, so each command module can import at its top; this goes once the last reader
-    (``kictl.cli.rank``, ``.compare``, ``.advisory``) does."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(importlib.import_module(self._name), attribute)
 
 
 def guarded(func: Callable[P, R]) -> Callable[P, R]:

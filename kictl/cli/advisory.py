@@ -10,19 +10,16 @@ order, an existing file), 3 an invalid advisory document or an unknown id,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
-from kictl.cli._common import JsonOption, LazyModule, RegistryOption, emit_json, err, guarded, open_registry, out, table
-
-if TYPE_CHECKING:
-    from kictl import advisories as core
-else:
-    core = LazyModule("kictl.advisories")
-_trust = LazyModule("kictl.trust")
-_store = LazyModule("kictl.store")
-_standing = LazyModule("kictl.standing")
+from kictl.advisories.document import advisory_value, parse_advisory
+from kictl.advisories.published import load_advisories, publish_advisory, withdrawn
+from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, table
+from kictl.standing import affected_runs
+from kictl.store.inputs import parse_json_file
+from kictl.trust import load_private_key
 
 app = typer.Typer(
     help="Harness advisories: signed notices of a hole in the harness, and the published runs it touches.",
@@ -68,10 +65,10 @@ def add(
     against the trust root now.
     """
     target = open_registry(registry)
-    value = _store.parse_json_file(document)
-    advisory = core.parse_advisory(value, source=str(document))
-    keys = [_trust.load_private_key(path) for path in key]
-    path = core.publish_advisory(target, advisory, keys)
+    value = parse_json_file(document)
+    advisory = parse_advisory(value, source=str(document))
+    keys = [load_private_key(path) for path in key]
+    path = publish_advisory(target, advisory, keys)
     err(f"signed {advisory.id} version {advisory.version} ({advisory.status})")
     out(target.relative(path))
 
@@ -86,9 +83,9 @@ def withdraw(
 ) -> None:
     """Publish the advisory's next version, withdrawn: it marks nothing from then on."""
     target = open_registry(registry)
-    current = core.load_advisories(target).get(advisory_id).advisory
-    keys = [_trust.load_private_key(path) for path in key]
-    path = core.publish_advisory(target, core.withdrawn(current, reason), keys)
+    current = load_advisories(target).get(advisory_id).advisory
+    keys = [load_private_key(path) for path in key]
+    path = publish_advisory(target, withdrawn(current, reason), keys)
     err(f"withdrew {advisory_id} (version {current.version + 1})")
     out(target.relative(path))
 
@@ -98,12 +95,12 @@ def withdraw(
 def list_advisories(registry: RegistryOption = None, as_json: JsonOption = False) -> None:
     """Every published advisory (its current version) and each version file that counts for nothing."""
     target = open_registry(registry)
-    found = core.load_advisories(target)
+    found = load_advisories(target)
     if as_json:
         emit_json(
             {
                 "advisories": [
-                    {**core.advisory_value(item.advisory), "published": item.to_json()}
+                    {**advisory_value(item.advisory), "published": item.to_json()}
                     for _, item in sorted(found.current.items())
                 ],
                 "ignored": [{"path": path, "reason": reason} for path, reason in found.ignored],
@@ -133,15 +130,15 @@ def show(
 ) -> None:
     """An advisory, who signed it, and the runs it marks now (and those a rerun cleared)."""
     target = open_registry(registry)
-    found = core.load_advisories(target)
+    found = load_advisories(target)
     item = found.get(advisory_id)
-    advisory, marks = _standing.affected_runs(target, advisory_id)
+    advisory, marks = affected_runs(target, advisory_id)
     marked = sorted(marks.marked)
     cleared = sorted((run, rerun) for run, pairs in marks.cleared.items() for _, rerun in pairs)
     if as_json:
         emit_json(
             {
-                **core.advisory_value(advisory),
+                **advisory_value(advisory),
                 "published": item.to_json(),
                 "marks": marked,
                 "cleared": [{"run": run, "byRerun": rerun} for run, rerun in cleared],

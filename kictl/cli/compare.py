@@ -19,7 +19,6 @@ from kictl import render
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
-    LazyModule,
     RegistryOption,
     emit_json,
     guarded,
@@ -27,25 +26,21 @@ from kictl.cli._common import (
     short,
     table,
 )
+from kictl.cli.energy_views import render_energy_changes, render_energy_diff, render_energy_history
 from kictl.cli.rank import _line, _open, _room  # the boards' text helpers and index opening, shared
 from kictl.errors import CheckFailed, NotFoundError, UsageError
+from kictl.rank.citation import bibtex, citation
+from kictl.rank.diffs import diff_records, diff_revisions
+from kictl.rank.energy import check_metric, energy_group_changes, energy_history, energy_record_diff, touches_energy
+from kictl.rank.history import history
 from kictl.render import date as day
 from kictl.render import fit, latency
 
 if TYPE_CHECKING:
-    from kictl.index import QueryIndex
-    from kictl.rank import (
-        Citation,
-        History,
-        RecordDiff,
-        StateDiff,
-    )
-    from kictl.store import Registry
-
-#: ``kictl.rank`` imported on first use (``kictl --help`` never pays for it); energy (issue 31): its ranking and views
-_rank = LazyModule("kictl.rank")
-_energy = LazyModule("kictl.rank.energy")
-_energy_views = LazyModule("kictl.cli.energy_views")
+    from kictl.index.query import QueryIndex
+    from kictl.rank import Citation, History
+    from kictl.rank.diffs import RecordDiff, StateDiff
+    from kictl.store.registry import Registry
 
 WIDTH = render.WIDTH
 
@@ -198,9 +193,9 @@ def diff(
     with index:
         records = _as_record(index, a) and _as_record(index, b)
         if records:
-            record_result = _rank.diff_records(index, a, b, policy=policy)
+            record_result = diff_records(index, a, b, policy=policy)
             equal = record_result.equal
-            energy_diff = _energy.energy_record_diff(  # energy (issue 31): two energy runs' figures
+            energy_diff = energy_record_diff(  # energy (issue 31): two energy runs' figures
                 index, record_result.before.digest, record_result.after.digest, policy=policy
             )
             if as_json:
@@ -208,7 +203,7 @@ def diff(
             else:
                 for line in _render_record_diff(record_result, samples=samples):
                     out(line)
-                for line in _energy_views.render_energy_diff(energy_diff) if energy_diff else []:
+                for line in render_energy_diff(energy_diff) if energy_diff else []:
                     out(line)
         else:
             revisions = {ref: _as_revision(target, ref) for ref in (a, b)}
@@ -221,20 +216,20 @@ def diff(
                     f"{unknown[0]!r} is neither a record of the registry nor a git revision",
                     details=["use a digest (prefix of 8+ hex digits) or a name, or a revision such as HEAD~1"],
                 )
-            state_result = _rank.diff_revisions(index, a, b, policy=policy)
+            state_result = diff_revisions(index, a, b, policy=policy)
             equal = state_result.equal
             # energy (issue 31): the energy groups the added or removed runs are in, when any is an energy run
             moved = [d for kind, d, _ in (*state_result.added, *state_result.removed) if kind == "BenchmarkRun"]
             energy_changes: list[dict[str, Any]] = []
-            if _energy.touches_energy(index, moved):
+            if touches_energy(index, moved):
                 with index.snapshot(a) as before_state, index.snapshot(b) as after_state:
-                    energy_changes = _energy.energy_group_changes(before_state, after_state, moved, policy=policy)
+                    energy_changes = energy_group_changes(before_state, after_state, moved, policy=policy)
             if as_json:
                 emit_json({**state_result.to_json(), **({"energyGroups": energy_changes} if energy_changes else {})})
             else:
                 for line in _render_state_diff(state_result, a, b):
                     out(line)
-                for line in _energy_views.render_energy_changes(energy_changes) if energy_changes else []:
+                for line in render_energy_changes(energy_changes) if energy_changes else []:
                     out(line)
     if not equal:
         raise typer.Exit(CheckFailed.exit_code)
@@ -292,19 +287,19 @@ def history_command(
     implementation: its runs and the groups they are in; for a run: the records
     it names and its group. Exit 3 for an unknown target.
     """
-    _energy.check_metric(metric)
+    check_metric(metric)
     _, policy, index = _open(registry)
     if metric == "energy":  # energy (issue 31)
         with index:
-            energy_result = _energy.energy_history(index, target, policy=policy)
+            energy_result = energy_history(index, target, policy=policy)
         if as_json:
             emit_json(energy_result)
             return
-        for line in _energy_views.render_energy_history(energy_result):
+        for line in render_energy_history(energy_result):
             out(line)
         return
     with index:
-        result = _rank.history(index, target, policy=policy)
+        result = history(index, target, policy=policy)
     if as_json:
         emit_json(result.to_json())
         return
@@ -351,11 +346,11 @@ def cite(
         citation_format = "json"
     _, policy, index = _open(registry)
     with index:
-        result = _rank.citation(index, digest, policy=policy, accessed=datetime.now(UTC))
+        result = citation(index, digest, policy=policy, accessed=datetime.now(UTC))
     if citation_format == "json":
         emit_json(result.to_json())
     elif citation_format == "bibtex":
-        out(_rank.bibtex(result))
+        out(bibtex(result))
     else:
         for line in textwrap.wrap(citation_text(result), WIDTH, break_long_words=False, break_on_hyphens=False):
             out(line)

@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
-from kictl.definitions import PLACEMENT_LABELS, compile_all, placement, read_catalogue
+from kictl.definitions import PLACEMENT_LABELS, compile_all, definition_rows, read_catalogue
 from kictl.importers.flashinfer_bench.catalogue import write_catalogue
-from kictl.records import BenchmarkRun, Definition, Workload
-from kictl.render import natural_key
+from kictl.records import BenchmarkRun, Workload
 from kictl.store.files import Transaction
 
 if TYPE_CHECKING:
-    from kictl.records import StoredRecord
+    pass
 
 app = typer.Typer(help="Compile and list definitions.", no_args_is_help=True)
 
@@ -89,47 +88,6 @@ def list_command(registry: RegistryOption = None, as_json: JsonOption = False) -
         right=(2, 3),
     ):
         out(line)
-
-
-def definition_rows(
-    definitions: list[StoredRecord],
-    workloads: dict[str, int],
-    runs: dict[str, int],
-    manifest: dict[str, Any] | None,
-) -> list[dict[str, Any]]:
-    """The rows of `kictl definitions list` (and the site's index.json): every Definition, then the
-    catalogue's definitions kictl cannot represent (``digest`` null, with the reason), by family and name.
-    """
-    rows: list[dict[str, Any]] = []
-    for record in definitions:
-        assert isinstance(record.model, Definition)
-        where = placement(record.model.spec)
-        rows.append(
-            {
-                "name": record.name,
-                "family": record.model.spec.family,
-                "digest": record.digest,
-                "workloads": workloads.get(record.digest, 0),
-                "runs": runs.get(record.digest, 0),
-                "runsOn": where.needs,
-                "runsOnReason": where.reason,
-            }
-        )
-    for name, entry in ((manifest or {}).get("definitions") or {}).items():
-        if entry["status"] == "unrepresented":
-            rows.append(
-                {
-                    "name": name,
-                    "family": str(entry.get("family") or "–"),
-                    "digest": None,
-                    "workloads": 0,
-                    "runs": 0,
-                    "runsOn": None,
-                    "runsOnReason": None,
-                    "reason": str(entry.get("reason") or "not stated"),
-                }
-            )
-    return sorted(rows, key=lambda row: (row["family"], natural_key(row["name"])))
 
 
 @app.command("catalogue")

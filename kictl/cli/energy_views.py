@@ -24,7 +24,7 @@ def joules(value: float | None) -> str:
 
 
 def _watts(limit_mw: int | None) -> str:
-    return "-" if limit_mw is None else f"{limit_mw / 1000:.0f} W"
+    return render.watts(None if limit_mw is None else limit_mw / 1000)
 
 
 def render_energy_group(group: EnergyGroup) -> list[str]:
@@ -41,9 +41,9 @@ def render_energy_group(group: EnergyGroup) -> list[str]:
             fit(row.implementation_label, 28),
             joules(row.joules_per_call),
             f"{row.times_vs_first:.2f}x",
-            f"{row.figures.average_watts:.0f}",
-            f"{row.figures.idle_watts:.1f}",
-            f"{100 * row.figures.spread:.1f}%",
+            render.watts(row.figures.average_watts, unit=False),
+            render.watts(row.figures.idle_watts, 1, unit=False),
+            render.percent(row.figures.spread),
             latency(row.run.latency_ns),
             "*" if row.pareto else "",
             row.evidence + (" stale" if row.stale else ""),

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from kictl.cli._common import JsonOption, RegistryOption, emit_json, err, guarded, open_registry, out, short, table
+from kictl.exporters.flashinfer_trace import export_flashinfer_trace
 from kictl.render import WIDTH
 
 app = typer.Typer(help="Export records in other harnesses' formats.", no_args_is_help=True)
@@ -58,7 +59,6 @@ def flashinfer_trace(
     unknown definition, 4 when OUT cannot be written.
     """
     target = open_registry(registry)
-    from kictl.exporters.flashinfer_trace import export_flashinfer_trace
 
     report = export_flashinfer_trace(
         target,

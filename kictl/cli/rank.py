@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,7 +28,6 @@ from kictl.cli import answers
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
-    LazyModule,
     RegistryOption,
     emit_json,
     err,
@@ -37,29 +36,23 @@ from kictl.cli._common import (
     out,
     table,
 )
+from kictl.cli.energy_views import render_energy_board
+from kictl.definitions import origin_notes, workload_origin
+from kictl.index.facts import WorkloadFacts
+from kictl.index.query import QueryIndex
+from kictl.rank.energy import check_metric, energy_leaderboard
+from kictl.rank.floors import floors
+from kictl.rank.leaderboards import axes_label, definition_leaderboard, distinguishing_axes, workload_leaderboard
 from kictl.render import date as day
 from kictl.render import fit, latency, ratio, times
+from kictl.standing import held_out_verdicts, with_held_out
+from kictl.trust.readers import policy_standing
 
 if TYPE_CHECKING:
-    from kictl.index import QueryIndex
     from kictl.policy import Policy
-    from kictl.rank import (
-        DefinitionBoard,
-        FloorEstimate,
-        RankedGroup,
-        RankedRow,
-        WorkloadBoard,
-    )
-    from kictl.store import Registry
+    from kictl.rank import DefinitionBoard, FloorEstimate, RankedGroup, RankedRow, WorkloadBoard
+    from kictl.store.registry import Registry
 
-#: ``kictl.rank`` and the index, imported on first use (``kictl --help`` never pays for them).
-_rank = LazyModule("kictl.rank")
-_index = LazyModule("kictl.index")
-#: energy (issue 31): its ranking and its text views
-_energy = LazyModule("kictl.rank.energy")
-_energy_views = LazyModule("kictl.cli.energy_views")
-#: what every reader believes about a run (kictl.standing): here, held-out verdicts
-_standing = LazyModule("kictl.standing")
 #: kictl.rank's evidence levels, here so that the help text needs no import (tests/rank checks they agree).
 EVIDENCE_LEVELS = ("disputed", "unsigned", "reported", "verified")
 DEFAULT_EVIDENCE = "disputed"
@@ -96,13 +89,12 @@ GROUP_LEGEND = "1= tied within noise · * not committed · × ref: speed-up over
 
 def _open(registry: RegistryOption) -> tuple[Registry, Policy, QueryIndex]:
     target = open_registry(registry)
-    from kictl.trust.readers import policy_standing
 
     standing = policy_standing(target)
     if standing.note:
         err(f"warning: {standing.note}")
     policy = standing.policy
-    index = _index.QueryIndex.open(target)
+    index = QueryIndex.open(target)
     report = index.report
     if report.mode in ("rebuilt", "memory") and sys.stderr.isatty():
         err(f"indexed {report.parsed} record files in {report.seconds:.2f} s ({'; '.join(report.reasons)})")
@@ -139,7 +131,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
     if not result.boards:
         lines.append("")
         lines.append("no passed runs" + (f" on {result.gpu}" if result.gpu else ""))
-    axes = _rank.distinguishing_axes(result.workloads)
+    axes = distinguishing_axes(result.workloads)
     by_digest = {workload.digest: workload for workload in result.workloads}
     for board in result.boards:
         lines.append("")
@@ -169,7 +161,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
             rows.append(
                 [
                     record.group.workload_name,
-                    *([_rank.axes_label(workload, axes) if workload else "-"] if axes else []),
+                    *([axes_label(workload, axes) if workload else "-"] if axes else []),
                     latency(leader.latency_ns),
                     holder,
                     render.with_advisories(leader.evidence, leader.advisories),
@@ -206,9 +198,7 @@ def _render_definition(result: DefinitionBoard) -> list[str]:
                 summary.name,
                 f"{summary.covered}/{summary.workloads}",
                 str(summary.wins),
-                "-"
-                if summary.geomean_speedup is None
-                else f"{summary.geomean_speedup:.2f}× ({summary.speedup_workloads})",
+                render.speedup(summary.geomean_speedup, summary.speedup_workloads),
             ]
             for summary in board.implementations
         ]
@@ -247,8 +237,10 @@ def _render_group(group: RankedGroup, held_out: Mapping[str, str] | None = None)
         if group.rows and group.rows[0].below_floor:
             verdict = "; the record is BELOW it (impossible: check the run)"
         lines.extend(_wrap(f"floor {latency(floor.floor_ns)} ({floor.method}, an estimate){verdict}"))
-        flops = "no FLOP formula" if floor.flops is None else f"{floor.flops:,} FLOP"
-        lines.extend(_wrap(f"{floor.bytes:,} bytes, {flops}; datasheet figures in `kictl floor --json`", "  "))
+        flops = "no FLOP formula" if floor.flops is None else f"{render.count(floor.flops)} FLOP"
+        lines.extend(
+            _wrap(f"{render.count(floor.bytes)} bytes, {flops}; datasheet figures in `kictl floor --json`", "  ")
+        )
     else:
         lines.append(f"floor unknown ({group.key.gpu} is not in the datasheet table)")
     rows = []
@@ -364,22 +356,22 @@ def _leaderboard(
     as_json: bool,
 ) -> tuple[Any, Policy]:
     """Print the board; return its JSON form (whose times the kept answer's lifetime reads) and the policy."""
-    _energy.check_metric(metric)
+    check_metric(metric)
     _, policy, index = _open(registry)
     with index:
         if metric == "energy":  # energy groups (kictl.rank.energy): workload, GPU, power limit, family
-            energy_board = _energy.energy_leaderboard(
+            energy_board = energy_leaderboard(
                 index, definition, policy=policy, gpu=gpu, workload=workload, min_evidence=evidence
             )
             document: Any = energy_board.to_json()
             if as_json:
                 emit_json(document)
             else:
-                for line in _energy_views.render_energy_board(energy_board):
+                for line in render_energy_board(energy_board):
                     out(line)
             return document, policy
         if workload is None:
-            result = _rank.definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
+            result = definition_leaderboard(index, definition, policy=policy, gpu=gpu, min_evidence=evidence)
             document = result.to_json()
             if as_json:
                 emit_json(document)
@@ -389,10 +381,10 @@ def _leaderboard(
                 for line in _origin_lines(index, result.workloads):  # issue 42: generated, not captured
                     out(line)
             return document, policy
-        board = _rank.workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
+        board = workload_leaderboard(index, definition, workload, policy=policy, gpu=gpu, min_evidence=evidence)
         # issue 32: what verifiers' reruns found on held-out shapes (kictl.standing)
-        held_out = _standing.held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
-        document = [_standing.with_held_out(group, held_out) for group in board.to_json()]
+        held_out = held_out_verdicts(index.registry, [row.run.digest for g in board.groups for row in g.rows])
+        document = [with_held_out(group, held_out) for group in board.to_json()]
         if as_json:
             emit_json(document)
         else:
@@ -403,10 +395,8 @@ def _leaderboard(
         return document, policy
 
 
-def _origin_lines(index: Any, workloads: list[Any]) -> list[str]:
+def _origin_lines(index: QueryIndex, workloads: Sequence[WorkloadFacts]) -> list[str]:
     """The workloads whose inputs are not the captured tensors, or a generated suite (kictl.definitions)."""
-    from kictl.definitions import origin_notes, workload_origin
-
     origins = {workload.name: workload_origin(index.load_record(workload.digest).raw) for workload in workloads}
     notes = origin_notes(origins)
     return ["", *(line for note in notes for line in _wrap(f"inputs: {note}"))] if notes else []
@@ -420,8 +410,8 @@ def _render_floors(definition_name: str, estimates: list[FloorEstimate], gpu: st
     rows = [
         [
             estimate.workload_name,
-            f"{estimate.bytes:,}",
-            "-" if estimate.flops is None else f"{estimate.flops:,}",
+            render.count(estimate.bytes),
+            "-" if estimate.flops is None else render.count(estimate.flops),
             latency(estimate.bandwidth_bound_ns),
             latency(estimate.compute_bound_ns),
             latency(estimate.floor_ns),
@@ -479,7 +469,7 @@ def floor(
     """
     _, _, index = _open(registry)
     with index:
-        facts, estimates = _rank.floors(index, definition, gpu, workload)
+        facts, estimates = floors(index, definition, gpu, workload)
         if as_json:
             emit_json([estimate.to_json() for estimate in estimates])
             return

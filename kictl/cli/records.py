@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from kictl import canon
+from kictl.advisories.published import deletion_failures
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,
@@ -20,8 +21,17 @@ from kictl.cli._common import (
     out,
     short,
 )
+from kictl.cli.trust import attestation_lines
+from kictl.derived import run_figures_lines
 from kictl.errors import RecordError
+from kictl.records import KINDS, BenchmarkRunSpec
+from kictl.render import with_advisories
+from kictl.scaffold import create_registry
+from kictl.standing import record_level, record_marks
+from kictl.store.inputs import read_record_inputs
 from kictl.terminal import json_safe
+from kictl.trust import check_record, resolve_digest
+from kictl.validate import validate_registry
 
 FilesArgument = Annotated[
     list[Path],
@@ -34,8 +44,6 @@ FilesArgument = Annotated[
 
 
 def _read(files: list[Path]) -> list[Any]:
-    from kictl.store import read_record_inputs
-
     stdin = sys.stdin.buffer.read() if any(str(path) == "-" for path in files) else None
     return read_record_inputs(files, stdin=stdin)
 
@@ -54,7 +62,6 @@ def init(
     ] = "",
 ) -> None:
     """Create a new, empty registry: a git repository with a trust root and a policy."""
-    from kictl.scaffold import create_registry  # imports the trust module: only here
 
     sha = create_registry(directory, permalink_base=permalink_base)
     err(f"created an empty registry in {directory} (commit {sha[:12]})")
@@ -115,7 +122,6 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
     Each problem is printed as `path: message`. Exit 3 if there is any.
     """
     target = open_registry(registry)
-    from kictl.validate import validate_registry
 
     report = validate_registry(target)
     if as_json:
@@ -123,7 +129,6 @@ def validate(registry: RegistryOption = None, as_json: JsonOption = False) -> No
     else:
         for problem in report.problems:
             out(str(problem))
-    from kictl.records import KINDS
 
     summary = ", ".join(f"{report.counts.get(kind, 0)} {kind}" for kind in KINDS)
     err(f"{summary}; {report.counts.get('blobs', 0)} blobs, {report.counts.get('attestations', 0)} attestations")
@@ -140,21 +145,14 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """Print a record found by digest, digest prefix or name, with its evidence level and attestations."""
-    from kictl.cli.trust import attestation_lines
-    from kictl.render import with_advisories
-    from kictl.trust import check_record, resolve_digest
 
     target = open_registry(registry)
     digest = resolve_digest(target, reference)
     record = target.load(digest)
     path = target.relative(target.record_path(record.kind, digest))
-    from kictl.advisories import deletion_failures  # a deleted advisory version (docs/advisories.md)
-    from kictl.standing import record_level, record_marks  # the run's standing: level shown, advisories
 
     report = check_record(target, digest, registry_failures=deletion_failures)
     marks = record_marks(target, digest)
-    from kictl.derived import run_figures_lines
-    from kictl.records import BenchmarkRunSpec
 
     spec = record.model.spec
     if as_json:

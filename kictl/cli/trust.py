@@ -20,7 +20,7 @@ import typer
 
 from kictl import canon, render
 from kictl import trust as trust_core
-from kictl.advisories import deletion_failures
+from kictl.advisories.published import deletion_failures
 from kictl.cli._common import (
     REFERENCE_HELP,
     JsonOption,

@@ -86,7 +86,7 @@ from kictl.exporters.selection import (
 from kictl.exporters.timed_inputs import EntrypointWorker
 from kictl.importers.flashinfer_bench import OP_TYPE_FAMILIES
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.rank import EVIDENCE_LEVELS, check_evidence_level, resolve_gpu
 from kictl.rank.ranking import RankedRow
 from kictl.records import (
@@ -104,7 +104,7 @@ from kictl.records import (
     WorkloadSpec,
 )
 from kictl.standing import generalizing
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.readers import reader_policy
 
 #: The run's digest is a FlashInfer-Bench protocol's when its harness is this one (see ``importers``).

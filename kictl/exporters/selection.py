@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kictl.index import QueryIndex, RunFacts
+from kictl.index.facts import RunFacts
+from kictl.index.query import QueryIndex
 from kictl.rank import definition_leaderboard, evidence_rank
 from kictl.rank.ranking import RankedGroup, RankedRow
 from kictl.standing import board_runs
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 #: ``run digest -> True`` when an open harness advisory names the run (issue 28 provides the real one).
 Advised = Callable[[str], bool]

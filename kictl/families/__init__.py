@@ -213,6 +213,7 @@ def _load_builtin() -> None:
     if _LOADED:
         return
     _LOADED = True
+    # the registry loads its families on first use: each imports this package (tests/test_imports.py's one shape)
     from kictl.families import attention, gdn, gemm, mamba, moe, norm, rope, sampling, sparse
 
     for module in (attention, gemm, norm, sparse, moe, gdn, mamba, sampling, rope):
@@ -237,7 +238,7 @@ def structure(
     and the workload's seed (plus ``seed_offset``) and listed in
     ``Structure.synthesized``.  Raises ``RecordError`` on inconsistent axes or blobs.
     """
-    from kictl.records import BlobInput, SynthesizedInput
+    from kictl.records import BlobInput, SynthesizedInput  # pydantic: a bench worker imports this package without it
 
     axes = full_axes(spec, workload.axes, source=source)
     family = family_for(spec.family)

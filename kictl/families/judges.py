@@ -27,7 +27,8 @@ family's (``contract``) applies, and the run's correctness record names the judg
     tokens two honest samplers of a flat distribution would differ by far more than 0.2, while a sampler that
     returns the argmax puts every sample in the first cell (total variation about 0.8).
 
-torch is imported inside the functions that compare.
+torch is imported by ``_torch`` when a judge compares: ``kictl.records`` reads ``contract`` and ``comparator``, and
+read commands import the records without torch.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,6 +70,13 @@ COMPARATORS = {
         "top-p, renormalised) is positive; total variation over {cells} cells per row <= {limit:g}"
     ),
 }
+
+
+def _torch() -> ModuleType:
+    """torch, imported when a judge compares tensors."""
+    import torch  # GPU-only work: kictl.records imports this module, and read commands never import torch
+
+    return torch
 
 
 def comparator(judge: str, *, trials: int, limit: float, default: str) -> str:
@@ -110,7 +119,7 @@ class Judged:
 
 def compare_indices(got: Any, want: Any, *, ordered: bool, required_ratio: float) -> Judged:
     """``index-sequence`` (``ordered``) or ``index-set``: ``got`` and ``want`` integer tensors of one shape."""
-    import torch
+    torch = _torch()
 
     if got.dtype.is_floating_point or want.dtype.is_floating_point:
         return Judged("incorrect_dtype", "indices must be integers", None, None, None)
@@ -149,7 +158,7 @@ def expected_distribution(probs: Any, top_k: Any = None, top_p: Any = None) -> t
     """Per row, the distribution a top-k / top-p sampler draws from (top-k first, then top-p, each
     renormalised; ``k`` outside ``(0, vocab)`` and ``p >= 1`` filter nothing, ``p <= 0`` is the argmax), and
     the support with ``TOP_P_SLACK``: float64 ``[batch, vocab]`` and bool ``[batch, vocab]``."""
-    import torch
+    torch = _torch()
 
     rows = probs.detach().to(torch.float64).cpu()
     batch, vocab = rows.shape
@@ -190,7 +199,7 @@ def expected_distribution(probs: Any, top_k: Any = None, top_p: Any = None) -> t
 def cells(distribution: Any) -> tuple[Any, Any]:
     """Per row, each token's cell (most probable first, cut at each ``1 / CELLS`` of cumulative mass) and each
     cell's mass: int64 ``[batch, vocab]`` and float64 ``[batch, CELLS]``."""
-    import torch
+    torch = _torch()
 
     batch = distribution.shape[0]
     order = torch.argsort(distribution, dim=-1, descending=True, stable=True)
@@ -206,7 +215,7 @@ def cells(distribution: Any) -> tuple[Any, Any]:
 
 def judge_samples(samples: Sequence[Any], distribution: Any, support: Any, *, limit: float) -> Judged:
     """``samples`` (one ``[batch]`` integer tensor per trial) against the expected ``distribution``."""
-    import torch
+    torch = _torch()
 
     batch, vocab = distribution.shape
     if not samples:

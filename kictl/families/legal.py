@@ -28,6 +28,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from kictl.families import family_for
 from kictl.records import DefinitionSpec
 
 _ARITHMETIC: dict[type[ast.operator], Callable[[int, int], int]] = {
@@ -181,7 +182,6 @@ def legal_axes(spec: DefinitionSpec, observed: Sequence[Mapping[str, int]] = ())
     (``len_indptr == batch_size + 1``, ``num_kv_indices <= num_pages``) always join the constraints, so that a
     drawn shape has a valid structure.
     """
-    from kictl.families import family_for
 
     constants = {name: axis.value for name, axis in spec.axes.items() if axis.type == "const"}
     variable = {name for name, axis in spec.axes.items() if axis.type == "var"}
@@ -225,7 +225,6 @@ def range_constraints(spec: DefinitionSpec, observed: Sequence[Mapping[str, int]
         if axis in legal.derived or bare.domains.get(axis, Domain()).bounded() or not domain.bounded():
             continue
         out.append(f"{domain.low} <= {axis} <= {domain.high}")
-    from kictl.families import family_for
 
     out += [text for text in family_for(spec.family).relations(spec) if text not in stated]
     return out

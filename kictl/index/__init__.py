@@ -36,8 +36,8 @@ normal form: ``kictl validate`` and ``kictl review`` do (validate.py).  It
 does validate each record against its schema, and a file that fails is kept
 as a problem, never as a fact.
 
-The package, by concern; import each name from its module (issue 44: the re-exports below go once no
-module reads them)::
+The package, by concern; import each name from its module (issue 44: a reader follows an import to the
+module that defines the name)::
 
     _common      schema, tables, file names, settings
     facts        the rows the index returns
@@ -49,50 +49,6 @@ module reads them)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kictl.index._common import INDEX_FILE, RACY_SECONDS, SCHEMA_VERSION
-from kictl.lazy import lazy_attributes
 
-if TYPE_CHECKING:
-    from kictl.index.facts import (
-        DefinitionFacts,
-        ImplementationFacts,
-        RunFacts,
-        SyncReport,
-        WorkFacts,
-        WorkloadFacts,
-    )
-    from kictl.index.parsing import parse_file, quantile, run_noise
-    from kictl.index.query import QueryIndex, open_index
-
-#: Transitional (issue 44): each name still read through the package and its submodule, imported on first
-#: use.  Modules of kictl outside kictl.store, kictl.index and the CLI still read them; once each imports the
-#: submodule instead, this table, ``__getattr__`` and ``kictl.lazy`` go.
-_SUBMODULES = {
-    "facts": ("DefinitionFacts", "ImplementationFacts", "RunFacts", "SyncReport", "WorkFacts", "WorkloadFacts"),
-    "parsing": ("parse_file", "quantile", "run_noise"),
-    "query": ("QueryIndex", "open_index"),
-}
-_LAZY = {name: f"kictl.index.{module}" for module, names in _SUBMODULES.items() for name in names}
-
-
-__getattr__ = lazy_attributes(globals(), _LAZY)
-
-
-__all__ = [
-    "INDEX_FILE",
-    "RACY_SECONDS",
-    "SCHEMA_VERSION",
-    "DefinitionFacts",
-    "ImplementationFacts",
-    "QueryIndex",
-    "RunFacts",
-    "SyncReport",
-    "WorkFacts",
-    "WorkloadFacts",
-    "open_index",
-    "parse_file",
-    "quantile",
-    "run_noise",
-]
+__all__ = ["INDEX_FILE", "RACY_SECONDS", "SCHEMA_VERSION"]

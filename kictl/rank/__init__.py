@@ -67,8 +67,6 @@ The package, by concern (every public name is re-exported here)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
     EVIDENCE_LEVELS,
@@ -80,23 +78,19 @@ from kictl.rank._common import (
     obtain_evidence,
 )
 from kictl.rank.citation import Citation, bibtex, bibtex_escape, citation
-
-if TYPE_CHECKING:
-    from kictl.rank.diffs import (
-        FieldChange,
-        GroupChange,
-        RankChange,
-        RecordDiff,
-        StateDiff,
-        commit_time,
-        diff_records,
-        diff_revisions,
-        diff_states,
-        json_changes,
-        stale_groups,
-    )
-
-from kictl.lazy import lazy_attributes
+from kictl.rank.diffs import (
+    FieldChange,
+    GroupChange,
+    RankChange,
+    RecordDiff,
+    StateDiff,
+    commit_time,
+    diff_records,
+    diff_revisions,
+    diff_states,
+    json_changes,
+    stale_groups,
+)
 from kictl.rank.floors import (
     FloorEstimate,
     estimate_floor,
@@ -133,19 +127,6 @@ from kictl.rank.leaderboards import (
     workload_leaderboard,
 )
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
-
-#: Names imported on first use (``kictl leaderboard`` never needs the diffs): name -> submodule.
-_LAZY = dict.fromkeys(
-    (
-        "FieldChange", "GroupChange", "RankChange", "RecordDiff", "StateDiff", "commit_time", "diff_records",
-        "diff_revisions", "diff_states", "json_changes", "stale_groups",
-    ),
-    "kictl.rank.diffs",
-)  # fmt: skip
-
-
-__getattr__ = lazy_attributes(globals(), _LAZY)
-
 
 __all__ = [
     "DEFAULT_EVIDENCE",

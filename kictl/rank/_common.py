@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from kictl.errors import UsageError
 from kictl.standing import RunRef, board_runs, evidence_levels, verifier_rerun_runs
 from kictl.standing import advisory_marks as standing_marks
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 T = TypeVar("T")
 

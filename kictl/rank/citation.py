@@ -15,7 +15,7 @@ from typing import Any
 
 from kictl import canon
 from kictl.errors import CheckFailed, NotFoundError
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank._common import advisory_marks
 from kictl.rank.leaderboards import _now

@@ -11,14 +11,15 @@ from functools import partial
 from typing import Any
 
 from kictl import canon
-from kictl.index import QueryIndex, RunFacts
+from kictl.index.facts import RunFacts
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank._common import DEFAULT_EVIDENCE, EvidenceSource, obtain_evidence
 from kictl.rank.groups import GroupKey, group_of, group_runs, stale_cutoff, ties
 from kictl.rank.ranking import RankedGroup, RankedRow, rank_group
 from kictl.records import StoredRecord
 from kictl.standing import verifier_rerun_runs
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 _ABSENT = object()
 

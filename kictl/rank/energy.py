@@ -37,8 +37,10 @@ from typing import Any
 
 from kictl import canon
 from kictl.derived import EnergyFigures, energy_bounds, energy_consistency, energy_figures, failed_checks
-from kictl.errors import KictlError, NotFoundError, RecordError, RegistryError
-from kictl.index import DefinitionFacts, QueryIndex, RunFacts
+from kictl.errors import KictlError, NotFoundError, RecordError, RegistryError, UsageError
+from kictl.families import Work
+from kictl.index.facts import DefinitionFacts, RunFacts
+from kictl.index.query import QueryIndex
 from kictl.policy import EnergyPolicy, Policy
 from kictl.rank._common import (
     DEFAULT_EVIDENCE,
@@ -49,6 +51,7 @@ from kictl.rank._common import (
 )
 from kictl.rank.floors import resolve_gpu, workload_work
 from kictl.rank.groups import stale_cutoff
+from kictl.rank.history import _related, entry_times
 from kictl.records import BenchmarkRunSpec, RunEnergy
 from kictl.render import natural_key
 from kictl.standing import cap_levels
@@ -59,7 +62,6 @@ METRICS = ("latency", "energy")
 
 def check_metric(metric: str) -> str:
     """``metric`` when it is one of ``METRICS``; raises ``UsageError`` (exit 2)."""
-    from kictl.errors import UsageError
 
     if metric not in METRICS:
         raise UsageError(f"--metric {metric}: not one of {', '.join(METRICS)}")
@@ -198,7 +200,6 @@ def energy_key(run: RunFacts, energy: RunEnergy) -> EnergyKey | None:
 
 def in_bounds(index: QueryIndex, definition: DefinitionFacts, run: RunFacts, energy: RunEnergy) -> bool:
     """Whether the figure lies between the energy floor and the power limit × time per call."""
-    from kictl.families import Work
 
     work: Work | None = None
     workload = index.workload(run.workload)
@@ -494,7 +495,6 @@ def energy_history(index: QueryIndex, target: str, *, policy: Policy) -> dict[st
 
     Raises ``NotFoundError`` (exit 3) for an unknown target.
     """
-    from kictl.rank.history import _related, entry_times
 
     kind, digest, name = index.resolve_any(target)
     _, runs = _related(index, kind, digest)

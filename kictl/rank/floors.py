@@ -11,7 +11,8 @@ from typing import Any
 from kictl import families
 from kictl.errors import RecordError, UsageError
 from kictl.families.gpus import GPUS, find_gpu, normalize_product
-from kictl.index import DefinitionFacts, QueryIndex, WorkFacts, WorkloadFacts
+from kictl.index.facts import DefinitionFacts, WorkFacts, WorkloadFacts
+from kictl.index.query import QueryIndex
 from kictl.lookup import closest
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec
 

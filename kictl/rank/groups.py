@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from kictl import canon
-from kictl.index import DefinitionFacts, RunFacts
+from kictl.index.facts import DefinitionFacts, RunFacts
 from kictl.policy import Policy
 from kictl.records import format_timestamp
 

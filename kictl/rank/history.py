@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kictl.index import QueryIndex, RunFacts
+from kictl.index.facts import RunFacts
+from kictl.index.query import QueryIndex
 from kictl.layout import RECORDS_DIR
 from kictl.policy import Policy
 from kictl.rank._common import DEFAULT_EVIDENCE, runs_and_evidence

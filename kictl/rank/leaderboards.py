@@ -12,7 +12,8 @@ from typing import Any
 
 from kictl.errors import NotFoundError, RecordError, RegistryError
 from kictl.families.gpus import GPUS
-from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
+from kictl.index.facts import DefinitionFacts, RunFacts, WorkloadFacts
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank._common import DEFAULT_EVIDENCE, advisory_marks, check_evidence_level, runs_and_evidence
 from kictl.rank.floors import FloorEstimate, estimate_floor, resolve_gpu

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from kictl.derived import NO_SAMPLES_NOTE
-from kictl.index import DefinitionFacts, RunFacts
+from kictl.index.facts import DefinitionFacts, RunFacts
 from kictl.lookup import fold_name
 from kictl.policy import Policy
 from kictl.rank._common import _EVIDENCE_ORDER, DEFAULT_EVIDENCE, NO_EVIDENCE, evidence_rank

@@ -49,8 +49,9 @@ from kictl.records import (
     WorkloadSpec,
     new_record,
 )
+from kictl.rerun import execute
 from kictl.standing.heldout import FAILS, GENERALIZES, SKIPPED, Verdict
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.models import HeldOutCheck
 
 #: Held-out shapes per rerun: enough to catch a shape hard-coded into a kernel, few enough to stay cheap.
@@ -232,7 +233,6 @@ def check_held_out(
     ``passed``; a shape kictl could not judge (its reference failed) counts
     neither way.
     """
-    from kictl.rerun import execute
 
     secret = secret or secrets.token_hex(16)
     digests = [implementation.digest for implementation in implementations]

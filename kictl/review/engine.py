@@ -5,12 +5,15 @@ from __future__ import annotations
 import posixpath
 
 from kictl import canon
+from kictl.advisories.review import advised_new_runs, open_advisories_at, review_advisories
 from kictl.errors import RecordError
 from kictl.keyscan import scan_bytes
 from kictl.layout import (
+    ADVISORIES_DIR,
     BLOBS_DIR,
     DEFINITIONS_DIR,
     RECORDS_DIR,
+    ROOT_FILE,
 )
 from kictl.policy import Policy
 from kictl.records import (
@@ -26,7 +29,9 @@ from kictl.review.revision import read_paths, record_path_digest
 from kictl.review.runs import _RunChecks
 from kictl.review.seams import default_checks
 from kictl.review.state import _PUBLISHED, _READ, _area, _definition_folder
-from kictl.store import Change, Registry
+from kictl.store.git import Change
+from kictl.store.registry import Registry
+from kictl.trust.readers import policy_at
 from kictl.validate import check_references
 
 _REGULAR = "100644"
@@ -204,8 +209,6 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
 
     def _advisories(self, changes: list[Change]) -> None:
         """Harness advisories, judged by the base's trust root (``kictl.advisories.review``)."""
-        from kictl.advisories.review import review_advisories
-        from kictl.layout import ADVISORIES_DIR, ROOT_FILE
 
         report = self.report
         added = [change.path for change in changes if change.status == "A" and change.path not in report.odd_names]
@@ -219,7 +222,6 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
         """A hint for each new run that an open advisory of the base marks (``kictl.advisories.review``)."""
         if not runs:
             return
-        from kictl.advisories.review import advised_new_runs, open_advisories_at
 
         advisories = open_advisories_at(self.git, self.report.base)
         if not advisories:
@@ -234,7 +236,6 @@ class _Review(_FileChecks, _RunChecks, _NameChecks):
 
     def _base_policy(self) -> Policy:
         """The base's policy by the rule every reader applies (``trust.readers.judge_policy``: the signed one)."""
-        from kictl.trust.readers import policy_at
 
         try:
             return policy_at(self.registry, self.report.base).policy

@@ -20,7 +20,7 @@ from kictl.review.report import _count
 from kictl.review.revision import _policy_from_bytes, read_paths
 from kictl.review.seams import _NO_TRUST
 from kictl.review.state import _ReviewBase
-from kictl.store import Change
+from kictl.store.git import Change
 from kictl.validate import check_blob_file, check_envelope_file, check_record_file
 
 

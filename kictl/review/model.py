@@ -14,7 +14,7 @@ from kictl.records import (
     StoredRecord,
 )
 from kictl.standing import verifier_rerun_run
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 @dataclass(frozen=True, slots=True)

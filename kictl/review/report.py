@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kictl.review.model import Finding, GroupDiff, NotChecked
-from kictl.store import Change
+from kictl.store.git import Change
 
 
 @dataclass

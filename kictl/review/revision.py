@@ -14,7 +14,7 @@ from kictl import canon, layout
 from kictl.errors import RecordError
 from kictl.policy import Policy
 from kictl.review._common import _CONTROL, PREDICATE_PREFIX, PREDICATE_SUFFIX
-from kictl.store import GitHistory
+from kictl.store.git import GitHistory
 
 
 def read_paths(history: GitHistory, rev: str, paths: Iterable[str]) -> dict[str, bytes]:

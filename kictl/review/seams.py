@@ -11,8 +11,9 @@ from datetime import UTC, datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from kictl import layout
+from kictl import layout, rank, trust
 from kictl.errors import CheckFailed, KictlError, RecordError
+from kictl.index.query import QueryIndex
 from kictl.layout import (
     ATTESTATIONS_DIR,
     ROOT_FILE,
@@ -21,10 +22,12 @@ from kictl.policy import Policy
 from kictl.records import (
     StoredRecord,
 )
-from kictl.store import Registry
+from kictl.store.git import GitHistory
+from kictl.store.registry import Registry
 
 if TYPE_CHECKING:
-    from kictl.rank import GroupChange, RankedRow
+    from kictl.rank import RankedRow
+    from kictl.rank.diffs import GroupChange
     from kictl.trust import TrustRoot
 from kictl.review.model import (
     AttestationVerdict,
@@ -43,7 +46,6 @@ from kictl.standing import judged_standing
 @lru_cache(maxsize=4)
 def _trust_root(data: bytes) -> TrustRoot:
     """The base's trust root, parsed once per review (not once per envelope); raises ``RecordError``."""
-    from kictl import trust
 
     return trust.load_root(data, source=f"the base's {ROOT_FILE}")
 
@@ -57,7 +59,6 @@ def verify_with_trust(
     (``trust.may_retract``); without them only a maintainer's retraction verifies.  Never raises: a rejected
     envelope, or a base trust root that does not parse, is a verdict with its ``problem``.
     """
-    from kictl import trust
 
     try:
         verified = trust.verify_attestation(
@@ -73,6 +74,38 @@ def verify_with_trust(
     return AttestationVerdict(verified.predicate_type, verified.roles, rerun_run=rerun_run)
 
 
+class _HeadAttestations:
+    """The head's attestation files by record digest, and their signing times as the base's main line gives them
+    (docs/trust.md: an envelope on it counts from the commit that merged it, one the pull request adds from the
+    base tip's commit time), each read from git once."""
+
+    def __init__(self, git: GitHistory, head: str, base: str) -> None:
+        self.git = git
+        self.head = head
+        self.base = base
+        self._folders: dict[str, list[str]] | None = None
+        self._times: tuple[dict[str, datetime], datetime] | None = None
+
+    def folders(self) -> dict[str, list[str]]:
+        """Record digest -> the head's attestation paths about it."""
+        if self._folders is None:
+            self._folders = {}
+            for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
+                named = layout.parse_attestation_path(path)
+                if named is not None:
+                    self._folders.setdefault(named[0], []).append(path)
+        return self._folders
+
+    def times(self) -> tuple[dict[str, datetime], datetime]:
+        """Path -> signing time for the envelopes on the base's main line, and the bound for every other one."""
+        if self._times is None:
+            now = datetime.now(UTC).replace(microsecond=0)
+            merged = self.git.merged_times(ATTESTATIONS_DIR, self.base)
+            times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, stamp in merged.items()}
+            self._times = (times, min(datetime.fromtimestamp(self.git.committer_time(self.base), UTC), now))
+        return self._times
+
+
 class TrustVerifier:
     """``verify_with_trust`` with what a retraction is judged by: the record's original submitter at the head.
 
@@ -86,8 +119,7 @@ class TrustVerifier:
         self.git = registry.git
         self.base = base
         self.head = head
-        self._folders: dict[str, list[str]] | None = None
-        self._times: tuple[dict[str, datetime], datetime] | None = None
+        self._attestations = _HeadAttestations(registry.git, head, base)
 
     def __call__(self, envelope: bytes, subject: StoredRecord, root: bytes, signed_at: datetime) -> AttestationVerdict:
         if claimed_predicate_type(envelope) != "retraction":
@@ -95,26 +127,13 @@ class TrustVerifier:
         return verify_with_trust(envelope, subject, root, signed_at, owners=self.owners(subject, root))
 
     def owners(self, subject: StoredRecord, root: bytes) -> frozenset[str]:
-        from kictl import trust
-
         try:
             parsed = _trust_root(root)
-            if self._folders is None:
-                self._folders = {}
-                for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
-                    named = layout.parse_attestation_path(path)
-                    if named is not None:
-                        self._folders.setdefault(named[0], []).append(path)
-            if self._times is None:
-                now = datetime.now(UTC).replace(microsecond=0)
-                merged = self.git.merged_times(ATTESTATIONS_DIR, self.base)
-                times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, stamp in merged.items()}
-                self._times = (times, min(datetime.fromtimestamp(self.git.committer_time(self.base), UTC), now))
-            paths = self._folders.get(subject.digest, [])
+            times, bound = self._attestations.times()
+            paths = self._attestations.folders().get(subject.digest, [])
             data = read_paths(self.git, self.head, paths)
         except KictlError:
             return frozenset()
-        times, bound = self._times
         envelopes = [
             (path, body, times.get(path, bound), path in times)
             for path, body in data.items()
@@ -125,7 +144,6 @@ class TrustVerifier:
 
 def verify_root_update_with_trust(previous: bytes, new: bytes) -> None:
     """The ``verify_root_update`` seam: ``trust.verify_root_update`` (TUF §5.3.4-5); raises ``CheckFailed``."""
-    from kictl import trust
 
     trust.verify_root_update(previous, new)
 
@@ -166,8 +184,7 @@ class HeadEvidence:
         #: runs a leaderboard leaves out: those valid verifier ``rerun`` attestations judged so far name as their
         #: own (``runDigest``), and those validly retracted (as ``standing.ranking_trust`` for every reader)
         self.rerun_runs: set[str] = set()
-        self._folders: dict[str, list[str]] | None = None
-        self._times: dict[str, datetime] | None = None
+        self._attestations = _HeadAttestations(registry.git, head, self.base)
         self._bound = datetime.now(UTC)
 
     def __call__(self, digests: Sequence[str]) -> dict[str, str]:
@@ -177,24 +194,13 @@ class HeadEvidence:
         return {digest: self.levels[digest] for digest in digests}
 
     def _envelopes(self) -> dict[str, list[str]]:
-        if self._folders is None:
-            self._folders = {}
-            for path in self.git.list_files(self.head, ATTESTATIONS_DIR):
-                named = layout.parse_attestation_path(path)
-                if named is not None:
-                    self._folders.setdefault(named[0], []).append(path)
-        return self._folders
+        return self._attestations.folders()
 
     def _signing_times(self) -> dict[str, datetime]:
-        if self._times is None:
-            now = datetime.now(UTC).replace(microsecond=0)
-            merged = self.git.merged_times(ATTESTATIONS_DIR, self.base)
-            self._times = {path: min(datetime.fromtimestamp(stamp, UTC), now) for path, stamp in merged.items()}
-            self._bound = min(datetime.fromtimestamp(self.git.committer_time(self.base), UTC), now)
-        return self._times
+        times, self._bound = self._attestations.times()
+        return times
 
     def _judge(self, digests: Sequence[str]) -> None:
-
         self.levels.update(dict.fromkeys(digests, "unsigned"))
         try:
             root = _trust_root(self.root_bytes) if self.root_bytes is not None else None
@@ -271,8 +277,6 @@ def leaderboards_with_rank(
     Evidence: ``HeadEvidence``.  Raises ``RegistryError`` when the index
     cannot be built, ``NotFoundError`` for an unknown revision.
     """
-    from kictl import rank
-    from kictl.index import QueryIndex
 
     trust_rev = tip if tip is not None else base
     root = read_paths(registry.git, trust_rev, [ROOT_FILE]).get(ROOT_FILE)

@@ -20,7 +20,7 @@ from kictl.review._common import _DEFINITION_FILES, HINTS, LINTS
 from kictl.review.model import Checks, Finding
 from kictl.review.report import ReviewReport
 from kictl.review.revision import read_paths
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.validate import Problem
 
 _area = layout.area

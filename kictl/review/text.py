@@ -17,7 +17,7 @@ from kictl.render import latency
 from kictl.review._common import _CONTROL, MARKDOWN_LIMIT
 from kictl.review.model import Finding
 from kictl.review.report import ReviewReport, _count
-from kictl.store import Change
+from kictl.store.git import Change
 
 
 def _added_line(report: ReviewReport) -> str:

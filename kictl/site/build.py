@@ -41,14 +41,17 @@ from typing import Any
 
 from kictl import __version__, standing
 from kictl.errors import CheckFailed, RegistryError
-from kictl.index import QueryIndex, RunFacts
+from kictl.index.facts import RunFacts
+from kictl.index.query import QueryIndex
+from kictl.layout import ATTESTATIONS_DIR, RECORDS_DIR
 from kictl.rank import GroupKey, group_of, group_runs
 from kictl.records import parse_timestamp
 from kictl.site import pages
 from kictl.site.context import RunState, SiteContext
 from kictl.site.output import STATE_FILE, SiteFolder, site_parts
-from kictl.store import ATTESTATIONS_DIR, RECORDS_DIR, Registry
+from kictl.site.plots import require_matplotlib
 from kictl.store.git import held_still
+from kictl.store.registry import Registry
 from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
@@ -235,7 +238,6 @@ def build_site(
     whatever the core raises for a registry it cannot read (a trust root that
     does not verify: ``CheckFailed``).
     """
-    from kictl.site.plots import require_matplotlib
 
     require_matplotlib()
     started = time.perf_counter()

@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from kictl.errors import KictlError
-from kictl.index import DefinitionFacts, QueryIndex, RunFacts, WorkloadFacts
+from kictl.index.facts import DefinitionFacts, RunFacts, WorkloadFacts
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import (
     DefinitionBoard,
@@ -28,7 +29,7 @@ from kictl.rank import (
     workload_leaderboard,
 )
 from kictl.standing import Marks, RecordTrust
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ def history_group(result: History, comparison_key: str) -> dict[str, Any] | None
     return next((group for group in document["groups"] if group["comparisonKey"] == comparison_key), None)
 
 
-#: a record no harness advisory marks (``kictl.advisories.Marks.run_json``)
+#: a record no harness advisory marks (``kictl.advisories.marks.Marks.run_json``)
 NO_ADVISORIES: dict[str, Any] = {"marked": [], "cleared": []}
 
 

@@ -20,7 +20,7 @@ from kictl.site.html import NONE, esc, joules, latency, link, ratio, table
 from kictl.site.plots import energy_plot
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
 
 Files = dict[str, bytes]
 

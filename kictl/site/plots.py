@@ -10,8 +10,8 @@ every plot sits beside a table with the same numbers and carries a text
 alternative, so nothing is only in the picture.
 
 Only the object-oriented API (``matplotlib.figure.Figure``) is used: no pyplot
-state, no GUI backend.  matplotlib is imported lazily (an optional extra,
-``kictl[site]``); ``require_matplotlib`` raises ``EnvError`` without it.
+state, no GUI backend.  matplotlib is imported by ``_matplotlib`` when a plot is drawn (an
+optional extra, ``kictl[site]``); ``require_matplotlib`` raises ``EnvError`` without it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from kictl import render
@@ -36,15 +37,23 @@ _RC: Any = {
 _MARKERS = "osD^v<>ph*"
 
 
-def require_matplotlib() -> None:
-    """Raises ``EnvError`` (exit 5) when matplotlib cannot be imported."""
+def _matplotlib() -> ModuleType:
+    """matplotlib, its ``figure`` and ``ticker`` modules loaded; ``EnvError`` (exit 5) when it is not installed."""
     try:
-        import matplotlib  # noqa: F401  # the optional extra: is it there?
+        # the optional extra ``kictl[site]``: imported when a plot is drawn, so that only a site build needs it
+        import matplotlib.figure
+        import matplotlib.ticker
     except ImportError as exc:
         raise EnvError(
             "kictl site build draws its plots with matplotlib, which is not installed",
             details=["pip install 'kictl[site]'"],
         ) from exc
+    return matplotlib
+
+
+def require_matplotlib() -> None:
+    """Raises ``EnvError`` (exit 5) when matplotlib cannot be imported."""
+    _matplotlib()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +72,7 @@ def _svg(figure: Any) -> bytes:
 
 def _figure(width: float, height: float, *, right: float = 0.97) -> Any:
     """A figure with fixed margins (a layout engine would measure every label: seconds per plot)."""
-    # matplotlib is imported late here and below: it is the site's optional extra, which only a build pays for
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height), dpi=100)
+    figure = _matplotlib().figure.Figure(figsize=(width, height), dpi=100)
     figure.subplots_adjust(left=0.09, right=right, bottom=0.30, top=0.90)
     return figure
 
@@ -74,12 +80,11 @@ def _figure(width: float, height: float, *, right: float = 0.97) -> Any:
 def _log_axis(axis: Any, label: Callable[[float], str], *, subs: tuple[float, ...] = (1.0, 2.0, 5.0)) -> None:
     """A log-scale axis whose tick labels ``label`` writes as kictl.render does (``500 ns``, ``2.00 µs``), plain
     text: matplotlib's own ``10^{2}`` labels go through its mathtext parser, a fifth of a site build's time."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator  # matplotlib: see _figure
-
-    axis.set_major_locator(LogLocator(base=10.0, subs=subs))
-    axis.set_major_formatter(FuncFormatter(lambda value, _position: label(value)))
-    axis.set_minor_locator(NullLocator())
-    axis.set_minor_formatter(NullFormatter())
+    ticker = _matplotlib().ticker
+    axis.set_major_locator(ticker.LogLocator(base=10.0, subs=subs))
+    axis.set_major_formatter(ticker.FuncFormatter(lambda value, _position: label(value)))
+    axis.set_minor_locator(ticker.NullLocator())
+    axis.set_minor_formatter(ticker.NullFormatter())
 
 
 def _microseconds(value: float) -> str:
@@ -92,7 +97,7 @@ def _millijoules(value: float) -> str:
 
 def latency_plot(title: str, workloads: Sequence[str], series: Sequence[Series]) -> bytes:
     """Latency (log scale) of each implementation across the workloads: SVG bytes."""
-    import matplotlib  # the site's optional extra (_figure)
+    matplotlib = _matplotlib()
 
     with matplotlib.rc_context(_RC):
         figure = _figure(9.0, 4.0 + 0.12 * max(0, len(series) - 12), right=0.70)
@@ -123,7 +128,7 @@ def latency_plot(title: str, workloads: Sequence[str], series: Sequence[Series])
 
 def floor_plot(title: str, workloads: Sequence[str], records: Sequence[float], floors: Sequence[float | None]) -> bytes:
     """Each workload's record latency beside its estimated floor (log scale): SVG bytes."""
-    import matplotlib  # the site's optional extra (_figure)
+    matplotlib = _matplotlib()
 
     with matplotlib.rc_context(_RC):
         figure = _figure(9.0, 4.0)
@@ -146,7 +151,7 @@ def floor_plot(title: str, workloads: Sequence[str], records: Sequence[float], f
 def energy_plot(title: str, points: list[tuple[str, float, float, bool]]) -> bytes:
     """Joules per call (y) against latency (x), log-log, one labelled point per implementation (name, latency ns,
     joules, on the front); the Pareto front joined by a step line: SVG bytes."""
-    import matplotlib  # the site's optional extra (_figure)
+    matplotlib = _matplotlib()
 
     with matplotlib.rc_context(_RC):
         figure = _figure(6.5, 4.2, right=0.97)

@@ -60,7 +60,7 @@ from kictl.standing.attestations import (
     verifier_reruns,
 )
 from kictl.standing.heldout import FAILS, GENERALIZES, generalizing, held_out_verdicts, with_held_out
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust import RecordTrust, VerifyReport, check_record
 
 T = TypeVar("T")
@@ -179,7 +179,7 @@ def _held_out_reason(verdict: str | None) -> str:
 
 
 class RunLike(Protocol):
-    """What ``standings`` needs of a run it is handed as facts (``kictl.index.RunFacts``), not as a digest."""
+    """What ``standings`` needs of a run it is handed as facts (``kictl.index.facts.RunFacts``), not as a digest."""
 
     @property
     def digest(self) -> str: ...

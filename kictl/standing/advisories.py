@@ -20,7 +20,7 @@ from kictl.advisories.memory import traces
 from kictl.advisories.published import AdvisorySet, has_advisories, load_advisories
 from kictl.errors import CheckFailed, KictlError
 from kictl.standing.attestations import Judge, verifier_rerun_runs
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 class Protocols:

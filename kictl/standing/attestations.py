@@ -26,7 +26,8 @@ from kictl import canon
 from kictl.errors import KictlError
 from kictl.lookup import Named
 from kictl.records import KINDS
-from kictl.store import Registry, is_temporary_name
+from kictl.store.files import is_temporary_name
+from kictl.store.registry import Registry
 from kictl.trust import (
     AttestationResult,
     RecordTrust,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kictl.errors import KictlError
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust import VerifyReport, check_record
 
 Verdict = Literal["generalizes", "fails on held-out shapes", "skipped"]

@@ -12,8 +12,8 @@ part-way removes what it created, so the registry is left as it was.
 change touched, a file's bytes at a revision and the commit that first added
 each file (the signing time of attestations, the history of records).
 
-The package, by concern; import each name from its module (issue 44: the re-exports below go once no
-module reads them)::
+The package, by concern; import each name from its module (issue 44: a reader follows an import to the
+module that defines the name)::
 
     files     finding the root; atomic, idempotent, all-or-nothing writes
     registry  ``Registry``: paths, reading and storing records and blobs
@@ -23,82 +23,21 @@ module reads them)::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import Any
 
-# The layout's names, long imported from here by the bench, importers and rerun: kictl.layout holds them.
-from kictl.layout import (
-    ATTESTATIONS_DIR,
-    BLOBS_DIR,
-    DEFINITIONS_DIR,
-    POLICY_FILE,
-    RECORDS_DIR,
-    REGISTRY_DIR,
-    ROOT_FILE,
-    TRUST_DIR,
-)
-from kictl.lazy import lazy_attributes
-from kictl.store._common import ENV_VAR
-
-if TYPE_CHECKING:
-    from kictl.store.files import (
-        STALE_TEMPORARY_S,
-        Transaction,
-        find_root,
-        is_temporary_name,
-        read_file,
-        sweep_temporaries,
-        write_atomic,
-        write_immutable,
-        writer_lock,
-    )
-    from kictl.store.git import Change, CommitInfo, GitHistory, current_commit, init_repository
-    from kictl.store.inputs import parse_json_file, read_record_inputs
-    from kictl.store.registry import AddResult, Registry
-
-#: Transitional (issue 44): each name still read through the package and its submodule, imported on first
-#: use.  Modules of kictl outside kictl.store, kictl.index and the CLI still read them; once each imports the
-#: submodule instead, this table, ``__getattr__`` and ``kictl.lazy`` go.
-_SUBMODULES = {
-    "files": (
-        "STALE_TEMPORARY_S", "Transaction", "find_root", "is_temporary_name", "read_file", "sweep_temporaries",
-        "write_atomic", "write_immutable", "writer_lock",
-    ),
-    "git": ("Change", "CommitInfo", "GitHistory", "current_commit", "init_repository"),
-    "inputs": ("parse_json_file", "read_record_inputs"),
-    "registry": ("AddResult", "Registry"),
-}  # fmt: skip
-_LAZY = {name: f"kictl.store.{module}" for module, names in _SUBMODULES.items() for name in names}
+#: Transitional (issue 44): the three names ``kictl/bench`` still reads through the package, imported on first
+#: use (``kictl.store.registry`` imports the record models, which the warm ``kictl leaderboard`` never loads).
+#: They go with the bench's own change to import them from their modules; nothing else reads a name here.
+_BENCH_READS = {
+    "Registry": "kictl.store.registry",
+    "parse_json_file": "kictl.store.inputs",
+    "write_atomic": "kictl.store.files",
+}
 
 
-__getattr__ = lazy_attributes(globals(), _LAZY)
-
-
-__all__ = [
-    "ATTESTATIONS_DIR",
-    "BLOBS_DIR",
-    "DEFINITIONS_DIR",
-    "ENV_VAR",
-    "POLICY_FILE",
-    "RECORDS_DIR",
-    "REGISTRY_DIR",
-    "ROOT_FILE",
-    "STALE_TEMPORARY_S",
-    "TRUST_DIR",
-    "AddResult",
-    "Change",
-    "CommitInfo",
-    "GitHistory",
-    "Registry",
-    "Transaction",
-    "current_commit",
-    "find_root",
-    "init_repository",
-    "is_temporary_name",
-    "parse_json_file",
-    "read_file",
-    "read_record_inputs",
-    "sweep_temporaries",
-    "write_atomic",
-    "write_immutable",
-    "writer_lock",
-]
+def __getattr__(name: str) -> Any:
+    module = _BENCH_READS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

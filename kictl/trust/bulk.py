@@ -11,7 +11,7 @@ import json
 from kictl import canon
 from kictl.errors import KictlError, NotFoundError
 from kictl.lookup import hex_prefix
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 
 def resolve_digest(registry: Registry, reference: str) -> str:

@@ -15,8 +15,11 @@ from kictl.errors import CheckFailed, KictlError, NotFoundError
 from kictl.layout import ATTESTATIONS_DIR
 from kictl.lookup import Named
 from kictl.records import StoredRecord, format_timestamp
-from kictl.store import Registry
+from kictl.store.files import is_temporary_name
+from kictl.store.git import merged_times
+from kictl.store.registry import Registry
 from kictl.trust._common import Level
+from kictl.trust.anchor import check_rollback
 from kictl.trust.attestations import (
     AttestationRejected,
     Signer,
@@ -30,6 +33,7 @@ from kictl.trust.dsse import Envelope
 from kictl.trust.models import RerunPredicate
 from kictl.trust.readers import reader_policy
 from kictl.trust.root import RootChain, TrustRoot, _now, _read, load_root, root_chain
+from kictl.validate import check_envelope_file, check_record_file
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +234,6 @@ def signing_times(registry: Registry, rev: str = "HEAD", *, now: datetime | None
     author chose.  Never later than ``now``: a commit dated in the future
     counts as signed now.
     """
-    from kictl.store.git import merged_times  # git itself, not gitpython: read commands stay quick to start
 
     if not registry.is_git_repository():
         return {}
@@ -259,7 +262,6 @@ def check_signer_time(root: TrustRoot, signer: Signer, signed_at: datetime) -> N
 
 def envelope_files(registry: Registry, digest: str) -> list[Path]:
     """The envelope files about ``digest``; kictl's own temporary files (a killed ``sign``) are never read."""
-    from kictl.store import is_temporary_name
 
     folder = registry.attestation_folder(digest)
     if not folder.is_dir():
@@ -324,7 +326,6 @@ class VerifyReport:
 
 def _check_records(registry: Registry, digest: str, report: VerifyReport) -> StoredRecord | None:
     """Recompute the digest of ``digest``'s file and, transitively, of every record it references."""
-    from kictl.validate import check_record_file
 
     subject: StoredRecord | None = None
     seen: set[str] = set()
@@ -381,7 +382,6 @@ def _check_rerun_record(registry: Registry, subject: StoredRecord, result: Attes
 
 def _check_anchor(registry: Registry, chain: RootChain, report: VerifyReport) -> None:
     """docs/trust.md "The anchor": the chain must start at a pinned version and not roll back."""
-    from kictl.trust.anchor import check_rollback
 
     if chain.anchor is None:
         if chain.root.empty:
@@ -412,7 +412,7 @@ def check_record(
     envelope file, or now when it is uncommitted), and computes the evidence
     level.  ``registry_failures`` adds what else makes the registry fail to
     verify once its trust root does (``kictl verify`` passes
-    ``kictl.advisories.deletion_failures``: a deleted or changed advisory
+    ``kictl.advisories.published.deletion_failures``: a deleted or changed advisory
     version; trust sits below advisories, so the check is handed in).  Raises
     ``RecordError`` for a malformed digest and ``NotFoundError`` when no record
     file has this digest as its name.
@@ -436,7 +436,6 @@ def check_record(
         root = None
     if root is not None and registry_failures is not None:
         report.failures.extend(registry_failures(registry))
-    from kictl.validate import check_envelope_file
 
     now = _now()
     paths = envelope_files(registry, digest)

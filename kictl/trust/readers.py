@@ -46,9 +46,11 @@ from typing import Literal
 
 from kictl import canon
 from kictl.errors import KictlError
-from kictl.layout import POLICY_FILE
+from kictl.layout import POLICY_FILE, ROOT_FILE
 from kictl.policy import Policy, load_policy, parse_policy
-from kictl.store import Registry
+from kictl.store.git import current_commit
+from kictl.store.registry import Registry
+from kictl.trust.root import load_root, registry_root
 
 PolicySource = Literal["file", "history", "defaults", "unsigned-registry"]
 
@@ -134,8 +136,6 @@ def policy_at(registry: Registry, rev: str) -> PolicyStanding:
     line, so its ``root.json`` is taken as it is there).  Raises ``RecordError`` for an invalid signed
     policy or trust root, ``RegistryError`` when git fails.
     """
-    from kictl.layout import ROOT_FILE
-    from kictl.trust.root import load_root
 
     found = registry.git.read_paths(rev, [ROOT_FILE, POLICY_FILE])
     policy_bytes, root_bytes = found.get(POLICY_FILE), found.get(ROOT_FILE)
@@ -158,9 +158,6 @@ def policy_standing(registry: Registry) -> PolicyStanding:
     ``RecordError`` for a signed policy that is invalid, ``RegistryError``
     when a file cannot be read.
     """
-    from kictl.layout import ROOT_FILE
-    from kictl.store import current_commit
-    from kictl.trust.root import registry_root
 
     current_commit(registry.root)  # a corrupt git store is one clear error (exit 4), never read as "no commit"
     path = registry.policy_path

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from kictl import trust
-from kictl.advisories import new_advisory, publish_advisory
+from kictl.advisories.document import new_advisory
+from kictl.advisories.published import publish_advisory
 from kictl.records import BenchmarkProtocolSpec, BenchmarkRunSpec, StoredRecord, new_record
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.trust.conftest import (  # noqa: F401  (fixtures re-exported for this folder)
     KeyFiles,
     Setup,

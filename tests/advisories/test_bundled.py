@@ -11,10 +11,12 @@ from collections import Counter
 import pytest
 
 from kictl import canon
-from kictl.advisories import RunRef, load_advisories, parse_advisory
+from kictl.advisories.document import parse_advisory
+from kictl.advisories.marks import RunRef
+from kictl.advisories.published import load_advisories
 from kictl.selftest import load_corpus
 from kictl.standing import run_marks, verifier_rerun_runs
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT
 
 DRAFTS = sorted((REPO_ROOT / "advisories").glob("KI-*.json"))

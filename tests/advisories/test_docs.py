@@ -7,7 +7,7 @@ import re
 
 from pydantic import BaseModel
 
-from kictl.advisories import Advisory, Affects, Fixed, VersionRange, parse_advisory
+from kictl.advisories.document import Advisory, Affects, Fixed, VersionRange, parse_advisory
 from tests.conftest import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "advisories.md").read_text()

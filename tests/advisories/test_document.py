@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kictl.advisories import Affects, new_advisory, protocol_matches
+from kictl.advisories.document import Affects, new_advisory, protocol_matches
 from kictl.errors import RecordError
 from tests.advisories.conftest import advisory_fields
 

@@ -12,14 +12,9 @@ from typing import Any
 import pytest
 
 from kictl import trust
-from kictl.advisories import (
-    advisory_path,
-    load_advisories,
-    new_advisory,
-    signed_envelope,
-    withdrawn,
-)
-from kictl.advisories import publish_advisory as publish_core
+from kictl.advisories.document import advisory_path, new_advisory
+from kictl.advisories.published import load_advisories, signed_envelope, withdrawn
+from kictl.advisories.published import publish_advisory as publish_core
 from kictl.errors import UsageError
 from kictl.standing import record_marks
 from tests.advisories.conftest import ID, Board, advisory_fields, publish, write_envelope

@@ -17,10 +17,11 @@ import git
 import pytest
 
 from kictl import canon
-from kictl.advisories import advisory_path, load_advisories
+from kictl.advisories.document import advisory_path
 from kictl.advisories.memory import MEMORY_FILE, recall, take_warnings
+from kictl.advisories.published import load_advisories
 from kictl.standing import record_marks
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.anchor import pin
 from tests.advisories.conftest import ID, Board, publish
 from tests.conftest import RunCli

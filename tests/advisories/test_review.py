@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kictl.advisories import advisory_path, new_advisory, signed_envelope
+from kictl.advisories.document import advisory_path, new_advisory
+from kictl.advisories.published import signed_envelope
 from kictl.review import review
 from tests.advisories.conftest import ID, Board, advisory_fields, publish, write_envelope
 from tests.trust.conftest import at, commit_all

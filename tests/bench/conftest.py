@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from kictl.cli import make_app
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import ASSETS, REPO_ROOT, copy_bundled
 
 CHEATS = ASSETS / "cheats"

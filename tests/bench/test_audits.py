@@ -22,7 +22,7 @@ from typer.testing import Result
 
 from kictl.bench.judge import audits, correctness
 from kictl.selftest import judge, load_corpus
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, UNSANDBOXED, rows
 
 CORPUS = load_corpus(CHEATS)

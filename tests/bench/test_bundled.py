@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import FAST, IMPLEMENTATIONS
 from tests.conftest import RunCli
 

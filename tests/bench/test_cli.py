@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kictl.records import BenchmarkRun, DefinitionSpec, WorkloadSpec, new_record
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import FAST, IMPLEMENTATIONS, cuda_available
 from tests.conftest import REPO_ROOT, RunCli, empty_trust_root
 

@@ -19,7 +19,7 @@ from kictl.bench.judge import correctness
 from kictl.bench.judge.session import BenchOptions, tolerance_for
 from kictl.errors import UsageError
 from kictl.records import DefinitionSpec, record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import FAST
 from tests.conftest import RunCli
 

@@ -19,7 +19,7 @@ from kictl.bench.judge import energy, energy_loop
 from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.errors import EnvError
 from kictl.records import BenchmarkProtocolSpec, BenchmarkRunSpec
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED, invoke
 
 RMSNORM = "rmsnorm_h4096"

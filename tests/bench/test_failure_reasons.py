@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kictl.cli.bench import failure_reason
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import FAST
 from tests.conftest import ASSETS, RunCli
 

@@ -13,7 +13,7 @@ import pytest
 from kictl.bench.judge.implementation import load_implementation
 from kictl.errors import NotFoundError, RecordError, UsageError
 from kictl.records import ImplementationSpec, StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import IMPLEMENTATIONS
 from tests.conftest import REPO_ROOT
 

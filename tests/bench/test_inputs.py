@@ -13,7 +13,7 @@ from kictl.bench.judge.inputs import derive_seed, materialize, plan_inputs
 from kictl.definitions import signature
 from kictl.errors import RecordError
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 PREFILL = "gqa_paged_prefill_causal_h20_kv4_d128_ps64"
 

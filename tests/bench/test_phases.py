@@ -10,7 +10,7 @@ import pytest
 
 from kictl.bench.judge.phases import PHASES, PhaseClock, format_phases, parse_phases
 from kictl.bench.judge.session import BenchOptions, run_bench
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import CHEATS, FAST, IMPLEMENTATIONS
 from tests.bench.fakes import Behaviour, FakeWorker
 from tests.conftest import RunCli

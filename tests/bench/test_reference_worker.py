@@ -20,7 +20,7 @@ from kictl.bench.wire.values import _rolled
 from kictl.bench.worker.main import unpack
 from kictl.definitions import signature
 from kictl.records import DefinitionSpec
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.fakes import rmsnorm
 
 

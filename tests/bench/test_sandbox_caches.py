@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import FAST, SANDBOX
 from tests.conftest import RunCli
 

@@ -15,7 +15,7 @@ from kictl.bench.judge import session as session_module
 from kictl.bench.judge.options import GPU_COUNT_BUDGET_S, fixed_count_budget
 from kictl.bench.judge.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, cuda_available
 from tests.bench.fakes import Behaviour, FakeWorker
 

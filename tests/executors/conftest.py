@@ -6,7 +6,7 @@ import pytest
 
 from kictl.bench.judge.session import BenchOptions
 from kictl.executors.seam import settings_of
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, copy_bundled
 
 RMSNORM = "rmsnorm_h4096"

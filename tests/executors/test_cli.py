@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kictl.cli import make_app
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.executors.conftest import BOTH, RMSNORM
 

@@ -28,7 +28,7 @@ from kictl.executors.jobs import (
     shard_of,
 )
 from kictl.executors.seam import options_for
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.executors.conftest import BOTH, CPU_FAST, RMSNORM
 
 

@@ -9,7 +9,7 @@ import pytest
 from kictl.executors import seam
 from kictl.executors.jobs import plan_jobs
 from kictl.records import record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.executors.conftest import CPU_FAST, IMPLEMENTATIONS, RMSNORM
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from kictl.executors.jobs import JobPlan, done_job_ids, plan_jobs
 from kictl.executors.local import LocalPool, cpu_shares, parse_devices
 from kictl.executors.seam import protocol_context
 from kictl.records import StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import cuda_available
 from tests.conftest import RunCli, copy_bundled
 from tests.executors.conftest import BOTH, CPU_FAST, RMSNORM

@@ -17,7 +17,7 @@ from kictl.bench.judge.session import BenchOptions, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.executors import run_bench_jobs
 from kictl.executors.ray_executor import RayExecutor
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli, copy_bundled
 from tests.executors.conftest import BOTH, RMSNORM
 from tests.executors.test_local import identity

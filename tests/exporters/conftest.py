@@ -20,7 +20,7 @@ import pytest
 
 from kictl import trust
 from kictl.records import BenchmarkRunSpec, LatencyNs, RunCorrectness, StoredRecord, Timing, new_record
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.rank.conftest import REFERENCE, World, days_ago
 from tests.trust.conftest import EPOCH, at, commit_all, make_key
 

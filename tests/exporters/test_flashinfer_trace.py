@@ -25,7 +25,7 @@ from kictl.exporters.flashinfer_trace import (
     solution_document,
 )
 from kictl.exporters.selection import ExportReport, refusal, select_winners
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.rank import workload_leaderboard
 from kictl.records import record_from_value
 from tests.conftest import RunCli

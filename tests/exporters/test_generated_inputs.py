@@ -57,7 +57,7 @@ from kictl.records import (
     record_from_value,
 )
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.bench.conftest import SANDBOX
 from tests.conftest import REPO_ROOT
 

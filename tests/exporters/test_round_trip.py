@@ -19,7 +19,7 @@ from kictl import blobs, canon, families
 from kictl.exporters.flashinfer_trace import export_flashinfer_trace
 from kictl.importers.flashinfer_bench import import_flashinfer_bench
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.rank import workload_leaderboard
 from kictl.records import (
     BenchmarkProtocolSpec,
@@ -42,7 +42,7 @@ from kictl.records import (
     new_record,
 )
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import copy_bundled, shared_data
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from kictl.importers.flashinfer_bench import ImportReport, import_flashinfer_bench
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import ASSETS, shared_data
 
 DATASETS = ASSETS / "importers"

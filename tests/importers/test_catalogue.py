@@ -27,7 +27,7 @@ from kictl.errors import RecordError
 from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE, write_catalogue
 from kictl.importers.flashinfer_bench.suites import generated_suite
 from kictl.records import API_VERSION, DefinitionSpec, record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, RunCli
 from tests.importers.conftest import CopyDataset, new_registry
 

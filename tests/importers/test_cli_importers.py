@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from kictl.importers.flashinfer_bench import read_dataset
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.importers.conftest import asset_dataset, tree_bytes
 

@@ -20,7 +20,7 @@ from kictl.importers.flashinfer_bench import (
 )
 from kictl.importers.flashinfer_bench import traces as traces_module
 from kictl.records import KINDS, StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.validate import validate_registry
 from tests.importers.conftest import CopyDataset, asset_dataset, tree_bytes
 

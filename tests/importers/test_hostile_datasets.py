@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kictl.importers.flashinfer_bench import Limits, import_flashinfer_bench
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.validate import validate_registry
 from tests.conftest import RunCli
 from tests.importers.conftest import CopyDataset

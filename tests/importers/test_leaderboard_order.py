@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from kictl import canon
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.importers.conftest import Imported
 

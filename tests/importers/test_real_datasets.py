@@ -14,7 +14,7 @@ from typing import Any
 
 from kictl.importers.flashinfer_bench import import_flashinfer_bench
 from kictl.records import KINDS, StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.importers.conftest import Imported, new_registry
 

@@ -42,7 +42,7 @@ from kictl.records import (
     new_record,
 )
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 REFERENCE = '''"""Reference: C = A @ B.T in float32, rounded to float16."""
 

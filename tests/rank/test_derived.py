@@ -14,7 +14,7 @@ import pytest
 
 from kictl import derived
 from kictl.bench.worker.timing import median_relative_error, summarize
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import workload_leaderboard
 from kictl.records import BenchmarkRunSpec, EnergyTrial, LatencyNs, RunEnergy, StoredRecord, Timing, load_record_file

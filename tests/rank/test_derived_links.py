@@ -10,9 +10,9 @@ import os
 import time
 from pathlib import Path
 
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.records import StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.rank.conftest import World
 

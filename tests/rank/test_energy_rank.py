@@ -161,7 +161,7 @@ def test_energy_board_text_and_latency_default(
 
 
 def test_the_policy_can_require_a_power_limit_and_steady_clocks() -> None:
-    from kictl.index import RunFacts
+    from kictl.index.facts import RunFacts
     from kictl.rank.energy import EnergyKey
 
     def facts(name: str) -> RunFacts:

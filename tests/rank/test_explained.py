@@ -10,7 +10,8 @@ import pytest
 
 from kictl import render
 from kictl.cli.rank import GROUP_LEGEND, SUMMARY_LEGEND
-from kictl.index import QueryIndex, WorkloadFacts
+from kictl.index.facts import WorkloadFacts
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from kictl.rank import axes_label, definition_leaderboard, distinguishing_axes
 from kictl.records import StoredRecord

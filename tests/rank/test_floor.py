@@ -11,7 +11,7 @@ from kictl.definitions import compile_all
 from kictl.families.attention import causal_pairs
 from kictl.families.gpus import find_gpu
 from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, WorkloadSpec
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, RunCli
 
 H24 = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"

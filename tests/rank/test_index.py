@@ -10,8 +10,9 @@ import pytest
 
 from kictl.canon import pretty_bytes
 from kictl.errors import NotFoundError
-from kictl.index import INDEX_FILE, QueryIndex
+from kictl.index import INDEX_FILE
 from kictl.index import _common as index_settings
+from kictl.index.query import QueryIndex
 from kictl.records import StoredRecord
 from tests.rank.conftest import World
 

@@ -9,16 +9,11 @@ from datetime import UTC, datetime
 import pytest
 
 from kictl.errors import NotFoundError, UsageError
-from kictl.index import QueryIndex, quantile
+from kictl.index.parsing import quantile
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
-from kictl.rank import (
-    GroupKey,
-    comparison_key,
-    definition_leaderboard,
-    diff_records,
-    rank_group,
-    workload_leaderboard,
-)
+from kictl.rank import GroupKey, comparison_key, definition_leaderboard, rank_group, workload_leaderboard
+from kictl.rank.diffs import diff_records
 from kictl.records import StoredRecord
 from tests.rank.conftest import World, days_ago
 

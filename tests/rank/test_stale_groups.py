@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
-from kictl.rank import stale_groups
+from kictl.rank.diffs import stale_groups
 from kictl.records import StoredRecord
 from tests.rank.conftest import World, days_ago
 

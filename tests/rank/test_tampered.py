@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from kictl.records import StoredRecord
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.rank.conftest import World
 from tests.rank.test_cli_rank import ranked  # noqa: F401  (fixture)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from kictl import standing
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 
 DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"

@@ -37,7 +37,7 @@ from typer.testing import CliRunner, Result
 from kictl import canon, trust
 from kictl.cli import make_app
 from kictl.records import StoredRecord, record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, copy_bundled
 
 ASSETS = Path(__file__).resolve().parent / "assets"

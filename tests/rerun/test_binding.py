@@ -19,7 +19,7 @@ import pytest
 
 from kictl import canon
 from kictl.records import record_from_value
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.rerun.conftest import Origin, Reruns, clone, commit
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from kictl.standing import verifier_reruns
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli, copy_bundled
 from tests.rerun.conftest import WIDE, Origin, Reruns, clone, commit, make_request
 

@@ -18,12 +18,12 @@ import pytest
 
 from kictl import trust
 from kictl.bench.judge.implementation import load_implementation
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record, record_from_value
 from kictl.rerun.heldout import check_held_out, submitted_shapes
 from kictl.rerun.job import ProtocolSettings
 from kictl.standing.heldout import FAILS, GENERALIZES, SKIPPED
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, copy_bundled
 from tests.rerun.conftest import ASSETS, OPTIONS, WIDE, Origin, Reruns, clone, commit, invoke, set_tolerance
 

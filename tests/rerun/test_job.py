@@ -12,7 +12,7 @@ from kictl.records import StoredRecord, record_from_value
 from kictl.rerun import build_job, runs_added, select_runs
 from kictl.rerun.execute import check_sources, fresh_correctness_seeds, measured_family
 from kictl.rerun.job import ProtocolSettings, group_jobs, refusals
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 
 

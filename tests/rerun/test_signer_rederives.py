@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from kictl import canon, trust
-from kictl.advisories import new_advisory, publish_advisory
+from kictl.advisories.document import new_advisory
+from kictl.advisories.published import publish_advisory
 from kictl.records import DefinitionSpec, new_record, record_from_value
 from kictl.standing.heldout import GENERALIZES
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.advisories.conftest import advisory_fields
 from tests.conftest import REPO_ROOT, RunCli
 from tests.rerun.conftest import OPTIONS, WIDE, Origin, Reruns, clone, commit, invoke, set_tolerance

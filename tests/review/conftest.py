@@ -37,7 +37,7 @@ from kictl import canon, definitions, trust
 from kictl.bench.worker.timing import summarize
 from kictl.records import StoredRecord, record_from_value
 from kictl.scaffold import GITIGNORE
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests import factories
 from tests.conftest import REPO_ROOT, RunCli, empty_trust_root
 

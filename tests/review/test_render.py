@@ -20,7 +20,7 @@ from kictl.review import (
     render_markdown,
     render_text,
 )
-from kictl.store import Change
+from kictl.store.git import Change
 from tests.review.conftest import assert_markdown_renders, cells, table_blocks
 
 

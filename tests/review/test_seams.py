@@ -17,7 +17,7 @@ from kictl import canon
 from kictl.errors import RegistryError
 from kictl.policy import Policy
 from kictl.review import Checks, HeadEvidence, LeaderboardDiff, default_checks, render_markdown, render_text, review
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.review.conftest import (
     SUBMITTER_KEY,

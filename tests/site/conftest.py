@@ -22,10 +22,11 @@ from pathlib import Path
 import pytest
 
 from kictl import canon
-from kictl.index import QueryIndex, RunFacts
+from kictl.index.facts import RunFacts
+from kictl.index.query import QueryIndex
 from kictl.records import record_from_value
 from kictl.site import BuildReport, build_site
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import copy_bundled
 
 DEFINITION = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"

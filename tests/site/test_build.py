@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.site import build_site
 from tests.conftest import RunCli
 from tests.site.conftest import (

@@ -19,7 +19,7 @@ from kictl.index import secret
 from kictl.records import record_from_value
 from kictl.scaffold import create_registry
 from kictl.site.output import SEAL_PURPOSE, STATE_FILE, SiteFolder, site_parts
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.trust.conftest import build_records
 

@@ -12,7 +12,7 @@ from kictl.errors import CheckFailed
 from kictl.records import record_from_value
 from kictl.scaffold import create_registry
 from kictl.site.build import Page, check_paths, claim_files
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.trust.conftest import build_records
 

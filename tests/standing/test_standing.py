@@ -13,7 +13,7 @@ import pytest
 
 from kictl import standing, trust
 from kictl.errors import CheckFailed
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from tests.advisories.conftest import ID, Board, publish
 from tests.trust.conftest import Setup, add_records, at, build_records, commit_all, rerun_predicate, sign
 

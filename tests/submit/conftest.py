@@ -23,7 +23,7 @@ import pytest
 from kictl import canon, trust
 from kictl.records import StoredRecord, record_from_value
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests import factories
 
 #: Keys are valid from here on.

@@ -9,7 +9,7 @@ import git
 import pytest
 
 from kictl import canon
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.submit.conftest import Keys, bench_out, chain_with_runs, commit_records, loose_copy, snapshot, write_json
 

@@ -20,7 +20,8 @@ from kictl import canon, trust
 from kictl.errors import CheckFailed, EnvError, RecordError, RegistryError, UsageError
 from kictl.records import StoredRecord, parse_timestamp
 from kictl.render import latency as latency_text
-from kictl.store import Registry, read_record_inputs
+from kictl.store.inputs import read_record_inputs
+from kictl.store.registry import Registry
 from kictl.submit import (
     BRANCH_PREFIX,
     LocalReview,

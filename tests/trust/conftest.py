@@ -34,7 +34,7 @@ from kictl.records import (
     new_record,
 )
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 T = TypeVar("T", bound=BaseModel)
 

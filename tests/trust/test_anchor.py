@@ -14,7 +14,7 @@ from pathlib import Path
 
 from kictl import canon, trust
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.anchor import PACKAGE_ANCHORS, STATE_FILE
 from tests.conftest import REPO_ROOT, RunCli
 from tests.trust.conftest import EPOCH, Setup, key_files, sign

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from kictl import canon, trust
 from kictl.errors import CheckFailed, UsageError
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust import anchor
 from kictl.trust.anchor import PACKAGE_ANCHORS, STATE_FILE
 from kictl.trust.reanchor import reanchor

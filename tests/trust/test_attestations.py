@@ -317,7 +317,7 @@ def test_uncommitted_and_committed_envelopes_both_verify(setup: Setup) -> None:
 
 
 def test_sign_record_joins_a_transaction(setup: Setup) -> None:
-    from kictl.store import Transaction
+    from kictl.store.files import Transaction
 
     transaction = Transaction()
     path = trust.sign_record(setup.registry, setup.run.digest, setup.submitter.private, transaction=transaction)

@@ -13,7 +13,7 @@ import pytest
 from kictl import canon, trust
 from kictl.errors import EnvError
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import RunCli
 from tests.trust.conftest import Setup, add_records, at, build_records, commit_all, rerun_predicate, sign
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from kictl import trust
-from kictl.store import Registry, is_temporary_name
+from kictl.store.files import is_temporary_name
+from kictl.store.registry import Registry
 from kictl.trust.root import REPAIR_COMMAND
 from tests.conftest import RunCli
 from tests.trust.conftest import Setup, make_key

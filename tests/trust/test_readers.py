@@ -20,7 +20,7 @@ import pytest
 
 from kictl import canon, trust
 from kictl.cli.answers import ANSWERS_DIR
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from kictl.trust.readers import policy_standing, reader_policy, register_run_marks, run_marks
 from tests.conftest import RunCli
 from tests.trust.conftest import Setup, at, commit_all, rerun_predicate, sign

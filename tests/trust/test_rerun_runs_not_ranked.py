@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kictl import rank
-from kictl.index import QueryIndex
+from kictl.index.query import QueryIndex
 from kictl.policy import Policy
 from tests.trust.conftest import Setup, add_records, build_records, rerun_predicate, sign
 

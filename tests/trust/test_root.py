@@ -11,7 +11,7 @@ import pytest
 from kictl import canon, trust
 from kictl.errors import CheckFailed, NotFoundError, RecordError, UsageError
 from kictl.scaffold import create_registry
-from kictl.store import Registry
+from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT
 from tests.trust.conftest import KeyFiles, Setup, key_files
 

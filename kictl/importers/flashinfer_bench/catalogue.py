@@ -44,6 +44,7 @@ from kictl.definitions import (
 )
 from kictl.errors import RecordError, RegistryError, UsageError
 from kictl.importers.flashinfer_bench.importer import read_dataset
+from kictl.importers.flashinfer_bench.suites import SUITE_RULE, generated_suite
 from kictl.layout import DEFINITIONS_DIR
 from kictl.records import API_VERSION, BlobInput, DefinitionSpec, StoredRecord, WorkloadSpec, record_from_value
 
@@ -150,7 +151,6 @@ def write_catalogue(dataset: Path, root: Path, *, source: str, commit: str) -> C
     Raises ``UsageError`` for a folder that is no dataset, ``RegistryError``
     when a file cannot be written.
     """
-    from kictl.importers.flashinfer_bench.suites import SUITE_RULE, generated_suite
 
     if not commit or any(c not in "0123456789abcdef" for c in commit) or len(commit) != 40:
         raise UsageError(f"--commit must be the source's full 40-digit commit, not {commit!r}")

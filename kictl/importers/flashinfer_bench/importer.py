@@ -20,11 +20,13 @@ from kictl.importers.flashinfer_bench.model import (
 )
 from kictl.importers.flashinfer_bench.sources import SOURCES_FILE, read_sources
 from kictl.importers.flashinfer_bench.traces import _Reader
+from kictl.layout import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR
 from kictl.records import (
     KINDS,
     StoredRecord,
 )
-from kictl.store import ATTESTATIONS_DIR, BLOBS_DIR, RECORDS_DIR, Registry, Transaction
+from kictl.store.files import Transaction
+from kictl.store.registry import Registry
 
 
 def read_dataset(
@@ -160,7 +162,7 @@ def sweep_stale_temporaries(
 ) -> tuple[list[Path], list[Path]]:
     """Remove the store's temporary files (``.<name>.<random>.tmp``) that a killed writer left behind.
 
-    ``kictl.store.write_atomic`` writes a temporary file beside its target
+    ``kictl.store.files.write_atomic`` writes a temporary file beside its target
     and renames it; ``kill -9`` between the two leaves the temporary file, and
     ``kictl validate`` then refuses the registry.  Only files under
     ``registry/records/``, ``registry/blobs/`` and ``registry/attestations/``

@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from kictl import canon
+from kictl import canon, render
 from kictl.families.gpus import GPUS
 from kictl.rank import NO_EVIDENCE, GroupKey, RankedGroup, RankedRow
 from kictl.site.html import (
@@ -25,7 +25,7 @@ from kictl.site.html import (
 )
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.site.context import SiteContext
 
 
@@ -146,8 +146,6 @@ def _row_cells(ctx: SiteContext, path: str, row: RankedRow, group: RankedGroup) 
 
 
 def _rel_run(path: str, digest: str) -> str:
-    from kictl.site.html import rel
-
     return rel(path, run_path(digest))
 
 
@@ -178,10 +176,10 @@ def _floor_text(group: RankedGroup) -> str:
         verdict = " The record is <strong>below</strong> it, which is impossible: check the run."
     elif above is not None:
         verdict = f" The record is {esc(times(above))} above it."
-    flops = "no FLOP formula" if estimate.flops is None else f"{estimate.flops:,} FLOP"
+    flops = "no FLOP formula" if estimate.flops is None else f"{render.count(estimate.flops)} FLOP"
     return (
         f"Floor {esc(floor_ns(estimate.floor_ns))} ({esc(estimate.method)}, an estimate, never evidence): "
-        f"{estimate.bytes:,} bytes, {esc(flops)}.{verdict}"
+        f"{render.count(estimate.bytes)} bytes, {esc(flops)}.{verdict}"
     )
 
 

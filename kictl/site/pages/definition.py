@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from kictl import render
+from kictl.definitions import placement, workload_origin
 from kictl.errors import KictlError
 from kictl.families.gpus import find_gpu
-from kictl.site import documents
+from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
+from kictl.records import DefinitionSpec
+from kictl.site import documents, html, plots
+from kictl.site.energy import definition_energy
 from kictl.site.html import (
     code,
     deflist,
@@ -39,7 +45,7 @@ from kictl.site.pages.common import (
 )
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- definition
@@ -63,9 +69,6 @@ def _record_labels(ctx: SiteContext, digest: str) -> dict[str, Any]:
 
 
 def _runs_on(ctx: SiteContext, digest: str) -> str:
-    from kictl.definitions import placement
-    from kictl.records import DefinitionSpec
-
     try:
         spec = ctx.index.load_record(digest).model.spec
     except KictlError:
@@ -77,8 +80,6 @@ def _runs_on(ctx: SiteContext, digest: str) -> str:
 
 
 def _provenance(labels: dict[str, Any]) -> str:
-    from kictl.importers.flashinfer_bench.catalogue import LABEL_COMMIT, LABEL_PATH, LABEL_SOURCE
-
     if LABEL_SOURCE not in labels:
         return "written in this registry"
     commit = str(labels.get(LABEL_COMMIT, ""))
@@ -92,9 +93,6 @@ def _workload_origin(ctx: SiteContext, digest: str) -> str:
     The file is read as plain JSON, not validated again: the index validated it, and a page of 40
     workloads would otherwise spend most of its time in pydantic (1,600 workloads in the catalogue).
     """
-    import json
-
-    from kictl.definitions import workload_origin
 
     try:
         raw = json.loads(ctx.registry.record_path("Workload", digest).read_bytes())
@@ -160,8 +158,8 @@ def _floor_section(
         rows = [
             [
                 esc(estimate.workload_name),
-                f"{estimate.bytes:,}",
-                "–" if estimate.flops is None else f"{estimate.flops:,}",
+                render.count(estimate.bytes),
+                "–" if estimate.flops is None else render.count(estimate.flops),
                 esc(floor_ns(estimate.bandwidth_bound_ns)),
                 esc(floor_ns(estimate.compute_bound_ns)),
                 esc(floor_ns(estimate.floor_ns)),
@@ -191,8 +189,6 @@ def _floor_section(
 
 
 def render_definition(ctx: SiteContext, digest: str) -> Files:
-    from kictl.site import plots
-
     definition = ctx.definitions[digest]
     path = definition_path(ctx, definition)
     board = ctx.definition_board(digest)
@@ -268,9 +264,7 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
                 _impl_link(path, summary.digest, summary.name),
                 f"{summary.covered}/{summary.workloads}",
                 str(summary.wins),
-                "–"
-                if summary.geomean_speedup is None
-                else f"{summary.geomean_speedup:.2f}× ({summary.speedup_workloads})",
+                html.speedup(summary.geomean_speedup, summary.speedup_workloads),
             ]
             for summary in section.implementations
         ]
@@ -348,7 +342,6 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
         body.append("</section>")
     if not board.boards:
         body.append("<p>No passed run yet.</p>")
-    from kictl.site.energy import definition_energy  # energy (issue 31): the energy board beside the latency boards
 
     energy_html, energy_files, energy_docs = definition_energy(ctx, path, definition, _rel_run)
     if energy_html:

@@ -31,6 +31,7 @@ from kictl.site.pages.common import (
     run_badges,
     run_path,
 )
+from kictl.site.pages.definition import _workload_origin
 from kictl.standing import with_held_out
 
 if TYPE_CHECKING:
@@ -40,8 +41,6 @@ if TYPE_CHECKING:
 
 
 def render_group(ctx: SiteContext, key: GroupKey) -> Files:
-    from kictl.site.pages.definition import _workload_origin
-
     path = group_path(key)
     group = ctx.ranked_group(key)
     workload = ctx.workloads[key.workload]

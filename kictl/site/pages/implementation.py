@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kictl import render
 from kictl.families.gpus import find_gpu
 from kictl.site import documents
 from kictl.site.html import (
@@ -34,7 +35,7 @@ from kictl.site.pages.run import _json_dl, _record_spec_from_file, group_of_run
 from kictl.standing import verify_report
 
 if TYPE_CHECKING:
-    from kictl.index import DefinitionFacts, ImplementationFacts
+    from kictl.index.facts import DefinitionFacts, ImplementationFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- implementation
@@ -137,13 +138,13 @@ def render_gpu(ctx: SiteContext, product: str) -> Files:
     part = find_gpu(product)
     body: list[str] = []
     if part is not None:
-        peaks = ", ".join(f"{dtype} {value / 1e12:,.0f} TFLOP/s" for dtype, value in sorted(part.peak_flops.items()))
+        peaks = ", ".join(f"{dtype} {render.peak(value, 'FLOP/s')}" for dtype, value in sorted(part.peak_flops.items()))
         body.append(
             deflist(
                 [
                     ("vendor", esc(part.vendor)),
                     ("architecture", esc(part.architecture)),
-                    ("memory bandwidth", esc(f"{part.memory_bandwidth / 1e12:g} TB/s")),
+                    ("memory bandwidth", esc(render.peak(part.memory_bandwidth, "B/s"))),
                     ("dense peaks", esc(peaks)),
                     ("source", esc(part.source)),
                 ]

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kictl import render
+from kictl.definitions import definition_rows, placement, read_catalogue
+from kictl.errors import KictlError
 from kictl.rank import DEFAULT_EVIDENCE, RankedGroup, RankedRow
+from kictl.records import DefinitionSpec
 from kictl.site import documents
 from kictl.site.html import (
     badge,
@@ -31,7 +35,7 @@ from kictl.site.pages.common import (
 
 if TYPE_CHECKING:
     from kictl.definitions import Placement
-    from kictl.index import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts
     from kictl.rank import DefinitionBoard
     from kictl.site.context import SiteContext
 
@@ -61,7 +65,7 @@ def _best_results(path: str, board: DefinitionBoard) -> str:
         if not section.implementations:
             continue
         best = section.implementations[0]  # sorted by wins, then speed-up (kictl.rank)
-        speedup = "" if best.geomean_speedup is None else f", {best.geomean_speedup:.2f}× the baseline"
+        speedup = "" if best.geomean_speedup is None else f", {render.ratio(best.geomean_speedup)} the baseline"
         parts.append(
             f"<b>{esc(section.gpu)}</b>: {_impl_link(path, best.digest, best.name)} "
             f"({best.wins} of {len(section.records)} records{esc(speedup)})"
@@ -190,9 +194,6 @@ def render_index(ctx: SiteContext) -> Files:
 
 def _placement(ctx: SiteContext, digest: str) -> Placement | None:
     """Where the definition's source baseline runs (kictl.definitions.placement); None when unreadable."""
-    from kictl.definitions import placement
-    from kictl.errors import KictlError
-    from kictl.records import DefinitionSpec
 
     try:
         spec = ctx.index.load_record(digest).model.spec
@@ -203,10 +204,6 @@ def _placement(ctx: SiteContext, digest: str) -> Placement | None:
 
 def _unrepresented(ctx: SiteContext) -> list[dict[str, Any]]:
     """The catalogue's unrepresented definitions as `kictl definitions list --json` rows (digest null)."""
-    from kictl.cli.definitions import definition_rows
-    from kictl.definitions import read_catalogue
-    from kictl.errors import KictlError
-
     try:
         manifest = read_catalogue(ctx.registry.root)
     except KictlError:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kictl import canon, families
 from kictl.bench.worker.timing import summarize
 from kictl.errors import KictlError
-from kictl.rank import GroupKey, bibtex, citation, full_axes
+from kictl.rank import GroupKey, bibtex, citation, full_axes, group_of
 from kictl.records import DefinitionSpec
 from kictl.render import with_advisories
 from kictl.site import documents
@@ -41,7 +41,7 @@ from kictl.site.pages.definition import _record_spec
 from kictl.standing import VerifyReport
 
 if TYPE_CHECKING:
-    from kictl.index import RunFacts
+    from kictl.index.facts import RunFacts
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- run
@@ -341,6 +341,4 @@ def _record_spec_from_file(ctx: SiteContext, digest: str) -> dict[str, Any]:
 
 
 def group_of_run(run: RunFacts) -> GroupKey | None:
-    from kictl.rank import group_of
-
     return group_of(run)
