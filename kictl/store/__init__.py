@@ -22,22 +22,3 @@ module that defines the name)::
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import Any
-
-#: Transitional (issue 44): the three names ``kictl/bench`` still reads through the package, imported on first
-#: use (``kictl.store.registry`` imports the record models, which the warm ``kictl leaderboard`` never loads).
-#: They go with the bench's own change to import them from their modules; nothing else reads a name here.
-_BENCH_READS = {
-    "Registry": "kictl.store.registry",
-    "parse_json_file": "kictl.store.inputs",
-    "write_atomic": "kictl.store.files",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _BENCH_READS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)

@@ -47,7 +47,8 @@ from kictl.records import (
     StoredRecord,
     record_from_value,
 )
-from kictl.store import Registry, parse_json_file
+from kictl.store.inputs import parse_json_file
+from kictl.store.registry import Registry
 
 MANIFEST = "implementation.json"
 _MANIFEST_MEMBERS = {

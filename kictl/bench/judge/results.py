@@ -36,7 +36,7 @@ from kictl.records import (
     format_timestamp,
     record_from_value,
 )
-from kictl.store import write_atomic
+from kictl.store.files import write_atomic
 
 HARNESS = {"name": "kictl", "version": kictl.__version__}
 

@@ -91,7 +91,7 @@ from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
 from kictl.families import judges
 from kictl.families.gpus import find_gpu
 from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
-from kictl.store import Registry
+from kictl.store.registry import Registry
 
 ProgressCallback = Callable[[str], None]
 #: Whether the correctness rounds and setup() of several implementations overlap on the CPU device too
