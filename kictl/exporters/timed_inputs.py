@@ -29,7 +29,7 @@ from kictl.bench.judge.inputs import (
     ENTRYPOINT,
     GENERATED,
     BlobReader,
-    entrypoint_parameters,
+    entrypoint_call,
     materialize_one,
     plan_inputs,
     resolve_entrypoint,
@@ -65,19 +65,7 @@ class EntrypointWorker:
 
         assert spec.inputs_entrypoint is not None
         worker = self._worker(spec)
-        parameters = entrypoint_parameters(spec)
-        scalars = [("seed", seed & wire.SAFE_INT), *((axis, axes[axis]) for axis in parameters)]
-        plan = wire.Plan(
-            label="inputs",
-            inputs=tuple(
-                wire.InputSpec(name=name, kind="scalar", dtype="int64", shape=(), scalar=value)
-                for name, value in scalars
-            ),
-        )
-        outputs = tuple(
-            wire.OutputSpec(name=name, shape=families.tensor_shape(spec, name, axes), dtype=spec.inputs[name].dtype)
-            for name in names
-        )
+        plan, outputs = entrypoint_call(spec, names, axes, seed)
         load = dataclasses.replace(reference_load(spec), function=spec.inputs_entrypoint)
         try:
             worker.wait_ready()

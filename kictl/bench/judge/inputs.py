@@ -176,6 +176,26 @@ def plan_inputs(
     return InputPlan(offset=offset, sources=tuple(out), synthesized=made.synthesized)
 
 
+def entrypoint_call(
+    spec: DefinitionSpec, names: tuple[str, ...], axes: dict[str, int], seed: int
+) -> tuple[wire.Plan, tuple[wire.OutputSpec, ...]]:
+    """What kictl's reference worker is asked to call the definition's ``inputs_entrypoint`` with: its scalars
+    (the seed, then the axes its parameters name) and the tensors ``names`` it must return, with their shapes
+    and dtypes for ``axes``.  The session (timed inputs) and the export (the same tensors again) both ask this."""
+    scalars = [("seed", seed & wire.SAFE_INT), *((axis, axes[axis]) for axis in entrypoint_parameters(spec))]
+    plan = wire.Plan(
+        label="inputs",
+        inputs=tuple(
+            wire.InputSpec(name=name, kind="scalar", dtype="int64", shape=(), scalar=value) for name, value in scalars
+        ),
+    )
+    outputs = tuple(
+        wire.OutputSpec(name=name, shape=families.tensor_shape(spec, name, axes), dtype=spec.inputs[name].dtype)
+        for name in names
+    )
+    return plan, outputs
+
+
 def entrypoint_parameters(spec: DefinitionSpec) -> tuple[str, ...]:
     """The axes the definition's ``inputs_entrypoint`` takes after its seed, by its parameters' names (a stored
     definition's axes are in canonical, not written, order).  Raises ``RecordError``."""

@@ -49,7 +49,7 @@ from kictl.bench.judge import audits, correctness, sandbox
 from kictl.bench.judge.energy_loop import EnergyPhase, energy_work
 from kictl.bench.judge.implementation import LoadedImplementation, load_implementation, reference_load
 from kictl.bench.judge.inputs import (
-    entrypoint_parameters,
+    entrypoint_call,
     plan_inputs,
     resolve_entrypoint,
     to_wire,
@@ -517,21 +517,7 @@ class _Session:
         before its next reference call.  Raises ``_Skip`` when the entrypoint fails."""
         assert self.spec.inputs_entrypoint is not None
         worker = self.reference_worker
-        parameters = entrypoint_parameters(self.spec)
-        scalars = [("seed", seed & wire.SAFE_INT), *((axis, axes[axis]) for axis in parameters)]
-        plan = wire.Plan(
-            label="inputs",
-            inputs=tuple(
-                wire.InputSpec(name=name, kind="scalar", dtype="int64", shape=(), scalar=value)
-                for name, value in scalars
-            ),
-        )
-        outputs = tuple(
-            wire.OutputSpec(
-                name=name, shape=families.tensor_shape(self.spec, name, axes), dtype=self.spec.inputs[name].dtype
-            )
-            for name in names
-        )
+        plan, outputs = entrypoint_call(self.spec, names, axes, seed)
         load = dataclasses.replace(reference_load(self.spec), function=self.spec.inputs_entrypoint)
         try:
             self.wait_ready(worker)
