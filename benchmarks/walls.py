@@ -9,7 +9,7 @@ benchmarks/walls.py cost --repeat 3`; the H200, `bash benchmarks/device.sh walls
 
     python benchmarks/walls.py cost [--repeat 3] [--calls 2000]
     python benchmarks/walls.py neighbour [--repeat 3] [--iterations 60] [--workload b64]
-    KICTL_BWRAP=/path/to/usr/bin/bwrap python benchmarks/walls.py gpu --out "$OUT" [--part honest|cheats]
+    KICTL_BWRAP=/path/to/usr/bin/bwrap python benchmarks/walls.py gpu --out "$OUT" [--part honest|cheats|runs]
 
 ``cost`` prints one table (docs/bench.md, "What runs where"):
 - a worker's start to ``Ready`` in the hardened sandbox (user namespace, no capabilities, seccomp, the
@@ -272,6 +272,11 @@ RMSNORM_CHEATS = [
 
 
 def bench(definition: str, impls: list[Path], workload: str, *extra: str) -> dict[str, Any]:
+    return bench_all(definition, impls, "--workload", workload, *extra)
+
+
+def bench_all(definition: str, impls: list[Path], *extra: str) -> dict[str, Any]:
+    """``kictl bench DEFINITION --impl … --device cuda`` with ``extra`` (every workload unless it names some)."""
     out = Path(tempfile.mkdtemp(prefix="walls-out-"))
     command = [
         sys.executable,
@@ -280,8 +285,6 @@ def bench(definition: str, impls: list[Path], workload: str, *extra: str) -> dic
         "bench",
         definition,
         *[arg for impl in impls for arg in ("--impl", str(impl))],
-        "--workload",
-        workload,
         "--device",
         "cuda",
         "--registry",
@@ -322,7 +325,8 @@ def short(row: dict[str, Any]) -> str:
 def gpu_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="walls.py gpu", description="the walls on a GPU")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--part", choices=("all", "honest", "cheats"), default="all")
+    parser.add_argument("--part", choices=("all", "honest", "cheats", "runs"), default="all")
+    parser.add_argument("--timers", default="cupti,events", help="runs part: the timers, each a session set")
     parser.add_argument("--modes", default="sandbox,no-sandbox", help="honest part: sandbox, no-sandbox or both")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -342,6 +346,8 @@ def gpu_main(argv: list[str]) -> int:
             "b16x_kv1024",
         ),
     }
+    if args.part == "runs":
+        return _honest_runs(args.out, [t for t in args.timers.split(",") if t], results, lines, problems)
     modes = [(m, () if m == "sandbox" else ("--no-sandbox",)) for m in args.modes.split(",") if m]
     for key, (definition, impls, workload) in honest.items() if args.part in ("all", "honest") else ():
         for mode, extra in modes:
@@ -395,6 +401,54 @@ def gpu_main(argv: list[str]) -> int:
             if not fair and row["status"] == "passed":
                 problems.append(f"cheat {name} passed")
     return _finish(args.out, results, lines, problems)
+
+
+#: Honest implementations on every workload of three definitions: 66 runs a timer (issue 40's "50 honest runs per
+#: timer pass"), sandboxed, one warm-up, 2 correctness rounds, one trial of 50 timed calls.
+HONEST_RUNS = {
+    RMSNORM: [
+        IMPL / RMSNORM / "reference",
+        IMPL / RMSNORM / "torch_rmsnorm",
+        *[CHEATS / f"honest_{n}.py" for n in ("float64_math", "reused_buffer", "offset_view", "noncontiguous_output")],
+    ],
+    "gemm_n4096_k4096": [IMPL / "gemm_n4096_k4096" / n for n in ("reference", "torch_matmul")],
+    DECODE: [IMPL / DECODE / n for n in ("reference", "flashinfer_wrapper", "torch_batched")],
+}
+
+
+def _honest_runs(out: Path, timers: list[str], results: dict[str, Any], lines: list[str], problems: list[str]) -> int:
+    """Every honest run of ``HONEST_RUNS`` under each timer: each must pass (``walls.py gpu --part runs``)."""
+    for timer in timers:
+        passed = total = 0
+        for definition, impls in HONEST_RUNS.items():
+            found = bench_all(
+                definition,
+                impls,
+                "--timer",
+                timer,
+                "--rounds",
+                "2",
+                "--trials",
+                "1",
+                "--iterations",
+                "50",
+                "--warmup",
+                "1",
+            )
+            results[f"runs/{timer}/{definition}"] = found
+            print(f"runs {timer} {definition}: exit {found['exit']} in {found['wall_s']} s", flush=True)
+            if not found["rows"]:
+                problems.append(f"runs/{timer}/{definition}: no rows; stderr: {found['stderr_tail']}")
+            for row in found["rows"]:
+                total += 1
+                if row["status"] == "passed":
+                    passed += 1
+                else:
+                    problems.append(
+                        f"{timer} {definition} {row['workload']} {short(row)}: {row['status']}: {row['statusDetail']}"
+                    )
+        lines.append(f"runs     {timer:8} {passed} of {total} honest runs passed")
+    return _finish(out, results, lines, problems)
 
 
 def _finish(out: Path, results: dict[str, Any], lines: list[str], problems: list[str]) -> int:

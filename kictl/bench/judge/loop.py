@@ -30,6 +30,7 @@ answer side by side, so that nothing a worker reports is used without the check 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import statistics
@@ -258,6 +259,8 @@ class RunDriver:
         self.idle_from: ProcessView | None = None
         #: the parent's own staging of the timed inputs (CPU, ``staging``), from ``Arm`` on
         self.stager: staging.Stager | None = None
+        #: GPU: the device address ranges of the timed tensor inputs, as the worker gave them before setup()
+        self.device_inputs: list[tuple[int, int]] = []
         #: the sandbox's CPU time (ns) when its last timed call's answer came (CPU), less its audits since
         self.cpu_mark: int | None = None
         #: CPU time per call is judged on the CPU only (``consistency_notes``): the GPU path reads threads alone
@@ -437,8 +440,12 @@ class RunDriver:
             stop_at_return=self.takes_outputs,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
-        if self._ask(arm, wire.Armed) is None:
+        armed = self._ask(arm, wire.Armed)
+        if armed is None:
             return
+        assert isinstance(armed, wire.Armed)
+        if not self.cpu_device:
+            self.device_inputs = taken.ranges(armed.inputs)
         if offsets is not None:
             assert region is not None
             self.stager = staging.Stager(region, self.timed_plans, offsets, self.setup_plan.inputs)
@@ -497,9 +504,9 @@ class RunDriver:
 
     @property
     def takes_outputs(self) -> bool:
-        """Whether the parent takes each timed call's outputs itself at its return (CPU, a real worker
-        process: ``judge.taken``); a GPU run's worker still sends an audited call's outputs (``wire.Audit``)."""
-        return self.cpu_device and getattr(self.worker, "takes_outputs", False)
+        """Whether the parent takes each timed call's outputs itself at its return (a real worker process:
+        ``judge.taken``, from host memory on the CPU and through CUDA IPC handles on a GPU)."""
+        return bool(getattr(self.worker, "takes_outputs", False))
 
     @property
     def outputs_limit(self) -> int:
@@ -547,8 +554,12 @@ class RunDriver:
         (``plainTensorOutputs``), outputs lying in the timed inputs' memory (``outputsNotAliasInputs``)."""
         region = self.worker.inputs
         inode = os.fstat(region.fd).st_ino if region is not None else None
-        found = taken.take(self.worker.worker_pid, answer, read, self.outputs_limit, inode, while_stopped)
+        found = taken.take(
+            self.worker.worker_pid, answer, read, self.outputs_limit, inode, while_stopped, not self.cpu_device
+        )
         evidence = self.evidence
+        if not self.cpu_device and not found.unstopped:
+            found = dataclasses.replace(found, aliased=tuple(taken.aliased(answer.outputs, self.device_inputs)))
         if found.unstopped:
             assert isinstance(found.outputs, str)
             evidence.note(Check.WIRE_INTACT, found.outputs)

@@ -1,4 +1,4 @@
-"""A CPU call's outputs, taken by kictl's parent at the call's return (issue 40).
+"""A timed call's outputs, taken by kictl's parent at the call's return (issue 40).
 
 The worker answers a timed call with where its outputs lie (``wire.Sample.outputs``) and stops itself
 (``SIGSTOP``, bound before the implementation was imported) the moment the answer is written.  The parent waits
@@ -8,6 +8,11 @@ implementation's runs between the call's return and the parent's reading: no hoo
 is no audit request), no ``gc`` callback, no signal handler, no replaced standard-library function of the
 wire.  What the parent read is what the call returned.  A worker that does not stop, or whose memory the parent
 cannot read, has its call's outputs judged missing (``timedOutputsCorrect``), never taken from the worker.
+
+On a GPU the outputs lie in the worker's device memory: the answer names each one's allocation by its CUDA IPC
+handle (``wire.cuda_ipc``), and the parent, while the worker is stopped, opens the handle in a driver context of
+its own, copies the bytes to the host and closes it.  The worker's timer synchronised the device before the
+answer, and a stopped process launches nothing, so what the parent copies is what the call left there.
 
 The parent keeps what it read only for the calls it audits, until it compares them with the reference's outputs
 (``judge.audits``: as they come, within a budget); each read is bounded by the definition's output sizes
@@ -24,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kictl.bench import wire
+from kictl.bench.wire import cuda_ipc
 from kictl.bench.wire.lazy import torch_module
 
 #: How long the parent waits for a worker to stop itself after a timed call's answer.
@@ -69,30 +75,53 @@ def _span(ref: wire.OutputRef, itemsize: int) -> int:
     return (1 + sum((size - 1) * step for size, step in zip(ref.shape, ref.stride, strict=True))) * itemsize
 
 
-def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[Any] | str:
-    """The outputs ``refs`` describe, read from the stopped worker ``pid``'s memory, as contiguous tensors of
-    the parent's own; or why they could not be read.  At most ``limit`` bytes are read in all."""
+def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int, on_gpu: bool = False) -> list[Any] | str:
+    """The outputs ``refs`` describe, read from the stopped worker ``pid``'s memory (its host memory; on a GPU
+    run, ``on_gpu``, its device memory through the IPC handles the refs name), as contiguous CPU tensors of the
+    parent's own; or why they could not be read.  At most ``limit`` bytes are read in all."""
+    torch = torch_module()
+
+    planned: list[tuple[wire.OutputRef, Any, int, int]] = []
+    total = 0
+    for ref in refs:
+        dtype = getattr(torch, ref.dtype, None) if ref.dtype in wire.DTYPE_BYTES else None
+        if not isinstance(dtype, torch.dtype):
+            return f"an output of dtype {ref.dtype!r}"
+        itemsize = wire.DTYPE_BYTES[ref.dtype]
+        try:
+            span = _span(ref, itemsize)
+        except ValueError as exc:
+            return f"an output with {exc}"
+        total += span
+        if total > limit:
+            return f"outputs spanning more than {limit} bytes of the worker's memory"
+        planned.append((ref, dtype, itemsize, span))
+    held = [ref for ref, _, _, span in planned if span]
+    on_device = [ref for ref in held if ref.handle]
+    if not on_gpu:
+        return "an output said to lie in device memory on a CPU run" if on_device else _read_host(pid, planned)
+    if len(on_device) != len(held) or len({ref.device for ref in on_device}) > 1:
+        return "outputs that do not all lie in one GPU's memory"
+    return _read_device(on_device[0].device, planned) if on_device else _read_host(pid, planned)
+
+
+def _placed(data: Any, ref: wire.OutputRef, dtype: Any, itemsize: int, span: int) -> Any:
+    """The bytes of one output (``span`` of them, from its first element) as a tensor of its shape."""
+    placed = data.view(dtype).as_strided(ref.shape, ref.stride)
+    dense = placed.is_contiguous() and placed.numel() * itemsize == span
+    return placed if dense else placed.contiguous()
+
+
+def _read_host(pid: int, planned: Sequence[tuple[wire.OutputRef, Any, int, int]]) -> list[Any] | str:
     torch = torch_module()
 
     tensors: list[Any] = []
-    total = 0
     try:
         fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY)
     except OSError as exc:
         return f"kictl's parent could not read the worker's memory ({exc.strerror})"
     try:
-        for ref in refs:
-            dtype = getattr(torch, ref.dtype, None) if ref.dtype in wire.DTYPE_BYTES else None
-            if not isinstance(dtype, torch.dtype):
-                return f"an output of dtype {ref.dtype!r}"
-            itemsize = wire.DTYPE_BYTES[ref.dtype]
-            try:
-                span = _span(ref, itemsize)
-            except ValueError as exc:
-                return f"an output with {exc}"
-            total += span
-            if total > limit:
-                return f"outputs spanning more than {limit} bytes of the worker's memory"
+        for ref, dtype, itemsize, span in planned:
             if span == 0:
                 tensors.append(torch.empty(ref.shape, dtype=dtype))
                 continue
@@ -107,11 +136,34 @@ def read_outputs(pid: int, refs: Sequence[wire.OutputRef], limit: int) -> list[A
                 if got <= 0:
                     return f"kictl's parent could not read an output at {ref.address:#x}"
                 done += got
-            placed = data.view(dtype).as_strided(ref.shape, ref.stride)
-            dense = placed.is_contiguous() and placed.numel() * itemsize == span
-            tensors.append(placed if dense else placed.contiguous())
+            tensors.append(_placed(data, ref, dtype, itemsize, span))
     finally:
         os.close(fd)
+    return tensors
+
+
+_readers: list[cuda_ipc.DeviceReader] = []
+
+
+def _read_device(device: str, planned: Sequence[tuple[wire.OutputRef, Any, int, int]]) -> list[Any] | str:
+    """The outputs in the stopped worker's device memory, copied to the host through their allocations' IPC
+    handles (``wire.cuda_ipc``) in a context of the parent's own."""
+    torch = torch_module()
+
+    if not _readers:
+        _readers.append(cuda_ipc.DeviceReader())
+    spans = [(ref.handle, ref.offset, span) for ref, _, _, span in planned if span]
+    try:
+        copied = iter(_readers[0].read(device, spans))
+    except cuda_ipc.IpcError as exc:
+        return f"kictl's parent could not read an output in device memory ({exc})"
+    tensors = []
+    for ref, dtype, itemsize, span in planned:
+        if span == 0:
+            tensors.append(torch.empty(ref.shape, dtype=dtype))
+            continue
+        data = torch.frombuffer(next(copied), dtype=torch.uint8)
+        tensors.append(_placed(data, ref, dtype, itemsize, span))
     return tensors
 
 
@@ -128,6 +180,19 @@ def mapped(pid: int, inode: int) -> list[tuple[int, int]]:
     except (OSError, ValueError):
         return []
     return ranges
+
+
+def ranges(refs: Sequence[wire.OutputRef]) -> list[tuple[int, int]]:
+    """The address ranges ``refs`` cover (the bytes from each one's first element to past its last)."""
+    found = []
+    for ref in refs:
+        try:
+            span = _span(ref, wire.DTYPE_BYTES.get(ref.dtype, 1))
+        except ValueError:
+            continue
+        if span:
+            found.append((ref.address, ref.address + span))
+    return found
 
 
 def aliased(refs: Sequence[wire.OutputRef], ranges: Sequence[tuple[int, int]]) -> list[int]:
@@ -167,8 +232,10 @@ def take(
     limit: int,
     inputs_inode: int | None = None,
     while_stopped: Callable[[], object] | None = None,
+    on_gpu: bool = False,
 ) -> Taken:
-    """At a CPU call's return: wait for the worker to stop itself, read its outputs if ``read``, let it go on.
+    """At a call's return: wait for the worker to stop itself, read its outputs if ``read`` (from its device
+    memory on a GPU run, ``on_gpu``), let it go on.
 
     With ``inputs_inode`` (the inputs region's memfd) an output lying in that region is named too: the
     parent's own observation of ``outputsNotAliasInputs``.  ``while_stopped`` is called while the worker is
@@ -196,7 +263,7 @@ def take(
             return Taken(answer.outputs_error, hit)
         if not answer.outputs:
             return Taken("the worker did not say where the call's outputs lie", hit)
-        return Taken(read_outputs(pid, answer.outputs, limit), hit)
+        return Taken(read_outputs(pid, answer.outputs, limit, on_gpu), hit)
     finally:
         _resume(pid)
 

@@ -242,7 +242,8 @@ class Arm(Message):
     parent_stages: bool = False
     #: the worker stops itself (``SIGSTOP``) once each timed call's answer is written, and says where the
     #: call's outputs lie (``Sample.outputs``): kictl's parent reads them there before anything of the
-    #: implementation's can run again, then lets the worker go on (CPU, issue 40)
+    #: implementation's can run again, then lets the worker go on (issue 40: the CPU's memory through
+    #: ``/proc``, a GPU's through CUDA IPC handles)
     stop_at_return: bool = False
 
 
@@ -374,17 +375,27 @@ class Staged(Message):
 class Armed(Message):
     TYPE: ClassVar[str] = "armed"
     notes: tuple[Note, ...]
+    #: GPU, ``Arm.stop_at_return``: where the timed tensor inputs lie in device memory, as the worker found them
+    #: before setup() ran (kictl's parent names an output lying there itself, ``outputsNotAliasInputs``)
+    inputs: tuple[OutputRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class OutputRef:
-    """Where one output of a timed call lies in the worker's memory (CPU): its dtype, shape, strides (in
-    elements) and the address of its first element.  kictl's parent reads the bytes there itself."""
+    """Where one output of a timed call lies in the worker's memory: its dtype, shape, strides (in elements) and
+    the address of its first element.  kictl's parent reads the bytes there itself.
+
+    On a GPU (``handle`` set) the address is a device pointer: ``handle`` is the IPC handle (hex) of the device
+    allocation that holds it, ``offset`` the first element's bytes from that allocation's start, and ``device``
+    the PCI bus id of its GPU (``wire.cuda_ipc``)."""
 
     dtype: str
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     address: int
+    handle: str = ""
+    offset: int = 0
+    device: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -417,7 +428,7 @@ class Sample(Message):
     busy_ns: int | None = None
     #: earlier calls whose samples were settled with this one
     settled: tuple[Settled, ...] = ()
-    #: ``Arm.stop_at_return``: where the call's outputs lie, or why they are not plain CPU tensors
+    #: ``Arm.stop_at_return``: where the call's outputs lie, or why they are not plain tensors on the run's device
     outputs: tuple[OutputRef, ...] = ()
     outputs_error: str | None = None
 

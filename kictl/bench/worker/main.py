@@ -58,7 +58,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kictl.bench import wire
-from kictl.bench.wire import regions
+from kictl.bench.wire import cuda_ipc, regions
 from kictl.bench.wire.lazy import torch_module
 from kictl.bench.wire.tensors import materialize_plans
 from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
@@ -555,7 +555,7 @@ class Worker:
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
-        self.stop_at_return = request.stop_at_return and not self.cuda
+        self.stop_at_return = request.stop_at_return
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
 
         # the parent stages the timed values in the inputs region (judge.staging): only the setup values here
@@ -576,6 +576,8 @@ class Worker:
         self.time_setup = request.time_setup
         pin_all(self.cpus)  # from here on (setup(), warm-up, timed calls) on the timed calls' CPUs only
         notes: list[wire.Note] = []
+        # where the timed tensors lie, found before setup() runs: kictl's parent names an output lying there
+        inputs = self.input_refs() if self.cuda and self.stop_at_return else ()
         if self.setup is not None and not request.time_setup:
             self.call(self.setup, self.timed_args)
         if self.cuda:
@@ -591,7 +593,19 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         # what prepare() made (a graph) is watched as it is now; what was there before, as it was before
         self.watches["timer"] = integrity.watch_instance("timer", self.timer, before)
-        return wire.Armed(notes=tuple(notes))
+        return wire.Armed(notes=tuple(notes), inputs=inputs)
+
+    def input_refs(self) -> tuple[wire.OutputRef, ...]:
+        """Where each timed tensor input lies in device memory (its dtype, shape, strides, first element)."""
+        torch = torch_module()
+
+        refs = []
+        with integrity.kictl_torch():
+            for tensor in self.timed_args:
+                if type(tensor) is torch.Tensor and tensor.numel():
+                    dtype = str(tensor.dtype).removeprefix("torch.")
+                    refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
+        return tuple(refs)
 
     def instance_changes(self) -> list[str]:
         """What an implementation replaced on kictl's timer or CUPTI collector (``timerNotPatched``)."""
@@ -665,6 +679,9 @@ class Worker:
         earlier = self.settled(notes)
         if sample.ns is not None:
             self.figure_notes(sample, notes)
+        # where the outputs lie in device memory (the timer synchronised the device): kictl's parent reads them
+        # there through their IPC handles while this process is stopped (``serve``)
+        refs, error = self.output_refs(sample.outputs) if self.stop_at_return else ((), None)
         return wire.Sample(
             ns=sample.ns,
             enqueued_ahead=sample.enqueued_ahead,
@@ -673,11 +690,14 @@ class Worker:
             kernels=sample.kernels,
             busy_ns=sample.busy_ns,
             settled=earlier,
+            outputs=refs,
+            outputs_error=error,
         )
 
     def output_refs(self, value: Any) -> tuple[tuple[wire.OutputRef, ...], str | None]:
-        """Where a CPU call's outputs lie, for kictl's parent to read them there itself while this process is
-        stopped (``Arm.stop_at_return``); or why it cannot (not plain CPU tensors in the definition's order)."""
+        """Where a call's outputs lie, for kictl's parent to read them there itself while this process is stopped
+        (``Arm.stop_at_return``); or why it cannot (not plain tensors on the run's device in the definition's
+        order, or device memory that has no IPC handle)."""
         torch = torch_module()
 
         try:
@@ -685,12 +705,21 @@ class Worker:
         except OutputStructureError as exc:
             return (), wire.clean_text(str(exc), 300)
         refs = []
+        where = "CUDA" if self.cuda else "CPU"
         with integrity.kictl_torch():
             for name, tensor in zip(self.names, outputs, strict=True):
-                if type(tensor) is not torch.Tensor or tensor.device.type != "cpu":
-                    return (), f"returned output {name}, which is not a plain CPU tensor"
+                if type(tensor) is not torch.Tensor or tensor.device.type != ("cuda" if self.cuda else "cpu"):
+                    return (), f"returned output {name}, which is not a plain {where} tensor"
                 dtype = str(tensor.dtype).removeprefix("torch.")
-                refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
+                shape, stride, address = tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()
+                if not self.cuda or tensor.numel() == 0:
+                    refs.append(wire.OutputRef(dtype, shape, stride, address))
+                    continue
+                try:
+                    found = cuda_ipc.export(address)
+                except cuda_ipc.IpcError as exc:
+                    return (), wire.clean_text(f"returned output {name} in device memory with no IPC handle ({exc})")
+                refs.append(wire.OutputRef(dtype, shape, stride, address, found.handle, found.offset, found.device))
         return tuple(refs), None
 
     def call_notes(self, sample: timing.Measured) -> list[wire.Note]:

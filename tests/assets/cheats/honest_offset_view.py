@@ -7,7 +7,7 @@ import torch
 @torch.no_grad()
 def run(hidden_states, weight):
     rows, hidden = hidden_states.shape
-    buffer = torch.empty(rows + 3, hidden, dtype=hidden_states.dtype)
+    buffer = torch.empty(rows + 3, hidden, dtype=hidden_states.dtype, device=hidden_states.device)
     out = buffer[3:]
     w = weight.float()
     for start in range(0, rows, 16):

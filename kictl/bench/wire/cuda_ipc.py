@@ -1,0 +1,181 @@
+"""CUDA's legacy inter-process memory handles, through the driver library (``libcuda``), for a timed call's outputs.
+
+On a GPU a timed call's outputs lie in the worker's device memory.  The worker says where (``export``: the IPC
+handle of the allocation that holds each output, the output's offset in it and the device's PCI bus id) and stops
+itself; kictl's parent opens the handle in a context of its own on the same device and copies the bytes out
+(``DeviceReader``) before it lets the worker go on (``judge.taken``).  So the parent reads what the call left in
+device memory, not what the worker packs later, and nothing of the implementation's runs in between.
+
+Only the driver API is used (``ctypes`` over ``libcuda.so.1``, which every CUDA machine has): the parent needs no
+torch CUDA context, and the worker's own torch state is left alone.  ../shared/MEASURED.md showed a legacy handle
+opened across kictl's sandbox (uid 65534, no capabilities, own PID namespace).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+#: ``CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS``: the flag ``cuIpcOpenMemHandle`` wants
+_LAZY_PEER_ACCESS = 1
+_HANDLE_BYTES = 64
+_BUS_ID_BYTES = 64
+
+
+class IpcError(RuntimeError):
+    """A driver call failed; the message names it and CUDA's error."""
+
+
+class _Handle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * _HANDLE_BYTES)]
+
+
+_lock = threading.Lock()
+_driver: list[Any] = []
+
+
+def _library() -> Any:
+    """``libcuda.so.1``, loaded and initialised once (``IpcError`` where there is none)."""
+    with _lock:
+        if not _driver:
+            try:
+                lib = ctypes.CDLL("libcuda.so.1")
+            except OSError as exc:
+                raise IpcError(f"no CUDA driver library: {exc}") from None
+            _check(lib, lib.cuInit(0), "cuInit")
+            _driver.append(lib)
+        return _driver[0]
+
+
+def _name(lib: Any, code: int) -> str:
+    text = ctypes.c_char_p()
+    if lib.cuGetErrorName(code, ctypes.byref(text)) == 0 and text.value:
+        return text.value.decode("ascii", "replace")
+    return f"CUDA error {code}"
+
+
+def _check(lib: Any, code: int, call: str) -> None:
+    if code != 0:
+        raise IpcError(f"{call}: {_name(lib, code)}")
+
+
+def _symbol(lib: Any, name: str) -> Any:
+    """The ``_v2`` form of a driver function where the library has one (the one CUDA's headers call)."""
+    return getattr(lib, f"{name}_v2", None) or getattr(lib, name)
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """One device pointer as another process can find it: its allocation's IPC handle (hex), the pointer's offset
+    in that allocation, and the PCI bus id of the device that holds it."""
+
+    handle: str
+    offset: int
+    device: str
+
+
+def export(pointer: int) -> Exported:
+    """The allocation that holds device ``pointer``, as an IPC handle another process can open."""
+    lib = _library()
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    _check(
+        lib,
+        _symbol(lib, "cuMemGetAddressRange")(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)),
+        "cuMemGetAddressRange",
+    )
+    handle = _Handle()
+    _check(lib, lib.cuIpcGetMemHandle(ctypes.byref(handle), base), "cuIpcGetMemHandle")
+    ordinal = ctypes.c_int()
+    _check(
+        lib,
+        lib.cuPointerGetAttribute(ctypes.byref(ordinal), 9, ctypes.c_uint64(pointer)),  # DEVICE_ORDINAL
+        "cuPointerGetAttribute",
+    )
+    device = ctypes.c_int()
+    _check(lib, lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
+    bus = ctypes.create_string_buffer(_BUS_ID_BYTES)
+    _check(lib, lib.cuDeviceGetPCIBusId(bus, _BUS_ID_BYTES, device), "cuDeviceGetPCIBusId")
+    return Exported(bytes(handle.reserved).hex(), pointer - base.value, bus.value.decode("ascii", "replace"))
+
+
+class DeviceReader:
+    """kictl's parent's reading of device memory another process exported: a context of its own on each device
+    (the device's primary context, retained), a handle opened, the bytes copied to the host, the handle closed."""
+
+    def __init__(self) -> None:
+        self._contexts: dict[str, ctypes.c_void_p] = {}
+
+    def _context(self, bus_id: str) -> ctypes.c_void_p:
+        context = self._contexts.get(bus_id)
+        if context is None:
+            lib = _library()
+            device = ctypes.c_int()
+            _check(
+                lib, lib.cuDeviceGetByPCIBusId(ctypes.byref(device), bus_id.encode("ascii")), "cuDeviceGetByPCIBusId"
+            )
+            context = ctypes.c_void_p()
+            _check(lib, lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+            self._contexts[bus_id] = context
+        return context
+
+    def read(self, device: str, spans: Sequence[tuple[str, int, int]]) -> list[bytearray]:
+        """The bytes of each ``(handle hex, offset, length)`` on the device with PCI bus id ``device``; ``IpcError``
+        names the first that could not be read.  A handle named twice is opened once, and every handle opened is
+        closed before this returns."""
+        lib = _library()
+        context = self._context(device)
+        _check(lib, _symbol(lib, "cuCtxPushCurrent")(context), "cuCtxPushCurrent")
+        opened: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        try:
+            copied: list[bytearray] = []
+            for handle_hex, offset, length in spans:
+                try:
+                    raw = bytes.fromhex(handle_hex)
+                except ValueError:
+                    raw = b""
+                if len(raw) != _HANDLE_BYTES or offset < 0 or length < 0:
+                    raise IpcError("a malformed device memory handle")
+                if handle_hex not in opened:
+                    pointer = ctypes.c_uint64()
+                    handle = _Handle()
+                    handle.reserved = raw
+                    _check(
+                        lib,
+                        _symbol(lib, "cuIpcOpenMemHandle")(ctypes.byref(pointer), handle, _LAZY_PEER_ACCESS),
+                        "cuIpcOpenMemHandle",
+                    )
+                    opened[handle_hex] = pointer.value
+                    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+                    _check(
+                        lib,
+                        _symbol(lib, "cuMemGetAddressRange")(ctypes.byref(base), ctypes.byref(size), pointer),
+                        "cuMemGetAddressRange",
+                    )
+                    sizes[handle_hex] = size.value - (pointer.value - base.value)
+                if offset + length > sizes[handle_hex]:
+                    raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
+                buffer = bytearray(length)
+                if length:
+                    host = (ctypes.c_char * length).from_buffer(buffer)
+                    source = ctypes.c_uint64(opened[handle_hex] + offset)
+                    _check(lib, _symbol(lib, "cuMemcpyDtoH")(host, source, ctypes.c_size_t(length)), "cuMemcpyDtoH")
+                copied.append(buffer)
+            return copied
+        finally:
+            for pointer_value in opened.values():
+                lib.cuIpcCloseMemHandle(ctypes.c_uint64(pointer_value))
+            popped = ctypes.c_void_p()
+            _symbol(lib, "cuCtxPopCurrent")(ctypes.byref(popped))
+
+
+def available() -> bool:
+    """Whether this process can use CUDA's driver library (``libcuda.so.1`` loads and ``cuInit`` succeeds)."""
+    try:
+        _library()
+    except IpcError:
+        return False
+    return True

@@ -1,0 +1,142 @@
+"""kictl's parent takes a GPU call's outputs from the stopped worker's device memory (issue 40, ``judge.taken``,
+``wire.cuda_ipc``).
+
+The decisions run everywhere: a CPU run never reads device memory whatever the worker says, a GPU run's outputs
+must all lie in one GPU's memory, and outputs the parent could not read are missing (never taken from the
+worker).  The reading itself needs a GPU: the ``gpu``-marked test opens a real IPC handle of a stopped process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from kictl.bench import wire
+from kictl.bench.judge import taken
+from kictl.bench.wire import cuda_ipc
+from tests.bench.conftest import cuda_available
+
+HANDLE = "ab" * 64
+
+
+def _sample(*refs: wire.OutputRef) -> wire.Sample:
+    return wire.Sample(ns=1, enqueued_ahead=None, notes=(), outputs=refs)
+
+
+def test_a_cpu_run_never_reads_device_memory_whatever_the_worker_says() -> None:
+    refs = [wire.OutputRef("float32", (4,), (1,), 0x1000, HANDLE, 0, "0000:01:00.0")]
+    found = taken.read_outputs(os.getpid(), refs, 1 << 20)
+    assert found == "an output said to lie in device memory on a CPU run"
+
+
+def test_a_gpu_run_s_outputs_must_all_lie_in_one_gpu_s_memory() -> None:
+    on_device = wire.OutputRef("float32", (4,), (1,), 0x1000, HANDLE, 0, "0000:01:00.0")
+    in_host = wire.OutputRef("float32", (4,), (1,), 0x2000)
+    other_gpu = wire.OutputRef("float32", (4,), (1,), 0x3000, HANDLE, 16, "0000:02:00.0")
+    for refs in ([on_device, in_host], [on_device, other_gpu]):
+        found = taken.read_outputs(os.getpid(), refs, 1 << 20, on_gpu=True)
+        assert found == "outputs that do not all lie in one GPU's memory"
+
+
+def test_device_outputs_are_bounded_before_anything_is_opened() -> None:
+    huge = wire.OutputRef("float32", (1 << 30,), (1,), 0x1000, HANDLE, 0, "0000:01:00.0")
+    found = taken.read_outputs(os.getpid(), [huge], 1 << 20, on_gpu=True)
+    assert found == f"outputs spanning more than {1 << 20} bytes of the worker's memory"
+
+
+@pytest.mark.skipif(cuda_ipc.available(), reason="a machine with CUDA's driver: the gpu test reads for real")
+def test_without_a_driver_the_outputs_are_missing_not_taken_from_the_worker() -> None:
+    ref = wire.OutputRef("float32", (4,), (1,), 0x1000, HANDLE, 0, "0000:01:00.0")
+    found = taken.read_outputs(os.getpid(), [ref], 1 << 20, on_gpu=True)
+    assert isinstance(found, str)
+    assert found.startswith("kictl's parent could not read an output in device memory (no CUDA driver library")
+
+
+def test_a_malformed_handle_is_refused_before_the_driver_is_asked() -> None:
+    reader = cuda_ipc.DeviceReader()
+    with pytest.raises(cuda_ipc.IpcError):
+        # no driver here, or a handle of the wrong length: either way an IpcError, never a crash
+        reader.read("0000:01:00.0", [("zz", 0, 4)])
+
+
+def test_an_output_lying_in_the_timed_inputs_is_named_by_address() -> None:
+    inputs = [wire.OutputRef("bfloat16", (64, 4096), (4096, 1), 0x7F0000000000)]
+    inside = wire.OutputRef("bfloat16", (64, 4096), (4096, 1), 0x7F0000000000, HANDLE, 0, "bus")
+    after = wire.OutputRef("bfloat16", (64, 4096), (4096, 1), 0x7F0000000000 + 64 * 4096 * 2, HANDLE, 0, "bus")
+    assert taken.aliased([inside, after], taken.ranges(inputs)) == [0]
+
+
+def test_the_refs_travel_the_wire_with_their_handles() -> None:
+    ref = wire.OutputRef("float16", (2, 3), (3, 1), 0x7000, HANDLE, 512, "0000:1b:00.0")
+    for message in (wire.Armed(notes=(), inputs=(ref,)), _sample(ref)):
+        read, write = os.pipe()
+        try:
+            os.write(write, wire.encode(message))
+            os.close(write)
+            assert wire.read_frame(read, deadline=time.monotonic() + 5) == message
+        finally:
+            os.close(read)
+
+
+# a process holding a known tensor in device memory, saying where (its allocation's IPC handle), then stopping
+# itself as kictl's worker does; once it goes on it overwrites the tensor: too late for the parent
+HOLDER = """
+import signal, sys, torch
+from kictl.bench.wire import cuda_ipc
+t = torch.arange(4096, dtype=torch.float32, device="cuda").reshape(64, 64)
+view = t[:, 1:9:2]
+torch.cuda.synchronize()
+for tensor in (t, view):
+    found = cuda_ipc.export(tensor.data_ptr())
+    print(found.handle, found.offset, found.device, tensor.data_ptr(), flush=True)
+signal.raise_signal(signal.SIGSTOP)
+t.fill_(-1.0)
+torch.cuda.synchronize()
+sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def holder() -> Iterator[tuple[subprocess.Popen[str], list[list[str]]]]:
+    process = subprocess.Popen([sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    lines = [process.stdout.readline().split() for _ in range(2)]
+    yield process, lines
+    process.kill()
+    process.wait()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")
+def test_the_parent_reads_a_stopped_process_s_device_memory_through_its_handles(
+    holder: tuple[subprocess.Popen[str], list[list[str]]],
+) -> None:
+    process, lines = holder
+    (whole_handle, whole_offset, bus, whole_address), (view_handle, view_offset, view_bus, view_address) = lines
+    assert view_handle == whole_handle  # one allocation
+    assert view_bus == bus
+    refs = (
+        wire.OutputRef("float32", (64, 64), (64, 1), int(whole_address), whole_handle, int(whole_offset), bus),
+        wire.OutputRef("float32", (64, 4), (64, 2), int(view_address), view_handle, int(view_offset), bus),
+    )
+    found = taken.take(process.pid, _sample(*refs), True, 1 << 22, on_gpu=True).outputs
+    assert isinstance(found, list), found
+    expected = torch.arange(4096, dtype=torch.float32).reshape(64, 64)
+    assert torch.equal(found[0], expected)
+    assert torch.equal(found[1], expected[:, 1:9:2])
+    assert not taken.stopped(process.pid)
+    # the handle's bytes past the allocation are refused, not read
+    beyond = wire.OutputRef("float32", (1 << 20,), (1,), int(whole_address), whole_handle, int(whole_offset), bus)
+    os.kill(process.pid, signal.SIGSTOP)
+    assert taken.wait_stopped(process.pid)
+    refused = taken.read_outputs(process.pid, [beyond], 1 << 23, on_gpu=True)
+    os.kill(process.pid, signal.SIGCONT)
+    assert isinstance(refused, str)
+    assert "outside the allocation" in refused, refused
