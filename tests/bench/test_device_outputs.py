@@ -66,6 +66,15 @@ def test_a_malformed_handle_is_refused_before_the_driver_is_asked() -> None:
         reader.read("0000:01:00.0", [("zz", 0, 4)])
 
 
+def test_a_handle_keeps_all_its_bytes_nul_bytes_included() -> None:
+    """A legacy IPC handle holds NUL bytes: read as the ``c_char`` field's value it would stop at the first
+    (found on the H100: every handle arrived short, and every honest GPU run's outputs went unread)."""
+    raw = bytes([7, 0, 0, 9] * 16)
+    assert cuda_ipc.handle_bytes(cuda_ipc.handle_of(raw)) == raw
+    with pytest.raises(cuda_ipc.IpcError):
+        cuda_ipc.handle_of(raw[:63])
+
+
 def test_an_output_lying_in_the_timed_inputs_is_named_by_address() -> None:
     inputs = [wire.OutputRef("bfloat16", (64, 4096), (4096, 1), 0x7F0000000000)]
     inside = wire.OutputRef("bfloat16", (64, 4096), (4096, 1), 0x7F0000000000, HANDLE, 0, "bus")

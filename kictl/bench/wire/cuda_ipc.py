@@ -33,6 +33,20 @@ class _Handle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * _HANDLE_BYTES)]
 
 
+def handle_bytes(handle: _Handle) -> bytes:
+    """A handle's 64 raw bytes (its field's own value would stop at the first NUL byte)."""
+    return ctypes.string_at(ctypes.addressof(handle), _HANDLE_BYTES)
+
+
+def handle_of(raw: bytes) -> _Handle:
+    """The handle whose raw bytes are ``raw`` (64 of them, NUL bytes included)."""
+    if len(raw) != _HANDLE_BYTES:
+        raise IpcError("a malformed device memory handle")
+    handle = _Handle()
+    ctypes.memmove(ctypes.addressof(handle), raw, _HANDLE_BYTES)
+    return handle
+
+
 _lock = threading.Lock()
 _driver: list[Any] = []
 
@@ -98,7 +112,7 @@ def export(pointer: int) -> Exported:
     _check(lib, lib.cuDeviceGet(ctypes.byref(device), ordinal), "cuDeviceGet")
     bus = ctypes.create_string_buffer(_BUS_ID_BYTES)
     _check(lib, lib.cuDeviceGetPCIBusId(bus, _BUS_ID_BYTES, device), "cuDeviceGetPCIBusId")
-    return Exported(bytes(handle.reserved).hex(), pointer - base.value, bus.value.decode("ascii", "replace"))
+    return Exported(handle_bytes(handle).hex(), pointer - base.value, bus.value.decode("ascii", "replace"))
 
 
 class DeviceReader:
@@ -141,8 +155,7 @@ class DeviceReader:
                     raise IpcError("a malformed device memory handle")
                 if handle_hex not in opened:
                     pointer = ctypes.c_uint64()
-                    handle = _Handle()
-                    handle.reserved = raw
+                    handle = handle_of(raw)
                     _check(
                         lib,
                         _symbol(lib, "cuIpcOpenMemHandle")(ctypes.byref(pointer), handle, _LAZY_PEER_ACCESS),
