@@ -29,7 +29,16 @@ from tests.conftest import REPO_ROOT, RunCli
 
 SCRIPT = REPO_ROOT / "benchmarks" / "catalogue.py"
 FAMILIES = REPO_ROOT / "implementations" / "families"
-HOPPER_SERVED = ("gemm", "rmsnorm", "gqa-paged-attention", "gqa-ragged-attention", "mla-ragged-attention")
+HOPPER_SERVED = (
+    "gemm",
+    "rmsnorm",
+    "gqa-paged-attention",
+    "gqa-ragged-attention",
+    "mla-ragged-attention",
+    "mla-paged-attention",
+    "sampling",
+    "rope",
+)
 FEW_CALLS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 
 
@@ -258,6 +267,14 @@ CPU_CASES = [
     ("gqa_paged_prefill_causal_h6_kv1_d128_ps1", "b1_q16", "gqa-paged-attention/torch_sdpa_prefill"),
     ("gqa_ragged_prefill_causal_h5_kv1_d128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),
     ("mla_ragged_prefill_causal_h8_qk192_vo128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),  # QK 192, VO 128
+    ("mla_paged_decode_h16_ckv512_kpe64_ps64", "b4_kv2048", "mla-paged-attention/torch_mla_decode"),
+    ("mla_paged_decode_h8_ckv512_kpe64_ps1", "b1_kv512", "mla-paged-attention/torch_mla_decode"),
+    ("mla_paged_prefill_causal_h16_ckv512_kpe64_ps64", "b1_q128", "mla-paged-attention/torch_mla_prefill"),
+    ("mla_paged_prefill_causal_h8_ckv512_kpe64_ps1", "b1_q16", "mla-paged-attention/torch_mla_prefill"),
+    ("top_k_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),  # the distribution judge
+    ("top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
+    ("top_k_top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
+    ("rope_with_cos_sin_cache_neox_style_d128_rd64", "t16", "rope/torch_rope"),
 ]
 
 
