@@ -57,6 +57,7 @@ calls.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import math
 import shutil
@@ -89,7 +90,7 @@ FAMILY_ORDER = (
 )
 WORKLOADS_PER_DEFINITION = 8
 #: seconds, from the H100 call of 2026-12-06 (81 runs in 131 s after the builds: 1.6 s a run), with a margin
-RUN_SECONDS = 2.0
+RUN_SECONDS = 1.8
 DEFINITION_SECONDS = 8.0
 BUILD_SECONDS = 75.0
 WARM_SECONDS = 10.0
@@ -169,6 +170,8 @@ def choose_workloads(workloads: list[tuple[str, dict[str, int]]], limit: int = W
     (limit - 1))``, so the smallest and the largest are always among them.
     """
     ordered = sorted(workloads, key=lambda item: (math.prod(item[1].values()), item[0]))
+    if limit <= 1:
+        return [label for label, _ in ordered[:1]]
     if len(ordered) <= limit:
         return [label for label, _ in ordered]
     distinct: list[tuple[str, dict[str, int]]] = []
@@ -273,6 +276,14 @@ def implementation_digest(implementation: Path, definition_digest: str, registry
     return load_implementation(str(implementation), registry.load(definition_digest), registry).record.digest
 
 
+def left_out_reason(item: Definition, table: dict[str, Any]) -> str:
+    """Why only the reference serves ``item``: ``serves.json``'s ``leftOut`` by name pattern, else by family."""
+    for pattern, reason in table.get("leftOut", {}).items():
+        if fnmatch.fnmatchcase(item.name, pattern) or pattern == item.family:
+            return str(reason)
+    return "no implementation of its family but the reference"
+
+
 def plan(
     definitions: list[Definition],
     *,
@@ -282,6 +293,7 @@ def plan(
     held: set[tuple[str, str]] | None,
     registry_root: Path,
     flashinfer: bool,
+    limit: int = WORKLOADS_PER_DEFINITION,
 ) -> tuple[list[Definition], list[Definition]]:
     """(definitions to measure, in order; definitions left out, each with its reason)."""
     from kictl.store.registry import Registry
@@ -303,7 +315,7 @@ def plan(
         elif not item.workloads:
             item.reason = "no workload"
         elif [path.name for path in item.implementations] in ([], ["reference"]):
-            item.reason = table.get("leftOut", {}).get(item.family, "no implementation of its family but the reference")
+            item.reason = left_out_reason(item, table)
         elif held is not None:
             item.implementations = [
                 path
@@ -315,7 +327,7 @@ def plan(
         if item.reason:
             left.append(item)
             continue
-        item.chosen = choose_workloads(item.workloads)
+        item.chosen = choose_workloads(item.workloads, WORKLOADS_PER_DEFINITION if item.bundled else limit)
         chosen.append(item)
     return order(chosen), left
 
@@ -433,6 +445,12 @@ def main() -> int:
         help=f"leave out implementations the registry holds a kictl run of on this GPU product ({DEFAULT_PRODUCT})",
     )
     parser.add_argument("--plan", action="store_true", help="print what would be measured, and stop")
+    parser.add_argument(
+        "--workloads",
+        type=int,
+        default=WORKLOADS_PER_DEFINITION,
+        help=f"workloads per definition from a larger suite, spread by size (default {WORKLOADS_PER_DEFINITION})",
+    )
     parser.add_argument("--energy", action="store_true", help="also --measure energy (attention, GEMM, MoE)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency runs (energy only)")
     parser.add_argument(
@@ -462,6 +480,7 @@ def main() -> int:
         held=held,
         registry_root=args.registry,
         flashinfer=not args.smoke,
+        limit=max(args.workloads, 1),
     )
     if args.smoke:
         for item in chosen:

@@ -38,6 +38,7 @@ HOPPER_SERVED = (
     "mla-paged-attention",
     "sampling",
     "rope",
+    "mamba-ssu",
 )
 FEW_CALLS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 
@@ -148,6 +149,39 @@ def test_every_definition_of_the_served_families_gets_the_reference_flashinfer_a
             assert item.reason, name
 
 
+def test_gdn_decode_and_prefill_are_served_mtp_and_blackwell_only_families_are_left_out_with_the_reason() -> None:
+    chosen, left = _planned()
+    for item in DEFINITIONS.values():
+        names = [path.name for path in chosen[item.name].implementations] if item.name in chosen else []
+        if item.name.startswith("gdn_decode_"):
+            assert names == ["reference", "flashinfer_gdn_decode", "torch_gdn_decode"]
+        elif item.name.startswith("gdn_prefill_"):
+            assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
+        elif item.name.startswith("gdn_mtp_"):
+            assert "gated_delta_rule_mtp" in left[item.name].reason
+        elif item.family == "moe":
+            assert "Blackwell (sm100) only" in left[item.name].reason
+        elif item.name.startswith("dsa_sparse_attention_"):
+            assert "trtllm_batch_decode_with_kv_cache_mla" in left[item.name].reason
+        elif item.name.startswith("dsa_topk_indexer_"):
+            assert "names no FlashInfer API" in left[item.name].reason
+    assert len([name for name, item in left.items() if "Blackwell" in item.reason]) == 19 + 2
+
+
+def test_a_reference_returning_output_dot_to_gives_its_order_to_the_outputs() -> None:
+    """Mamba's reference returns ``output.to(x.dtype), new_state``: the outputs are in that order, not the
+    record's sorted one (which would make every honest Mamba implementation 'incorrect_shape')."""
+    from kictl.definitions import signature
+    from kictl.records import DefinitionSpec
+
+    spec = Registry(REPO_ROOT).load(DEFINITIONS["mamba_ssu_decode_h64_d64_s128_ng4"].digest).model.spec
+    assert isinstance(spec, DefinitionSpec)
+    assert list(spec.outputs) == ["new_state", "output"]
+    assert signature(spec).outputs == ("output", "new_state")
+    edited = spec.model_copy(update={"reference": spec.reference.replace("output.to(x.dtype), new_state", "x, y")})
+    assert signature(edited).outputs == ("new_state", "output")  # names that are not outputs: the record's order
+
+
 def test_without_flashinfer_the_plan_drops_the_flashinfer_wrappers() -> None:
     chosen, _ = _planned(flashinfer=False, families=["gqa-paged-attention"])
     assert chosen
@@ -176,6 +210,9 @@ def test_all_of_a_small_suite_and_eight_spread_over_a_large_one() -> None:
     assert chosen[0] == "b1_k512"
     assert chosen[-1] == "b64_k8192"
     assert len(chosen) == 8
+    # fewer on request (--workloads), still the smallest and the largest
+    assert catalogue.choose_workloads(large, 4) == ["w00001", "w00015", "w00029", "w00043"]
+    assert catalogue.choose_workloads(large, 1) == ["w00001"]
     # a real large suite of the catalogue (43 captured GEMM workloads)
     gemm = DEFINITIONS["gemm_n28672_k4096"]
     labels = catalogue.choose_workloads(gemm.workloads)
@@ -275,6 +312,8 @@ CPU_CASES = [
     ("top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
     ("top_k_top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
     ("rope_with_cos_sin_cache_neox_style_d128_rd64", "t16", "rope/torch_rope"),
+    ("gdn_decode_qk4_v8_d128_k_last", "b4", "gdn/torch_gdn_decode"),
+    ("mamba_ssu_decode_h64_d64_s128_ng4", "b4", "mamba-ssu/torch_mamba_ssu"),  # outputs (output, new_state)
 ]
 
 
