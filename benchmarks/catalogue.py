@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib.util
 import json
 import math
 import shutil
@@ -65,6 +66,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,7 @@ class Definition:
     chosen: list[str] = field(default_factory=list)
     bundled: bool = False
     reason: str = ""
+    dropped: list[str] = field(default_factory=list)
 
 
 def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
@@ -276,6 +279,15 @@ def implementation_digest(implementation: Path, definition_digest: str, registry
     return load_implementation(str(implementation), registry.load(definition_digest), registry).record.digest
 
 
+def needs(implementation: Path, table: dict[str, Any]) -> list[str]:
+    """The Python modules ``serves.json`` says a family implementation needs beyond its package (``needs``)."""
+    try:
+        relative = implementation.resolve().relative_to(FAMILIES_DIR.resolve()).as_posix()
+    except ValueError:
+        return []
+    return list(table["serves"].get(relative, {}).get("needs", []))
+
+
 def left_out_reason(item: Definition, table: dict[str, Any]) -> str:
     """Why only the reference serves ``item``: ``serves.json``'s ``leftOut`` by name pattern, else by family."""
     for pattern, reason in table.get("leftOut", {}).items():
@@ -294,8 +306,14 @@ def plan(
     registry_root: Path,
     flashinfer: bool,
     limit: int = WORKLOADS_PER_DEFINITION,
+    importable: Callable[[str], bool] | None = None,
 ) -> tuple[list[Definition], list[Definition]]:
-    """(definitions to measure, in order; definitions left out, each with its reason)."""
+    """(definitions to measure, in order; definitions left out, each with its reason).
+
+    An implementation whose ``serves.json`` entry ``needs`` a Python module that is not ``importable`` here
+    (FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: ``cutlass``, from nvidia-cutlass-dsl) is dropped,
+    and the definition's ``dropped`` says so."""
+    importable = importable or (lambda name: importlib.util.find_spec(name) is not None)
     from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
@@ -310,12 +328,17 @@ def plan(
         item.implementations = own or family_implementations(item.family, item.inputs, table)
         if not flashinfer:
             item.implementations = [path for path in item.implementations if not uses_flashinfer(path)]
+        for path in list(item.implementations):
+            missing = [name for name in needs(path, table) if not importable(name)]
+            if missing:
+                item.implementations.remove(path)
+                item.dropped.append(f"{path.name} (needs the Python module {', '.join(missing)}, not importable here)")
         if item.name in skip:
             item.reason = "skipped (--skip)"
         elif not item.workloads:
             item.reason = "no workload"
         elif [path.name for path in item.implementations] in ([], ["reference"]):
-            item.reason = left_out_reason(item, table)
+            item.reason = "; ".join([left_out_reason(item, table), *(f"dropped {text}" for text in item.dropped)])
         elif held is not None:
             item.implementations = [
                 path
@@ -496,6 +519,7 @@ def main() -> int:
             f"plan: {item.name} ({item.family}): {len(item.implementations)} implementation(s) "
             f"[{', '.join(path.name for path in item.implementations)}] x {len(item.chosen)} of "
             f"{len(item.workloads)} workload(s), estimated {seconds:.0f} s, {projected:.0f} s in all"
+            + "".join(f"; dropped {text}" for text in item.dropped)
         )
     summary.extend(f"left out: {item.name} ({item.family}): {item.reason}" for item in left)
     print("\n".join(summary), flush=True)

@@ -59,7 +59,14 @@ DEFINITIONS = {item.name: item for item in catalogue.load_definitions(REPO_ROOT)
 
 def _planned(**options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     fresh = catalogue.load_definitions(REPO_ROOT)
-    settings: dict[str, Any] = {"wanted": [], "families": [], "skip": [], "held": None, "flashinfer": True}
+    settings: dict[str, Any] = {
+        "wanted": [],
+        "families": [],
+        "skip": [],
+        "held": None,
+        "flashinfer": True,
+        "importable": lambda name: True,  # the GPU machine's view; the CPU here has neither FlashInfer nor CuTe DSL
+    }
     settings.update(options)
     chosen, left = catalogue.plan(fresh, registry_root=REPO_ROOT, **settings)
     return {item.name: item for item in chosen}, {item.name: item for item in left}
@@ -166,6 +173,19 @@ def test_gdn_decode_and_prefill_are_served_mtp_and_blackwell_only_families_are_l
         elif item.name.startswith("dsa_topk_indexer_"):
             assert "names no FlashInfer API" in left[item.name].reason
     assert len([name for name, item in left.items() if "Blackwell" in item.reason]) == 19 + 2
+    # FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: without cutlass they are dropped, and said so
+    chosen, left = _planned(importable=lambda name: name != "cutlass", families=["gdn"])
+    assert [path.name for path in chosen["gdn_decode_qk4_v8_d128_k_last"].implementations] == [
+        "reference",
+        "torch_gdn_decode",
+    ]
+    assert (
+        "flashinfer_gdn_decode (needs the Python module cutlass" in chosen["gdn_decode_qk4_v8_d128_k_last"].dropped[0]
+    )
+    assert (
+        "dropped flashinfer_gdn_prefill (needs the Python module cutlass"
+        in left["gdn_prefill_qk4_v8_d128_k_last"].reason
+    )
 
 
 def test_a_reference_returning_output_dot_to_gives_its_order_to_the_outputs() -> None:
