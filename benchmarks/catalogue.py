@@ -75,6 +75,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FAMILIES_DIR = ROOT / "implementations" / "families"
 ENERGY_FAMILIES = ("gqa-paged-attention", "gqa-ragged-attention", "mla-paged-attention", "gemm", "moe")
 ENERGY_MIN_NS = 50_000
+ENERGY_FAMILY = "kictl-nvml-energy"
 #: the order of the families after the bundled definitions: attention and GEMM first (issue 43's energy boards)
 FAMILY_ORDER = (
     "gqa-paged-attention",
@@ -250,7 +251,8 @@ def order(definitions: list[Definition]) -> list[Definition]:
 
 
 def measured(registry_root: Path, product: str) -> set[tuple[str, str]]:
-    """(definition digest, implementation digest) of every kictl run the registry holds on ``product``."""
+    """(definition digest, implementation digest) of every kictl latency run the registry holds on ``product``
+    (energy runs, ``kictl-nvml-energy``, measure something else and do not count)."""
     from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
@@ -263,6 +265,7 @@ def measured(registry_root: Path, product: str) -> set[tuple[str, str]]:
         record.digest
         for record in registry.iter_records(["BenchmarkProtocol"])
         if (record.raw["spec"].get("harness") or {}).get("name") == "kictl"
+        and (record.raw["spec"].get("comparability") or {}).get("family") != ENERGY_FAMILY
     }
     held = set()
     for run in registry.iter_records(["BenchmarkRun"]):
@@ -531,7 +534,7 @@ def main() -> int:
 
     for item in chosen:
         remaining = args.budget - (time.monotonic() - begun)
-        if not args.smoke and estimate(item, warmed) > remaining:
+        if not args.smoke and not args.no_latency and estimate(item, warmed) > remaining:
             not_started.append(item)
             continue
         if not args.no_latency:
