@@ -18,10 +18,11 @@ implementations, as before; every other definition with the family implementatio
 ``implementations/families/serves.json`` maps to it (its family and its input names), the definition's
 reference first.  A definition that only its reference would serve is left out and listed with the reason.
 
-Which workloads: all of a suite of at most eight; from a larger suite eight, by this rule: order the workloads
-by size (the product of their variable axes, then the label), drop those whose axes repeat an earlier one's,
-and take the ranks ``round(i * (n - 1) / 7)`` for ``i = 0..7`` (the smallest, the largest, and six spread
-between them by rank).
+Which workloads: all of a suite of at most eight; from a larger suite eight, by this rule: a workload's size is
+the product of its variable axes but the allocation-only ones (``ALLOCATION_AXES``: the page pool, the state
+cache, the cos/sin table); workloads of the same size-relevant axes count once; eight target sizes are spaced
+evenly in log from the smallest to the largest, and each takes the nearest workload (in log) not yet taken: the
+smallest, the largest and six spanning the range between.  ``--workloads N`` takes N by the same rule.
 
 Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
@@ -92,6 +93,8 @@ FAMILY_ORDER = (
     "dsa-paged",
 )
 WORKLOADS_PER_DEFINITION = 8
+#: variable axes that only size an allocation (the page pool, the state cache, the cos/sin table): not a size
+ALLOCATION_AXES = frozenset({"num_pages", "max_num_pages", "state_cache_size", "pool_size", "max_seq_len"})
 #: seconds, from the H100 call of 2026-12-06 (81 runs in 131 s after the builds: 1.6 s a run), with a margin
 RUN_SECONDS = 1.8
 DEFINITION_SECONDS = 8.0
@@ -166,29 +169,45 @@ def uses_flashinfer(implementation: Path) -> bool:
     return any(name.startswith("flashinfer") for name in spec.get("dependencies", {}))
 
 
-def choose_workloads(workloads: list[tuple[str, dict[str, int]]], limit: int = WORKLOADS_PER_DEFINITION) -> list[str]:
-    """Labels of the workloads to measure: all of a suite of at most ``limit``; else ``limit`` spread by size.
+def workload_size(axes: dict[str, int]) -> int:
+    """A workload's size for the choice: the product of its variable axes but those that only size an
+    allocation (``ALLOCATION_AXES``: the page pool, the state cache, the cos/sin table), which no kernel reads
+    whole."""
+    return math.prod(value for name, value in axes.items() if name not in ALLOCATION_AXES)
 
-    Size is the product of a workload's variable axes (then its label, so that the choice is reproducible);
-    workloads whose axes repeat an earlier one's count once; the picks are the ranks ``round(i * (n - 1) /
-    (limit - 1))``, so the smallest and the largest are always among them.
+
+def choose_workloads(workloads: list[tuple[str, dict[str, int]]], limit: int = WORKLOADS_PER_DEFINITION) -> list[str]:
+    """Labels of the workloads to measure, smallest first: all of a suite of at most ``limit``; else ``limit``
+    spanning its sizes on a log scale.
+
+    Sizes are ``workload_size``; workloads of the same size-relevant axes count once (the first by label).  The
+    targets are ``limit`` sizes spaced evenly in log between the smallest and the largest; each takes the
+    workload nearest to it in log (ties: the smaller, then the label) among those not taken yet, so the
+    smallest and the largest are always among them and a suite bunched at one end is still spanned.
     """
-    ordered = sorted(workloads, key=lambda item: (math.prod(item[1].values()), item[0]))
-    if limit <= 1:
-        return [label for label, _ in ordered[:1]]
+    ordered = sorted(workloads, key=lambda item: (workload_size(item[1]), item[0]))
     if len(ordered) <= limit:
         return [label for label, _ in ordered]
-    distinct: list[tuple[str, dict[str, int]]] = []
+    distinct: list[tuple[str, int]] = []
     seen: set[tuple[tuple[str, int], ...]] = set()
     for label, axes in ordered:
-        key = tuple(sorted(axes.items()))
+        key = tuple(sorted((name, value) for name, value in axes.items() if name not in ALLOCATION_AXES))
         if key not in seen:
             seen.add(key)
-            distinct.append((label, axes))
+            distinct.append((label, workload_size(axes)))
     if len(distinct) <= limit:
         return [label for label, _ in distinct]
-    ranks = sorted({round(i * (len(distinct) - 1) / (limit - 1)) for i in range(limit)})
-    return [distinct[rank][0] for rank in ranks]
+    if limit <= 1:
+        return [distinct[0][0]]
+    low, high = math.log(max(distinct[0][1], 1)), math.log(max(distinct[-1][1], 1))
+    left = list(range(len(distinct)))
+    picked: list[int] = []
+    for i in range(limit):
+        target = low + (high - low) * i / (limit - 1)
+        best = min(left, key=lambda k: (abs(math.log(max(distinct[k][1], 1)) - target), distinct[k][1], k))
+        left.remove(best)
+        picked.append(best)
+    return [distinct[k][0] for k in sorted(picked)]
 
 
 def warm_key(implementation: Path, definition: Definition, table: dict[str, Any] | None = None) -> tuple[Any, ...]:

@@ -212,27 +212,32 @@ def test_without_flashinfer_the_plan_drops_the_flashinfer_wrappers() -> None:
 # --------------------------------------------------------------------------- workloads, modules, measured
 
 
-def test_all_of_a_small_suite_and_eight_spread_over_a_large_one() -> None:
+def test_all_of_a_small_suite_and_eight_spanning_a_large_one_on_a_log_scale() -> None:
     small = [(f"w{m}", {"M": m}) for m in (64, 1, 8)]
     assert catalogue.choose_workloads(small) == ["w1", "w8", "w64"]
     large = [(f"w{m:05d}", {"M": m}) for m in range(1, 44)] + [("x_again", {"M": 43})]
     picked = catalogue.choose_workloads(large)
-    assert len(picked) == 8
-    assert picked[0] == "w00001"  # the smallest
-    assert picked[-1] == "w00043"  # and the largest
+    assert picked == ["w00001", "w00002", "w00003", "w00005", "w00009", "w00015", "w00025", "w00043"]
     assert "x_again" not in picked  # the same axes count once
     assert picked == catalogue.choose_workloads(list(reversed(large)))  # the input order does not matter
     sizes = [int(label[1:]) for label in picked]
-    assert max(b - a for a, b in itertools.pairwise(sizes)) <= 7  # spread, not bunched at one end
+    assert max(b / a for a, b in itertools.pairwise(sizes)) <= 2  # spanned in log, not bunched at one end
+    # fewer on request (--workloads), still the smallest and the largest
+    assert catalogue.choose_workloads(large, 4) == ["w00001", "w00004", "w00012", "w00043"]
+    assert catalogue.choose_workloads(large, 1) == ["w00001"]
+    # a suite bunched at small sizes (most captured GEMM suites) is still spanned up to its largest
+    bunched = [(f"m{m:05d}", {"M": m}) for m in [*range(1, 40), 4096, 8192]]
+    assert catalogue.choose_workloads(bunched)[-2:] == ["m04096", "m08192"]
     # two axes: size is their product
     grid = [(f"b{b}_k{k}", {"batch": b, "kv": k}) for b in (1, 4, 16, 64) for k in (512, 2048, 8192)]
     chosen = catalogue.choose_workloads(grid)
     assert chosen[0] == "b1_k512"
     assert chosen[-1] == "b64_k8192"
     assert len(chosen) == 8
-    # fewer on request (--workloads), still the smallest and the largest
-    assert catalogue.choose_workloads(large, 4) == ["w00001", "w00015", "w00029", "w00043"]
-    assert catalogue.choose_workloads(large, 1) == ["w00001"]
+    # the page pool only sizes an allocation: a big pool is no big workload, and pools alone do not differ
+    pools = [(f"p{b}_{pages}", {"batch_size": b, "num_pages": pages}) for b in range(1, 10) for pages in (9, 10**6)]
+    chosen = catalogue.choose_workloads(pools)
+    assert [label.split("_")[0] for label in chosen] == ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p9"]
     # a real large suite of the catalogue (43 captured GEMM workloads)
     gemm = DEFINITIONS["gemm_n28672_k4096"]
     labels = catalogue.choose_workloads(gemm.workloads)
@@ -241,6 +246,7 @@ def test_all_of_a_small_suite_and_eight_spread_over_a_large_one() -> None:
     picked_sizes = [by_label[label]["M"] for label in labels]
     assert picked_sizes[0] == sizes[0]
     assert picked_sizes[-1] == sizes[-1]
+    assert len(picked_sizes) == 8
 
 
 def test_a_flashinfer_module_is_built_once_per_head_size_and_decode_kernel() -> None:
