@@ -103,6 +103,7 @@ WARM_SECONDS = 10.0
 SMOKE = ("rmsnorm_h4096", "fused_add_rmsnorm_h2048")
 SMOKE_OPTIONS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 DEFAULT_PRODUCT = "H100 SXM"
+KILLED = -9  # the exit status this script gives a kictl it stopped at the budget (kictl's own are 0 to 5)
 
 
 @dataclass
@@ -129,7 +130,7 @@ def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.Co
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=timeout)
     except subprocess.TimeoutExpired as expired:
         stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else ""
-        done = subprocess.CompletedProcess(command, 124, "", f"{stderr}\nkilled after {timeout:.0f} s (budget)\n")
+        done = subprocess.CompletedProcess(command, KILLED, "", f"{stderr}\nkilled after {timeout:.0f} s (budget)\n")
     with log.open("a") as handle:
         handle.write(f"$ kictl {' '.join(args)}  # exit {done.returncode}, {time.monotonic() - started:.1f} s\n")
         handle.write(done.stderr)
@@ -575,6 +576,10 @@ def main() -> int:
                 f"({len(item.implementations)} x {len(item.chosen)} runs)"
             )
             print(summary[-1], flush=True)
+            if done.returncode == KILLED:  # past the budget: its manifest was never written; a later call retries
+                shutil.rmtree(out / "latency" / item.name, ignore_errors=True)
+                not_started.append(item)
+                continue
         if args.energy and item.family in ENERGY_FAMILIES:
             energy_jobs += _energy_jobs(item, (args.energy_from or out / "latency") / item.name, args.energy_processes)
         _pack(out)
@@ -597,7 +602,7 @@ def main() -> int:
         print(summary[-1], flush=True)
 
     # 3. the table, what is left, and the manifests packed for the trip back
-    summary.extend(f"left for a later call (budget): {item.name}" for item in not_started)
+    summary.extend(f"left for a later call (budget): {item.name}" for item in not_started)  # killed ones too
     (out / "left.txt").write_text("".join(f"{item.name}\n" for item in not_started))
     lines = ["run                                                                    status     median        J/call"]
     for kind in ("latency", "energy"):

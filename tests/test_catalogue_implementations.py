@@ -318,6 +318,14 @@ def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_lef
     assert "left for a later call (budget): gemm_n128_k2048" in done.stdout
 
 
+def test_a_kictl_past_the_budget_is_stopped_and_reported_as_killed(tmp_path: Path) -> None:
+    log = tmp_path / "kictl.log"
+    done = catalogue._kictl("definitions", "list", log=log, timeout=0.001)
+    assert done.returncode == catalogue.KILLED
+    assert "killed after" in log.read_text()
+    assert catalogue._kictl("definitions", "list", log=log, timeout=120).returncode == 0
+
+
 # --------------------------------------------------------------------------- the torch implementations, on the CPU
 
 CPU_CASES = [
