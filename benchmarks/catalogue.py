@@ -9,8 +9,9 @@ catalogue.py --skip-measured --budget 470``.
 
 Run from the repository root on the GPU machine, in one call (``bash benchmarks/device.sh catalogue.py ...``)::
 
-    python benchmarks/catalogue.py --out "$OUT/catalogue" [--definition NAME ...] [--family FAMILY ...]
-        [--skip-measured [PRODUCT]] [--skip NAME ...] [--budget SECONDS] [--plan] [--energy]
+    python benchmarks/catalogue.py --out "$OUT/catalogue" [--definition NAME ...] [--definitions-from FILE]
+        [--family FAMILY ...] [--skip-measured [PRODUCT]] [--skip NAME ...] [--workloads N] [--budget SECONDS]
+        [--plan] [--energy]
 
 Which implementations (docs/importing.md, "Implementations of a whole family"): a definition with a folder of
 its own, ``implementations/<definition>/`` (the five bundled ones), is measured with that folder's
@@ -27,10 +28,11 @@ smallest, the largest and six spanning the range between.  ``--workloads N`` tak
 Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
 ``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``WARM_SECONDS`` for one that is) and
-starts it only if it fits in what is left of ``--budget``; what does not fit is listed as left for a later call
-(``left.txt``).  ``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every implementation whose
-kictl run of that definition the registry already holds on that GPU product (a definition with none left is
-skipped); ``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
+starts it only if it fits in what is left of ``--budget``; what does not fit, and a definition stopped at the
+budget, is listed as left for a later call (``left.txt``, which ``--definitions-from`` reads).
+``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every implementation whose kictl latency run of
+that definition the registry already holds on that GPU product (a definition with none left is skipped);
+``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
 
 What it does, in order, per definition:
 
@@ -438,6 +440,16 @@ def _pack(out: Path) -> None:
 ENERGY_RUN_SECONDS = 7.0  # three loops of 1.5 s a workload, and the calls that set them up
 
 
+def _names(path: Path | None) -> list[str]:
+    """The definition names a file lists, one a line (``left.txt`` of an earlier call); blank lines skipped."""
+    if path is None:
+        return []
+    names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not names:
+        raise SystemExit(f"{path}: names no definition")
+    return names
+
+
 def _energy_jobs(item: Definition, source: Path, processes: int) -> list[tuple[int, Definition, Path, list[str]]]:
     """(process, definition, implementation, labels) of the energy runs the latency manifests in ``source`` pick."""
     picks: dict[str, set[str]] = {}
@@ -481,6 +493,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--definition", action="append", default=[], help="only these definitions (repeatable)")
+    parser.add_argument(
+        "--definitions-from", type=Path, help="only the definitions this file names, one a line (a left.txt)"
+    )
     parser.add_argument("--family", action="append", default=[], help="only these families (repeatable)")
     parser.add_argument("--skip", action="append", default=[], help="skip this definition (repeatable)")
     parser.add_argument(
@@ -520,7 +535,7 @@ def main() -> int:
     held = measured(args.registry, args.skip_measured) if args.skip_measured else None
     chosen, left = plan(
         load_definitions(args.registry),
-        wanted=list(SMOKE) if args.smoke else args.definition,
+        wanted=list(SMOKE) if args.smoke else [*args.definition, *_names(args.definitions_from)],
         families=args.family,
         skip=args.skip,
         held=held,

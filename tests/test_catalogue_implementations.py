@@ -316,6 +316,18 @@ def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_lef
     assert sorted((tmp_path / "out" / "left.txt").read_text().split()) == wanted
     assert not (tmp_path / "out" / "latency").exists()  # nothing was started
     assert "left for a later call (budget): gemm_n128_k2048" in done.stdout
+    # the next call takes what is left
+    left = tmp_path / "out" / "left.txt"
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "next"), "--plan", "--definitions-from", str(left)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "plan: 2 definition(s) to measure" in again.stdout
+    assert all(f"plan: {name} (" in again.stdout for name in wanted)
 
 
 def test_a_kictl_past_the_budget_is_stopped_and_reported_as_killed(tmp_path: Path) -> None:
