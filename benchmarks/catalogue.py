@@ -1,92 +1,392 @@
 #!/usr/bin/env python
 """Measure the catalogue on the lent GPU: every definition's implementations, latency and energy (issue 43).
 
-Claim (README "A tour of the bundled registry"; RESULTS.md "The catalogue on the H100"): each bundled definition
-with implementations under ``implementations/<definition>/`` has a leaderboard on the GPU product this ran on,
-holding the reference, the FlashInfer baseline where one exists and a torch alternative, every run measured by
-``kictl bench`` (sandboxed, CUPTI device time) and signed afterwards, off the GPU machine. Machine and command: the
-H100, ``bash benchmarks/device.sh catalogue.py``.
+Claim (README "A tour of the bundled registry"; RESULTS.md "The catalogue on the H100"): each definition with
+implementations has a leaderboard on the GPU product this ran on, holding the reference, the FlashInfer baseline
+where one exists and a torch alternative, every run measured by ``kictl bench`` (sandboxed, CUPTI device time)
+and signed afterwards, off the GPU machine. Machine and command: the H100, ``bash benchmarks/device.sh
+catalogue.py --skip-measured --budget 470``.
 
-Run from the repository root on the GPU machine, in one call (``bash benchmarks/device.sh catalogue.py``)::
+Run from the repository root on the GPU machine, in one call (``bash benchmarks/device.sh catalogue.py ...``)::
 
-    python benchmarks/catalogue.py --out "$OUT/catalogue" [--definition NAME ...] [--energy]
+    python benchmarks/catalogue.py --out "$OUT/catalogue" [--definition NAME ...] [--definitions-from FILE]
+        [--family FAMILY ...] [--skip-measured [PRODUCT]] [--skip NAME ...] [--workloads N] [--budget SECONDS]
+        [--plan] [--energy]
 
-What it does, in order:
+Which implementations (docs/importing.md, "Implementations of a whole family"): a definition with a folder of
+its own, ``implementations/<definition>/`` (the five bundled ones), is measured with that folder's
+implementations, as before; every other definition with the family implementations that
+``implementations/families/serves.json`` maps to it (its family and its input names), the definition's
+reference first.  A definition that only its reference would serve is left out and listed with the reason.
 
-1. FlashInfer's kernels are JIT-built outside the sandbox, once: each FlashInfer implementation runs unsandboxed
-   on its definition's smallest workload (one call, results thrown away), then the built modules are installed as
-   FlashInfer AOT kernels, which a sandboxed worker loads without ninja (a private rebuild in every worker took
-   85 s on the H200: HISTORY, device call F).
-2. ``kictl bench DEFINITION --impl reference --impl … --out DIR`` per definition (every workload), the real
-   command line with its defaults; with ``--energy``, ``--measure energy`` for the attention and GEMM families
-   of each implementation but the reference, on the workloads where it took at least 50 µs (shorter calls cannot
-   be told apart by the 100 ms energy counter within a loop of seconds); ``--energy-processes 3`` measures the
+Which workloads: all of a suite of at most eight; from a larger suite eight, by this rule: a workload's size is
+the product of its variable axes but the allocation-only ones (``ALLOCATION_AXES``: the page pool, the state
+cache, the cos/sin table); workloads of the same size-relevant axes count once; eight target sizes are spaced
+evenly in log from the smallest to the largest, and each takes the nearest workload (in log) not yet taken: the
+smallest, the largest and six spanning the range between.  ``--workloads N`` takes N by the same rule.
+
+Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
+each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
+``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``WARM_SECONDS`` for one that is) and
+starts it only if it fits in what is left of ``--budget``; what does not fit, and a definition stopped at the
+budget, is listed as left for a later call (``left.txt``, which ``--definitions-from`` reads).
+``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every implementation whose kictl latency run of
+that definition the registry already holds on that GPU product (a definition with none left is skipped);
+``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
+
+What it does, in order, per definition:
+
+1. FlashInfer's kernels are JIT-built outside the sandbox, once per module: a FlashInfer implementation runs
+   unsandboxed on the definition's smallest chosen workload (one call, results thrown away) the first time its
+   module key (``warm_key``) comes up, then the built modules are installed as FlashInfer AOT kernels, which a
+   sandboxed worker loads without ninja (a private rebuild in every worker took 85 s on the H200: HISTORY,
+   device call F).
+2. ``kictl bench DEFINITION --impl reference --impl … --workload … --out DIR``, the real command line with its
+   defaults; with ``--energy``, ``--measure energy`` for the attention, GEMM and MoE families of each
+   implementation but the reference, on the workloads where it took at least 50 µs (shorter calls cannot be
+   told apart by the 100 ms energy counter within a loop of seconds); ``--energy-processes 3`` measures the
    FlashInfer runs in three separate processes (the spread claim); ``--energy-from DIR`` chooses from the
    latency manifests of an earlier call.
 3. Prints one row per run (definition, workload, implementation, status, primary statistic) and packs the
-   manifests into ``records.tgz`` for the trip back.
+   manifests into ``records.tgz`` for the trip back, after every definition.
 
 Nothing is signed here: the machine that runs submitted code holds no key.  Back on the development machine:
 ``kictl submit`` the manifests with the bench submitter key (docs/submitting.md), or ``kictl add`` then
-``kictl sign``.  ``--smoke`` runs the same path on a CPU (one workload of the RMSNorm definition, ``--device cpu``).
+``kictl sign``.  ``--smoke`` runs the same path on a CPU, without FlashInfer: the smallest workload of the
+bundled RMSNorm definition and of ``fused_add_rmsnorm_h2048`` (a family-served one), ``--device cpu`` and few
+calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import importlib.util
 import json
+import math
 import shutil
 import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+FAMILIES_DIR = ROOT / "implementations" / "families"
 ENERGY_FAMILIES = ("gqa-paged-attention", "gqa-ragged-attention", "mla-paged-attention", "gemm", "moe")
 ENERGY_MIN_NS = 50_000
+ENERGY_FAMILY = "kictl-nvml-energy"
+#: the order of the families after the bundled definitions: attention and GEMM first (issue 43's energy boards)
+FAMILY_ORDER = (
+    "gqa-paged-attention",
+    "gemm",
+    "rmsnorm",
+    "gqa-ragged-attention",
+    "mla-ragged-attention",
+    "mla-paged-attention",
+    "sampling",
+    "rope",
+    "gdn",
+    "mamba-ssu",
+    "moe",
+    "dsa-paged",
+)
+WORKLOADS_PER_DEFINITION = 8
+#: variable axes that only size an allocation (the page pool, the state cache, the cos/sin table): not a size
+ALLOCATION_AXES = frozenset({"num_pages", "max_num_pages", "state_cache_size", "pool_size", "max_seq_len"})
+#: seconds, from the H100 call of 2026-12-06 (81 runs in 131 s after the builds: 1.6 s a run), with a margin
+RUN_SECONDS = 1.8
+DEFINITION_SECONDS = 8.0
+BUILD_SECONDS = 75.0
+WARM_SECONDS = 10.0
+SMOKE = ("rmsnorm_h4096", "fused_add_rmsnorm_h2048")
+SMOKE_OPTIONS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
+DEFAULT_PRODUCT = "H100 SXM"
+KILLED = -9  # the exit status this script gives a kictl it stopped at the budget (kictl's own are 0 to 5)
 
 
-def _kictl(*args: str, log: Path) -> subprocess.CompletedProcess[str]:
+@dataclass
+class Definition:
+    """One definition of the registry, with what this script would measure of it."""
+
+    name: str
+    family: str
+    digest: str
+    inputs: list[str]
+    axes: dict[str, Any]
+    workloads: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+    implementations: list[Path] = field(default_factory=list)
+    chosen: list[str] = field(default_factory=list)
+    bundled: bool = False
+    reason: str = ""
+    dropped: list[str] = field(default_factory=list)
+
+
+def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "kictl", *args]
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as expired:
+        stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else ""
+        done = subprocess.CompletedProcess(command, KILLED, "", f"{stderr}\nkilled after {timeout:.0f} s (budget)\n")
     with log.open("a") as handle:
         handle.write(f"$ kictl {' '.join(args)}  # exit {done.returncode}, {time.monotonic() - started:.1f} s\n")
         handle.write(done.stderr)
     return done
 
 
-def _implementations(definition: str) -> list[Path]:
+def serves() -> dict[str, Any]:
+    """``implementations/families/serves.json``: which family implementation serves which definition."""
+    loaded: dict[str, Any] = json.loads((FAMILIES_DIR / "serves.json").read_text())
+    return loaded
+
+
+def family_implementations(family: str, inputs: list[str], table: dict[str, Any] | None = None) -> list[Path]:
+    """The family implementations that serve a definition of ``family`` with these input names, reference first."""
+    table = table or serves()
+    found = []
+    for relative, rule in table["serves"].items():
+        if "*" not in rule["families"] and family not in rule["families"]:
+            continue
+        if "inputs" in rule and inputs not in rule["inputs"]:
+            continue
+        found.append(FAMILIES_DIR / relative)
+    return sorted(found, key=lambda path: path.name != "reference")
+
+
+def own_implementations(definition: str) -> list[Path]:
+    """``implementations/<definition>/``'s implementations (the bundled definitions'), reference first."""
     folder = ROOT / "implementations" / definition
-    if not folder.is_dir():
+    if not folder.is_dir() or folder == FAMILIES_DIR:
         return []
     found = sorted(path for path in folder.iterdir() if (path / "implementation.json").is_file())
     return sorted(found, key=lambda path: path.name != "reference")  # the reference first, as kictl bench wants
 
 
-def _uses_flashinfer(implementation: Path) -> bool:
+def uses_flashinfer(implementation: Path) -> bool:
     spec = json.loads((implementation / "implementation.json").read_text())
     return any(name.startswith("flashinfer") for name in spec.get("dependencies", {}))
 
 
-def _definitions(registry_root: Path, wanted: list[str]) -> list[tuple[str, str, list[str]]]:
-    """(name, family, workload labels) of each bundled definition with implementations, in name order."""
+def workload_size(axes: dict[str, int]) -> int:
+    """A workload's size for the choice: the product of its variable axes but those that only size an
+    allocation (``ALLOCATION_AXES``: the page pool, the state cache, the cos/sin table), which no kernel reads
+    whole."""
+    return math.prod(value for name, value in axes.items() if name not in ALLOCATION_AXES)
+
+
+def choose_workloads(workloads: list[tuple[str, dict[str, int]]], limit: int = WORKLOADS_PER_DEFINITION) -> list[str]:
+    """Labels of the workloads to measure, smallest first: all of a suite of at most ``limit``; else ``limit``
+    spanning its sizes on a log scale.
+
+    Sizes are ``workload_size``; workloads of the same size-relevant axes count once (the first by label).  The
+    targets are ``limit`` sizes spaced evenly in log between the smallest and the largest; each takes the
+    workload nearest to it in log (ties: the smaller, then the label) among those not taken yet, so the
+    smallest and the largest are always among them and a suite bunched at one end is still spanned.
+    """
+    ordered = sorted(workloads, key=lambda item: (workload_size(item[1]), item[0]))
+    if len(ordered) <= limit:
+        return [label for label, _ in ordered]
+    distinct: list[tuple[str, int]] = []
+    seen: set[tuple[tuple[str, int], ...]] = set()
+    for label, axes in ordered:
+        key = tuple(sorted((name, value) for name, value in axes.items() if name not in ALLOCATION_AXES))
+        if key not in seen:
+            seen.add(key)
+            distinct.append((label, workload_size(axes)))
+    if len(distinct) <= limit:
+        return [label for label, _ in distinct]
+    if limit <= 1:
+        return [distinct[0][0]]
+    low, high = math.log(max(distinct[0][1], 1)), math.log(max(distinct[-1][1], 1))
+    left = list(range(len(distinct)))
+    picked: list[int] = []
+    for i in range(limit):
+        target = low + (high - low) * i / (limit - 1)
+        best = min(left, key=lambda k: (abs(math.log(max(distinct[k][1], 1)) - target), distinct[k][1], k))
+        left.remove(best)
+        picked.append(best)
+    return [distinct[k][0] for k in sorted(picked)]
+
+
+def warm_key(implementation: Path, definition: Definition, table: dict[str, Any] | None = None) -> tuple[Any, ...]:
+    """What decides which FlashInfer module an implementation builds for a definition, as ``serves.json``'s
+    ``warmBy`` states it for a family implementation: ``dims``, the definition's const axes named ``*dim*`` (head
+    sizes); ``cudaCoreGroup``, whether the query group takes FlashInfer's CUDA-core decode kernel (1, 2, 3, 4, 6
+    or 8 heads per KV head) or its tensor-core one.  Heads, page size, batch and lengths are runtime arguments of
+    one module.  An implementation that states no ``warmBy`` (a bundled definition's own) is warmed for every
+    definition."""
+    table = table or serves()
+    try:
+        relative = implementation.resolve().relative_to(FAMILIES_DIR.resolve()).as_posix()
+    except ValueError:
+        relative = None
+    rule = table["serves"].get(relative, {}) if relative else {}
+    if "warmBy" not in rule:
+        return (implementation.resolve(), definition.name)
+    key: list[Any] = [implementation.resolve()]
+    if "dims" in rule["warmBy"]:
+        key.append(tuple(sorted((k, v) for k, v in definition.axes.items() if "dim" in k)))
+    if "cudaCoreGroup" in rule["warmBy"]:
+        heads = definition.axes.get("num_qo_heads"), definition.axes.get("num_kv_heads")
+        if isinstance(heads[0], int) and isinstance(heads[1], int) and heads[1] > 0:
+            key.append(heads[0] // heads[1] in (1, 2, 3, 4, 6, 8))
+        else:
+            key.append(definition.name)
+    return tuple(key)
+
+
+def load_definitions(registry_root: Path) -> list[Definition]:
+    """Every Definition of the registry with its workloads (labels and axes), read in one pass."""
+    from kictl.definitions import signature
+    from kictl.records import DefinitionSpec
     from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
-    out = []
-    for record in sorted(registry.iter_records(["Definition"]), key=lambda r: r.name):
-        if wanted and record.name not in wanted:
+    by_digest: dict[str, Definition] = {}
+    for record in registry.iter_records(["Definition"]):
+        spec = record.raw["spec"]
+        axes = {name: axis.get("value") for name, axis in spec["axes"].items() if axis.get("type") == "const"}
+        model = record.model.spec
+        assert isinstance(model, DefinitionSpec)
+        inputs = list(signature(model).inputs)  # the reference's run(...) order: the record's keys are sorted
+        by_digest[record.digest] = Definition(record.name, spec["family"], record.digest, inputs, axes)
+    for workload in registry.iter_records(["Workload"]):
+        owner = by_digest.get(workload.raw["spec"]["definitionDigest"])
+        if owner is not None:
+            owner.workloads.append((workload.name, dict(workload.raw["spec"].get("axes") or {})))
+    return list(by_digest.values())
+
+
+def order(definitions: list[Definition]) -> list[Definition]:
+    """The bundled definitions first, then ``FAMILY_ORDER`` (other families last), each by name."""
+
+    def rank(item: Definition) -> tuple[int, int, str]:
+        family = FAMILY_ORDER.index(item.family) if item.family in FAMILY_ORDER else len(FAMILY_ORDER)
+        return (0 if item.bundled else 1, family, item.name)
+
+    return sorted(definitions, key=rank)
+
+
+def measured(registry_root: Path, product: str) -> set[tuple[str, str]]:
+    """(definition digest, implementation digest) of every kictl latency run the registry holds on ``product``
+    (energy runs, ``kictl-nvml-energy``, measure something else and do not count)."""
+    from kictl.store.registry import Registry
+
+    registry = Registry(registry_root)
+    environments = {
+        record.digest
+        for record in registry.iter_records(["ExecutionEnvironment"])
+        if (record.raw["spec"].get("hardware") or {}).get("product") == product
+    }
+    protocols = {
+        record.digest
+        for record in registry.iter_records(["BenchmarkProtocol"])
+        if (record.raw["spec"].get("harness") or {}).get("name") == "kictl"
+        and (record.raw["spec"].get("comparability") or {}).get("family") != ENERGY_FAMILY
+    }
+    held = set()
+    for run in registry.iter_records(["BenchmarkRun"]):
+        spec = run.raw["spec"]
+        if spec.get("environmentDigest") in environments and spec.get("protocolDigest") in protocols:
+            held.add((spec["definitionDigest"], spec["implementationDigest"]))
+    return held
+
+
+def implementation_digest(implementation: Path, definition_digest: str, registry: Any) -> str:
+    """The digest of the Implementation record ``kictl bench --impl implementation`` makes for the definition."""
+    from kictl.bench.judge.implementation import load_implementation
+
+    return load_implementation(str(implementation), registry.load(definition_digest), registry).record.digest
+
+
+def needs(implementation: Path, table: dict[str, Any]) -> list[str]:
+    """The Python modules ``serves.json`` says a family implementation needs beyond its package (``needs``)."""
+    try:
+        relative = implementation.resolve().relative_to(FAMILIES_DIR.resolve()).as_posix()
+    except ValueError:
+        return []
+    return list(table["serves"].get(relative, {}).get("needs", []))
+
+
+def left_out_reason(item: Definition, table: dict[str, Any]) -> str:
+    """Why only the reference serves ``item``: ``serves.json``'s ``leftOut`` by name pattern, else by family."""
+    for pattern, reason in table.get("leftOut", {}).items():
+        if fnmatch.fnmatchcase(item.name, pattern) or pattern == item.family:
+            return str(reason)
+    return "no implementation of its family but the reference"
+
+
+def plan(
+    definitions: list[Definition],
+    *,
+    wanted: list[str],
+    families: list[str],
+    skip: list[str],
+    held: set[tuple[str, str]] | None,
+    registry_root: Path,
+    flashinfer: bool,
+    limit: int = WORKLOADS_PER_DEFINITION,
+    importable: Callable[[str], bool] | None = None,
+) -> tuple[list[Definition], list[Definition]]:
+    """(definitions to measure, in order; definitions left out, each with its reason).
+
+    An implementation whose ``serves.json`` entry ``needs`` a Python module that is not ``importable`` here
+    (FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: ``cutlass``, from nvidia-cutlass-dsl) is dropped,
+    and the definition's ``dropped`` says so."""
+    importable = importable or (lambda name: importlib.util.find_spec(name) is not None)
+    from kictl.store.registry import Registry
+
+    registry = Registry(registry_root)
+    table = serves()
+    chosen: list[Definition] = []
+    left: list[Definition] = []
+    for item in definitions:
+        if (wanted and item.name not in wanted) or (families and item.family not in families):
             continue
-        if not _implementations(record.name):
+        own = own_implementations(item.name)
+        item.bundled = bool(own)
+        item.implementations = own or family_implementations(item.family, item.inputs, table)
+        if not flashinfer:
+            item.implementations = [path for path in item.implementations if not uses_flashinfer(path)]
+        for path in list(item.implementations):
+            missing = [name for name in needs(path, table) if not importable(name)]
+            if missing:
+                item.implementations.remove(path)
+                item.dropped.append(f"{path.name} (needs the Python module {', '.join(missing)}, not importable here)")
+        if item.name in skip:
+            item.reason = "skipped (--skip)"
+        elif not item.workloads:
+            item.reason = "no workload"
+        elif [path.name for path in item.implementations] in ([], ["reference"]):
+            item.reason = "; ".join([left_out_reason(item, table), *(f"dropped {text}" for text in item.dropped)])
+        elif held is not None:
+            item.implementations = [
+                path
+                for path in item.implementations
+                if (item.digest, implementation_digest(path, item.digest, registry)) not in held
+            ]
+            if not item.implementations:
+                item.reason = "every implementation measured already (--skip-measured)"
+        if item.reason:
+            left.append(item)
             continue
-        labels = sorted(
-            w.name for w in registry.iter_records(["Workload"]) if w.raw["spec"]["definitionDigest"] == record.digest
-        )
-        out.append((record.name, record.raw["spec"]["family"], labels))
-    return out
+        item.chosen = choose_workloads(item.workloads, WORKLOADS_PER_DEFINITION if item.bundled else limit)
+        chosen.append(item)
+    return order(chosen), left
+
+
+def estimate(item: Definition, warmed: set[tuple[Any, ...]]) -> float:
+    """Seconds this definition is expected to take, FlashInfer builds included."""
+    seconds = DEFINITION_SECONDS + RUN_SECONDS * len(item.implementations) * len(item.chosen)
+    for implementation in item.implementations:
+        if uses_flashinfer(implementation):
+            seconds += WARM_SECONDS if warm_key(implementation, item) in warmed else BUILD_SECONDS
+    return seconds
 
 
 def _install_aot() -> int:
@@ -137,17 +437,93 @@ def _pack(out: Path) -> None:
     (out / "records.tgz.part").replace(out / "records.tgz")
 
 
+ENERGY_RUN_SECONDS = 7.0  # three loops of 1.5 s a workload, and the calls that set them up
+
+
+def _names(path: Path | None) -> list[str]:
+    """The definition names a file lists, one a line (``left.txt`` of an earlier call); blank lines skipped."""
+    if path is None:
+        return []
+    names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+    if not names:
+        raise SystemExit(f"{path}: names no definition")
+    return names
+
+
+def _energy_jobs(item: Definition, source: Path, processes: int) -> list[tuple[int, Definition, Path, list[str]]]:
+    """(process, definition, implementation, labels) of the energy runs the latency manifests in ``source`` pick."""
+    picks: dict[str, set[str]] = {}
+    for row in _rows(source):
+        implementation, label = row["name"].split(".")[:2]
+        if row["status"] == "passed" and (row["latencyNs"] or 0) >= ENERGY_MIN_NS:
+            picks.setdefault(implementation.rsplit("_", 1)[0], set()).add(label)
+    jobs = []
+    for implementation in item.implementations:
+        labels = sorted(picks.get(implementation.name, ()))
+        if implementation.name == "reference" or not labels:
+            continue  # the reference is measured for latency; its energy says little about a kernel
+        repeats = processes if uses_flashinfer(implementation) else 1
+        jobs.extend((process, item, implementation, labels) for process in range(1, repeats + 1))
+    return jobs
+
+
+def _warm(item: Definition, warmed: set[tuple[Any, ...]], out: Path, log: Path) -> str | None:
+    """Build the FlashInfer modules this definition needs outside the sandbox, once per module key."""
+    started = time.monotonic()
+    built = 0
+    for implementation in item.implementations:
+        key = warm_key(implementation, item)
+        if not uses_flashinfer(implementation) or key in warmed:
+            continue
+        _kictl(
+            "bench", item.name, "--impl", str(implementation), "--workload", item.chosen[0], "--no-sandbox",
+            "--warmup", "1", "--iterations", "1", "--trials", "1", "--rounds", "1",
+            "--out", str(out / "warm"), log=log,
+        )  # fmt: skip
+        warmed.add(key)
+        built += 1
+    if not built:
+        return None
+    shutil.rmtree(out / "warm", ignore_errors=True)
+    installed = _install_aot()
+    return f"{item.name}: flashinfer: {installed} module(s) installed as AOT in {time.monotonic() - started:.0f} s"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--definition", action="append", default=[])
+    parser.add_argument("--definition", action="append", default=[], help="only these definitions (repeatable)")
+    parser.add_argument(
+        "--definitions-from", type=Path, help="only the definitions this file names, one a line (a left.txt)"
+    )
+    parser.add_argument("--family", action="append", default=[], help="only these families (repeatable)")
+    parser.add_argument("--skip", action="append", default=[], help="skip this definition (repeatable)")
+    parser.add_argument(
+        "--skip-measured",
+        nargs="?",
+        const=DEFAULT_PRODUCT,
+        metavar="PRODUCT",
+        help=f"leave out implementations the registry holds a kictl run of on this GPU product ({DEFAULT_PRODUCT})",
+    )
+    parser.add_argument("--plan", action="store_true", help="print what would be measured, and stop")
+    parser.add_argument(
+        "--workloads",
+        type=int,
+        default=WORKLOADS_PER_DEFINITION,
+        help=f"workloads per definition from a larger suite, spread by size (default {WORKLOADS_PER_DEFINITION})",
+    )
     parser.add_argument("--energy", action="store_true", help="also --measure energy (attention, GEMM, MoE)")
     parser.add_argument("--no-latency", action="store_true", help="skip the latency runs (energy only)")
     parser.add_argument(
         "--energy-from", type=Path, help="latency manifests (DIR/<definition>/) that choose energy runs"
     )
     parser.add_argument("--energy-processes", type=int, default=1, help="separate processes per FlashInfer run")
-    parser.add_argument("--budget", type=float, default=480.0, help="seconds: no further energy process after")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=470.0,
+        help="seconds: no definition or energy run is started that would end after",
+    )
     parser.add_argument("--smoke", action="store_true", help="a CPU check of this script's path")
     parser.add_argument("--registry", type=Path, default=ROOT)
     args = parser.parse_args()
@@ -155,70 +531,94 @@ def main() -> int:
     begun = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "kictl.log"
-    device = ["--device", "cpu"] if args.smoke else []
-    wanted = ["rmsnorm_h4096"] if args.smoke else args.definition
-    definitions = _definitions(args.registry, wanted)
-    summary: list[str] = []
-    energy_jobs: list[tuple[int, str, Path, list[str]]] = []
+    options = list(SMOKE_OPTIONS) if args.smoke else []
+    held = measured(args.registry, args.skip_measured) if args.skip_measured else None
+    chosen, left = plan(
+        load_definitions(args.registry),
+        wanted=list(SMOKE) if args.smoke else [*args.definition, *_names(args.definitions_from)],
+        families=args.family,
+        skip=args.skip,
+        held=held,
+        registry_root=args.registry,
+        flashinfer=not args.smoke,
+        limit=max(args.workloads, 1),
+    )
+    if args.smoke:
+        for item in chosen:
+            item.chosen = item.chosen[:1]
+    summary: list[str] = [f"plan: {len(chosen)} definition(s) to measure, {len(left)} left out"]
+    warmed: set[tuple[Any, ...]] = set()
+    projected = 0.0
+    for item in chosen:
+        seconds = estimate(item, warmed)
+        projected += seconds
+        warmed.update(warm_key(path, item) for path in item.implementations if uses_flashinfer(path))
+        summary.append(
+            f"plan: {item.name} ({item.family}): {len(item.implementations)} implementation(s) "
+            f"[{', '.join(path.name for path in item.implementations)}] x {len(item.chosen)} of "
+            f"{len(item.workloads)} workload(s), estimated {seconds:.0f} s, {projected:.0f} s in all"
+            + "".join(f"; dropped {text}" for text in item.dropped)
+        )
+    summary.extend(f"left out: {item.name} ({item.family}): {item.reason}" for item in left)
+    print("\n".join(summary), flush=True)
+    if args.plan:
+        return 0
+    warmed = set()
+    energy_jobs: list[tuple[int, Definition, Path, list[str]]] = []
+    not_started: list[Definition] = []
 
-    # 1. FlashInfer's kernels, built once outside the sandbox
-    if not args.smoke and not args.no_latency:  # with --no-latency the kernels come from a carried cache
-        started = time.monotonic()
-        for name, _, labels in definitions:
-            for implementation in _implementations(name):
-                if _uses_flashinfer(implementation):
-                    _kictl(
-                        "bench", name, "--impl", str(implementation), "--workload", labels[0], "--no-sandbox",
-                        "--warmup", "1", "--iterations", "1", "--trials", "1", "--rounds", "1",
-                        "--out", str(out / "warm"), log=log,
-                    )  # fmt: skip
-        shutil.rmtree(out / "warm", ignore_errors=True)
-        summary.append(f"flashinfer: {_install_aot()} module(s) installed as AOT in {time.monotonic() - started:.0f} s")
-
-    # 2. kictl bench per definition
-    for name, family, labels in definitions:
-        impls = [arg for implementation in _implementations(name) for arg in ("--impl", str(implementation))]
-        if args.smoke:
-            impls += ["--workload", labels[0]]
+    for item in chosen:
+        remaining = args.budget - (time.monotonic() - begun)
+        if not args.smoke and not args.no_latency and estimate(item, warmed) > remaining:
+            not_started.append(item)
+            continue
         if not args.no_latency:
+            if not args.smoke:  # with --no-latency the kernels come from a carried cache
+                built = _warm(item, warmed, out, log)
+                if built:
+                    summary.append(built)
+                    print(built, flush=True)
+            impls = [arg for implementation in item.implementations for arg in ("--impl", str(implementation))]
+            labels = [arg for label in item.chosen for arg in ("--workload", label)]
             started = time.monotonic()
-            done = _kictl("bench", name, *impls, *device, "--out", str(out / "latency" / name), log=log)
-            summary.append(f"{name}: latency exit {done.returncode} in {time.monotonic() - started:.0f} s")
-        if args.energy and family in ENERGY_FAMILIES:
-            source = (args.energy_from or out / "latency") / name
-            picks: dict[str, set[str]] = {}
-            for row in _rows(source):
-                implementation, label = row["name"].split(".")[:2]
-                if row["status"] == "passed" and (row["latencyNs"] or 0) >= ENERGY_MIN_NS:
-                    picks.setdefault(implementation.rsplit("_", 1)[0], set()).add(label)
-            for implementation in _implementations(name):
-                labels = sorted(picks.get(implementation.name, ()))
-                if implementation.name == "reference" or not labels:
-                    continue  # the reference is measured for latency; its energy says little about a kernel
-                repeats = args.energy_processes if _uses_flashinfer(implementation) else 1
-                energy_jobs.extend((process, name, implementation, labels) for process in range(1, repeats + 1))
-        _pack(out)
-        if summary:
+            left_now = args.budget - (started - begun)
+            done = _kictl(
+                "bench", item.name, *impls, *labels, *options, "--out", str(out / "latency" / item.name),
+                log=log, timeout=None if args.smoke else max(left_now + 30.0, 60.0),
+            )  # fmt: skip
+            summary.append(
+                f"{item.name}: latency exit {done.returncode} in {time.monotonic() - started:.0f} s "
+                f"({len(item.implementations)} x {len(item.chosen)} runs)"
+            )
             print(summary[-1], flush=True)
+            if done.returncode == KILLED:  # past the budget: its manifest was never written; a later call retries
+                shutil.rmtree(out / "latency" / item.name, ignore_errors=True)
+                not_started.append(item)
+                continue
+        if args.energy and item.family in ENERGY_FAMILIES:
+            energy_jobs += _energy_jobs(item, (args.energy_from or out / "latency") / item.name, args.energy_processes)
+        _pack(out)
     # every first energy process before any repeat, so that a budget cuts repeats, never a board
-    for process, name, implementation, labels in sorted(energy_jobs, key=lambda job: job[0]):
-        if process > 1 and time.monotonic() - begun > args.budget:
-            summary.append(f"{name}: {implementation.name} energy process {process} skipped (budget)")
+    for process, item, implementation, labels in sorted(energy_jobs, key=lambda job: job[0]):
+        if time.monotonic() - begun + DEFINITION_SECONDS + ENERGY_RUN_SECONDS * len(labels) > args.budget:
+            summary.append(f"{item.name}: {implementation.name} energy process {process} skipped (budget)")
             continue
         started = time.monotonic()
         done = _kictl(
-            "bench", name, "--impl", str(implementation),
+            "bench", item.name, "--impl", str(implementation),
             *(arg for label in labels for arg in ("--workload", label)),
-            "--measure", "energy", "--out", str(out / "energy" / f"p{process}-{name}"), log=log,
+            "--measure", "energy", "--out", str(out / "energy" / f"p{process}-{item.name}"), log=log,
         )  # fmt: skip
         summary.append(
-            f"{name}: {implementation.name} energy process {process} on {len(labels)} workload(s), "
+            f"{item.name}: {implementation.name} energy process {process} on {len(labels)} workload(s), "
             f"exit {done.returncode} in {time.monotonic() - started:.0f} s"
         )
         _pack(out)
         print(summary[-1], flush=True)
 
-    # 3. the table, and the manifests packed for the trip back
+    # 3. the table, what is left, and the manifests packed for the trip back
+    summary.extend(f"left for a later call (budget): {item.name}" for item in not_started)  # killed ones too
+    (out / "left.txt").write_text("".join(f"{item.name}\n" for item in not_started))
     lines = ["run                                                                    status     median        J/call"]
     for kind in ("latency", "energy"):
         for folder in sorted((out / kind).glob("*")) if (out / kind).is_dir() else []:
@@ -228,7 +628,7 @@ def main() -> int:
                 lines.append(f"{row['name'][:70]:70s} {row['status']:10s} {latency} {energy}")
     _pack(out)
     (out / "summary.txt").write_text("\n".join([*summary, *lines]) + "\n")
-    print("\n".join([*summary, *lines]))
+    print("\n".join([*(f"left for a later call (budget): {item.name}" for item in not_started), *lines]))
     return 0
 
 

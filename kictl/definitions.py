@@ -91,6 +91,14 @@ def signature(spec: DefinitionSpec, *, source: str = "reference") -> Signature:
     return Signature(inputs=tuple(params), outputs=_output_order(run, spec))
 
 
+def _returned_name(node: ast.expr) -> str | None:
+    """The variable a returned element is made from: ``output`` for ``output``, ``output.to(x.dtype)`` or
+    ``output[0].float()`` (a Mamba reference returns ``output.to(x.dtype), new_state``)."""
+    while isinstance(node, ast.Call | ast.Attribute | ast.Subscript):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _output_order(run: ast.FunctionDef, spec: DefinitionSpec) -> tuple[str, ...]:
     declared = tuple(spec.outputs)
     if len(declared) == 1:
@@ -99,10 +107,10 @@ def _output_order(run: ast.FunctionDef, spec: DefinitionSpec) -> tuple[str, ...]
         if not isinstance(node, ast.Return) or node.value is None:
             continue
         value = node.value
-        if isinstance(value, ast.Tuple) and all(isinstance(elt, ast.Name) for elt in value.elts):
-            names = tuple(elt.id for elt in value.elts if isinstance(elt, ast.Name))
-            if sorted(names) == sorted(declared):
-                return names
+        if isinstance(value, ast.Tuple):
+            names = tuple(_returned_name(elt) for elt in value.elts)
+            if sorted(str(name) for name in names) == sorted(declared):
+                return tuple(str(name) for name in names)
         if isinstance(value, ast.Dict) and all(
             isinstance(key, ast.Constant) and isinstance(key.value, str) for key in value.keys
         ):

@@ -1,0 +1,406 @@
+"""The implementations that serve a whole family of the catalogue, and ``benchmarks/catalogue.py``'s plan (issue 43).
+
+Each torch implementation under ``implementations/families/`` runs through the real ``kictl bench`` on the CPU
+against its definition's reference (the smallest workload of one definition per signature, few calls); the
+FlashInfer wrappers cannot run here (no CUDA), so their manifests are made into Implementation records and their
+``run``/``setup`` signatures are checked against every definition they are mapped to.  The plan's rules (which
+implementations, which workloads, which FlashInfer modules to build, what is measured already, the budget) are
+tested on the bundled registry.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from kictl.bench.judge.implementation import load_implementation
+from kictl.store.registry import Registry
+from tests.conftest import REPO_ROOT, RunCli
+
+SCRIPT = REPO_ROOT / "benchmarks" / "catalogue.py"
+FAMILIES = REPO_ROOT / "implementations" / "families"
+HOPPER_SERVED = (
+    "gemm",
+    "rmsnorm",
+    "gqa-paged-attention",
+    "gqa-ragged-attention",
+    "mla-ragged-attention",
+    "mla-paged-attention",
+    "sampling",
+    "rope",
+    "mamba-ssu",
+)
+FEW_CALLS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("catalogue_script", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["catalogue_script"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+catalogue = _script()
+DEFINITIONS = {item.name: item for item in catalogue.load_definitions(REPO_ROOT)}
+
+
+def _planned(**options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    fresh = catalogue.load_definitions(REPO_ROOT)
+    settings: dict[str, Any] = {
+        "wanted": [],
+        "families": [],
+        "skip": [],
+        "held": None,
+        "flashinfer": True,
+        "importable": lambda name: True,  # the GPU machine's view; the CPU here has neither FlashInfer nor CuTe DSL
+    }
+    settings.update(options)
+    chosen, left = catalogue.plan(fresh, registry_root=REPO_ROOT, **settings)
+    return {item.name: item for item in chosen}, {item.name: item for item in left}
+
+
+def _parameters(path: Path, function: str) -> tuple[list[str], bool] | None:
+    """(positional parameter names, whether it takes *args) of a module-level function of an implementation."""
+    manifest = json.loads((path / "implementation.json").read_text())
+    entry = manifest["entryPoint"].split("::")[0]
+    tree = ast.parse((path / entry).read_text())
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return [arg.arg for arg in node.args.args], node.args.vararg is not None
+    return None
+
+
+def _accepts(parameters: tuple[list[str], bool] | None, inputs: list[str]) -> bool:
+    assert parameters is not None
+    names, rest = parameters
+    return inputs[: len(names)] == names and (len(inputs) == len(names) or rest)
+
+
+# --------------------------------------------------------------------------- the mapping and the manifests
+
+
+def test_every_mapped_folder_makes_an_implementation_record_for_every_definition_it_serves() -> None:
+    """Each entry of serves.json is a folder kictl takes (FlashInfer's included: their manifests are checked
+    here, since they cannot run), and its run()/setup() take every mapped definition's inputs in order."""
+    table = catalogue.serves()
+    registry = Registry(REPO_ROOT)
+    served: dict[str, int] = {}
+    for item in DEFINITIONS.values():
+        if catalogue.own_implementations(item.name):
+            continue
+        for path in catalogue.family_implementations(item.family, item.inputs, table):
+            relative = path.relative_to(FAMILIES).as_posix()
+            served[relative] = served.get(relative, 0) + 1
+            loaded = load_implementation(str(path), registry.load(item.digest), registry)
+            assert loaded.record.raw["spec"]["definitionDigest"] == item.digest
+            if relative == "reference":
+                assert loaded.is_reference
+                continue
+            assert not loaded.is_reference
+            assert _accepts(_parameters(path, "run"), item.inputs), (relative, item.name, item.inputs)
+            setup = _parameters(path, "setup")  # kictl calls it with the same arguments, when there is one
+            assert setup is None or _accepts(setup, item.inputs), (relative, item.name)
+    assert set(served) == set(table["serves"]), "an entry of serves.json serves no definition"
+
+
+def test_an_implementation_is_not_mapped_to_a_signature_it_cannot_take() -> None:
+    rmsnorm = catalogue.family_implementations("rmsnorm", ["hidden_states", "weight"])
+    fused = catalogue.family_implementations("rmsnorm", ["hidden_states", "residual", "weight"])
+    assert [path.name for path in rmsnorm] == ["reference", "torch_rmsnorm", "flashinfer_rmsnorm"]
+    assert [path.name for path in fused] == ["reference", "torch_fused_add_rmsnorm", "flashinfer_fused_add_rmsnorm"]
+    assert [path.name for path in catalogue.family_implementations("gemm", ["B", "A"])] == ["reference"]
+    assert [path.name for path in catalogue.family_implementations("rope", ["A", "B"])] == ["reference"]
+    for path in (FAMILIES / "gqa-paged-attention" / "flashinfer_decode",):
+        parameters = _parameters(path, "run")
+        assert not _accepts(parameters, ["q", "k_cache", "v_cache", "qo_indptr", "kv_indptr", "kv_indices"])
+
+
+def test_every_definition_of_the_served_families_gets_the_reference_flashinfer_and_torch() -> None:
+    chosen, left = _planned()
+    for item in DEFINITIONS.values():
+        if item.family not in HOPPER_SERVED:
+            continue
+        assert item.name in chosen, (item.name, left.get(item.name) and left[item.name].reason)
+        names = [path.name for path in chosen[item.name].implementations]
+        assert names[0] == "reference"
+        assert any(name.startswith("torch") for name in names), item.name
+        if item.family != "gemm" and not chosen[item.name].bundled:  # the catalogue's GEMMs name no FlashInfer API
+            assert sum(catalogue.uses_flashinfer(path) for path in chosen[item.name].implementations) == 1, names
+    bundled = {name for name, item in chosen.items() if item.bundled}
+    assert bundled == {
+        "gemm_n4096_k4096",
+        "rmsnorm_h4096",
+        "gqa_paged_decode_h32_kv8_d128_ps1",
+        "gqa_paged_prefill_causal_h20_kv4_d128_ps64",
+        "gqa_paged_prefill_causal_h24_kv4_d128_ps1",
+    }
+    for name in bundled:  # the bundled definitions keep their own folders, every workload
+        assert all(path.parent.name == name for path in chosen[name].implementations)
+        assert len(chosen[name].chosen) == len(DEFINITIONS[name].workloads)
+    assert list(chosen)[:5] == sorted(bundled, key=lambda n: (catalogue.FAMILY_ORDER.index(DEFINITIONS[n].family), n))
+    for name, item in left.items():
+        if DEFINITIONS[name].family not in HOPPER_SERVED:
+            assert item.reason, name
+
+
+def test_gdn_decode_and_prefill_are_served_mtp_and_blackwell_only_families_are_left_out_with_the_reason() -> None:
+    chosen, left = _planned()
+    for item in DEFINITIONS.values():
+        names = [path.name for path in chosen[item.name].implementations] if item.name in chosen else []
+        if item.name.startswith("gdn_decode_"):
+            assert names == ["reference", "flashinfer_gdn_decode", "torch_gdn_decode"]
+        elif item.name.startswith("gdn_prefill_"):
+            assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
+        elif item.name.startswith("gdn_mtp_"):
+            assert "gated_delta_rule_mtp" in left[item.name].reason
+        elif item.family == "moe":
+            assert "Blackwell (sm100) only" in left[item.name].reason
+        elif item.name.startswith("dsa_sparse_attention_"):
+            assert "trtllm_batch_decode_with_kv_cache_mla" in left[item.name].reason
+        elif item.name.startswith("dsa_topk_indexer_"):
+            assert "names no FlashInfer API" in left[item.name].reason
+    assert len([name for name, item in left.items() if "Blackwell" in item.reason]) == 19 + 2
+    # FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: without cutlass they are dropped, and said so
+    chosen, left = _planned(importable=lambda name: name != "cutlass", families=["gdn"])
+    assert [path.name for path in chosen["gdn_decode_qk4_v8_d128_k_last"].implementations] == [
+        "reference",
+        "torch_gdn_decode",
+    ]
+    assert (
+        "flashinfer_gdn_decode (needs the Python module cutlass" in chosen["gdn_decode_qk4_v8_d128_k_last"].dropped[0]
+    )
+    assert (
+        "dropped flashinfer_gdn_prefill (needs the Python module cutlass"
+        in left["gdn_prefill_qk4_v8_d128_k_last"].reason
+    )
+
+
+def test_a_reference_returning_output_dot_to_gives_its_order_to_the_outputs() -> None:
+    """Mamba's reference returns ``output.to(x.dtype), new_state``: the outputs are in that order, not the
+    record's sorted one (which would make every honest Mamba implementation 'incorrect_shape')."""
+    from kictl.definitions import signature
+    from kictl.records import DefinitionSpec
+
+    spec = Registry(REPO_ROOT).load(DEFINITIONS["mamba_ssu_decode_h64_d64_s128_ng4"].digest).model.spec
+    assert isinstance(spec, DefinitionSpec)
+    assert list(spec.outputs) == ["new_state", "output"]
+    assert signature(spec).outputs == ("output", "new_state")
+    edited = spec.model_copy(update={"reference": spec.reference.replace("output.to(x.dtype), new_state", "x, y")})
+    assert signature(edited).outputs == ("new_state", "output")  # names that are not outputs: the record's order
+
+
+def test_without_flashinfer_the_plan_drops_the_flashinfer_wrappers() -> None:
+    chosen, _ = _planned(flashinfer=False, families=["gqa-paged-attention"])
+    assert chosen
+    for item in chosen.values():
+        assert not any(catalogue.uses_flashinfer(path) for path in item.implementations), item.name
+
+
+# --------------------------------------------------------------------------- workloads, modules, measured
+
+
+def test_all_of_a_small_suite_and_eight_spanning_a_large_one_on_a_log_scale() -> None:
+    small = [(f"w{m}", {"M": m}) for m in (64, 1, 8)]
+    assert catalogue.choose_workloads(small) == ["w1", "w8", "w64"]
+    large = [(f"w{m:05d}", {"M": m}) for m in range(1, 44)] + [("x_again", {"M": 43})]
+    picked = catalogue.choose_workloads(large)
+    assert picked == ["w00001", "w00002", "w00003", "w00005", "w00009", "w00015", "w00025", "w00043"]
+    assert "x_again" not in picked  # the same axes count once
+    assert picked == catalogue.choose_workloads(list(reversed(large)))  # the input order does not matter
+    sizes = [int(label[1:]) for label in picked]
+    assert max(b / a for a, b in itertools.pairwise(sizes)) <= 2  # spanned in log, not bunched at one end
+    # fewer on request (--workloads), still the smallest and the largest
+    assert catalogue.choose_workloads(large, 4) == ["w00001", "w00004", "w00012", "w00043"]
+    assert catalogue.choose_workloads(large, 1) == ["w00001"]
+    # a suite bunched at small sizes (most captured GEMM suites) is still spanned up to its largest
+    bunched = [(f"m{m:05d}", {"M": m}) for m in [*range(1, 40), 4096, 8192]]
+    assert catalogue.choose_workloads(bunched)[-2:] == ["m04096", "m08192"]
+    # two axes: size is their product
+    grid = [(f"b{b}_k{k}", {"batch": b, "kv": k}) for b in (1, 4, 16, 64) for k in (512, 2048, 8192)]
+    chosen = catalogue.choose_workloads(grid)
+    assert chosen[0] == "b1_k512"
+    assert chosen[-1] == "b64_k8192"
+    assert len(chosen) == 8
+    # the page pool only sizes an allocation: a big pool is no big workload, and pools alone do not differ
+    pools = [(f"p{b}_{pages}", {"batch_size": b, "num_pages": pages}) for b in range(1, 10) for pages in (9, 10**6)]
+    chosen = catalogue.choose_workloads(pools)
+    assert [label.split("_")[0] for label in chosen] == ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p9"]
+    # a real large suite of the catalogue (43 captured GEMM workloads)
+    gemm = DEFINITIONS["gemm_n28672_k4096"]
+    labels = catalogue.choose_workloads(gemm.workloads)
+    sizes = sorted(axes["M"] for _, axes in gemm.workloads)
+    by_label = dict(gemm.workloads)
+    picked_sizes = [by_label[label]["M"] for label in labels]
+    assert picked_sizes[0] == sizes[0]
+    assert picked_sizes[-1] == sizes[-1]
+    assert len(picked_sizes) == 8
+
+
+def test_a_flashinfer_module_is_built_once_per_head_size_and_decode_kernel() -> None:
+    decode = FAMILIES / "gqa-paged-attention" / "flashinfer_decode"
+    prefill = FAMILIES / "gqa-paged-attention" / "flashinfer_prefill"
+    ragged = FAMILIES / "ragged-attention" / "flashinfer_ragged"
+
+    def key(path: Path, name: str) -> tuple[Any, ...]:
+        return tuple(catalogue.warm_key(path, DEFINITIONS[name]))
+
+    # group 8 and 2: the CUDA-core kernel; group 5: FlashInfer's tensor-core path, another module
+    assert key(decode, "gqa_paged_decode_h16_kv2_d128_ps1") == key(decode, "gqa_paged_decode_h32_kv16_d128_ps64")
+    assert key(decode, "gqa_paged_decode_h16_kv2_d128_ps1") != key(decode, "gqa_paged_decode_h20_kv4_d128_ps1")
+    assert key(decode, "gqa_paged_decode_h5_kv1_d128_ps1") == key(decode, "gqa_paged_decode_h20_kv4_d128_ps64")
+    # prefill: one module whatever the group
+    assert key(prefill, "gqa_paged_prefill_causal_h5_kv1_d128_ps1") == key(
+        prefill, "gqa_paged_prefill_causal_h32_kv8_d128_ps64"
+    )
+    # ragged: one module per head sizes
+    assert key(ragged, "gqa_ragged_prefill_causal_h5_kv1_d128") == key(ragged, "gqa_ragged_prefill_causal_h32_kv8_d128")
+    assert key(ragged, "gqa_ragged_prefill_causal_h5_kv1_d128") != key(ragged, "gqa_ragged_prefill_causal_h8_kv1_d256")
+    assert key(ragged, "gqa_ragged_prefill_causal_h5_kv1_d128") != key(
+        ragged, "mla_ragged_prefill_causal_h8_qk192_vo128"
+    )
+    # a bundled definition's own wrapper states no rule: warmed for its definition
+    own = REPO_ROOT / "implementations" / "gqa_paged_decode_h32_kv8_d128_ps1" / "flashinfer_wrapper"
+    assert key(own, "gqa_paged_decode_h32_kv8_d128_ps1") != key(own, "gqa_paged_decode_h16_kv2_d128_ps1")
+    # the estimate counts a build for a new module only
+    item = dataclasses.replace(DEFINITIONS["gqa_paged_decode_h16_kv2_d128_ps1"])
+    item.implementations = catalogue.family_implementations(item.family, item.inputs)
+    item.chosen = catalogue.choose_workloads(item.workloads)
+    fresh = catalogue.estimate(item, set())
+    built = catalogue.estimate(item, {catalogue.warm_key(decode, item)})
+    assert fresh - built == catalogue.BUILD_SECONDS - catalogue.WARM_SECONDS
+
+
+def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_only() -> None:
+    h100 = catalogue.measured(REPO_ROOT, "H100 SXM")
+    assert h100  # the bundled registry holds the H100 runs of the five bundled definitions
+    chosen, left = _planned(held=h100)
+    for name in ("gemm_n4096_k4096", "rmsnorm_h4096", "gqa_paged_decode_h32_kv8_d128_ps1"):
+        assert name not in chosen
+        assert "measured already" in left[name].reason
+    assert "gemm_n128_k2048" in chosen
+    # FlashInfer-Bench's imported B200 runs are not kictl's: they measure nothing for this script
+    assert catalogue.measured(REPO_ROOT, "B200") == set()
+    # one implementation measured: only the others are left to run
+    item = DEFINITIONS["rmsnorm_h4096"]
+    registry = Registry(REPO_ROOT)
+    torch_path = REPO_ROOT / "implementations" / "rmsnorm_h4096" / "torch_rmsnorm"
+    torch_digest = catalogue.implementation_digest(torch_path, item.digest, registry)
+    partial, _ = _planned(held={(item.digest, torch_digest)}, wanted=["rmsnorm_h4096"])
+    assert [path.name for path in partial["rmsnorm_h4096"].implementations] == ["reference"]
+
+
+def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_left(tmp_path: Path) -> None:
+    wanted = ["gemm_n128_k2048", "rmsnorm_h128"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), "--budget", "5"]
+        + [arg for name in wanted for arg in ("--definition", name)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted((tmp_path / "out" / "left.txt").read_text().split()) == wanted
+    assert not (tmp_path / "out" / "latency").exists()  # nothing was started
+    assert "left for a later call (budget): gemm_n128_k2048" in done.stdout
+    # the next call takes what is left
+    left = tmp_path / "out" / "left.txt"
+    again = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "next"), "--plan", "--definitions-from", str(left)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "plan: 2 definition(s) to measure" in again.stdout
+    assert all(f"plan: {name} (" in again.stdout for name in wanted)
+
+
+def test_a_kictl_past_the_budget_is_stopped_and_reported_as_killed(tmp_path: Path) -> None:
+    log = tmp_path / "kictl.log"
+    done = catalogue._kictl("definitions", "list", log=log, timeout=0.001)
+    assert done.returncode == catalogue.KILLED
+    assert "killed after" in log.read_text()
+    assert catalogue._kictl("definitions", "list", log=log, timeout=120).returncode == 0
+
+
+# --------------------------------------------------------------------------- the torch implementations, on the CPU
+
+CPU_CASES = [
+    ("gemm_n128_k2048", "18c79630", "gemm/torch_matmul"),  # M 8
+    ("rmsnorm_h128", "6abd9329", "rmsnorm/torch_rmsnorm"),  # 24 rows
+    ("fused_add_rmsnorm_h2048", "906efdc6", "rmsnorm/torch_fused_add_rmsnorm"),  # 6 rows
+    ("gqa_paged_decode_h20_kv4_d128_ps64", "b4_kv2048", "gqa-paged-attention/torch_batched_decode"),  # last pages
+    ("gqa_paged_decode_h5_kv1_d128_ps1", "b1_kv512", "gqa-paged-attention/torch_batched_decode"),  # no last page
+    ("gqa_paged_prefill_causal_h16_kv1_d128_ps64", "b1_q128", "gqa-paged-attention/torch_sdpa_prefill"),
+    ("gqa_paged_prefill_causal_h6_kv1_d128_ps1", "b1_q16", "gqa-paged-attention/torch_sdpa_prefill"),
+    ("gqa_ragged_prefill_causal_h5_kv1_d128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),
+    ("mla_ragged_prefill_causal_h8_qk192_vo128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),  # QK 192, VO 128
+    ("mla_paged_decode_h16_ckv512_kpe64_ps64", "b4_kv2048", "mla-paged-attention/torch_mla_decode"),
+    ("mla_paged_decode_h8_ckv512_kpe64_ps1", "b1_kv512", "mla-paged-attention/torch_mla_decode"),
+    ("mla_paged_prefill_causal_h16_ckv512_kpe64_ps64", "b1_q128", "mla-paged-attention/torch_mla_prefill"),
+    ("mla_paged_prefill_causal_h8_ckv512_kpe64_ps1", "b1_q16", "mla-paged-attention/torch_mla_prefill"),
+    ("top_k_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),  # the distribution judge
+    ("top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
+    ("top_k_top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
+    ("rope_with_cos_sin_cache_neox_style_d128_rd64", "t16", "rope/torch_rope"),
+    ("gdn_decode_qk4_v8_d128_k_last", "b4", "gdn/torch_gdn_decode"),
+    ("mamba_ssu_decode_h64_d64_s128_ng4", "b4", "mamba-ssu/torch_mamba_ssu"),  # outputs (output, new_state)
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("definition", "workload", "implementation"), CPU_CASES)
+def test_torch_family_implementation_passes_kictl_bench_on_the_cpu(
+    cli: RunCli, tmp_path: Path, definition: str, workload: str, implementation: str
+) -> None:
+    assert FAMILIES / implementation in catalogue.family_implementations(
+        DEFINITIONS[definition].family, DEFINITIONS[definition].inputs
+    )
+    result = cli(
+        "bench", definition, "--impl", FAMILIES / implementation, "--workload", workload, *FEW_CALLS,
+        "--out", tmp_path / "out", "--registry", REPO_ROOT,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    runs = [
+        record
+        for manifest in (tmp_path / "out").glob("*.json")
+        for record in json.loads(manifest.read_text()).values()
+        if record["kind"] == "BenchmarkRun"
+    ]
+    assert len(runs) == 1
+    assert runs[0]["spec"]["status"] == "passed"
+    assert runs[0]["metadata"]["name"].startswith(Path(implementation).name + "_")
+
+
+@pytest.mark.slow
+def test_smoke_runs_a_bundled_and_a_family_served_definition_on_the_cpu(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--smoke"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = (out / "summary.txt").read_text()
+    assert "rmsnorm_h4096: latency exit 0" in summary
+    assert "fused_add_rmsnorm_h2048: latency exit 0" in summary
+    statuses = [line.split()[1] for line in summary.splitlines() if line.startswith(("reference_", "torch_"))]
+    assert statuses == ["passed"] * 4
+    assert (out / "records.tgz").is_file()
