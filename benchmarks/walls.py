@@ -40,6 +40,12 @@ it and sets ``KICTL_BWRAP``):
    keyed on the query tensor's identity, work on a side stream) next to the honest implementations; no
    cheat may pass; the side-stream cheat fails ``streamOrdered`` under the CUPTI timer's end marker.
 
+3. ``--part runs`` (issue 40): every workload of ``rmsnorm_h4096`` (the reference, torch_rmsnorm and four honest
+   corpus entries: float64 maths, a reused buffer, an offset view, a non-contiguous output), ``gemm_n4096_k4096``
+   (reference, torch_matmul) and the decode definition (reference, FlashInfer wrapper, torch batched), sandboxed,
+   one warm-up, 2 correctness rounds and one trial of 50 timed calls, under each timer of ``--timers``: 66 honest
+   runs a timer, every one must pass (the parent takes every audited call's outputs through CUDA IPC handles).
+
 It writes ``walls_gpu.json`` (every row, command, wall time) and ``walls_gpu.txt`` (the table) to ``--out``
 and exits 1 when an expectation fails.
 """
