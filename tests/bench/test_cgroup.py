@@ -105,3 +105,29 @@ def test_a_quieted_neighbour_leaves_the_cpu_to_the_timed_worker() -> None:
     assert neighbour < 0.1 * timed, (timed, neighbour)
     timed, neighbour = _spin_pair(quiet=False)  # the control: the same pair, equal shares
     assert neighbour > 0.4 * timed, (timed, neighbour)
+
+
+def test_quiet_writes_the_groups_cpu_idle_through_one_descriptor_closed_with_the_group() -> None:
+    """``quiet`` flips ``cpu.idle`` as asked (only on a change), through the file held open since the first flip
+    (a CPU session flips every other worker's group twice per timed call); ``remove`` closes it."""
+    group = cgroup.SandboxGroup.create("quiet")
+    if group is None or group.idle_file is None:
+        if group is not None:
+            group.remove()
+        pytest.skip("no cgroup with cpu.idle here")
+    try:
+        assert group.idle_fd is None  # nothing opened until the first flip
+        group.quiet(False)  # no change: nothing written
+        assert group.idle_fd is None
+        for idle in (True, True, False, True, False):
+            group.quiet(idle)
+            assert group.idle_file.read_text().strip() == ("1" if idle else "0")
+            assert group.quieted is idle
+        held = group.idle_fd
+        assert held is not None
+        assert os.get_inheritable(held) is False  # never a worker's
+    finally:
+        group.remove()
+    assert group.idle_fd is None
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        os.fstat(held)
