@@ -105,3 +105,30 @@ def test_a_quieted_neighbour_leaves_the_cpu_to_the_timed_worker() -> None:
     assert neighbour < 0.1 * timed, (timed, neighbour)
     timed, neighbour = _spin_pair(quiet=False)  # the control: the same pair, equal shares
     assert neighbour > 0.4 * timed, (timed, neighbour)
+
+
+def test_quiet_and_the_counters_go_through_the_os_and_leave_no_descriptor_open() -> None:
+    """``quiet`` flips ``cpu.idle`` as asked (only on a change) and the counters read what the kernel counts, through
+    ``os.open`` (a CPU session does both several times per timed call for every worker) with nothing left open."""
+    group = cgroup.SandboxGroup.create("quiet", cgroup.Limits(memory_bytes=cgroup.GIB, tasks=16))
+    if group is None or group.idle_file is None:
+        if group is not None:
+            group.remove()
+        pytest.skip("no cgroup with cpu.idle here")
+    try:
+        before = len(os.listdir("/proc/self/fd"))
+        for idle in (True, True, False, True, False):
+            group.quiet(idle)
+            assert group.idle_file.read_text().strip() == ("1" if idle else "0")
+            assert group.quieted is idle
+        spin = "x = 0\nfor i in range(2_000_000):\n    x += i\n"
+        done = subprocess.run(group.wrap([sys.executable, "-S", "-c", spin], None), timeout=60, check=False)
+        assert done.returncode == 0
+        used = group.cpu_ns()
+        assert used > 10_000_000  # the spin's CPU time, in ns
+        per_cpu = group.cpu_ns_per_cpu()
+        assert per_cpu is None or sum(per_cpu.values()) == pytest.approx(used, rel=0.05)
+        assert group.breaches() == []
+        assert len(os.listdir("/proc/self/fd")) == before
+    finally:
+        group.remove()

@@ -77,6 +77,7 @@ def test_bench_adds_to_the_registry_and_prints_a_table(cli: RunCli, bundled_regi
     assert lines[1].split()[:3] == ["workload", "status", "median"]
     assert lines[3].split()[:2] == ["b1", "passed"]
     assert "records added to" in result.stderr
+    assert "--device auto" not in result.stderr  # --device cpu, asked for, is not noted (test_device_auto.py)
     runs = list(bundled_registry.iter_records(["BenchmarkRun"]))
     assert len(runs) == 2
     for run in runs:

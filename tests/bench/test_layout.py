@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import itertools
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,3 +140,29 @@ def test_the_torch_finder_sees_every_spelling(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("import os\nimport torch.cuda\nfrom torch import nn\ndef f():\n    import torch as t\n")
     assert _torch_imports(source) == [2, 3, 5]
+
+
+def test_torch_is_imported_with_the_collector_paused_and_the_collector_restored(tmp_path: Path) -> None:
+    """``torch_module``'s first import runs without cyclic collections (a tenth of torch's import), and leaves the
+    collector as it found it, on or off; a stand-in ``torch`` records what its import saw."""
+    (tmp_path / "torch.py").write_text("import gc\nCOLLECTING = gc.isenabled()\n")
+    probe = (
+        "import gc, sys\n"
+        "from kictl.bench.wire.lazy import torch_module\n"
+        "if sys.argv[1] == 'off':\n"
+        "    gc.disable()\n"
+        "torch = torch_module()\n"
+        "print(torch.COLLECTING, gc.isenabled(), torch_module() is torch)\n"
+    )
+    seen = {}
+    for state in ("on", "off"):
+        done = subprocess.run(
+            [sys.executable, "-c", probe, state],
+            env={**os.environ, "PYTHONPATH": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
+        seen[state] = done.stdout.split()
+    assert seen == {"on": ["False", "True", "True"], "off": ["False", "False", "True"]}

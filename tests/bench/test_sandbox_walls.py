@@ -84,6 +84,26 @@ def test_the_checkout_and_home_are_never_bound() -> None:
     assert not (copy / "registry").exists()
 
 
+def test_the_workers_copy_of_kictl_is_imported_from_its_own_bytecode(tmp_path: Path) -> None:
+    """The copy holds each file's bytecode, valid for the copy: a worker (which writes no bytecode, and could not
+    in its read-only bind) imports kictl's modules from it rather than compiling them at every start."""
+    copy = sandbox.worker_package()
+    env = {"PYTHONPATH": copy, "PYTHONDONTWRITEBYTECODE": "1", "PATH": os.environ.get("PATH", "/usr/bin")}
+    done = subprocess.run(
+        [sys.executable, "-v", "-c", "import kictl.bench.worker.main"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    loaded = [line for line in done.stderr.splitlines() if line.startswith(f"# code object from '{copy}")]
+    assert any("/kictl/bench/worker/__pycache__/main." in line for line in loaded), done.stderr[-2000:]
+    assert len(loaded) >= 10, loaded
+    assert [line for line in loaded if not line.endswith(".pyc'")] == []  # nothing compiled from source
+
+
 @pytest.mark.skipif(not SANDBOX, reason="needs a working bubblewrap sandbox")
 def test_a_root_run_sandbox_cannot_remount_mknod_or_write_outside_its_tmp(tmp_path: Path) -> None:
     isolation = sandbox.resolve(False)

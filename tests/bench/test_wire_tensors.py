@@ -46,3 +46,31 @@ def test_the_judge_writes_the_same_wire_form() -> None:
     """``judge.inputs.to_wire`` writes each input as ``input_spec`` does (one encoding of index values)."""
     plan = to_wire(InputPlan(offset=0, sources=SOURCES, synthesized=()), "round 0")
     assert plan.inputs == tuple(input_spec(source) for source in SOURCES)
+
+
+def test_same_bits_compares_bytes_as_words_or_bytes_alike() -> None:
+    """``values._same_bits`` (the staged inputs' and the rounds' ``inputsUnchanged``): the same answer whether the
+    bytes are compared as 8-byte words (a byte count and a start that 8 divides) or one by one."""
+    from kictl.bench.wire.values import _same_bits
+
+    words = torch.randn(64, 32).to(torch.bfloat16)  # 4096 bytes: compared as words
+    assert _same_bits(words, words.clone())
+    changed = words.clone()
+    changed.view(torch.int16)[-1, -1] ^= 1  # one bit of the last value
+    assert not _same_bits(words, changed)
+    nan = torch.full((8,), float("nan"))
+    assert _same_bits(nan, nan.clone())  # the same bits, though NaN != NaN
+    zeros = torch.zeros(8)
+    assert not _same_bits(zeros, -zeros)  # equal numbers, other bits
+    assert not _same_bits(zeros, zeros.reshape(2, 4))
+    assert not _same_bits(zeros, zeros.double()[:8].float().to(torch.float64))
+    odd = torch.arange(43, dtype=torch.uint8)[1:33]  # 32 bytes from a start 8 does not divide
+    assert odd.storage_offset() == 1
+    assert _same_bits(odd, odd.clone())
+    assert not _same_bits(odd, odd.flip(0))
+    three = torch.arange(3, dtype=torch.uint8)  # fewer bytes than a word
+    assert _same_bits(three, three.clone())
+    assert not _same_bits(three, three + 1)
+    strided = torch.randn(8, 8)[:, ::2]  # not contiguous
+    assert _same_bits(strided, strided.clone())
+    assert not _same_bits(strided, strided + 1)

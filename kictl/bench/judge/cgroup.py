@@ -91,11 +91,43 @@ def _write(path: Path, value: str) -> bool:
     return True
 
 
+def _read_text(path: Path) -> str:
+    """A cgroup file's text, through the OS's calls alone.
+
+    kictl's parent reads a worker's counters (CPU time, per CPU, the limits' events) and flips its ``cpu.idle``
+    several times per CPU timed call, for every worker of the session; through Python's file objects each read
+    cost 37 us and each write 31 us on the 2-core VM, through ``os.open`` 10 us.  Nothing is held open between
+    calls (a session of a hundred workers keeps its descriptors to its pipes and regions).  Raises ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, 65536)]
+        while len(chunks[-1]) == 65536:  # the counters fit one read; a longer text is read to its end
+            chunks.append(os.read(fd, 65536))
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("ascii", errors="replace")
+
+
+def _write_bytes(path: Path, value: bytes) -> bool:
+    """``value`` written to a cgroup file through the OS's calls alone (``_read_text``); False if refused."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        os.write(fd, value)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
 def _keyed(path: Path) -> dict[str, int]:
     """A flat keyed file (``memory.events``, ``pids.events``, v1's ``memory.oom_control``); {} if unreadable."""
     found: dict[str, int] = {}
     try:
-        for line in path.read_text().splitlines():
+        for line in _read_text(path).splitlines():
             parts = line.split()
             if len(parts) == 2:
                 with contextlib.suppress(ValueError):
@@ -205,8 +237,8 @@ class SandboxGroup:
         """CPU time of everything that ever ran in the group, in ns (-1 when it cannot be read)."""
         try:
             if not self.v2:
-                return int((self.folder / "cpuacct.usage").read_text())
-            for line in (self.folder / "cpu.stat").read_text().splitlines():
+                return int(_read_text(self.folder / "cpuacct.usage"))
+            for line in _read_text(self.folder / "cpu.stat").splitlines():
                 if line.startswith("usage_usec "):
                     return int(line.split()[1]) * 1000
         except (OSError, ValueError):
@@ -219,7 +251,7 @@ class SandboxGroup:
         if self.v2:
             return None
         try:
-            return dict(enumerate(int(item) for item in (self.folder / "cpuacct.usage_percpu").read_text().split()))
+            return dict(enumerate(int(item) for item in _read_text(self.folder / "cpuacct.usage_percpu").split()))
         except (OSError, ValueError):
             return None
 
@@ -266,7 +298,7 @@ class SandboxGroup:
     def quiet(self, idle: bool) -> None:
         """Mark the group's CPU share idle (``True``: it runs only when nothing else on its CPUs wants to) or
         normal again.  Written only when it changes."""
-        if self.idle_file is not None and idle != self.quieted and _write(self.idle_file, "1" if idle else "0"):
+        if self.idle_file is not None and idle != self.quieted and _write_bytes(self.idle_file, b"1" if idle else b"0"):
             self.quieted = idle
 
     def remove(self) -> None:

@@ -45,6 +45,7 @@ import atexit
 import functools
 import glob
 import os
+import py_compile
 import shutil
 import subprocess
 import sys
@@ -191,6 +192,11 @@ def worker_package() -> str:
     few modules of kictl they import, derived from the packages themselves.  The worker imports
     ``kictl.bench.worker`` from this copy (bound at ``PACKAGE_MOUNT``), so the checkout kictl runs from (with
     its registry and any key), kictl's judge and its record code are never bound into a sandbox.
+
+    The copy holds the files' bytecode too, compiled here from the copy itself (``__pycache__`` beside each file,
+    for the interpreter the workers run, unoptimised as they run): the sandbox binds the copy read-only, so
+    without it every worker compiled these 250 KB of source again at its start (about 35 ms of CPU each, 0.18
+    against 0.15 CPU-seconds for the worker's imports before torch on the 2-core VM).
     """
     source = Path(kictl.__file__).resolve().parent
     target = Path(tempfile.mkdtemp(prefix="kictl-worker-package-"))
@@ -199,6 +205,11 @@ def worker_package() -> str:
         copy = target / "kictl" / relative
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source / relative, copy)
+        if copy.suffix == ".py":
+            try:
+                py_compile.compile(str(copy), doraise=True, optimize=0)
+            except (py_compile.PyCompileError, OSError):  # the worker compiles that file itself, as before
+                pass
     return str(target)
 
 

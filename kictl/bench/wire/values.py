@@ -15,13 +15,26 @@ __all__ = ["PROBE_PAIRS", "_perturbed", "_rolled", "_same_bits", "input_shift"]
 
 
 def _same_bits(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` hold the same bytes (shape and dtype too): -0.0 is not 0.0, a NaN equals itself.
+
+    The bytes are compared as 8-byte words where both sides allow it (a byte count and a start that 8 divides),
+    else byte by byte: torch compares 8 MiB as bytes in about 7 ms on the CPU and as words in about 1 ms, and
+    the parent compares a CPU run's staged inputs after every audited call, the worker its inputs after every
+    correctness round."""
     torch = torch_module()
 
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     if a.numel() == 0:
         return True
-    return bool(torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8)))
+    left = a.contiguous().reshape(-1).view(torch.uint8)
+    right = b.contiguous().reshape(-1).view(torch.uint8)
+    if left.numel() % 8 == 0:
+        try:
+            left, right = left.view(torch.int64), right.view(torch.int64)
+        except RuntimeError:  # a start that 8 does not divide: bytes, as they are
+            pass
+    return bool(torch.equal(left, right))
 
 
 def input_shift(shift: int, position: int) -> int:
