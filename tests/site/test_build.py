@@ -60,19 +60,34 @@ def test_group_page_json_is_the_element_of_the_workload_leaderboard(site_world: 
     assert read_json(site_world.out / "g" / key_hex / "leaderboard.json") == expected
 
 
+def _marked_run(out: Path) -> str:
+    """A run whose page cites a harness advisory (the bundled registry's advisories mark some of its runs)."""
+    for cite in sorted(out.glob("r/*/cite.json")):
+        cited = read_json(cite)
+        assert isinstance(cited, dict)
+        if cited["advisories"]:
+            return cite.parent.name
+    raise AssertionError("no run page cites an advisory")
+
+
 def test_run_page_json_is_what_verify_and_cite_print(site_world: SiteWorld, cli: RunCli) -> None:
+    """A run page's JSON is what the commands print, for an ordinary run, an unsigned one and one an advisory marks
+    (the site hands ``citation`` its own report and marks: they must be what ``kictl cite`` finds alone)."""
     root = str(site_world.registry.root)
-    folder = site_world.out / "r" / site_world.ordinary
-    assert read_json(folder / "verify.json") == cli_json(cli, "verify", site_world.ordinary, "--registry", root)
-    shown = read_json(folder / "show.json")
-    assert shown == cli_json(cli, "show", site_world.ordinary, "--registry", root)
+    for digest in (site_world.ordinary, site_world.unsigned, _marked_run(site_world.out)):
+        folder = site_world.out / "r" / digest
+        assert read_json(folder / "verify.json") == cli_json(cli, "verify", digest, "--registry", root)
+        shown = read_json(folder / "show.json")
+        assert shown == cli_json(cli, "show", digest, "--registry", root)
+        result = cli("cite", digest, "--format", "json", "--registry", root)
+        cited = json.loads(result.stdout)
+        page_cite = read_json(folder / "cite.json")
+        assert isinstance(page_cite, dict)
+        assert {k: v for k, v in page_cite.items() if k != "accessed"} == {
+            k: v for k, v in cited.items() if k != "accessed"
+        }
     result = cli("cite", site_world.ordinary, "--format", "json", "--registry", root)
     cited = json.loads(result.stdout)
-    page_cite = read_json(folder / "cite.json")
-    assert isinstance(page_cite, dict)
-    assert {k: v for k, v in page_cite.items() if k != "accessed"} == {
-        k: v for k, v in cited.items() if k != "accessed"
-    }
     policy = json.loads((site_world.registry.root / "registry" / "policy.json").read_text())
     assert cited["permalink"] == policy["permalinkBase"] + site_world.ordinary
     assert cited["permalink"].endswith(f"/r/{site_world.ordinary}")  # the page's own path
