@@ -295,6 +295,7 @@ def _build_bundled(target: Path, *, results: bool, catalogue: bool, advisories: 
     repo.index.add(["registry", "definitions"])
     if not results or repo.is_dirty(index=True, working_tree=False, untracked_files=False) or not repo.head.is_valid():
         repo.index.commit("Bundled registry")
+    repo.git.gc("-q", "--prune=now")  # one pack, not thousands of loose objects: each copy copies a few files
     repo.close()
     assert GitHistory(target).head() is not None
     assert not (target / KICTL_DIR).exists(), "the template holds derived files a copy would carry"
