@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import os
 import subprocess
 import sys
@@ -105,8 +106,20 @@ def test_a_loadscope_run_starts_the_costliest_unit_first(tmp_path: Path) -> None
     # saw the inner run print its six dots and then not end within 120 s; it passed in every other full run)
     env = {name: value for name, value in os.environ.items() if not name.startswith(("PYTEST_", "PYTEST_XDIST"))}
     env["PYTHONPATH"] = str(REPO_ROOT)
+    # its own --basetemp: xdist makes the controller take a numbered folder under /tmp/pytest-of-USER, and a session
+    # that took one deletes, as it ends, every finished session's folder but the last three there. Those were the
+    # outer run's neighbours: whole suites' registries, up to millions of files (on the shared dev VM this test
+    # took 2-120 s, as much as there was to delete; with its own folder, 2 s)
+    basetemp = tmp_path / "basetemp"
+    temproot = tmp_path / "temproot"  # where a numbered folder would go: a finished session's, five back, stays
+    neighbour = temproot / f"pytest-of-{getpass.getuser()}" / "pytest-0" / "kept.txt"
+    for number in range(5):
+        (neighbour.parent.parent / f"pytest-{number}").mkdir(parents=True)
+    neighbour.write_text("a finished session's file\n", encoding="utf-8")
+    env["PYTEST_DEBUG_TEMPROOT"] = str(temproot)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--basetemp={basetemp}"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1", "--dist", "loadscope"],
+        [*command, "-n", "1", "--dist", "loadscope"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -116,3 +129,5 @@ def test_a_loadscope_run_starts_the_costliest_unit_first(tmp_path: Path) -> None
     assert done.returncode == 0, done.stdout + done.stderr
     ran = (tmp_path / "order.txt").read_text(encoding="utf-8").split()
     assert ran == ["test_costly", "test_middle", *["test_many"] * 4]
+    assert neighbour.is_file()
+    assert basetemp.is_dir()

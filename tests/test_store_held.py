@@ -44,3 +44,25 @@ def test_a_held_block_is_per_repository(tmp_path: Path) -> None:
         assert current_commit(other) is None  # no commit yet, and not held
         made = _commit(repos[other], other, "b.json", 1_700_000_000)
         assert current_commit(other) == made
+
+
+def test_the_location_and_the_tracked_derived_files_are_held_too(tmp_path: Path) -> None:
+    from kictl.store.derived import tracked_derived_files
+    from kictl.store.git import public_location
+
+    repo = git.Repo.init(tmp_path, initial_branch="main")
+    _commit(repo, tmp_path, "a.json", 1_700_000_000)
+    (tmp_path / ".kictl").mkdir()
+    (tmp_path / ".kictl" / "index.sqlite").write_text("claimed")
+    with held_still(tmp_path):
+        assert public_location(tmp_path) == str(tmp_path.resolve())
+        assert tracked_derived_files(tmp_path) == set()
+        repo.create_remote("origin", "https://user:token@example.org/registry.git")  # against the promise
+        repo.index.add([".kictl/index.sqlite"])
+        assert public_location(tmp_path) == str(tmp_path.resolve())
+        held = tracked_derived_files(tmp_path)
+        assert held == set()
+        held.add(".kictl/forged")  # a caller's edit of its copy never reaches the next caller
+        assert tracked_derived_files(tmp_path) == set()
+    assert public_location(tmp_path) == "https://example.org/registry.git"  # outside any block, git is asked
+    assert tracked_derived_files(tmp_path) == {".kictl/index.sqlite"}

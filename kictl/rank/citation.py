@@ -20,7 +20,7 @@ from kictl.policy import Policy
 from kictl.rank._common import advisory_marks
 from kictl.rank.leaderboards import _now
 from kictl.records import StoredRecord
-from kictl.standing import cap_levels, verify_report
+from kictl.standing import VerifyReport, cap_levels, verify_report
 from kictl.store.git import public_location
 
 
@@ -101,8 +101,21 @@ def _refuse_tampered(index: QueryIndex, ref: str) -> None:
             raise CheckFailed(f"{path} does not match its digest ({message}): not cited")
 
 
-def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime | None = None) -> Citation:
+def citation(
+    index: QueryIndex,
+    ref: str,
+    *,
+    policy: Policy,
+    accessed: datetime | None = None,
+    report: VerifyReport | None = None,
+    marks: tuple[str, ...] | None = None,
+) -> Citation:
     """Title, digest, permalink, adding commit and access date of a record.
+
+    A caller that has judged the record already passes what it found, judged on the same registry state:
+    ``report`` (``kictl.standing.verify_report`` of it) and ``marks`` (the open advisories that mark it, as
+    ``kictl.standing.advisory_marks`` gives them). The site does, for each run page: judging each run
+    again here, and loading and verifying every advisory for each run, was half of a build.
 
     Raises ``NotFoundError`` (exit 3) for an unknown or ambiguous reference,
     ``CheckFailed`` (exit 1) for a record whose file does not match its digest.
@@ -123,7 +136,8 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
             commit, date = info.sha, info.date
     moment = _now(accessed)
     facts = index.runs([digest]) if kind == "BenchmarkRun" else []
-    marks = advisory_marks(registry, facts).get(digest, ())
+    if marks is None:
+        marks = advisory_marks(registry, facts).get(digest, ())
     cite = Citation(
         kind=kind,
         digest=digest,
@@ -140,7 +154,8 @@ def citation(index: QueryIndex, ref: str, *, policy: Policy, accessed: datetime 
     if record.kind != "BenchmarkRun":
         return cite
     (run,) = index.runs([digest])
-    report = verify_report(registry, digest)
+    if report is None or report.digest != digest:
+        report = verify_report(registry, digest)
     submitters = sorted(
         {
             signer.owner

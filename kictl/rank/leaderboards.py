@@ -213,6 +213,15 @@ def _floor_for(
         return None  # a workload whose structure cannot be made has no floor; validate says why
 
 
+def _marks_of(
+    index: QueryIndex, runs: Sequence[RunFacts], known: Mapping[str, tuple[str, ...]] | None
+) -> dict[str, tuple[str, ...]]:
+    """The advisory marks of ``runs``: from ``known`` when the caller judged them, else judged here."""
+    if known is None:
+        return advisory_marks(index.registry, runs)
+    return {run.digest: known[run.digest] for run in runs if known.get(run.digest)}
+
+
 def definition_leaderboard(
     index: QueryIndex,
     definition_ref: str,
@@ -223,8 +232,12 @@ def definition_leaderboard(
     evidence: Mapping[str, str] | None = None,
     reruns: Collection[str] = frozenset(),
     now: datetime | None = None,
+    marks: Mapping[str, tuple[str, ...]] | None = None,
 ) -> DefinitionBoard:
     """The summary leaderboard of a definition, per GPU (docs/leaderboards.md).
+
+    ``marks`` (run digest -> the open advisories that mark it, ``kictl.standing.advisory_marks`` of every run)
+    is for a caller that judged the registry's advisories once already: the site, for each of its boards.
 
     Raises ``NotFoundError`` (exit 3) for an unknown definition and
     ``UsageError`` (exit 2) for an unknown GPU or evidence level.
@@ -241,7 +254,7 @@ def definition_leaderboard(
         runs, evidence = runs_and_evidence(index.registry, runs)
     else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
         runs = [run for run in runs if run.digest not in reruns]
-    marks = advisory_marks(index.registry, runs)  # harness advisories (docs/advisories.md)
+    marks = _marks_of(index, runs, marks)  # harness advisories (docs/advisories.md)
     baseline = choose_baseline(definition, all_runs, policy)
     groups, loose = group_runs(runs)
     sections: dict[tuple[str, str, str], list[RankedGroup]] = {}
@@ -411,8 +424,11 @@ def workload_leaderboard(
     evidence: Mapping[str, str] | None = None,
     reruns: Collection[str] = frozenset(),
     now: datetime | None = None,
+    marks: Mapping[str, tuple[str, ...]] | None = None,
 ) -> WorkloadBoard:
     """Every comparison group of one workload (on one GPU when given), ranked in full.
+
+    ``marks``: as ``definition_leaderboard``'s.
 
     Raises ``NotFoundError`` (exit 3) for an unknown definition or workload and
     ``UsageError`` (exit 2) for an unknown GPU or evidence level.
@@ -426,7 +442,7 @@ def workload_leaderboard(
         runs, evidence = runs_and_evidence(index.registry, runs)
     else:  # a caller with its own levels names the verifiers' own reruns too (never contenders)
         runs = [run for run in runs if run.digest not in reruns]
-    marks = advisory_marks(index.registry, runs)  # harness advisories (docs/advisories.md)
+    marks = _marks_of(index, runs, marks)  # harness advisories (docs/advisories.md)
     groups, loose = group_runs(runs)
     ranked = [
         rank_group(

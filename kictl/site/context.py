@@ -96,6 +96,7 @@ class SiteContext:
                 evidence=self.evidence,
                 reruns=self.reruns,
                 now=self.moment,
+                marks=self.marks.marked,  # judged once for the build (kictl.standing.standings)
             )
         return self._definition_boards[key]
 
@@ -110,6 +111,7 @@ class SiteContext:
                 evidence=self.evidence,
                 reruns=self.reruns,
                 now=self.moment,
+                marks=self.marks.marked,
             )
         return self._workload_boards[workload]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kictl.errors import RegistryError
 from kictl.layout import KICTL_DIR
-from kictl.store.git import current_commit
+from kictl.store.git import _held, current_commit
 
 #: ``head`` not given: ask git for HEAD.
 _ASK = "ask"
@@ -44,11 +44,16 @@ def tracked_derived_files(root: Path, head: str | None = _ASK) -> set[str]:
         return set()
     if not (root / ".git").exists():
         return set()
-    staged = _git(root, "ls-files", "-z", "--", KICTL_DIR)
     if head == _ASK:
         head = current_commit(root)  # raises RegistryError for a HEAD git cannot read
+    # asked once while ``root`` is held still (``kictl.store.git.held_still``: a site build asks for each run)
+    return set(_held(root, ("tracked-derived", head or ""), lambda: _tracked(root, head)))
+
+
+def _tracked(root: Path, head: str | None) -> frozenset[str]:
+    staged = _git(root, "ls-files", "-z", "--", KICTL_DIR)
     committed = _git(root, "ls-tree", "-r", "-z", "--name-only", head, "--", KICTL_DIR) if head else ""
-    return {path for path in (staged + "\0" + committed).split("\0") if path}
+    return frozenset(path for path in (staged + "\0" + committed).split("\0") if path)
 
 
 def derived_file_trusted(root: Path, path: str, head: str | None = _ASK) -> bool:

@@ -424,8 +424,9 @@ _HELD: dict[str, dict[tuple[str, ...], object]] = {}
 
 @contextlib.contextmanager
 def held_still(root: Path) -> Iterator[None]:
-    """Within the block, ``current_commit``, ``merged_times`` and ``added_on_main_line`` of ``root`` answer each
-    question once: the caller reads the repository as of one moment and promises not to change it meanwhile.
+    """Within the block, ``current_commit``, ``merged_times``, ``added_on_main_line``, ``public_location`` and
+    ``kictl.store.derived.tracked_derived_files`` of ``root`` answer each question once: the caller reads the
+    repository as of one moment and promises not to change it meanwhile.
 
     A site build asks these for every page (a run's signing times, the advisories' history): 4,000 ``git``
     processes and a third of its time before they were held (docs/site.md).  Nested blocks share the outer
@@ -605,8 +606,13 @@ def _broken_ref(root: Path, rev: str, warnings: str) -> str | None:
 def public_location(root: Path) -> str:
     """Where others find the repository at ``root``: its ``origin`` remote's URL without credentials, else its path.
 
-    Never raises (a registry without git, or a remote git cannot read, is its path).
+    Never raises (a registry without git, or a remote git cannot read, is its path).  Asked once while ``root``
+    is held still (a site build cites every run).
     """
+    return _held(root, ("public-location",), lambda: _public_location(root))
+
+
+def _public_location(root: Path) -> str:
     try:
         done = subprocess.run(
             ["git", "-C", str(root), "remote", "get-url", "origin"], capture_output=True, text=True, check=False

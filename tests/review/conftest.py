@@ -187,6 +187,8 @@ def build_base(root: Path) -> BaseRecords:
     repo = git.Repo.init(root, initial_branch="main")
     repo.git.add("-A")
     repo.index.commit("Base registry", author=ACTOR, committer=ACTOR)
+    # one pack instead of 3,600 loose objects: each test's copy of the base took 1.1 s, now 0.4 s
+    repo.git.gc("-q", "--prune=now")
     repo.close()
     return records
 
@@ -223,11 +225,17 @@ class Pr:
         (self.root / path).unlink()
 
     def commit(self, message: str = "PR", *, when: datetime | None = None) -> str:
-        """Commit everything written; ``when`` sets the author and committer time."""
+        """Commit everything written; ``when`` sets the author and committer time.
+
+        git's own ``commit``: gitpython's writes the tree of the base's 7,000 files in Python (0.4 s a commit).
+        """
         self.repo.git.add("-A")
-        date = None if when is None else f"{int(when.timestamp())} +0000"
-        commit = self.repo.index.commit(message, author=ACTOR, committer=ACTOR, author_date=date, commit_date=date)
-        return str(commit.hexsha)
+        env = {"GIT_AUTHOR_NAME": ACTOR.name, "GIT_AUTHOR_EMAIL": ACTOR.email}
+        env |= {"GIT_COMMITTER_NAME": ACTOR.name, "GIT_COMMITTER_EMAIL": ACTOR.email}
+        if when is not None:
+            env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = f"{int(when.timestamp())} +0000"
+        self.repo.git.commit("-q", "--allow-empty", "--no-verify", "--cleanup=verbatim", "-m", message, env=env)
+        return str(self.repo.head.commit.hexsha)
 
     def publish(self, message: str = "published on main", *, when: datetime | None = None) -> str:
         """Commit what was written so far and move ``main`` there: the base grows, the PR starts after it."""

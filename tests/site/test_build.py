@@ -40,10 +40,15 @@ def test_every_definition_page_has_the_cli_leaderboard_floor_and_history(site_wo
     with QueryIndex.open(site_world.registry) as index:
         names = [definition.name for definition in index.definitions()]
     assert DEFINITION in names
+    marked = 0  # the site hands its boards the advisory marks it judged once: they must be the CLI's
     for name in names:
         folder = site_world.out / "d" / name
-        assert read_json(folder / "leaderboard.json") == cli_json(cli, "leaderboard", name, "--registry", root)
+        board = read_json(folder / "leaderboard.json")
+        assert board == cli_json(cli, "leaderboard", name, "--registry", root)
+        assert isinstance(board, dict)
+        marked += sum(1 for each in board["boards"] for record in each["records"] if record["advisories"])
         assert read_json(folder / "history.json") == cli_json(cli, "history", name, "--registry", root)
+    assert marked > 0
     floor = read_json(site_world.out / "d" / DEFINITION / "floor.h200.json")
     assert floor == cli_json(cli, "floor", DEFINITION, "--gpu", "H200", "--registry", root)
 
@@ -52,27 +57,44 @@ def test_group_page_json_is_the_element_of_the_workload_leaderboard(site_world: 
     root = str(site_world.registry.root)
     board = read_json(site_world.out / "d" / DEFINITION / "leaderboard.json")
     assert isinstance(board, dict)
-    record = board["boards"][0]["records"][0]
-    groups = cli_json(cli, "leaderboard", DEFINITION, "--workload", record["workloadName"], "--registry", root)
-    assert isinstance(groups, list)
-    (expected,) = [group for group in groups if group["comparisonKey"] == record["comparisonKey"]]
-    key_hex = record["comparisonKey"].removeprefix("sha256:")
-    assert read_json(site_world.out / "g" / key_hex / "leaderboard.json") == expected
+    records = [record for each in board["boards"] for record in each["records"]]
+    marked = next(record for record in records if record["advisories"])  # a group whose rows carry marks too
+    for record in (records[0], marked):
+        groups = cli_json(cli, "leaderboard", DEFINITION, "--workload", record["workloadName"], "--registry", root)
+        assert isinstance(groups, list)
+        (expected,) = [group for group in groups if group["comparisonKey"] == record["comparisonKey"]]
+        key_hex = record["comparisonKey"].removeprefix("sha256:")
+        assert read_json(site_world.out / "g" / key_hex / "leaderboard.json") == expected
+
+
+def _marked_run(out: Path) -> str:
+    """A run whose page cites a harness advisory (the bundled registry's advisories mark some of its runs)."""
+    for cite in sorted(out.glob("r/*/cite.json")):
+        cited = read_json(cite)
+        assert isinstance(cited, dict)
+        if cited["advisories"]:
+            return cite.parent.name
+    raise AssertionError("no run page cites an advisory")
 
 
 def test_run_page_json_is_what_verify_and_cite_print(site_world: SiteWorld, cli: RunCli) -> None:
+    """A run page's JSON is what the commands print, for an ordinary run, an unsigned one and one an advisory marks
+    (the site hands ``citation`` its own report and marks: they must be what ``kictl cite`` finds alone)."""
     root = str(site_world.registry.root)
-    folder = site_world.out / "r" / site_world.ordinary
-    assert read_json(folder / "verify.json") == cli_json(cli, "verify", site_world.ordinary, "--registry", root)
-    shown = read_json(folder / "show.json")
-    assert shown == cli_json(cli, "show", site_world.ordinary, "--registry", root)
+    for digest in (site_world.ordinary, site_world.unsigned, _marked_run(site_world.out)):
+        folder = site_world.out / "r" / digest
+        assert read_json(folder / "verify.json") == cli_json(cli, "verify", digest, "--registry", root)
+        shown = read_json(folder / "show.json")
+        assert shown == cli_json(cli, "show", digest, "--registry", root)
+        result = cli("cite", digest, "--format", "json", "--registry", root)
+        cited = json.loads(result.stdout)
+        page_cite = read_json(folder / "cite.json")
+        assert isinstance(page_cite, dict)
+        assert {k: v for k, v in page_cite.items() if k != "accessed"} == {
+            k: v for k, v in cited.items() if k != "accessed"
+        }
     result = cli("cite", site_world.ordinary, "--format", "json", "--registry", root)
     cited = json.loads(result.stdout)
-    page_cite = read_json(folder / "cite.json")
-    assert isinstance(page_cite, dict)
-    assert {k: v for k, v in page_cite.items() if k != "accessed"} == {
-        k: v for k, v in cited.items() if k != "accessed"
-    }
     policy = json.loads((site_world.registry.root / "registry" / "policy.json").read_text())
     assert cited["permalink"] == policy["permalinkBase"] + site_world.ordinary
     assert cited["permalink"].endswith(f"/r/{site_world.ordinary}")  # the page's own path

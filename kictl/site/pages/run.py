@@ -281,7 +281,10 @@ def render_run(ctx: SiteContext, run: RunFacts, verify_report: Callable[[str], V
         + esc(manifest_bytes.decode("utf-8"))
         + "</code></pre></details></section>"
     )
-    cite = citation(ctx.index, run.digest, policy=ctx.policy, accessed=ctx.moment)
+    # this page's report and the build's advisory marks: the same judgements, made once (kictl.rank.citation)
+    cite = citation(
+        ctx.index, run.digest, policy=ctx.policy, accessed=ctx.moment, report=report, marks=ctx.marks.of(run.digest)
+    )
     if cite.committed:
         # a static page cannot know when it is read: it gives the day the record entered the registry
         cite = dataclasses.replace(cite, accessed=cite.committed[:10])
