@@ -16,6 +16,11 @@ from tests.conftest import ASSETS, REPO_ROOT, copy_bundled
 
 CHEATS = ASSETS / "cheats"
 IMPLEMENTATIONS = REPO_ROOT / "implementations"
+#: The definitions with implementations of their own (``implementations/<definition>/``); ``families/`` holds the
+#: implementations that serve a whole family of the catalogue (docs/importing.md), not a definition.
+BUNDLED_DEFINITIONS = sorted(
+    path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir() and path.name != "families"
+)
 
 
 def sandbox_available() -> bool:

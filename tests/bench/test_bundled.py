@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from kictl.store.registry import Registry
-from tests.bench.conftest import FAST, IMPLEMENTATIONS
+from tests.bench.conftest import BUNDLED_DEFINITIONS, FAST, IMPLEMENTATIONS
 from tests.conftest import RunCli
 
-DEFINITIONS = sorted(path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir())
+DEFINITIONS = BUNDLED_DEFINITIONS
 
 
 def _torch_implementation(definition: str) -> Path:

@@ -14,7 +14,7 @@ from kictl.bench.judge.implementation import load_implementation
 from kictl.errors import NotFoundError, RecordError, UsageError
 from kictl.records import ImplementationSpec, StoredRecord
 from kictl.store.registry import Registry
-from tests.bench.conftest import IMPLEMENTATIONS
+from tests.bench.conftest import BUNDLED_DEFINITIONS, IMPLEMENTATIONS
 from tests.conftest import REPO_ROOT
 
 RMSNORM = "rmsnorm_h4096"
@@ -46,10 +46,7 @@ def test_a_file_becomes_a_record_named_after_its_content(bundled_registry: Regis
     assert edited.name != loaded.name
 
 
-@pytest.mark.parametrize(
-    "definition",
-    sorted(path.name for path in IMPLEMENTATIONS.iterdir() if path.is_dir()),
-)
+@pytest.mark.parametrize("definition", BUNDLED_DEFINITIONS)
 def test_bundled_implementations_load_and_the_reference_is_the_reference(
     bundled_registry: Registry, definition: str
 ) -> None:
@@ -78,7 +75,8 @@ def test_bundled_implementation_digests_are_those_of_the_stored_records(tmp_path
     registry = Registry(REPO_ROOT)
     stored = {record.name: record.digest for record in registry.iter_records(["Implementation"])}
     matched = 0
-    for folder in sorted(path for path in IMPLEMENTATIONS.glob("*/*") if path.is_dir()):
+    folders = [path for definition in BUNDLED_DEFINITIONS for path in (IMPLEMENTATIONS / definition).iterdir()]
+    for folder in sorted(path for path in folders if path.is_dir()):
         definition = registry.resolve(folder.parent.name, ["Definition"])
         loaded = load_implementation(str(folder), definition, registry)
         if loaded.name in stored:
