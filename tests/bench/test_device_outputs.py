@@ -82,9 +82,30 @@ def test_an_output_lying_in_the_timed_inputs_is_named_by_address() -> None:
     assert taken.aliased([inside, after], taken.ranges(inputs)) == [0]
 
 
+def test_a_probe_the_parent_could_not_read_in_device_memory_is_a_problem_never_a_pass() -> None:
+    """The GPU session's first check (``loop.RunDriver._probe``, before any import) says what is wrong; a worker
+    that names host memory, nothing, or memory the parent cannot open never passes it."""
+    probe = wire.OutputRef("int32", (16,), (1,), 0x1000, HANDLE, 0, "0000:01:00.0")
+    assert taken.probe_problem(os.getpid(), wire.Probed(error="no IPC handle"), 16) == "no IPC handle"
+    assert taken.probe_problem(None, wire.Probed(outputs=(probe,)), 16) == "the worker's process is not known"
+    in_host = wire.OutputRef("int32", (16,), (1,), torch.arange(16, dtype=torch.int32).data_ptr())
+    for outputs in ((), (in_host,), (probe, probe)):
+        problem = taken.probe_problem(os.getpid(), wire.Probed(outputs=outputs), 16)
+        assert problem == "the worker did not name the probe's device memory"
+    if not cuda_ipc.available():
+        problem = taken.probe_problem(os.getpid(), wire.Probed(outputs=(probe,)), 16)
+        assert problem is not None
+        assert problem.startswith("kictl's parent could not read an output in device memory")
+
+
 def test_the_refs_travel_the_wire_with_their_handles() -> None:
     ref = wire.OutputRef("float16", (2, 3), (3, 1), 0x7000, HANDLE, 512, "0000:1b:00.0")
-    for message in (wire.Armed(notes=(), inputs=(ref,)), _sample(ref)):
+    for message in (
+        wire.Armed(notes=(), inputs=(ref,)),
+        _sample(ref),
+        wire.Probe(count=16),
+        wire.Probed(outputs=(ref,)),
+    ):
         read, write = os.pipe()
         try:
             os.write(write, wire.encode(message))

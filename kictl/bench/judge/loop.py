@@ -47,6 +47,7 @@ from kictl.bench.wire import regions
 from kictl.bench.wire.checks import Check
 from kictl.bench.worker import timing
 from kictl.bench.worker.main import unpack
+from kictl.errors import EnvError
 
 PINGS = 15
 #: A slow call may end adaptive repetition by the time budget before ``min_calls``, but not below this.
@@ -67,6 +68,8 @@ AUDIT_WEIGHT = 3
 #: always audited.  A cache keyed on the inputs' identity, pointer, version or a sample of their values
 #: answers it with the previous call's outputs; the audit finds them wrong (timedOutputsCorrect).
 PROBE_WEIGHT = 1
+#: Known values a GPU worker puts in device memory for the parent to read there before any import (``_probe``).
+PROBE_VALUES = 4096
 #: The parent asks for the samples so far (``wire.Call(settle=True)``) every this many timed calls, the
 #: CUPTI timer's own batch; between, that timer may send a call's sample with a later answer.  Nothing the
 #: parent decides per call needs the sample itself (audits and probes are drawn from its own randomness, and
@@ -377,13 +380,31 @@ class RunDriver:
         self.load_sent = True
 
     def _ping(self) -> bool:
-        """The wire's round trip, ``PINGS`` times, before anything of the implementation's is imported."""
+        """The wire's round trip, ``PINGS`` times, before anything of the implementation's is imported; on a GPU
+        also the parent's reading of the worker's device memory, checked (``_probe``)."""
         self.worker.pings_ns = []
         for _ in range(PINGS):
             started = time.perf_counter_ns()
             if self._ask(wire.Ping(), wire.Pong) is None:
                 return False
             self.worker.pings_ns.append(time.perf_counter_ns() - started)
+        return self._probe() if self.takes_outputs and not self.cpu_device else True
+
+    def _probe(self) -> bool:
+        """Before any implementation is imported, the worker puts known values in device memory and the parent
+        reads them there through their IPC handle, as it will read every audited call's outputs.  A machine where
+        that fails (a driver, a sandbox or an allocator that does not allow it) ends the session with an
+        environment error, before any run could be judged on outputs the parent could not read."""
+        answer = self._ask(wire.Probe(count=PROBE_VALUES), wire.Probed)
+        if answer is None:
+            return False
+        assert isinstance(answer, wire.Probed)
+        problem = taken.probe_problem(self.worker.worker_pid, answer, PROBE_VALUES)
+        if problem is not None:
+            raise EnvError(
+                f"kictl's parent cannot read a GPU worker's device memory through CUDA IPC ({problem}), so it "
+                "could not take the timed calls' outputs; nothing was judged"
+            )
         return True
 
     def _loaded(self) -> bool:

@@ -222,6 +222,25 @@ def aliased(refs: Sequence[wire.OutputRef], ranges: Sequence[tuple[int, int]]) -
     return found
 
 
+def probe_problem(pid: int | None, answer: wire.Probed, count: int) -> str | None:
+    """What is wrong with the parent's reading of a GPU worker's probe (``wire.Probe``: ``count`` int32 values
+    0, 1, 2, ... that the worker put in device memory before any import), or ``None`` when it read them there."""
+    torch = torch_module()
+
+    if answer.error is not None:
+        return answer.error
+    if pid is None:
+        return "the worker's process is not known"
+    if len(answer.outputs) != 1 or not answer.outputs[0].handle:
+        return "the worker did not name the probe's device memory"
+    found = read_outputs(pid, answer.outputs, 4 * count, on_gpu=True)
+    if isinstance(found, str):
+        return found
+    if not torch.equal(found[0], torch.arange(count, dtype=torch.int32)):
+        return "it read other values than the worker wrote"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Taken:
     """What the parent found at a CPU call's return."""

@@ -71,6 +71,7 @@ MAX_STRING = 8000
 #: sends a 4 MiB header where a ``Pong`` is due holds none of the parent's memory.
 HEADER_CAPS = {
     "pong": 4096,
+    "probed": 4096,
     "loaded": 4096,
     "staged": 1 << 20,
     "armed": 1 << 20,
@@ -452,6 +453,25 @@ class Failed(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Probe(Message):
+    """GPU, before any implementation is imported: put ``count`` known int32 values (0, 1, 2, ...) in device memory
+    and say where they lie, as a timed call's outputs are said (``OutputRef``).  kictl's parent reads them there
+    itself: a check of its own reading of a GPU worker's memory, which no implementation's code can touch."""
+
+    TYPE: ClassVar[str] = "probe"
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Probed(Message):
+    """Where the probe's values lie, or why the worker could not say (its allocation has no IPC handle)."""
+
+    TYPE: ClassVar[str] = "probed"
+    outputs: tuple[OutputRef, ...] = ()
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class HarnessError(Message):
     """kictl's own code failed in the worker before any implementation was imported."""
 
@@ -463,6 +483,8 @@ MESSAGES: dict[str, type[Message]] = {
     cls.TYPE: cls
     for cls in (
         Ping,
+        Probe,
+        Probed,
         Load,
         Reference,
         Check,

@@ -75,6 +75,7 @@ STREAM_CHECK_SPIN_NS = 2_000_000
 _ALLOWED = frozenset(
     {
         wire.Ping.TYPE,
+        wire.Probe.TYPE,
         wire.Load.TYPE,
         wire.Reference.TYPE,
         wire.Check.TYPE,
@@ -279,6 +280,8 @@ class Worker:
         self.input_region: wire.SharedRegion | None = None
         self.parent_stages = False
         self.stop_at_return = False
+        #: the probe's values (``wire.Probe``), kept while the parent reads them
+        self.probed: Any = None
         #: the nonce of the request being answered (the answer echoes it)
         self.nonce = 0
         #: notes for the next answer that can carry them (``hook_notes``)
@@ -361,6 +364,8 @@ class Worker:
     def answer(self, request: wire.Message) -> wire.Message:
         if isinstance(request, wire.Ping):
             return wire.Pong()
+        if isinstance(request, wire.Probe):
+            return self.probe(request.count)
         if isinstance(request, wire.Load):
             return self.load(request)
         if self.run is None:
@@ -594,6 +599,21 @@ class Worker:
         # what prepare() made (a graph) is watched as it is now; what was there before, as it was before
         self.watches["timer"] = integrity.watch_instance("timer", self.timer, before)
         return wire.Armed(notes=tuple(notes), inputs=inputs)
+
+    def probe(self, count: int) -> wire.Message:
+        """``count`` known values in device memory and where they lie (``wire.Probe``; before any import)."""
+        torch = torch_module()
+
+        if not self.cuda or self.run is not None or not 0 < count <= 1 << 20:
+            raise Failure("runtime_error", "kictl asked for a probe of device memory it cannot make")
+        self.probed = torch.arange(count, dtype=torch.int32, device=self.device)
+        torch.cuda.synchronize(self.device)
+        try:
+            found = cuda_ipc.export(self.probed.data_ptr())
+        except cuda_ipc.IpcError as exc:
+            return wire.Probed(error=wire.clean_text(str(exc), 300))
+        ref = wire.OutputRef("int32", (count,), (1,), self.probed.data_ptr(), found.handle, found.offset, found.device)
+        return wire.Probed(outputs=(ref,))
 
     def input_refs(self) -> tuple[wire.OutputRef, ...]:
         """Where each timed tensor input lies in device memory (its dtype, shape, strides, first element)."""
