@@ -89,12 +89,15 @@ def _per_call(function: object, calls: int) -> float:
 
 def _limits_costs(isolation: object, folder: Path, calls: int) -> list[tuple[str, str]]:
     """Issue 40's per-answer and per-call costs in the parent, on a live sandboxed worker."""
+    from kictl.bench.judge import taken
     from kictl.bench.judge.runner import WorkerProcess
 
     worker = WorkerProcess("limits", "cpu", folder, isolation, cpus=(max(os.sched_getaffinity(0)),))  # type: ignore[arg-type]
     worker.start()
     try:
         given = worker.cpus
+        pid, inode = worker.worker_pid, os.fstat(worker.inputs.fd).st_ino if worker.inputs is not None else 0
+        assert pid is not None
         group = "a cgroup" if worker.group is not None else "no cgroup"
         return [
             (f"limits looked at, per answer ({group})", f"{_per_call(worker.breaches, calls) / 1e3:.0f} µs"),
@@ -103,6 +106,10 @@ def _limits_costs(isolation: object, folder: Path, calls: int) -> list[tuple[str
                 f"{_per_call(lambda: worker.cpus_outside(given), calls) / 1e3:.0f} µs",
             ),
             ("CPU time per CPU read, per timed call", f"{_per_call(worker.cpu_ns_per_cpu, calls) / 1e3:.0f} µs"),
+            (
+                "inputs region found in the worker's map (taken.mapped), per CPU timed call",
+                f"{_per_call(lambda: taken.mapped(pid, inode), calls) / 1e3:.0f} µs",
+            ),
             (
                 "a neighbour quieted and back, per neighbour per timed call",
                 f"{_per_call(lambda: (worker.quiet(True), worker.quiet(False)), calls) / 1e3:.0f} µs",
@@ -121,6 +128,7 @@ def cost_main(argv: list[str]) -> int:
     from kictl.bench import wire
     from kictl.bench.judge import sandbox, seccomp, staging
     from kictl.bench.judge.session import BenchOptions, run_bench
+    from kictl.bench.wire import regions
     from kictl.bench.worker import integrity
     from kictl.store.registry import Registry
 
@@ -147,7 +155,7 @@ def cost_main(argv: list[str]) -> int:
         ]
         region = wire.SharedRegion.create("walls", parent_writes=True)
         assert region is not None
-        offsets = staging.layout(plans[0], region.size)
+        offsets = regions.layout(plans[0], region.size)
         assert offsets is not None
         stager = staging.Stager(region, plans, offsets, plans[0].inputs)
         stage, back = _staging_costs(stager, max(50, args.calls // 20))
