@@ -66,6 +66,24 @@ def test_a_malformed_handle_is_refused_before_the_driver_is_asked() -> None:
         reader.read("0000:01:00.0", [("zz", 0, 4)])
 
 
+def test_at_a_gpu_call_s_return_the_parent_names_an_output_in_the_timed_inputs() -> None:
+    """``taken.take`` with the ranges the worker gave before ``setup()`` (``wire.Armed.inputs``): an output lying
+    there is named while the worker is stopped, whatever its notes say; one beside them is not."""
+    stopper = "import signal, sys; signal.raise_signal(signal.SIGSTOP); sys.stdin.read()"
+    process = subprocess.Popen([sys.executable, "-c", stopper], stdin=subprocess.PIPE)
+    try:
+        base = 0x7F0000000000
+        inputs = taken.ranges([wire.OutputRef("bfloat16", (64, 4096), (4096, 1), base)])
+        inside = wire.OutputRef("bfloat16", (64, 4096), (4096, 1), base + 4096, HANDLE, 4096, "bus")
+        beside = wire.OutputRef("bfloat16", (64, 4096), (4096, 1), base + 64 * 4096 * 2, HANDLE, 0, "bus")
+        found = taken.take(process.pid, _sample(beside, inside), False, 1 << 20, on_gpu=True, inputs_ranges=inputs)
+        assert found.aliased == (1,)
+        assert not found.unstopped
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_a_handle_keeps_all_its_bytes_nul_bytes_included() -> None:
     """A legacy IPC handle holds NUL bytes: read as the ``c_char`` field's value it would stop at the first
     (found on the H100: every handle arrived short, and every honest GPU run's outputs went unread)."""

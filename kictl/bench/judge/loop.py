@@ -30,7 +30,6 @@ answer side by side, so that nothing a worker reports is used without the check 
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 import statistics
@@ -576,11 +575,16 @@ class RunDriver:
         region = self.worker.inputs
         inode = os.fstat(region.fd).st_ino if region is not None else None
         found = taken.take(
-            self.worker.worker_pid, answer, read, self.outputs_limit, inode, while_stopped, not self.cpu_device
+            self.worker.worker_pid,
+            answer,
+            read,
+            self.outputs_limit,
+            inode,
+            while_stopped,
+            not self.cpu_device,
+            self.device_inputs,
         )
         evidence = self.evidence
-        if not self.cpu_device and not found.unstopped:
-            found = dataclasses.replace(found, aliased=tuple(taken.aliased(answer.outputs, self.device_inputs)))
         if found.unstopped:
             assert isinstance(found.outputs, str)
             evidence.note(Check.WIRE_INTACT, found.outputs)

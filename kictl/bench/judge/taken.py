@@ -265,12 +265,14 @@ def take(
     inputs_inode: int | None = None,
     while_stopped: Callable[[], object] | None = None,
     on_gpu: bool = False,
+    inputs_ranges: Sequence[tuple[int, int]] = (),
 ) -> Taken:
     """At a call's return: wait for the worker to stop itself, read its outputs if ``read`` (from its device
     memory on a GPU run, ``on_gpu``), let it go on.
 
     With ``inputs_inode`` (the inputs region's memfd) an output lying in that region is named too: the
-    parent's own observation of ``outputsNotAliasInputs``.  ``while_stopped`` is called while the worker is
+    parent's own observation of ``outputsNotAliasInputs``; on a GPU, one lying in ``inputs_ranges`` (where the
+    worker said the timed tensors lie before ``setup()`` ran).  ``while_stopped`` is called while the worker is
     stopped (the parent reads its threads' CPU time there: ``loop.RunDriver._threads_at_return``).
     """
     if pid is None:
@@ -289,6 +291,8 @@ def take(
         hit: tuple[int, ...] = ()
         if inputs_inode is not None and answer.outputs:
             hit = tuple(aliased(answer.outputs, mapped(pid, inputs_inode)))
+        elif inputs_ranges and answer.outputs:
+            hit = tuple(aliased(answer.outputs, inputs_ranges))
         if not read:
             return Taken(None, hit)
         if answer.outputs_error is not None:
