@@ -231,6 +231,27 @@ def test_adaptive_repetition_stops_at_the_target(shared_registry: Registry) -> N
     assert measurement["isolation"].startswith("none: --no-sandbox")
 
 
+def test_an_adaptive_count_spends_its_budget_on_the_whole_call_not_the_request_alone(shared_registry: Registry) -> None:
+    """The CPU's adaptive count stops when the run's calls, with the parent's own work for each (here a slow
+    audit), have taken the budget: counting the requests alone, these microsecond calls would run to the
+    maximum count while each audit took 30 ms."""
+    slow_audits = {label: Behaviour(delays={"audit": 0.03}) for label in ("reference", "impl0", "impl1")}
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=0, target_error=1e-9, time_budget_s=0.15),
+        worker_factory=lambda label: FakeWorker(label, slow_audits[label]),
+    )
+    for run in report.runs:
+        timing = run.run.raw["spec"]["timing"] if run.run else {}
+        assert timing["stopReason"] == "time budget of 0.15 s spent", timing
+        # the calls themselves took a small part of it (counting them alone, they would have taken all of it)
+        assert sum(timing["samples"]) < 0.15e9 / 2, sum(timing["samples"])
+        # at least the three audited first calls (90 ms), and far fewer than the maximum
+        assert 3 <= len(timing["samples"]) < 1000, len(timing["samples"])
+
+
 def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Registry) -> None:
     """A count capped by --time-budget (the GPU's default 100x3 is, at 1 s) stops early, after 20 calls at least."""
     slow = {label: Behaviour(delays={"call": 0.004}) for label in ("reference", "impl0", "impl1")}

@@ -237,7 +237,11 @@ class RunDriver:
         self.run_deadline = time.monotonic() + self.run_limit_s
         self.active = False
         self.calls = 0
+        #: the parent's wall time of the timed-call requests alone (a fixed count's budget: ``_ending``)
         self.busy_ns = 0
+        #: the wall time of this run's whole steps, the parent's own work for each call included (its staging,
+        #: checks and audits; not the other runs' steps): an adaptive count's budget (``_ending``)
+        self.step_ns = 0
         self.last_shift = 0  # the shift of the last timed call (a probe repeats it)
         self.loop_started_ticks = 0
         self.loop_started_ns = 0
@@ -619,6 +623,7 @@ class RunDriver:
         call runs (``WorkerProcess.quiet``): nothing they run then can slow it."""
         if not self.active:
             return
+        step_started = time.perf_counter_ns()
         evidence = self.evidence
         index = len(evidence.samples)
         perturb = 0
@@ -721,6 +726,7 @@ class RunDriver:
             assert isinstance(audited, wire.Outputs)
             evidence.audits.append((index, chosen, shift, self._tensors(audited, "an audited call")))
             self._inputs_unchanged("an audited timed call")
+        self.step_ns += time.perf_counter_ns() - step_started
         if self._ending(index + 1):
             self._inputs_unchanged("the last timed call")
             self.active = False
@@ -786,7 +792,9 @@ class RunDriver:
         if count >= options.max_calls:
             self.evidence.stop_reason = f"maximum of {options.max_calls} timed calls"
             return True
-        budget_spent = options.time_budget_s is not None and self.busy_ns >= options.time_budget_s * 1e9
+        # what the user waits for: on the CPU the parent's checks of a call cost it 2-4 ms beside a call of well
+        # under one, so counting the requests alone made a 2 s budget a 20 s run (docs/bench.md, "Repetition")
+        budget_spent = options.time_budget_s is not None and self.step_ns >= options.time_budget_s * 1e9
         if budget_spent and count >= MIN_CALLS_IN_BUDGET:
             self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
             self.evidence.stop_reason = f"time budget of {options.time_budget_s:g} s spent"
