@@ -9,6 +9,7 @@ calls, against a control that keeps every audit to the end (what kictl did befor
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 import torch
 from typer.testing import Result
 
-from kictl.bench.judge import audits, correctness
+from kictl.bench.judge import audits, correctness, session
 from kictl.selftest import judge, load_corpus
 from kictl.store.registry import Registry
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, UNSANDBOXED, rows
@@ -68,6 +69,14 @@ def test_a_session_holds_the_default_budget_unless_it_is_lowered(monkeypatch: py
     MiB; the tests below lower the module's budget to show the bound with fewer and smaller audits."""
     assert audits.PENDING_BYTES == 256 * MIB
     assert audits.Pending(floor=4 * MIB).budget == 256 * MIB
+    tree = ast.parse(Path(session.__file__).read_text())
+    made = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Pending"
+    ]
+    assert made, "the session makes no audits.Pending"
+    assert all(len(node.args) == 1 and not node.keywords for node in made), "a session sets its own budget"
     monkeypatch.setattr(audits, "PENDING_BYTES", 16 * MIB)
     assert audits.Pending(floor=4 * MIB).budget == 16 * MIB
 
