@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kictl.bench.judge.session import select_workloads
-from kictl.errors import RecordError
+from kictl.errors import NotFoundError, RecordError
 from kictl.records import StoredRecord, WorkloadSpec, new_record
 from kictl.store.registry import Registry
 from tests.conftest import copy_bundled
@@ -45,6 +45,8 @@ def test_a_workload_naming_its_definition_through_escapes_is_found_and_a_bad_one
     found = select_workloads(registry, definition, ["escaped"])[0].model.spec
     assert isinstance(found, WorkloadSpec)
     assert found.axes == {"batch_size": 3}
+    with pytest.raises(NotFoundError, match="no-such-label"):
+        select_workloads(registry, definition, ["no-such-label"])
     # another definition's broken workload file: not this session's to parse
     broken = _added(registry, other, "broken", 5)
     broken.write_bytes(broken.read_bytes().replace(b'"axes"', b'"axes": 1, "axes"'))
