@@ -11,6 +11,7 @@ tested on the bundled registry.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import importlib.util
 import itertools
@@ -25,6 +26,7 @@ import pytest
 
 from kictl.bench.judge.implementation import load_implementation
 from kictl.store.registry import Registry
+from tests.bench.conftest import FAST
 from tests.conftest import REPO_ROOT, RunCli
 
 SCRIPT = REPO_ROOT / "benchmarks" / "catalogue.py"
@@ -40,7 +42,6 @@ HOPPER_SERVED = (
     "rope",
     "mamba-ssu",
 )
-FEW_CALLS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 
 
 def _script() -> ModuleType:
@@ -58,7 +59,7 @@ DEFINITIONS = {item.name: item for item in catalogue.load_definitions(REPO_ROOT)
 
 
 def _planned(**options: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    fresh = catalogue.load_definitions(REPO_ROOT)
+    fresh = copy.deepcopy(list(DEFINITIONS.values()))  # plan() fills the items in; loading them again took 1 s
     settings: dict[str, Any] = {
         "wanted": [],
         "families": [],
@@ -340,23 +341,36 @@ def test_a_kictl_past_the_budget_is_stopped_and_reported_as_killed(tmp_path: Pat
 
 # --------------------------------------------------------------------------- the torch implementations, on the CPU
 
+#: One ``kictl bench`` session (two sandboxed workers, about 4 CPU-s before any work) per implementation and per
+#: thing its code does differently, on the cheapest workload that still does it; definitions that differ only in
+#: sizes the code reads from its inputs share one.  What each case adds:
 CPU_CASES = [
     ("gemm_n128_k2048", "18c79630", "gemm/torch_matmul"),  # M 8
     ("rmsnorm_h128", "6abd9329", "rmsnorm/torch_rmsnorm"),  # 24 rows
-    ("fused_add_rmsnorm_h2048", "906efdc6", "rmsnorm/torch_fused_add_rmsnorm"),  # 6 rows
-    ("gqa_paged_decode_h20_kv4_d128_ps64", "b4_kv2048", "gqa-paged-attention/torch_batched_decode"),  # last pages
-    ("gqa_paged_decode_h5_kv1_d128_ps1", "b1_kv512", "gqa-paged-attention/torch_batched_decode"),  # no last page
+    # rmsnorm/torch_fused_add_rmsnorm: benched by the smoke test below on fused_add_rmsnorm_h2048's smallest
+    # workload, through the same kictl bench, and its run is asserted passed there
+    # paged decode: with kv_last_page_len (page 64, partly filled last pages, 4 sequences of different lengths in
+    # one batch) and without it (page 1), two signatures and two ways of finding a sequence's tokens
+    ("gqa_paged_decode_h20_kv4_d128_ps64", "b4_kv2048", "gqa-paged-attention/torch_batched_decode"),
+    ("gqa_paged_decode_h5_kv1_d128_ps1", "b1_kv512", "gqa-paged-attention/torch_batched_decode"),
+    # paged prefill: the same two signatures (page 64: two pages, the last partly filled; page 1)
     ("gqa_paged_prefill_causal_h16_kv1_d128_ps64", "b1_q128", "gqa-paged-attention/torch_sdpa_prefill"),
     ("gqa_paged_prefill_causal_h6_kv1_d128_ps1", "b1_q16", "gqa-paged-attention/torch_sdpa_prefill"),
+    # ragged: one head size, and MLA's QK 192 / VO 128 (the output's head size is the values', another family)
     ("gqa_ragged_prefill_causal_h5_kv1_d128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),
-    ("mla_ragged_prefill_causal_h8_qk192_vo128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),  # QK 192, VO 128
+    ("mla_ragged_prefill_causal_h8_qk192_vo128", "b1_q128", "ragged-attention/torch_sdpa_ragged"),
+    # MLA paged decode and prefill: each with and without kv_last_page_len (page 64 and page 1)
     ("mla_paged_decode_h16_ckv512_kpe64_ps64", "b4_kv2048", "mla-paged-attention/torch_mla_decode"),
     ("mla_paged_decode_h8_ckv512_kpe64_ps1", "b1_kv512", "mla-paged-attention/torch_mla_decode"),
     ("mla_paged_prefill_causal_h16_ckv512_kpe64_ps64", "b1_q128", "mla-paged-attention/torch_mla_prefill"),
     ("mla_paged_prefill_causal_h8_ckv512_kpe64_ps1", "b1_q16", "mla-paged-attention/torch_mla_prefill"),
-    ("top_k_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),  # the distribution judge
-    ("top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
-    ("top_k_top_p_sampling_from_probs_v128256", "b2", "sampling/torch_sampling"),
+    # sampling, the distribution judge: its 100 trials sort the 128,256-token row 100 times, the cost of these
+    # sessions, so one row each; the three signatures take different branches (top-k mask, top-p mask, both).
+    # That each row is filtered by its own top_k and top_p is checked in this process on a small vocabulary
+    # (test_torch_sampling_filters_each_row_by_its_own_parameters), where the rows' parameters differ by design
+    ("top_k_sampling_from_probs_v128256", "b1", "sampling/torch_sampling"),
+    ("top_p_sampling_from_probs_v128256", "b1", "sampling/torch_sampling"),
+    ("top_k_top_p_sampling_from_probs_v128256", "b1", "sampling/torch_sampling"),
     ("rope_with_cos_sin_cache_neox_style_d128_rd64", "t16", "rope/torch_rope"),
     ("gdn_decode_qk4_v8_d128_k_last", "b4", "gdn/torch_gdn_decode"),
     ("mamba_ssu_decode_h64_d64_s128_ng4", "b4", "mamba-ssu/torch_mamba_ssu"),  # outputs (output, new_state)
@@ -368,11 +382,13 @@ CPU_CASES = [
 def test_torch_family_implementation_passes_kictl_bench_on_the_cpu(
     cli: RunCli, tmp_path: Path, definition: str, workload: str, implementation: str
 ) -> None:
+    """The cheapest protocol (``FAST``: one round, no warm-up, one timed call, audited): what is asked is that
+    the implementation is correct against the definition's reference, not its time."""
     assert FAMILIES / implementation in catalogue.family_implementations(
         DEFINITIONS[definition].family, DEFINITIONS[definition].inputs
     )
     result = cli(
-        "bench", definition, "--impl", FAMILIES / implementation, "--workload", workload, *FEW_CALLS,
+        "bench", definition, "--impl", FAMILIES / implementation, "--workload", workload, *FAST,
         "--out", tmp_path / "out", "--registry", REPO_ROOT,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -387,8 +403,49 @@ def test_torch_family_implementation_passes_kictl_bench_on_the_cpu(
     assert runs[0]["metadata"]["name"].startswith(Path(implementation).name + "_")
 
 
+def test_torch_sampling_filters_each_row_by_its_own_parameters() -> None:
+    """The sampler's masks read top_k and top_p per row: three rows of 300 tokens whose parameters differ (2, 40
+    and every token; p 0.2, 0.7 and 1), each signature 100 calls, judged as kictl judges a sampling run.  A
+    sampler that applied one row's parameter to all would put samples outside row 0's two tokens or leave
+    row 2's tail unsampled."""
+    torch = pytest.importorskip("torch")
+    from kictl.bench.wire.generators import probability_rows
+
+    path = FAMILIES / "sampling" / "torch_sampling" / "sampling.py"
+    spec = importlib.util.spec_from_file_location("torch_sampling_under_test", path)
+    assert spec is not None
+    assert spec.loader is not None
+    sampler = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sampler)
+    probs = probability_rows((3, 300), torch.float32, 11)
+    top_k = torch.tensor([2, 40, 0], dtype=torch.int32)
+    top_p = torch.tensor([0.2, 0.7, 1.0], dtype=torch.float32)
+    torch.manual_seed(3)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 300-token rows: a second thread only adds its hand-offs
+    try:
+        _judge_each_row(sampler, probs, top_k, top_p)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _judge_each_row(sampler: ModuleType, probs: Any, top_k: Any, top_p: Any) -> None:
+    from kictl.families import judges
+
+    for given in ({"top_k": top_k}, {"top_p": top_p}, {"top_k": top_k, "top_p": top_p}):
+        samples = [sampler.run(probs, *given.values()) for _ in range(judges.DEFAULT_TRIALS)]
+        found = judges.judge_distribution({"probs": probs, **given}, samples, limit=judges.DEFAULT_MAX_TOTAL_VARIATION)
+        assert found.status == "passed", (list(given), found.detail)
+        shared = {name: value[:1].expand(3) for name, value in given.items()}  # row 0's parameters for every row
+        wrong = judges.judge_distribution({"probs": probs, **shared}, samples, limit=0.2)
+        assert wrong.status == "incorrect_numerical", list(given)
+
+
 @pytest.mark.slow
 def test_smoke_runs_a_bundled_and_a_family_served_definition_on_the_cpu(tmp_path: Path) -> None:
+    """The script's own path on the CPU; its family-served definition is the CPU check of
+    ``rmsnorm/torch_fused_add_rmsnorm`` (``CPU_CASES`` leaves it to this test): fused_add_rmsnorm_h2048's smallest
+    workload, that implementation's run passed beside the reference's."""
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--out", str(out), "--smoke"],
@@ -401,6 +458,13 @@ def test_smoke_runs_a_bundled_and_a_family_served_definition_on_the_cpu(tmp_path
     summary = (out / "summary.txt").read_text()
     assert "rmsnorm_h4096: latency exit 0" in summary
     assert "fused_add_rmsnorm_h2048: latency exit 0" in summary
-    statuses = [line.split()[1] for line in summary.splitlines() if line.startswith(("reference_", "torch_"))]
-    assert statuses == ["passed"] * 4
+    rows = {
+        line.split()[0]: line.split()[1] for line in summary.splitlines() if line.startswith(("reference_", "torch_"))
+    }
+    assert list(rows.values()) == ["passed"] * 4
+    implementations = sorted(name.split(".")[0].rsplit("_", 1)[0] for name in rows)
+    assert implementations == ["reference", "reference", "torch_fused_add_rmsnorm", "torch_rmsnorm"]
+    fused = next(name for name in rows if name.startswith("torch_fused_add_rmsnorm_"))
+    smallest = catalogue.choose_workloads(DEFINITIONS["fused_add_rmsnorm_h2048"].workloads)[0]
+    assert smallest.startswith(fused.split(".")[1]), (fused, smallest)  # the name is cut at 70 characters
     assert (out / "records.tgz").is_file()

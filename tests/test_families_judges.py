@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +29,17 @@ from tests.conftest import ASSETS, copy_bundled
 from tests.families_catalogue import definitions_of, run_reference, small_workload
 
 JUDGES = ASSETS / "judges"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    """This module's in-process torch work (a reference sampler 100 times, 40 inputs' distributions) on one
+    thread: on two threads torch's sort of a 128,256-token row took 3.5 times the CPU (1.35 against 0.38 CPU-s for
+    ten reference calls), and the two tests 38 s against 16 s at load 7."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def _module(name: str) -> ModuleType:
@@ -210,20 +222,21 @@ def _workload(definition: StoredRecord, axes: dict[str, int], inputs: dict[str, 
 
 
 def _statuses(tmp_path: Path, definition: StoredRecord, workload: StoredRecord, impls: list[Path]) -> dict[str, Any]:
+    """One session of the honest implementation and the cheats (one round: a distribution judge's trials are that
+    round's calls); (status, detail, run) by "honest" and each cheat's module name (judge_...)."""
     registry = copy_bundled(tmp_path / "registry")
     registry.add([definition, workload])
-    options = BenchOptions(device="cpu", rounds=2, warmup=0, iterations=3, no_sandbox=bool(UNSANDBOXED))
+    options = BenchOptions(device="cpu", rounds=1, warmup=0, iterations=3, no_sandbox=bool(UNSANDBOXED))
     report = run_bench(registry, definition.name, [str(path) for path in impls], options)
     assert not report.skipped, report.skipped
     out = {}
-    for run in report.runs:  # the cheat's name starts with judge_, the honest one's does not
+    for run in report.runs:  # a cheat's name starts with its module's, judge_...; the honest one's does not
         assert run.run is not None
-        out["cheat" if run.implementation.startswith("judge_") else "honest"] = (
-            run.status,
-            run.detail,
-            run.run.model.spec,
-        )
-    assert set(out) == {"cheat", "honest"}, [run.implementation for run in report.runs]
+        cheat = next((path.stem for path in impls if run.implementation.startswith(path.stem + "_")), None)
+        out[cheat if cheat and cheat.startswith("judge_") else "honest"] = (run.status, run.detail, run.run.model.spec)
+    assert set(out) == {"honest", *(path.stem for path in impls if path.stem.startswith("judge_"))}, [
+        run.implementation for run in report.runs
+    ]
     return out
 
 
@@ -248,19 +261,17 @@ def test_a_cpu_session_holds_a_sampler_to_the_distribution_test(tmp_path: Path) 
     workload = _workload(definition, {"batch_size": 4}, {"probs": {"type": "random"}, "top_k": {"type": "synthesized"}})
     honest = tmp_path / "sampler_reference.py"
     honest.write_text(SAMPLER)
-    found = _statuses(tmp_path, definition, workload, [honest, JUDGES / "judge_sampling_argmax.py"])
+    cheats = [JUDGES / "judge_sampling_argmax.py", JUDGES / "judge_sampling_honest_then_least.py"]
+    found = _statuses(tmp_path, definition, workload, [honest, *cheats])  # one session, its own worker each
     status, detail, run = found["honest"]
     assert status == "passed", detail
     assert run.correctness.comparator.startswith("distribution")
     assert run.integrity["outputsFresh"].result == "skipped"
     assert run.integrity["timedOutputsCorrect"].result == "passed"
-    status, detail, _ = found["cheat"]
+    status, detail, _ = found["judge_sampling_argmax"]
     assert status == "incorrect_numerical", detail
     assert "total variation" in detail
-    found = _statuses(
-        tmp_path / "again", definition, workload, [honest, JUDGES / "judge_sampling_honest_then_least.py"]
-    )
-    status, detail, _ = found["cheat"]
+    status, detail, _ = found["judge_sampling_honest_then_least"]
     assert status == "reward_hack", detail
     assert "timedOutputsCorrect" in detail
     assert "outside the filtered distribution" in detail
@@ -302,7 +313,7 @@ def test_a_cpu_session_holds_indices_to_the_contracts_judge(
     status, detail, run = found["honest"]
     assert status == "passed", detail
     assert run.correctness.comparator.startswith(judge)
-    status, detail, _ = found["cheat"]
+    status, detail, _ = found[cheat]
     assert status == "incorrect_numerical", detail
 
 
