@@ -68,7 +68,16 @@ def pytest_configure(config: pytest.Config) -> None:
     ``N mod CPUs`` CPUs, as kictl's own executor gives each CPU worker a share of its own.
     """
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or len(MACHINE_CPUS) < 2:
+    if not worker.startswith("gw"):
+        return
+    # each process's share of the machine, for its in-process torch (comparisons, judges, references): on the
+    # 2-core VM under `-n 2`, torch's default pool of two threads per process took 2-3.5 times the CPU of one
+    # for the small tensors the tests use (a 128,256-token sort: 1.35 against 0.38 CPU-s; docs/testing.md)
+    share = max(1, len(MACHINE_CPUS) // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+    import torch
+
+    torch.set_num_threads(min(share, torch.get_num_threads()))
+    if len(MACHINE_CPUS) < 2:
         return
     allowed = sorted(MACHINE_CPUS)
     drop = int(worker.removeprefix("gw")) % len(allowed)
