@@ -116,7 +116,6 @@ def test_quiet_and_the_counters_go_through_the_os_and_leave_no_descriptor_open()
             group.remove()
         pytest.skip("no cgroup with cpu.idle here")
     try:
-        before = len(os.listdir("/proc/self/fd"))
         for idle in (True, True, False, True, False):
             group.quiet(idle)
             assert group.idle_file.read_text().strip() == ("1" if idle else "0")
@@ -129,6 +128,20 @@ def test_quiet_and_the_counters_go_through_the_os_and_leave_no_descriptor_open()
         per_cpu = group.cpu_ns_per_cpu()
         assert per_cpu is None or sum(per_cpu.values()) == pytest.approx(used, rel=0.05)
         assert group.breaches() == []
-        assert len(os.listdir("/proc/self/fd")) == before
+        # by what each descriptor names, not by their count: other tests' threads in this process (a log drain,
+        # a worker's pipes) open and close their own meanwhile (a count of 22 against 19 in CI at c1a601b)
+        folders = tuple(str(folder) for folder in {group.folder, *group.folders.values()})
+        assert [target for target in _open_targets() if target.startswith(folders)] == []
     finally:
         group.remove()
+
+
+def _open_targets() -> list[str]:
+    """What each of this process's descriptors names (a path, a pipe, a socket)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # closed since the listing
+            continue
+    return found

@@ -93,7 +93,7 @@ def test_every_run_is_recorded_and_the_fair_ones_pass(session_result: Result) ->
     found = _by_implementation(session_result)
     assert set(found) == {"reference", "torch_rmsnorm", *HONEST, *GAIN_NOTHING, *CAUGHT_BY, *FAILS_AS}
     for name in ("reference", "torch_rmsnorm", *HONEST, *GAIN_NOTHING):
-        assert found[name]["status"] == "passed", found[name]
+        assert found[name]["status"] == "passed", (name, found[name]["statusDetail"])
         assert found[name]["run"] is not None
     assert all(row["run"] for row in found.values()), "a run lost its record"
     expected_failures = len(CAUGHT_BY) + len(FAILS_AS)
