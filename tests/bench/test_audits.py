@@ -9,6 +9,7 @@ calls, against a control that keeps every audit to the end (what kictl did befor
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import pytest
 import torch
 from typer.testing import Result
 
-from kictl.bench.judge import audits, correctness
+from kictl.bench.judge import audits, correctness, session
 from kictl.selftest import judge, load_corpus
 from kictl.store.registry import Registry
 from tests.bench.conftest import CHEATS, IMPLEMENTATIONS, SANDBOX, UNSANDBOXED, rows
@@ -63,6 +64,23 @@ def test_digests_tell_bit_identical_outputs_apart_by_shape_dtype_and_bytes() -> 
     assert audits.digest([base]) != audits.digest([base, base])
 
 
+def test_a_session_holds_the_default_budget_unless_it_is_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session makes its ``Pending`` with no budget (kictl/bench/judge/session.py): it holds the default, 256
+    MiB; the tests below lower the module's budget to show the bound with fewer and smaller audits."""
+    assert audits.PENDING_BYTES == 256 * MIB
+    assert audits.Pending(floor=4 * MIB).budget == 256 * MIB
+    tree = ast.parse(Path(session.__file__).read_text())
+    made = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "Pending"
+    ]
+    assert made, "the session makes no audits.Pending"
+    assert all(len(node.args) == 1 and not node.keywords for node in made), "a session sets its own budget"
+    monkeypatch.setattr(audits, "PENDING_BYTES", 16 * MIB)
+    assert audits.Pending(floor=4 * MIB).budget == 16 * MIB
+
+
 def test_pending_audits_charge_at_least_the_definitions_outputs() -> None:
     pending = audits.Pending(floor=4 * MIB, budget=16 * MIB)
     for _ in range(3):
@@ -81,17 +99,30 @@ def _by_implementation(result: Result) -> dict[str, dict[str, Any]]:
     return {row["implementation"].rsplit("_", 1)[0]: row for row in rows(result)}
 
 
+#: The ``audits-cpu`` session's timed calls here, and the waiting audits' budget: the corpus's 40 calls are
+#: ``kictl selftest``'s, where the strided entry's audits (8.5 MiB charged each) never reach the default 256 MiB.
+#: Lowered to two of them, 12 calls (7 to 9 audited) have them judged between the calls several times: the
+#: bounded path itself, in a third of the time (the oversized entry makes 512 MiB of outputs in every call).
+CALLS = 12
+BUDGET = 16 * MIB
+
+
 @pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 @pytest.mark.slow
-def test_many_large_audits_are_bounded_or_fail_with_the_check_named(bench_module: Callable[..., Result]) -> None:
+def test_many_large_audits_are_bounded_or_fail_with_the_check_named(
+    bench_module: Callable[..., Result], monkeypatch: pytest.MonkeyPatch
+) -> None:
     spec = CORPUS.corpus.sessions[SESSION]
     assert spec.options == {"rounds": 1, "warmup": 1, "iterations": 40, "timeoutS": 30}
     members = sorted(name for name, entry in CORPUS.corpus.entries.items() if SESSION in entry.expect)
     impls = [arg for name in members for arg in ("--impl", CHEATS / f"{name}.py")]
     workloads = [arg for workload in spec.workloads for arg in ("--workload", workload)]
-    options = ["--rounds", "1", "--warmup", "1", "--iterations", "40", "--timeout", "30"]
+    options = ["--rounds", "1", "--warmup", "1", "--iterations", str(CALLS), "--timeout", "30"]
     reference = IMPLEMENTATIONS / spec.definition / "reference"
+    monkeypatch.setattr(audits, "PENDING_BYTES", BUDGET)  # the session runs in this process
     result = bench_module(spec.definition, "--impl", reference, *impls, "--device", spec.device, *workloads, *options)
+    # the waiting audits were judged between the timed calls, not only at the end
+    assert result.stderr.count("audited call(s) as they came") >= 2, result.stderr[-3000:]
     found = _by_implementation(result)
     assert found["reference"]["status"] == "passed", found["reference"]
     missed = {
@@ -146,18 +177,21 @@ def _peak(registry: Registry, out: Path, pending_bytes: int, iterations: int) ->
 @pytest.mark.skipif(not SANDBOX, reason="needs bubblewrap (apt-get install bubblewrap)")
 @pytest.mark.slow
 def test_the_parents_memory_does_not_grow_with_the_calls_audited(shared_registry: Registry, tmp_path: Path) -> None:
-    """rmsnorm b1024 (8 MiB of outputs, read as 16 MiB spans): 12 timed calls against 120 (about 9 audited
-    against about 18), kictl's parent judging its audits once they hold 16 MiB; the control keeps every audit
-    to the end, as kictl did before, and its peak grows by their outputs and the reference's.  Measured on the
-    2-core VM (load 10): peaks 414 and 430 MiB with 8 and 14 calls audited, the control 590 MiB with 14."""
+    """rmsnorm b1024 (8 MiB of outputs, read as 16 MiB spans): 4 timed calls against 60 (3 to 5 audited against
+    about 13), kictl's parent judging its audits once they hold 16 MiB (two: the few calls reach it too); the
+    control keeps every audit to the end, as kictl did before, and its peak grows by their outputs and the
+    reference's.  Measured on the 2-core VM (load 5, 2026-12-06): peaks 428 and 432 MiB with 4 and 13 calls
+    audited, the control 616 MiB with 12 (two runs more: 420/424/592, 416/420/688).  Run at once, the
+    three took 20% less time, but the bounded peaks differed by 28-32 MiB, not 4: one after another."""
     bounded = 16 * MIB
-    few, few_run = _peak(shared_registry, tmp_path / "few", bounded, 12)
-    many, many_run = _peak(shared_registry, tmp_path / "many", bounded, 120)
-    kept, kept_run = _peak(shared_registry, tmp_path / "kept", 1 << 50, 120)
+    few, few_run = _peak(shared_registry, tmp_path / "few", bounded, 4)
+    many, many_run = _peak(shared_registry, tmp_path / "many", bounded, 60)
+    kept, kept_run = _peak(shared_registry, tmp_path / "kept", 1 << 50, 60)
     for run in (few_run, many_run, kept_run):
         assert run["status"] == "passed", run
     audited = [run["timing"]["audited"] for run in (few_run, many_run, kept_run)]
     seen = f"peaks {few / MIB:.0f}, {many / MIB:.0f}, {kept / MIB:.0f} MiB with {audited} calls audited"
+    assert audited[0] >= 3, seen  # the few reach the budget too (its first three calls are always audited)
     assert min(audited[1:]) >= 6, seen  # several times what the budget holds (two)
     # the bound: waiting audits (16 MiB and one output set read) and the reference's for them; nothing per call
     assert many - few < 48 * MIB, seen
