@@ -793,7 +793,7 @@ class RunDriver:
             self.evidence.stop_reason = f"maximum of {options.max_calls} timed calls"
             return True
         # what the user waits for: on the CPU the parent's checks of a call cost it 2-4 ms beside a call of well
-        # under one, so counting the requests alone made a 2 s budget a 20 s run (docs/bench.md, "Repetition")
+        # under one, so counting the requests alone made a 2 s budget a 20 s run (docs/bench.md, "What a session does")
         budget_spent = options.time_budget_s is not None and self.step_ns >= options.time_budget_s * 1e9
         if budget_spent and count >= MIN_CALLS_IN_BUDGET:
             self.evidence.relative_error = timing.median_relative_error(self.evidence.samples)
