@@ -61,6 +61,42 @@ def test_work_between_the_answer_and_the_stop_fails() -> None:
     assert "between its timed calls' answers and the worker's stops" in found[0]
 
 
+def _outside_notes(evidence: loop.RunEvidence) -> list[str]:
+    loop.consistency_notes(evidence, True, 100)
+    return evidence.notes.get(Check.NO_WORK_OUTSIDE_CALLS.value, [])
+
+
+def test_an_idle_thread_on_a_long_wall_between_calls_is_judged_by_its_share_not_by_kictl_s_allowance() -> None:
+    # the corpus's honest watchdog at load 11-14: 89 ms of the sandbox's CPU between 12 calls, all but ~2 ms of it
+    # the watchdog's wake-ups over 12 s of wall between the calls (0.7%); kictl's checks alone may use 62 ms
+    honest = _evidence(
+        outside_cpu_ns=89_000_000, thread_between_ns=87_000_000,
+        thread_outside_ns=87_000_000, thread_outside_wall_ns=12_000_000_000,
+    )  # fmt: skip
+    assert _outside_notes(honest) == []
+    assert honest.notes == {}
+
+
+def test_work_between_calls_that_no_thread_of_the_implementation_did_still_fails() -> None:
+    # the same CPU, done by a helper process or kictl's own thread: the threads' share does not cover it
+    found = _outside_notes(_evidence(outside_cpu_ns=89_000_000, thread_between_ns=0))
+    assert found
+    assert "used 89 ms of CPU between its 12 timed calls besides the 0 ms of the implementation's threads" in found[0]
+    # threads that used little leave the rest judged; the threads' count can never exceed what the sandbox used
+    assert _outside_notes(_evidence(outside_cpu_ns=200_000_000, thread_between_ns=100_000_000))
+    assert _outside_notes(_evidence(outside_cpu_ns=89_000_000, thread_between_ns=10**12)) == []
+
+
+def test_a_thread_that_works_between_calls_is_still_caught_when_kictl_s_allowance_no_longer_holds_it() -> None:
+    # 60 ms of spinning between 12 calls of 1 ms on a short wall: under kictl's allowance before, over the share now
+    busy = _evidence(
+        outside_cpu_ns=62_000_000, thread_between_ns=60_000_000,
+        thread_outside_ns=60_000_000, thread_outside_wall_ns=300_000_000,
+    )  # fmt: skip
+    assert _outside_notes(busy) == []
+    assert busy.notes.get(Check.NO_THREADS_LEFT.value)
+
+
 def test_threads_are_not_judged_by_cpu_off_the_cpu() -> None:
     evidence = _evidence(thread_outside_ns=10**9, thread_outside_wall_ns=10**9, thread_window_ns=10**9)
     loop.consistency_notes(evidence, False, 100)
