@@ -190,7 +190,7 @@ RESULT_KINDS = ("BenchmarkRun", "Implementation", "BenchmarkProtocol", "Executio
 def catalogue_paths() -> frozenset[Path]:
     """The definition folders and record files of the catalogue's imported definitions (definitions/catalogue.json).
 
-    About 1,900 files: copied into every bundled registry a test makes, they would cost seconds each time.
+    About 2,900 files: copied into every bundled registry a test makes, they would cost seconds each time.
     """
     from kictl.definitions import catalogue_names
 
@@ -201,9 +201,14 @@ def catalogue_paths() -> frozenset[Path]:
         if json.loads(path.read_bytes())["spec"]["name"] in names:
             digests.add(f"sha256:{path.stem}")
             paths.add(path)
-    for path in (REPO_ROOT / "registry" / "records" / "Workload").glob("*/*.json"):
-        if json.loads(path.read_bytes())["spec"]["definitionDigest"] in digests:
-            paths.add(path)
+    # their workloads, and the results measured on them (runs, implementations, the runs' attestations): a copy
+    # without the catalogue holds no record that names a definition it lacks
+    for kind in ("Workload", "Implementation", "BenchmarkRun"):
+        for path in (REPO_ROOT / "registry" / "records" / kind).glob("*/*.json"):
+            if json.loads(path.read_bytes())["spec"]["definitionDigest"] in digests:
+                paths.add(path)
+                if kind == "BenchmarkRun":
+                    paths.add(REPO_ROOT / "registry" / "attestations" / path.parent.name / path.stem)
     paths.update(
         folder.parent
         for folder in (REPO_ROOT / "definitions").glob("*/*/definition.json")
