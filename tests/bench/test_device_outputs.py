@@ -8,6 +8,7 @@ worker).  The reading itself needs a GPU: the ``gpu``-marked test opens a real I
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 from kictl.bench import wire
-from kictl.bench.judge import taken
+from kictl.bench.judge import staging, taken
 from kictl.bench.wire import cuda_ipc
 from tests.bench.conftest import cuda_available
 
@@ -188,3 +189,51 @@ def test_the_parent_reads_a_stopped_process_s_device_memory_through_its_handles(
     os.kill(process.pid, signal.SIGCONT)
     assert isinstance(refused, str)
     assert "outside the allocation" in refused, refused
+
+
+# ----------------------------------------------------------------- the parent stages a GPU run's timed inputs
+
+SPECS = (
+    wire.InputSpec("hidden_states", "random", "bfloat16", (64, 4096), seed=7),
+    wire.InputSpec("weight", "random", "bfloat16", (4096,), seed=8),
+    wire.InputSpec("eps", "values", "float32", (), scalar=1e-5),
+)
+
+
+def _placed(position: int, device: str = "0000:01:00.0", shape: tuple[int, ...] = (64, 4096)) -> wire.DeviceInput:
+    stride = tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
+    ref = wire.OutputRef("bfloat16", shape, stride, 0x1000, HANDLE, 0, device)
+    return wire.DeviceInput(position, ref)
+
+
+@pytest.mark.parametrize(
+    ("staged", "named"),
+    [
+        ((), "hidden_states, weight"),
+        ((_placed(0),), "weight"),
+        ((_placed(0), _placed(1, shape=(4096,)), _placed(2, shape=())), "inputs that are not the timed ones"),
+        ((_placed(0), _placed(0)), "weight"),
+    ],
+    ids=["none", "one-missing", "a-scalar-too", "one-twice"],
+)
+def test_a_gpu_worker_that_does_not_say_where_each_timed_input_lies_is_refused(
+    staged: tuple[wire.DeviceInput, ...], named: str
+) -> None:
+    """The parent writes every random timed input itself: an ``Armed`` that leaves one out (or names another) would
+    leave values the worker staged, so the run fails before any timed call, naming what is missing."""
+    with pytest.raises(staging.StagingError, match="did not say where its timed inputs lie") as raised:
+        staging.DeviceStager(staged, (), SPECS)
+    assert named in str(raised.value)
+
+
+def test_timed_inputs_said_to_lie_on_two_gpus_are_refused() -> None:
+    staged = (_placed(0), _placed(1, device="0000:02:00.0", shape=(4096,)))
+    with pytest.raises(staging.StagingError, match="one GPU's memory"):
+        staging.DeviceStager(staged, (), SPECS)
+
+
+def test_a_run_with_no_random_input_stages_nothing_and_needs_no_gpu() -> None:
+    stager = staging.DeviceStager((), (), SPECS[2:])
+    stager.stage(0, 5, 3)
+    assert stager.changed() == []
+    stager.close()

@@ -42,7 +42,7 @@ from kictl.bench import wire
 from kictl.bench.judge import staging, taken
 from kictl.bench.judge.audits import AuditFinding
 from kictl.bench.judge.runner import PROTOCOL, ImplementationFailed, ProcessView, WorkerGone, WorkerProcess
-from kictl.bench.wire import regions
+from kictl.bench.wire import cuda_ipc, regions
 from kictl.bench.wire.checks import Check
 from kictl.bench.worker import timing
 from kictl.bench.worker.main import unpack
@@ -267,7 +267,7 @@ class RunDriver:
         self.finish_sent = False
         self.idle_from: ProcessView | None = None
         #: the parent's own staging of the timed inputs (CPU, ``staging``), from ``Arm`` on
-        self.stager: staging.Stager | None = None
+        self.stager: staging.Stager | staging.DeviceStager | None = None
         #: GPU: the device address ranges of the timed tensor inputs, as the worker gave them before setup()
         self.device_inputs: list[tuple[int, int]] = []
         #: the sandbox's CPU time (ns) when its last timed call's answer came (CPU), less its audits since
@@ -335,6 +335,7 @@ class RunDriver:
             self.evidence.failure = (status, wire.clean_text(detail, 4000))
             self.say(f"{self.label}: {status}")
         self.active = False
+        self.release()
         self.worker.stop()
 
     def _other_cpus(self) -> None:
@@ -454,16 +455,18 @@ class RunDriver:
             self._processes("after a correctness call")
         region = self.worker.inputs
         offsets = regions.layout(self.setup_plan, region.size) if self.cpu_device and region is not None else None
+        # on a GPU the parent stages through CUDA IPC wherever it takes the outputs that way (the probe passed)
+        on_device = not self.cpu_device and self.takes_outputs
         arm = wire.Arm(
             setup_plan=self.setup_plan,
-            # where the parent stages the timed values (CPU), the worker never learns their plans (issue 40): setup()
-            # runs in a frame that holds no seed of a timed input set
-            timed_plans=() if offsets is not None else tuple(self.timed_plans),
+            # where the parent stages the timed values, the worker never learns their plans (issue 40): setup() runs
+            # in a frame that holds no seed of a timed input set, and no timed set is in the worker's memory
+            timed_plans=() if offsets is not None or on_device else tuple(self.timed_plans),
             outputs=self.outputs,
             timer=self.options.timer,
             time_setup=self.options.time_setup,
             flush_bytes=self.options.flush_bytes,
-            parent_stages=offsets is not None,
+            parent_stages=offsets is not None or on_device,
             stop_at_return=self.takes_outputs,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
@@ -473,10 +476,24 @@ class RunDriver:
         assert isinstance(armed, wire.Armed)
         if not self.cpu_device:
             self.device_inputs = taken.ranges(armed.inputs)
+        self.release()
         if offsets is not None:
             assert region is not None
             self.stager = staging.Stager(region, self.timed_plans, offsets, self.setup_plan.inputs)
+        elif on_device:
+            try:
+                self.stager = staging.DeviceStager(armed.staged, self.timed_plans, self.setup_plan.inputs)
+            except (staging.StagingError, cuda_ipc.IpcError) as exc:
+                self.fail("runtime_error", f"kictl's parent could not stage the timed inputs on the GPU: {exc}")
+                return
         self.armed = True
+
+    def release(self) -> None:
+        """The parent lets go of the worker's timed inputs (a GPU stager's IPC handles): a new ``Arm``, or the
+        run's end."""
+        stager, self.stager = self.stager, None
+        if isinstance(stager, staging.DeviceStager):
+            stager.close()
 
     def _stage(self, input_set: int, shift: int, perturb: int = 0) -> bool:
         """The next call's values into the timed tensors: written by the parent itself where it can (CPU), else
@@ -833,6 +850,7 @@ class RunDriver:
         """End the timed calls and ask for the worker's evidence (``finish_take`` takes it): the workers of a
         workload put their evidence together at once."""
         evidence = self.evidence
+        self.release()  # nothing is staged after the timed calls (and the energy loops)
         if evidence.failure is not None:
             return
         self.active = False

@@ -12,29 +12,44 @@ call like the first, which the audits find.  After an audited call and the last 
 is in the region with what it wrote (``Stager.changed``: ``inputsUnchanged`` judged on what the parent read).
 
 Index tensors (a plan's structure, never restaged) stay in the worker's own memory, as ``setup()`` may plan on
-them.  A GPU run's inputs are device memory and are still staged by the worker.
+them.
+
+On a GPU (``DeviceStager``) the same holds in device memory.  The worker makes only the setup values, and says
+before ``setup()`` runs where each random timed input lies (``wire.Armed.staged``: its allocation's CUDA IPC
+handle).  The parent opens those handles in its own context on the GPU (``wire.cuda_ipc.DeviceMapping``), draws
+the timed sets there itself with the seeds the worker never sees (on the GPU, as kictl's reference worker draws
+them, so both hold the same values), and copies each call's values in, device to device, then waits for the copy
+before it sends the request.  The worker's own kictl code never holds a timed set, and no request stages one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from kictl.bench import wire
+from kictl.bench.judge.taken import _span
+from kictl.bench.wire import cuda_ipc
+from kictl.bench.wire.lazy import torch_module
 from kictl.bench.wire.regions import view
-from kictl.bench.wire.tensors import materialize_plans
+from kictl.bench.wire.tensors import materialize_plans, torch_dtype
 from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
 
-_SETS: dict[tuple[int, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
+_SETS: dict[tuple[Any, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 
-def parent_sets(plans: Sequence[wire.Plan]) -> list[list[Any]]:
-    """The timed input sets, made in the parent on the CPU (once per workload: every driver shares them)."""
-    key = tuple(id(plan) for plan in plans)
+class StagingError(RuntimeError):
+    """The worker did not say where its timed inputs lie, or said it so that the parent cannot write there."""
+
+
+def parent_sets(plans: Sequence[wire.Plan], device: str = "cpu") -> list[list[Any]]:
+    """The timed input sets, made in the parent on ``device`` (once per workload: every driver shares them)."""
+    key = (device, *(id(plan) for plan in plans))
     found = _SETS.get(key)
     if found is None or any(a is not b for a, b in zip(found[0], plans, strict=True)):
         _SETS.clear()  # one workload's sets at a time
-        found = (list(plans), materialize_plans(list(plans), "cpu"))
+        found = (list(plans), materialize_plans(list(plans), device))
         _SETS[key] = found
     return found[1]
 
@@ -74,3 +89,96 @@ class Stager:
             for name, target, value in zip(self.names, self.views, self.written, strict=True)
             if target is not None and value is not None and not _same_bits(target, value)
         ]
+
+
+class _DeviceSpan:
+    """``length`` bytes of device memory at ``address``, as torch takes memory it did not allocate."""
+
+    def __init__(self, address: int, length: int) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (length,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "strides": None,
+            "version": 2,
+        }
+
+
+class DeviceStager:
+    """The parent's side on a GPU: writes each timed call's values into a worker's timed tensors, in its device
+    memory, through the IPC handles the worker gave at ``Arm`` (``wire.Armed.staged``); and reads them back."""
+
+    def __init__(
+        self, staged: Sequence[wire.DeviceInput], plans: Sequence[wire.Plan], specs: Sequence[wire.InputSpec]
+    ) -> None:
+        torch = torch_module()
+
+        expected = {k for k, spec in enumerate(specs) if spec.kind == "random" and math.prod(spec.shape) > 0}
+        given = [item.position for item in staged]
+        if sorted(given) != sorted(expected):
+            missing = sorted(expected - set(given))
+            said = ", ".join(specs[k].name for k in missing) if missing else "inputs that are not the timed ones"
+            raise StagingError(f"the worker's answer to Arm did not say where its timed inputs lie ({said})")
+        devices = {item.ref.device for item in staged}
+        if len(devices) > 1:
+            raise StagingError("the timed inputs do not all lie in one GPU's memory")
+        self.names = [spec.name for spec in specs]
+        self.views: list[Any] = [None] * len(specs)
+        #: what the parent wrote for the call staged last, per input (``None`` where it writes nothing)
+        self.written: list[Any] = [None] * len(specs)
+        self.mapping = cuda_ipc.DeviceMapping(devices.pop() if devices else "")
+        self.device = ""
+        self.sets: list[list[Any]] = []
+        if not staged:
+            return
+        self.device = f"cuda:{cuda_ipc.ordinal(self.mapping.device)}"
+        torch.cuda.init()
+        try:
+            for item in staged:
+                spec, ref = specs[item.position], item.ref
+                if ref.dtype != spec.dtype or tuple(ref.shape) != tuple(spec.shape) or not ref.handle:
+                    raise StagingError(f"the worker placed {spec.name} as a tensor that is not the one asked for")
+                itemsize = wire.DTYPE_BYTES.get(ref.dtype, 1)
+                try:
+                    span = _span(ref, itemsize)
+                except ValueError as exc:
+                    raise StagingError(f"{spec.name} with {exc}") from None
+                address = self.mapping.place(ref.handle, ref.offset, span)
+                raw = torch.as_tensor(_DeviceSpan(address, span), device=self.device)
+                self.views[item.position] = raw.view(torch_dtype(ref.dtype)).as_strided(ref.shape, ref.stride)
+            self.sets = parent_sets(plans, self.device)
+        except BaseException:
+            self.close()
+            raise
+
+    def stage(self, index: int, shift: int, perturb: int = 0) -> None:
+        """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped,
+        copied into the worker's timed tensors; done on the device before this returns."""
+        torch = torch_module()
+
+        for k, target in enumerate(self.views):
+            if target is None:
+                continue
+            value = _perturbed(_rolled(self.sets[index][k], shift, k), perturb)
+            target.copy_(value)
+            self.written[k] = value
+        if self.device:
+            torch.cuda.synchronize(self.device)
+
+    def changed(self) -> list[str]:
+        """The inputs whose bytes in the worker's device memory differ from what the parent wrote last."""
+        return [
+            name
+            for name, target, value in zip(self.names, self.views, self.written, strict=True)
+            if target is not None and value is not None and not _same_bits(target, value)
+        ]
+
+    def close(self) -> None:
+        """Let go of the worker's memory (the handles closed where nothing else of the parent's holds them)."""
+        torch = torch_module()
+
+        if self.device:
+            torch.cuda.synchronize(self.device)
+        self.views = [None] * len(self.views)
+        self.written = [None] * len(self.written)
+        self.mapping.close()

@@ -239,7 +239,8 @@ class Arm(Message):
     timer: str
     time_setup: bool
     flush_bytes: int
-    #: the parent stages every timed call's values in the worker's inputs region (``staging``; CPU)
+    #: the parent stages every timed call's values itself (``judge.staging``): in the worker's inputs region on
+    #: the CPU, in its device memory through CUDA IPC on a GPU (``Armed.staged`` says where)
     parent_stages: bool = False
     #: the worker stops itself (``SIGSTOP``) once each timed call's answer is written, and says where the
     #: call's outputs lie (``Sample.outputs``): kictl's parent reads them there before anything of the
@@ -379,6 +380,18 @@ class Armed(Message):
     #: GPU, ``Arm.stop_at_return``: where the timed tensor inputs lie in device memory, as the worker found them
     #: before setup() ran (kictl's parent names an output lying there itself, ``outputsNotAliasInputs``)
     inputs: tuple[OutputRef, ...] = ()
+    #: GPU, ``Arm.parent_stages``: each random timed input by its place among the inputs, with its allocation's IPC
+    #: handle, found before setup() ran: kictl's parent writes every timed call's values there itself
+    staged: tuple[DeviceInput, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInput:
+    """One random timed input of a GPU run where kictl's parent stages it: its place among the call's inputs and
+    where it lies in the worker's device memory (``OutputRef`` with its handle)."""
+
+    position: int
+    ref: OutputRef
 
 
 @dataclass(frozen=True, slots=True)

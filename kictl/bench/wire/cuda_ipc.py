@@ -115,74 +115,162 @@ def export(pointer: int) -> Exported:
     return Exported(handle_bytes(handle).hex(), pointer - base.value, bus.value.decode("ascii", "replace"))
 
 
+def ordinal(bus_id: str) -> int:
+    """The device ordinal, in this process, of the GPU with PCI bus id ``bus_id`` (torch's ``cuda:N`` too)."""
+    lib = _library()
+    device = ctypes.c_int()
+    _check(lib, lib.cuDeviceGetByPCIBusId(ctypes.byref(device), bus_id.encode("ascii")), "cuDeviceGetByPCIBusId")
+    return device.value
+
+
+_contexts: dict[str, ctypes.c_void_p] = {}
+
+
+def _primary_context(bus_id: str) -> ctypes.c_void_p:
+    """The primary context of the GPU with PCI bus id ``bus_id``, retained once per process (torch's, too)."""
+    with _lock:
+        context = _contexts.get(bus_id)
+    if context is None:
+        lib = _library()
+        device = ctypes.c_int(ordinal(bus_id))
+        context = ctypes.c_void_p()
+        _check(lib, lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+        with _lock:
+            context = _contexts.setdefault(bus_id, context)
+    return context
+
+
+#: every handle this process holds open, by (PCI bus id, handle hex): [pointer, bytes from it, holders].  CUDA opens
+#: a handle once per context, and the parent's readers and stagers share the GPU's primary context: an output may
+#: lie in the allocation of a timed input the stager holds open (the caching allocator packs small tensors)
+_held: dict[tuple[str, str], list[int]] = {}
+_held_lock = threading.Lock()
+
+
+def _acquire(lib: Any, device: str, handle_hex: str) -> tuple[int, int]:
+    """``handle_hex`` open in the current context (``device``'s primary one): its pointer and the bytes of its
+    allocation from there; a handle held already is shared, and counted."""
+    key = (device, handle_hex)
+    held = _held.get(key)
+    if held is not None:
+        held[2] += 1
+        return held[0], held[1]
+    try:
+        raw = bytes.fromhex(handle_hex)
+    except ValueError:
+        raw = b""
+    if len(raw) != _HANDLE_BYTES:
+        raise IpcError("a malformed device memory handle")
+    pointer = ctypes.c_uint64()
+    _check(
+        lib,
+        _symbol(lib, "cuIpcOpenMemHandle")(ctypes.byref(pointer), handle_of(raw), _LAZY_PEER_ACCESS),
+        "cuIpcOpenMemHandle",
+    )
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    code = _symbol(lib, "cuMemGetAddressRange")(ctypes.byref(base), ctypes.byref(size), pointer)
+    if code != 0:
+        lib.cuIpcCloseMemHandle(pointer)
+        _check(lib, code, "cuMemGetAddressRange")
+    _held[key] = [pointer.value, size.value - (pointer.value - base.value), 1]
+    return pointer.value, size.value - (pointer.value - base.value)
+
+
+def _release(lib: Any, device: str, handle_hex: str) -> None:
+    """One holder of ``handle_hex`` done with it; the last one closes it (in the current context)."""
+    held = _held.get((device, handle_hex))
+    if held is None:
+        return
+    held[2] -= 1
+    if held[2] <= 0:
+        del _held[(device, handle_hex)]
+        lib.cuIpcCloseMemHandle(ctypes.c_uint64(held[0]))
+
+
+class _Current:
+    """``device``'s primary context made current on this thread for a block of driver calls, then popped."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.lib = _library()
+
+    def __enter__(self) -> Any:
+        _check(self.lib, _symbol(self.lib, "cuCtxPushCurrent")(_primary_context(self.device)), "cuCtxPushCurrent")
+        return self.lib
+
+    def __exit__(self, *exc: object) -> None:
+        popped = ctypes.c_void_p()
+        _symbol(self.lib, "cuCtxPopCurrent")(ctypes.byref(popped))
+
+
+class DeviceMapping:
+    """Device memory another process exported, kept open in this process's primary context on that GPU until
+    ``close``: kictl's parent writes the timed inputs there itself (``judge.staging.DeviceStager``).
+
+    ``place`` opens each handle once and checks that the bytes asked for lie inside its allocation.  The exporting
+    process must keep the allocation alive while it is open here (a worker keeps its timed tensors)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._opened: dict[str, tuple[int, int]] = {}
+
+    def place(self, handle_hex: str, offset: int, length: int) -> int:
+        """The address, in this process, of ``length`` bytes at ``offset`` in the allocation ``handle_hex`` names."""
+        if offset < 0 or length < 0:
+            raise IpcError("a malformed device memory handle")
+        found = self._opened.get(handle_hex)
+        if found is None:
+            with _Current(self.device) as lib, _held_lock:
+                found = _acquire(lib, self.device, handle_hex)
+            self._opened[handle_hex] = found
+        pointer, size = found
+        if offset + length > size:
+            raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
+        return pointer + offset
+
+    def close(self) -> None:
+        """Every handle opened here let go (closed where nothing else of this process holds it)."""
+        if not self._opened:
+            return
+        with _Current(self.device) as lib, _held_lock:
+            for handle_hex in self._opened:
+                _release(lib, self.device, handle_hex)
+        self._opened.clear()
+
+
 class DeviceReader:
     """kictl's parent's reading of device memory another process exported: a context of its own on each device
     (the device's primary context, retained), a handle opened, the bytes copied to the host, the handle closed."""
 
-    def __init__(self) -> None:
-        self._contexts: dict[str, ctypes.c_void_p] = {}
-
     def _context(self, bus_id: str) -> ctypes.c_void_p:
-        context = self._contexts.get(bus_id)
-        if context is None:
-            lib = _library()
-            device = ctypes.c_int()
-            _check(
-                lib, lib.cuDeviceGetByPCIBusId(ctypes.byref(device), bus_id.encode("ascii")), "cuDeviceGetByPCIBusId"
-            )
-            context = ctypes.c_void_p()
-            _check(lib, lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
-            self._contexts[bus_id] = context
-        return context
+        return _primary_context(bus_id)
 
     def read(self, device: str, spans: Sequence[tuple[str, int, int]]) -> list[bytearray]:
         """The bytes of each ``(handle hex, offset, length)`` on the device with PCI bus id ``device``; ``IpcError``
         names the first that could not be read.  A handle named twice is opened once, and every handle opened is
-        closed before this returns."""
-        lib = _library()
-        context = self._context(device)
-        _check(lib, _symbol(lib, "cuCtxPushCurrent")(context), "cuCtxPushCurrent")
-        opened: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        try:
-            copied: list[bytearray] = []
-            for handle_hex, offset, length in spans:
-                try:
-                    raw = bytes.fromhex(handle_hex)
-                except ValueError:
-                    raw = b""
-                if len(raw) != _HANDLE_BYTES or offset < 0 or length < 0:
-                    raise IpcError("a malformed device memory handle")
-                if handle_hex not in opened:
-                    pointer = ctypes.c_uint64()
-                    handle = handle_of(raw)
-                    _check(
-                        lib,
-                        _symbol(lib, "cuIpcOpenMemHandle")(ctypes.byref(pointer), handle, _LAZY_PEER_ACCESS),
-                        "cuIpcOpenMemHandle",
-                    )
-                    opened[handle_hex] = pointer.value
-                    base, size = ctypes.c_uint64(), ctypes.c_size_t()
-                    _check(
-                        lib,
-                        _symbol(lib, "cuMemGetAddressRange")(ctypes.byref(base), ctypes.byref(size), pointer),
-                        "cuMemGetAddressRange",
-                    )
-                    sizes[handle_hex] = size.value - (pointer.value - base.value)
-                if offset + length > sizes[handle_hex]:
-                    raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
-                buffer = bytearray(length)
-                if length:
-                    host = (ctypes.c_char * length).from_buffer(buffer)
-                    source = ctypes.c_uint64(opened[handle_hex] + offset)
-                    _check(lib, _symbol(lib, "cuMemcpyDtoH")(host, source, ctypes.c_size_t(length)), "cuMemcpyDtoH")
-                copied.append(buffer)
-            return copied
-        finally:
-            for pointer_value in opened.values():
-                lib.cuIpcCloseMemHandle(ctypes.c_uint64(pointer_value))
-            popped = ctypes.c_void_p()
-            _symbol(lib, "cuCtxPopCurrent")(ctypes.byref(popped))
+        let go before this returns (one a stager holds stays open for it)."""
+        opened: dict[str, tuple[int, int]] = {}
+        with _Current(device) as lib, _held_lock:
+            try:
+                copied: list[bytearray] = []
+                for handle_hex, offset, length in spans:
+                    if offset < 0 or length < 0:
+                        raise IpcError("a malformed device memory handle")
+                    if handle_hex not in opened:
+                        opened[handle_hex] = _acquire(lib, device, handle_hex)
+                    pointer, size = opened[handle_hex]
+                    if offset + length > size:
+                        raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
+                    buffer = bytearray(length)
+                    if length:
+                        host = (ctypes.c_char * length).from_buffer(buffer)
+                        source = ctypes.c_uint64(pointer + offset)
+                        _check(lib, _symbol(lib, "cuMemcpyDtoH")(host, source, ctypes.c_size_t(length)), "cuMemcpyDtoH")
+                    copied.append(buffer)
+                return copied
+            finally:
+                for handle_hex in opened:
+                    _release(lib, device, handle_hex)
 
 
 def available() -> bool:

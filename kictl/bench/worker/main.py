@@ -563,12 +563,13 @@ class Worker:
         self.stop_at_return = request.stop_at_return
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
 
-        # the parent stages the timed values in the inputs region (judge.staging): only the setup values here
-        self.parent_stages = request.parent_stages and self.input_region is not None and not self.cuda
+        # the parent stages the timed values itself (judge.staging: in the inputs region on the CPU, in the timed
+        # tensors' device memory on a GPU), and never sends their plans: only the setup values here
+        self.parent_stages = request.parent_stages and (self.cuda or self.input_region is not None)
         plans = [request.setup_plan] if self.parent_stages else [request.setup_plan, *request.timed_plans]
         self.timed_args, *self.sets = materialize_plans(plans, self.device)
         self.current_set = -1
-        if self.parent_stages:
+        if self.parent_stages and not self.cuda:
             assert self.input_region is not None
             offsets = regions.layout(request.setup_plan, self.input_region.size)
             if offsets is None:
@@ -583,6 +584,7 @@ class Worker:
         notes: list[wire.Note] = []
         # where the timed tensors lie, found before setup() runs: kictl's parent names an output lying there
         inputs = self.input_refs() if self.cuda and self.stop_at_return else ()
+        staged = self.staged_refs() if self.cuda and self.parent_stages else ()
         if self.setup is not None and not request.time_setup:
             self.call(self.setup, self.timed_args)
         if self.cuda:
@@ -598,7 +600,7 @@ class Worker:
             raise Failure("runtime_error", _traceback_tail(self.folder)) from None
         # what prepare() made (a graph) is watched as it is now; what was there before, as it was before
         self.watches["timer"] = integrity.watch_instance("timer", self.timer, before)
-        return wire.Armed(notes=tuple(notes), inputs=inputs)
+        return wire.Armed(notes=tuple(notes), inputs=inputs, staged=staged)
 
     def probe(self, count: int) -> wire.Message:
         """``count`` known values in device memory and where they lie (``wire.Probe``; before any import)."""
@@ -625,6 +627,35 @@ class Worker:
                 if type(tensor) is torch.Tensor and tensor.numel():
                     dtype = str(tensor.dtype).removeprefix("torch.")
                     refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
+        return tuple(refs)
+
+    def staged_refs(self) -> tuple[wire.DeviceInput, ...]:
+        """Where each random timed input lies in device memory, with its allocation's IPC handle: kictl's parent
+        writes every timed call's values there (``judge.staging.DeviceStager``)."""
+        torch = torch_module()
+
+        refs = []
+        with integrity.kictl_torch():
+            for k, (tensor, roll) in enumerate(zip(self.timed_args, self.rolled, strict=True)):
+                if not roll or type(tensor) is not torch.Tensor or not tensor.numel():
+                    continue
+                try:
+                    found = cuda_ipc.export(tensor.data_ptr())
+                except cuda_ipc.IpcError as exc:
+                    raise Failure(
+                        "runtime_error", f"kictl could not export its timed input {self.input_names[k]}: {exc}"
+                    ) from None
+                dtype = str(tensor.dtype).removeprefix("torch.")
+                ref = wire.OutputRef(
+                    dtype,
+                    tuple(tensor.shape),
+                    tuple(tensor.stride()),
+                    tensor.data_ptr(),
+                    found.handle,
+                    found.offset,
+                    found.device,
+                )
+                refs.append(wire.DeviceInput(k, ref))
         return tuple(refs)
 
     def instance_changes(self) -> list[str]:
