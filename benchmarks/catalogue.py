@@ -27,7 +27,8 @@ smallest, the largest and six spanning the range between.  ``--workloads N`` tak
 
 Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
-``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``WARM_SECONDS`` for one that is) and
+``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``CACHED_SECONDS`` for one the carried
+cache holds (``BUILT_KEYS``, written into the cache as each is built), ``WARM_SECONDS`` for one built already) and
 starts it only if it fits in what is left of ``--budget``; what does not fit, and a definition stopped at the
 budget, is listed as left for a later call (``left.txt``, which ``--definitions-from`` reads).
 ``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every implementation whose kictl latency run of
@@ -102,6 +103,10 @@ RUN_SECONDS = 1.8
 DEFINITION_SECONDS = 8.0
 BUILD_SECONDS = 75.0
 WARM_SECONDS = 10.0
+#: a module the carried FlashInfer cache already holds: loading it in the first run costs about this
+CACHED_SECONDS = 25.0
+#: the module keys built into the FlashInfer cache, kept in the cache itself (KICTL_SAVE_FI_CACHE carries it on)
+BUILT_KEYS = Path.home() / ".cache" / "flashinfer" / "kictl-built-keys.json"
 SMOKE = ("rmsnorm_h4096", "fused_add_rmsnorm_h2048")
 SMOKE_OPTIONS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 DEFAULT_PRODUCT = "H100 SXM"
@@ -380,12 +385,33 @@ def plan(
     return order(chosen), left
 
 
-def estimate(item: Definition, warmed: set[tuple[Any, ...]]) -> float:
-    """Seconds this definition is expected to take, FlashInfer builds included."""
+def key_text(key: tuple[Any, ...]) -> str:
+    """A module key as the same text on every machine (paths relative to the repository)."""
+    parts = [part.relative_to(ROOT).as_posix() if isinstance(part, Path) and part.is_relative_to(ROOT) else part
+             for part in key]  # fmt: skip
+    return json.dumps(parts, default=str)
+
+
+def built_keys() -> set[str]:
+    """The module keys the FlashInfer cache on this machine says it holds (none where there is no cache)."""
+    try:
+        found = json.loads(BUILT_KEYS.read_text())
+    except (OSError, ValueError):
+        return set()
+    return {text for text in found if isinstance(text, str)} if isinstance(found, list) else set()
+
+
+def estimate(item: Definition, warmed: set[tuple[Any, ...]], cached: frozenset[str] = frozenset()) -> float:
+    """Seconds this definition is expected to take, FlashInfer builds included (a module in the carried cache
+    only loads: ``CACHED_SECONDS``)."""
     seconds = DEFINITION_SECONDS + RUN_SECONDS * len(item.implementations) * len(item.chosen)
     for implementation in item.implementations:
         if uses_flashinfer(implementation):
-            seconds += WARM_SECONDS if warm_key(implementation, item) in warmed else BUILD_SECONDS
+            key = warm_key(implementation, item)
+            if key in warmed:
+                seconds += WARM_SECONDS
+            else:
+                seconds += CACHED_SECONDS if key_text(key) in cached else BUILD_SECONDS
     return seconds
 
 
@@ -482,6 +508,10 @@ def _warm(item: Definition, warmed: set[tuple[Any, ...]], out: Path, log: Path) 
         )  # fmt: skip
         warmed.add(key)
         built += 1
+        try:  # the cache now holds this key's modules: a later call that carries it only loads them
+            BUILT_KEYS.write_text(json.dumps(sorted(built_keys() | {key_text(key)}), indent=0))
+        except OSError:
+            pass
     if not built:
         return None
     shutil.rmtree(out / "warm", ignore_errors=True)
@@ -564,12 +594,13 @@ def main() -> int:
     if args.plan:
         return 0
     warmed = set()
+    cached = frozenset(built_keys())
     energy_jobs: list[tuple[int, Definition, Path, list[str]]] = []
     not_started: list[Definition] = []
 
     for item in chosen:
         remaining = args.budget - (time.monotonic() - begun)
-        if not args.smoke and not args.no_latency and estimate(item, warmed) > remaining:
+        if not args.smoke and not args.no_latency and estimate(item, warmed, cached) > remaining:
             not_started.append(item)
             continue
         if not args.no_latency:

@@ -282,6 +282,11 @@ def test_a_flashinfer_module_is_built_once_per_head_size_and_decode_kernel() -> 
     fresh = catalogue.estimate(item, set())
     built = catalogue.estimate(item, {catalogue.warm_key(decode, item)})
     assert fresh - built == catalogue.BUILD_SECONDS - catalogue.WARM_SECONDS
+    # a module the carried cache holds (its key written there when it was built) only loads
+    carried = catalogue.estimate(item, set(), frozenset({catalogue.key_text(catalogue.warm_key(decode, item))}))
+    assert fresh - carried == catalogue.BUILD_SECONDS - catalogue.CACHED_SECONDS
+    # the key's text names no path of this machine: the cache is carried from one machine to the next
+    assert str(REPO_ROOT) not in catalogue.key_text(catalogue.warm_key(decode, item))
 
 
 def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_only() -> None:
