@@ -8,6 +8,7 @@ worker).  The reading itself needs a GPU: the ``gpu``-marked test opens a real I
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -22,7 +24,7 @@ import torch
 from kictl.bench import wire
 from kictl.bench.judge import staging, taken
 from kictl.bench.wire import cuda_ipc
-from tests.bench.conftest import cuda_available
+from tests.bench.conftest import CHEATS, cuda_available
 
 HANDLE = "ab" * 64
 
@@ -237,3 +239,32 @@ def test_a_run_with_no_random_input_stages_nothing_and_needs_no_gpu() -> None:
     stager.stage(0, 5, 3)
     assert stager.changed() == []
     stager.close()
+
+
+def _probe_module() -> Any:
+    spec = importlib.util.spec_from_file_location("inputs_probe", CHEATS / "inputs_found_in_worker_memory.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _arm(timed: tuple[wire.Plan, ...]) -> wire.Arm:
+    plan = wire.Plan("setup", SPECS)
+    return wire.Arm(setup_plan=plan, timed_plans=timed, outputs=(), timer="cupti", time_setup=False, flush_bytes=0)
+
+
+@pytest.mark.parametrize("holds", ["nothing", "seeds", "sets"])
+def test_the_inputs_probe_finds_timed_sets_or_seeds_where_setup_can_reach_them(holds: str) -> None:
+    """``inputs_found_in_worker_memory`` (the GPU corpus's witness that the worker holds no timed set) does find
+    them where they are: an ``Arm`` with the timed plans in a caller's frame, or the sets made before setup()."""
+    probe = _probe_module()
+    given, weight = torch.randn(64, 8), torch.ones(8)
+    request = _arm((wire.Plan("timed 0", SPECS),) if holds == "seeds" else ())  # noqa: F841 - found in this frame
+    sets = [[torch.ones(64, 8)], [torch.ones(64, 8)]] if holds == "sets" else []  # noqa: F841 - found by gc
+    probe.setup(given, weight)
+    assert bool(probe.FOUND) == (holds != "nothing"), probe.FOUND
+    honest = given * torch.rsqrt(given.pow(2).mean(-1, keepdim=True) + 1e-5)
+    # what it found, it says by answering wrongly: the run fails timedOutputsCorrect
+    assert torch.allclose(probe.run(given, weight), honest * 2 if probe.FOUND else honest)
