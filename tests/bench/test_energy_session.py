@@ -25,6 +25,7 @@ from tests.bench.conftest import IMPLEMENTATIONS, UNSANDBOXED, invoke
 
 RMSNORM = "rmsnorm_h4096"
 CHEAT = Path(__file__).resolve().parents[1] / "assets" / "energy" / "cheats" / "rmsnorm_idles_in_loops.py"
+LAZY = CHEAT.with_name("rmsnorm_lazy_audit_in_loops.py")
 
 
 class StepCounter:
@@ -84,7 +85,7 @@ def counter(monkeypatch: pytest.MonkeyPatch) -> StepCounter:
     made = StepCounter()
     original = energy_loop.EnergyPhase._loop
 
-    def loop(self: Any, driver: Any, count: int, input_set: int, shift: int) -> Any:
+    def loop(self: Any, driver: Any, count: int, input_set: int, shift: int, found: Any = None) -> Any:
         # busy over the loop's request alone, as a GPU draws while the loop's kernels run: not while the parent
         # stages (on a loaded machine a staging descheduled for tens of ms put 761 W a call on a 560 W board)
         ask = driver._ask
@@ -100,7 +101,7 @@ def counter(monkeypatch: pytest.MonkeyPatch) -> StepCounter:
 
         driver._ask = busy_ask
         try:
-            return original(self, driver, count, input_set, shift)
+            return original(self, driver, count, input_set, shift, found)
         finally:
             del driver._ask
 
@@ -128,13 +129,18 @@ def test_an_energy_run_has_its_own_family_figure_checks_and_audit(
         energy_trials=2,
         no_sandbox=bool(UNSANDBOXED),
     )
-    impls = [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), str(CHEAT)]
+    impls = [str(IMPLEMENTATIONS / RMSNORM / "torch_rmsnorm"), str(CHEAT), str(LAZY)]
     report = run_bench(shared_registry, RMSNORM, impls, options)
     (summary,) = [run for run in report.runs if run.implementation.startswith("torch_rmsnorm")]
     # the cheat computes every staged call and skips the loop's repeated ones: the loop's audit finds it
     (cheat,) = [run for run in report.runs if run.implementation.startswith("rmsnorm_idles_in_loops")]
     assert cheat.status == "reward_hack", cheat.detail
     assert "timedOutputsCorrect" in (cheat.detail or "") or "outputsFullyWritten" in (cheat.detail or ""), cheat.detail
+    # the lazy one keeps the loop's pace and would fill the loop's last outputs when an audit request is read:
+    # the parent takes them at the loop's return, the worker stopped, before any request
+    (lazy,) = [run for run in report.runs if run.implementation.startswith("rmsnorm_lazy_audit_in_loops")]
+    assert lazy.status == "reward_hack", lazy.detail
+    assert re.search(r"1 of \d+ audited timed calls were wrong", lazy.detail or ""), lazy.detail
     assert cheat.run is not None
     cheat_spec = cheat.run.model.spec
     assert isinstance(cheat_spec, BenchmarkRunSpec)

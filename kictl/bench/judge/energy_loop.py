@@ -13,7 +13,8 @@ there the method of ``kictl.bench.judge.energy`` runs with the harness's walls:
 - the energy counter and the clock around each loop are the *parent's*
   (``EnergyCounter`` is never opened in a worker), so nothing the
   implementation's process says enters the figure;
-- the last call of the last loop is audited (``wire.Audit``) and judged with
+- the last call of the last loop is audited, its outputs taken by the parent at
+  the loop's return while the worker is stopped (as a timed call's), and judged with
   the timed calls' audits (``timedOutputsCorrect``);
 - the loop's time per call must not be far below the timed calls' figure
   (``energyLoopPace``): a loop that skips work is caught there, by the audit,
@@ -90,6 +91,8 @@ class EnergyEvidence:
     #: each loop's (start, end) on the parent's clock, and its calls
     loop_spans: list[tuple[int, int]] = field(default_factory=list)
     calls: int = 0
+    #: the last loop's last call's outputs, as kictl's parent took them at the loop's return (or why it could not)
+    last_outputs: list[Any] | str | None = None
 
 
 class EnergyPhase:
@@ -160,9 +163,15 @@ class EnergyPhase:
         except energy.EnergyError as exc:
             found.error = str(exc)
 
-    def _loop(self, driver: Any, count: int, input_set: int, shift: int) -> tuple[int, int] | None:
-        """Stage, then one loop of ``count`` calls: the parent's (start, end) ns, or None if the run failed."""
-        if not driver._stage(input_set, shift):  # the parent writes them itself where it can (CPU), else the worker
+    def _loop(
+        self, driver: Any, count: int, input_set: int, shift: int, found: EnergyEvidence | None = None
+    ) -> tuple[int, int] | None:
+        """Stage, then one loop of ``count`` calls: the parent's (start, end) ns, or None if the run failed.
+
+        Where the parent takes outputs itself (a worker process), the worker stops at the loop's return and the
+        parent reads the last call's outputs there (``found.last_outputs``), as at a timed call's return: the
+        energy loop's audit is the parent's, with no audit request for an implementation to hook."""
+        if not driver._stage(input_set, shift):  # the parent writes them itself
             return None
         started = time.perf_counter_ns()
         answer = driver._ask(wire.Loop(count=count), wire.Looped)
@@ -173,6 +182,13 @@ class EnergyPhase:
             driver.evidence.note(Check.WIRE_INTACT, f"a loop of {count} calls answered {answer}")
             driver.fail("reward_hack", "wireIntact: a loop's answer does not match its request")
             return None
+        if driver.takes_outputs:
+            at_return = wire.Sample(
+                ns=None, enqueued_ahead=None, notes=(), outputs=answer.outputs, outputs_error=answer.outputs_error
+            )
+            outputs = driver._took(at_return, True)
+            if found is not None:
+                found.last_outputs = outputs
         return started, ended
 
     def _measure(self, driver: Any, found: EnergyEvidence) -> None:
@@ -182,7 +198,7 @@ class EnergyPhase:
         guess_ns = statistics.median(timed) if timed else 1_000_000
         count = _calls_for(CALIBRATE_S / 2, guess_ns)
         for seconds in (CALIBRATE_S, self.loop_s):  # twice: a first loop's calls are slower than later ones
-            span = self._loop(driver, count, 0, secrets.randbelow(2**31))
+            span = self._loop(driver, count, 0, secrets.randbelow(2**31), found)
             if span is None:
                 return
             count = _calls_for(seconds, (span[1] - span[0]) / count)
@@ -212,7 +228,7 @@ class EnergyPhase:
                 # the clocks and throttle reasons in the middle of the loop (else right after it)
                 poller = energy.Poller(self.counter, self.poll_s, self.clock_reading, self.loop_s / 2)
                 poller.start()
-                span = self._loop(driver, count, chosen, shift)
+                span = self._loop(driver, count, chosen, shift, found)
                 trace = poller.stop()
                 reading = poller.sampled or self.clock_reading()
                 if span is None:
@@ -237,12 +253,16 @@ class EnergyPhase:
                     "after an energy loop",
                 )
             driver._processes("after an energy loop")
-        audited = driver._ask(wire.Audit(), wire.Outputs)
-        if audited is None:
-            return
-        assert isinstance(audited, wire.Outputs)
+        if driver.takes_outputs:  # taken by the parent at the last loop's return
+            outputs = found.last_outputs if found.last_outputs is not None else "no outputs were taken"
+        else:  # an in-process worker (tests): it packs them when asked
+            audited = driver._ask(wire.Audit(), wire.Outputs)
+            if audited is None:
+                return
+            assert isinstance(audited, wire.Outputs)
+            outputs = driver._tensors(audited, "an energy loop's last call")
         index = len(evidence.samples) + len(evidence.audits)  # a number no timed call has
-        evidence.audits.append((index, chosen, shift, driver._tensors(audited, "an energy loop's last call")))
+        evidence.audits.append((index, chosen, shift, outputs))
         limit = self.counter.power_limit_mw() if hasattr(self.counter, "power_limit_mw") else None
         found.figure = energy.summarize(trials, sorted(all_steps, key=lambda s: s.t_ns), limit, clocks)
         found.pace = loop_pace(found.figure.ns_per_call, timed)

@@ -310,11 +310,16 @@ class Loop(Message):
 
 @dataclass(frozen=True, slots=True)
 class Looped(Message):
-    """The loop is over (the worker's own wall time of it is a claim; the parent times it itself)."""
+    """The loop is over (the worker's own wall time of it is a claim; the parent times it itself).
+
+    With ``Arm.stop_at_return`` it says where the last call's outputs lie, as a timed call's ``Sample`` does, and
+    the worker stops itself once this is written: kictl's parent takes them there (the energy loop's audit)."""
 
     TYPE: ClassVar[str] = "looped"
     calls: int
     notes: tuple[Note, ...] = ()
+    outputs: tuple[OutputRef, ...] = ()
+    outputs_error: str | None = None
 
 
 # worker -> parent

@@ -333,7 +333,7 @@ class Worker:
                     self.send(wire.Failed(status="runtime_error", detail=detail))
                 return
             self.send(answer)
-            if self.stop_at_return and isinstance(answer, wire.Sample):
+            if self.stop_at_return and isinstance(answer, (wire.Sample, wire.Looped)):
                 # the call's outputs are where the answer says: this process stops now, before anything of the
                 # implementation's can run again, and kictl's parent reads them there, then lets it go on
                 timing.original("raise_signal")(timing.original("SIGSTOP"))
@@ -861,7 +861,9 @@ class Worker:
             _note(notes, Check.PLAIN_TENSOR_OUTPUTS, f"a loop call {exc}")
         else:
             self.output_notes(self.last, notes, "a loop call")
-        return wire.Looped(calls=count, notes=tuple(notes))
+        # where the last call's outputs lie: kictl's parent takes them there while this process is stopped
+        refs, error = self.output_refs(outputs) if self.stop_at_return else ((), None)
+        return wire.Looped(calls=count, notes=tuple(notes), outputs=refs, outputs_error=error)
 
     def audit(self) -> wire.Message:
         if isinstance(self.last, str):
