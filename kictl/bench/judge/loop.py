@@ -482,7 +482,9 @@ class RunDriver:
             self.stager = staging.Stager(region, self.timed_plans, offsets, self.setup_plan.inputs)
         elif on_device:
             try:
-                self.stager = staging.DeviceStager(armed.staged, self.timed_plans, self.setup_plan.inputs)
+                self.stager = staging.DeviceStager(
+                    armed.staged, self.timed_plans, self.setup_plan.inputs, self.options.flush_bytes
+                )
             except (staging.StagingError, cuda_ipc.IpcError) as exc:
                 self.fail("runtime_error", f"kictl's parent could not stage the timed inputs on the GPU: {exc}")
                 return

@@ -18,8 +18,9 @@ On a GPU (``DeviceStager``) the same holds in device memory.  The worker makes o
 before ``setup()`` runs where each random timed input lies (``wire.Armed.staged``: its allocation's CUDA IPC
 handle).  The parent opens those handles in its own context on the GPU (``wire.cuda_ipc.DeviceMapping``), draws
 the timed sets there itself with the seeds the worker never sees (on the GPU, as kictl's reference worker draws
-them, so both hold the same values), and copies each call's values in, device to device, then waits for the copy
-before it sends the request.  The worker's own kictl code never holds a timed set, and no request stages one.
+them, so both hold the same values), and copies each call's values in, device to device, then flushes the L2
+(the copies leave the values there) and waits for both before it sends the request.  The worker's own kictl
+code never holds a timed set, and no request stages one.
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ class DeviceStager:
     memory, through the IPC handles the worker gave at ``Arm`` (``wire.Armed.staged``); and reads them back."""
 
     def __init__(
-        self, staged: Sequence[wire.DeviceInput], plans: Sequence[wire.Plan], specs: Sequence[wire.InputSpec]
+        self,
+        staged: Sequence[wire.DeviceInput],
+        plans: Sequence[wire.Plan],
+        specs: Sequence[wire.InputSpec],
+        flush_bytes: int = 0,
     ) -> None:
         torch = torch_module()
 
@@ -129,10 +134,14 @@ class DeviceStager:
         self.mapping = cuda_ipc.DeviceMapping(devices.pop() if devices else "")
         self.device = ""
         self.sets: list[list[Any]] = []
+        #: the parent's own L2 flush after each staging (``flush_bytes``, as the worker's timer flushes)
+        self.flush: Any = None
         if not staged:
             return
         self.device = f"cuda:{cuda_ipc.ordinal(self.mapping.device)}"
         torch.cuda.init()
+        if flush_bytes > 0:
+            self.flush = torch.empty(flush_bytes, dtype=torch.uint8, device=self.device)
         try:
             for item in staged:
                 spec, ref = specs[item.position], item.ref
@@ -162,6 +171,10 @@ class DeviceStager:
             value = _perturbed(_rolled(self.sets[index][k], shift, k), perturb)
             target.copy_(value)
             self.written[k] = value
+        if self.flush is not None:
+            # the copies leave the staged values in the GPU's L2, which every context shares: evicted here, by the
+            # parent, so a worker that skips its own flush before the call does not find them there
+            self.flush.zero_()
         if self.device:
             torch.cuda.synchronize(self.device)
 
@@ -181,4 +194,5 @@ class DeviceStager:
             torch.cuda.synchronize(self.device)
         self.views = [None] * len(self.views)
         self.written = [None] * len(self.written)
+        self.flush = None
         self.mapping.close()
