@@ -23,7 +23,9 @@ Which workloads: all of a suite of at most eight; from a larger suite eight, by 
 the product of its variable axes but the allocation-only ones (``ALLOCATION_AXES``: the page pool, the state
 cache, the cos/sin table); workloads of the same size-relevant axes count once; eight target sizes are spaced
 evenly in log from the smallest to the largest, and each takes the nearest workload (in log) not yet taken: the
-smallest, the largest and six spanning the range between.  ``--workloads N`` takes N by the same rule.
+smallest, the largest and six spanning the range between.  ``--workloads N`` takes N by the same rule.  A causal
+prefill workload whose axes give fewer KV tokens than queries is never chosen (``keyless_queries``), and the plan
+says how many were left out.
 
 Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
@@ -380,9 +382,33 @@ def plan(
         if item.reason:
             left.append(item)
             continue
-        item.chosen = choose_workloads(item.workloads, WORKLOADS_PER_DEFINITION if item.bundled else limit)
+        measurable = [(label, axes) for label, axes in item.workloads if not keyless_queries(item, axes)]
+        if len(measurable) < len(item.workloads):
+            item.dropped.append(
+                f"{len(item.workloads) - len(measurable)} of {len(item.workloads)} workload(s) whose axes give fewer "
+                "KV tokens than queries (some queries see no key: the reference writes NaN there, FlashInfer 0)"
+            )
+        if not measurable:
+            item.reason = "every workload's axes give fewer KV tokens than queries"
+            left.append(item)
+            continue
+        item.chosen = choose_workloads(measurable, WORKLOADS_PER_DEFINITION if item.bundled else limit)
         chosen.append(item)
     return order(chosen), left
+
+
+def keyless_queries(item: Definition, axes: dict[str, int]) -> bool:
+    """Whether a causal paged prefill workload's axes leave some query without a key to attend: more queries
+    (``total_q``) than KV tokens (``num_kv_indices`` pages of ``page_size``), so one sequence at least has fewer
+    keys than queries.  FlashInfer Trace's captured suites hold such workloads (a prefix-only KV, as a serving
+    stack's cascade attends the new tokens with a ragged kernel): there its references write NaN (a softmax over no
+    key), where FlashInfer and kictl's torch alternative write 0, so no honest kernel can pass them (H100, 12-07:
+    6 of `gqa_paged_prefill_causal_h32_kv4_d128_ps1`'s 8 chosen, benchmarks/RESULTS.md)."""
+    page_size = item.axes.get("page_size")
+    if "causal" not in item.name or not isinstance(page_size, int):
+        return False
+    queries, pages = axes.get("total_q"), axes.get("num_kv_indices")
+    return isinstance(queries, int) and isinstance(pages, int) and queries > pages * page_size
 
 
 def key_text(key: tuple[Any, ...]) -> str:

@@ -473,3 +473,22 @@ def test_smoke_runs_a_bundled_and_a_family_served_definition_on_the_cpu(tmp_path
     smallest = catalogue.choose_workloads(DEFINITIONS["fused_add_rmsnorm_h2048"].workloads)[0]
     assert smallest.startswith(fused.split(".")[1]), (fused, smallest)  # the name is cut at 70 characters
     assert (out / "records.tgz").is_file()
+
+
+def test_a_causal_prefill_workload_with_fewer_keys_than_queries_is_not_chosen_and_the_plan_says_so() -> None:
+    """FlashInfer Trace's captured ps1 prefill suites mostly give fewer KV tokens than queries: there the reference
+    writes NaN for the queries that see no key and FlashInfer writes 0 (H100, 12-07), so no honest kernel passes."""
+    chosen, _ = _planned(wanted=["gqa_paged_prefill_causal_h32_kv4_d128_ps1"])
+    item = chosen["gqa_paged_prefill_causal_h32_kv4_d128_ps1"]
+    by_label = dict(item.workloads)
+    assert item.chosen
+    for label in item.chosen:
+        axes = by_label[label]
+        assert axes["total_q"] <= axes["num_kv_indices"] * item.axes["page_size"], (label, axes)
+    keyless = [label for label, axes in item.workloads if catalogue.keyless_queries(item, axes)]
+    assert "587455ef-3a57-4186-8d3e-56cabb0448c0" in keyless  # 42 queries, 2 keys: failed every kernel on the H100
+    assert "a31a212f-5e08-4961-879d-781f5886cf06" not in keyless  # 2 and 2: passed
+    assert any(f"{len(keyless)} of {len(item.workloads)} workload(s)" in text for text in item.dropped), item.dropped
+    # a decode definition, or a prefill with keys enough, keeps every workload
+    decode, _ = _planned(wanted=["gqa_paged_decode_h32_kv4_d128_ps1"])
+    assert not any("KV tokens" in text for text in decode["gqa_paged_decode_h32_kv4_d128_ps1"].dropped)
