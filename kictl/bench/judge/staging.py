@@ -40,6 +40,15 @@ from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
 _SETS: dict[tuple[Any, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 
+def _changed(names: Sequence[str], views: Sequence[Any], written: Sequence[Any]) -> list[str]:
+    """The inputs whose bytes where the parent staged them (``views``) differ from what it wrote (``written``)."""
+    return [
+        name
+        for name, target, value in zip(names, views, written, strict=True)
+        if target is not None and value is not None and not _same_bits(target, value)
+    ]
+
+
 class StagingError(RuntimeError):
     """The worker did not say where its timed inputs lie, or said it so that the parent cannot write there."""
 
@@ -85,11 +94,7 @@ class Stager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-        return [
-            name
-            for name, target, value in zip(self.names, self.views, self.written, strict=True)
-            if target is not None and value is not None and not _same_bits(target, value)
-        ]
+        return _changed(self.names, self.views, self.written)
 
 
 class _DeviceSpan:
@@ -180,11 +185,7 @@ class DeviceStager:
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the worker's device memory differ from what the parent wrote last."""
-        return [
-            name
-            for name, target, value in zip(self.names, self.views, self.written, strict=True)
-            if target is not None and value is not None and not _same_bits(target, value)
-        ]
+        return _changed(self.names, self.views, self.written)
 
     def close(self) -> None:
         """Let go of the worker's memory (the handles closed where nothing else of the parent's holds them)."""

@@ -172,8 +172,9 @@ def _acquire(lib: Any, device: str, handle_hex: str) -> tuple[int, int]:
     if code != 0:
         lib.cuIpcCloseMemHandle(pointer)
         _check(lib, code, "cuMemGetAddressRange")
-    _held[key] = [pointer.value, size.value - (pointer.value - base.value), 1]
-    return pointer.value, size.value - (pointer.value - base.value)
+    span = size.value - (pointer.value - base.value)
+    _held[key] = [pointer.value, span, 1]
+    return pointer.value, span
 
 
 def _release(lib: Any, device: str, handle_hex: str) -> None:
@@ -241,9 +242,6 @@ class DeviceMapping:
 class DeviceReader:
     """kictl's parent's reading of device memory another process exported: a context of its own on each device
     (the device's primary context, retained), a handle opened, the bytes copied to the host, the handle closed."""
-
-    def _context(self, bus_id: str) -> ctypes.c_void_p:
-        return _primary_context(bus_id)
 
     def read(self, device: str, spans: Sequence[tuple[str, int, int]]) -> list[bytearray]:
         """The bytes of each ``(handle hex, offset, length)`` on the device with PCI bus id ``device``; ``IpcError``
