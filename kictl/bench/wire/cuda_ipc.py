@@ -188,6 +188,19 @@ def _release(lib: Any, device: str, handle_hex: str) -> None:
         lib.cuIpcCloseMemHandle(ctypes.c_uint64(held[0]))
 
 
+def _checked_span(offset: int, length: int, opened: tuple[int, int] | None = None) -> int:
+    """The address of ``length`` bytes at ``offset`` in an opened allocation (its pointer and bytes from there);
+    ``IpcError`` where the span is negative or does not lie inside it.  Without ``opened``, the sign check alone."""
+    if offset < 0 or length < 0:
+        raise IpcError("a malformed device memory handle")
+    if opened is None:
+        return 0
+    pointer, size = opened
+    if offset + length > size:
+        raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
+    return pointer + offset
+
+
 class _Current:
     """``device``'s primary context made current on this thread for a block of driver calls, then popped."""
 
@@ -217,17 +230,11 @@ class DeviceMapping:
 
     def place(self, handle_hex: str, offset: int, length: int) -> int:
         """The address, in this process, of ``length`` bytes at ``offset`` in the allocation ``handle_hex`` names."""
-        if offset < 0 or length < 0:
-            raise IpcError("a malformed device memory handle")
-        found = self._opened.get(handle_hex)
-        if found is None:
+        if handle_hex not in self._opened:
+            _checked_span(offset, length)
             with _Current(self.device) as lib, _held_lock:
-                found = _acquire(lib, self.device, handle_hex)
-            self._opened[handle_hex] = found
-        pointer, size = found
-        if offset + length > size:
-            raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
-        return pointer + offset
+                self._opened[handle_hex] = _acquire(lib, self.device, handle_hex)
+        return _checked_span(offset, length, self._opened[handle_hex])
 
     def close(self) -> None:
         """Every handle opened here let go (closed where nothing else of this process holds it)."""
@@ -252,17 +259,14 @@ class DeviceReader:
             try:
                 copied: list[bytearray] = []
                 for handle_hex, offset, length in spans:
-                    if offset < 0 or length < 0:
-                        raise IpcError("a malformed device memory handle")
+                    _checked_span(offset, length)
                     if handle_hex not in opened:
                         opened[handle_hex] = _acquire(lib, device, handle_hex)
-                    pointer, size = opened[handle_hex]
-                    if offset + length > size:
-                        raise IpcError(f"{length} bytes at offset {offset} lie outside the allocation the handle names")
+                    address = _checked_span(offset, length, opened[handle_hex])
                     buffer = bytearray(length)
                     if length:
                         host = (ctypes.c_char * length).from_buffer(buffer)
-                        source = ctypes.c_uint64(pointer + offset)
+                        source = ctypes.c_uint64(address)
                         _check(lib, _symbol(lib, "cuMemcpyDtoH")(host, source, ctypes.c_size_t(length)), "cuMemcpyDtoH")
                     copied.append(buffer)
                 return copied

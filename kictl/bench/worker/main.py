@@ -143,6 +143,19 @@ def _note(notes: list[wire.Note], check: Check, detail: str) -> None:
         notes.append(wire.Note(check=check.value, detail=detail))
 
 
+def _tensor_ref(tensor: Any, exported: bool = False) -> wire.OutputRef:
+    """Where a plain tensor lies (dtype, shape, strides, first element); ``exported``: with its allocation's CUDA
+    IPC handle, for kictl's parent to open (``cuda_ipc.IpcError`` where it has none)."""
+    dtype = str(tensor.dtype).removeprefix("torch.")
+    address = tensor.data_ptr()
+    if not exported:
+        return wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), address)
+    found = cuda_ipc.export(address)
+    return wire.OutputRef(
+        dtype, tuple(tensor.shape), tuple(tensor.stride()), address, found.handle, found.offset, found.device
+    )
+
+
 # --------------------------------------------------------------------------- tensors on the wire
 
 
@@ -611,11 +624,9 @@ class Worker:
         self.probed = torch.arange(count, dtype=torch.int32, device=self.device)
         torch.cuda.synchronize(self.device)
         try:
-            found = cuda_ipc.export(self.probed.data_ptr())
+            return wire.Probed(outputs=(_tensor_ref(self.probed, exported=True),))
         except cuda_ipc.IpcError as exc:
             return wire.Probed(error=wire.clean_text(str(exc), 300))
-        ref = wire.OutputRef("int32", (count,), (1,), self.probed.data_ptr(), found.handle, found.offset, found.device)
-        return wire.Probed(outputs=(ref,))
 
     def input_refs(self) -> tuple[wire.OutputRef, ...]:
         """Where each timed tensor input lies in device memory (its dtype, shape, strides, first element)."""
@@ -625,8 +636,7 @@ class Worker:
         with integrity.kictl_torch():
             for tensor in self.timed_args:
                 if type(tensor) is torch.Tensor and tensor.numel():
-                    dtype = str(tensor.dtype).removeprefix("torch.")
-                    refs.append(wire.OutputRef(dtype, tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()))
+                    refs.append(_tensor_ref(tensor))
         return tuple(refs)
 
     def staged_refs(self) -> tuple[wire.DeviceInput, ...]:
@@ -640,22 +650,11 @@ class Worker:
                 if not roll or type(tensor) is not torch.Tensor or not tensor.numel():
                     continue
                 try:
-                    found = cuda_ipc.export(tensor.data_ptr())
+                    refs.append(wire.DeviceInput(k, _tensor_ref(tensor, exported=True)))
                 except cuda_ipc.IpcError as exc:
                     raise Failure(
                         "runtime_error", f"kictl could not export its timed input {self.input_names[k]}: {exc}"
                     ) from None
-                dtype = str(tensor.dtype).removeprefix("torch.")
-                ref = wire.OutputRef(
-                    dtype,
-                    tuple(tensor.shape),
-                    tuple(tensor.stride()),
-                    tensor.data_ptr(),
-                    found.handle,
-                    found.offset,
-                    found.device,
-                )
-                refs.append(wire.DeviceInput(k, ref))
         return tuple(refs)
 
     def instance_changes(self) -> list[str]:
@@ -761,16 +760,10 @@ class Worker:
             for name, tensor in zip(self.names, outputs, strict=True):
                 if type(tensor) is not torch.Tensor or tensor.device.type != ("cuda" if self.cuda else "cpu"):
                     return (), f"returned output {name}, which is not a plain {where} tensor"
-                dtype = str(tensor.dtype).removeprefix("torch.")
-                shape, stride, address = tuple(tensor.shape), tuple(tensor.stride()), tensor.data_ptr()
-                if not self.cuda or tensor.numel() == 0:
-                    refs.append(wire.OutputRef(dtype, shape, stride, address))
-                    continue
                 try:
-                    found = cuda_ipc.export(address)
+                    refs.append(_tensor_ref(tensor, exported=self.cuda and tensor.numel() > 0))
                 except cuda_ipc.IpcError as exc:
                     return (), wire.clean_text(f"returned output {name} in device memory with no IPC handle ({exc})")
-                refs.append(wire.OutputRef(dtype, shape, stride, address, found.handle, found.offset, found.device))
         return tuple(refs), None
 
     def call_notes(self, sample: timing.Measured) -> list[wire.Note]:
