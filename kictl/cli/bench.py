@@ -167,6 +167,13 @@ def bench(
             "GPU's default 100x3 at 0.3, after at least 20 calls); with --iterations it caps that count."
         ),
     ] = None,
+    stop_after: Annotated[
+        float | None,
+        typer.Option(
+            help="Start no workload after this many seconds: the workloads done keep their records, the rest are "
+            "named on stderr (one local session; a device call's budget)."
+        ),
+    ] = None,
     threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,
     input_sets: Annotated[
         int, typer.Option(help="Input sets (same structure, fresh values) the timed calls rotate over.")
@@ -307,8 +314,11 @@ def bench(
         energy_loop_s=energy_loop,
         energy_trials=energy_trials,
         worker_limits=worker_limits,
+        stop_after_s=stop_after,
     )
     scaled = devices is not None or shard is not None or executor != "local" or ray_address is not None
+    if scaled and stop_after is not None:
+        raise UsageError("--stop-after stops one local session; it cannot take --devices, --shard or an executor")
     if not scaled and device.strip().lower().startswith("cuda"):
         resolve_device(device)  # no GPU: exit 5 now, before any worker starts (the session would spawn them first)
     timings = timings or os.environ.get("KICTL_TIMINGS", "") not in ("", "0")

@@ -112,6 +112,21 @@ def test_bench_adds_to_the_registry_and_prints_a_table(cli: RunCli, bundled_regi
             2,
             "--rounds must be >= 1",
         ),
+        (
+            (RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "cpu", "--stop-after", "-1"),
+            2,
+            "--stop-after must be zero or more seconds",
+        ),
+        (
+            (RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--device", "cpu", "--stop-after", "nan"),
+            2,
+            "--stop-after must be zero or more seconds",
+        ),
+        (
+            (RMSNORM, "--impl", IMPLEMENTATIONS / RMSNORM / "reference", "--stop-after", "9", "--shard", "1/2"),
+            2,
+            "--stop-after stops one local session",
+        ),
     ],
 )
 def test_exit_codes(cli: RunCli, bundled_registry: Registry, args: tuple[object, ...], code: int, message: str) -> None:

@@ -71,6 +71,10 @@ class BenchOptions:
     energy_trials: int = 3
     #: what each worker's sandbox may hold (``--worker-limits``, ``parse_limits``); ``None``: ``Limits.default()``
     worker_limits: str | None = None
+    #: start no workload after this many seconds of the session (``--stop-after``): the workloads done keep their
+    #: records, the rest are named in ``BenchReport.left``.  Not part of the protocol: it decides which runs are made,
+    #: never how one is measured
+    stop_after_s: float | None = None
 
 
 TIMERS = timers.OPTIONS
@@ -182,6 +186,8 @@ def check_options(options: BenchOptions, device: str) -> tuple[int, int | None, 
         raise UsageError("--target-error must be between 0 and 1 (e.g. 0.02 for 2%)")
     if options.time_budget_s is not None and options.time_budget_s <= 0:
         raise UsageError("--time-budget must be positive")
+    if options.stop_after_s is not None and not options.stop_after_s >= 0:  # NaN too: it would never stop
+        raise UsageError("--stop-after must be zero or more seconds")
     if not 1 <= options.input_sets <= 64:
         raise UsageError("--input-sets must be between 1 and 64")
     if options.worker_limits is not None:

@@ -140,6 +140,8 @@ class BenchReport:
     #: implementation name -> request type -> [count, parent's wall ns] over the session's runs
     #: (``loop.RunDriver.requests``), for ``kictl bench --timings``
     requests: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    #: workload labels not started: the session was past ``--stop-after`` (``BenchOptions.stop_after_s``)
+    left: list[str] = field(default_factory=list)
 
     @property
     def all_passed(self) -> bool:

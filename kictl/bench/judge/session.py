@@ -262,6 +262,7 @@ def run_bench(
     ``RecordError`` for invalid implementations or workloads, ``EnvError``
     when the device, the sandbox or a worker cannot start.
     """
+    began = time.monotonic()
     say = progress or (lambda _text: None)
     clock = PhaseClock()
     if not implementation_refs:
@@ -306,7 +307,7 @@ def run_bench(
                 session.close()
             raise
         with parent_threads(pinned_cpus(options.threads)):
-            return _session(session, workloads)
+            return _session(session, workloads, began)
     finally:
         if scratch is not None:
             scratch.cleanup()
@@ -1111,10 +1112,21 @@ def _last_line(text: str | None) -> str:
     return lines[-1][:300] if lines else "no detail"
 
 
-def _session(session: _Session, workloads: list[StoredRecord]) -> BenchReport:
+def _session(session: _Session, workloads: list[StoredRecord], began: float) -> BenchReport:
+    """Every workload in turn (``began``: the bench's start on the monotonic clock, for ``--stop-after``)."""
     finished = False
+    stop_after = session.options.stop_after_s
     try:
-        for workload in workloads:
+        for done, workload in enumerate(workloads):
+            elapsed = time.monotonic() - began
+            if done and stop_after is not None and elapsed >= stop_after:
+                # between workloads only: each run is whole, and the workloads done keep their records
+                session.report.left = [item.name for item in workloads[done:]]
+                session.report.warnings.append(
+                    f"stopped after {elapsed:.0f} s (--stop-after {stop_after:g}): {done} of "
+                    f"{len(workloads)} workload(s) measured; not started: {', '.join(session.report.left)}"
+                )
+                break
             session.workload(workload)
         finished = True
     finally:
