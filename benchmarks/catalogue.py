@@ -27,14 +27,19 @@ smallest, the largest and six spanning the range between.  ``--workloads N`` tak
 prefill workload whose axes give fewer KV tokens than queries is never chosen (``keyless_queries``), and the plan
 says how many were left out.
 
-Order and budget: the bundled definitions first, then the families in ``FAMILY_ORDER``, each by name.  Before
+Order and budget: the bundled definitions first; with ``--skip-measured``, then the first definition of each family
+none of whose definitions the registry holds a run of on that product (every new family tried once before any
+goes deeper); then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
 ``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``CACHED_SECONDS`` for one the carried
 cache holds (``BUILT_KEYS``, written into the cache as each is built), ``WARM_SECONDS`` for one built already) and
-starts it only if it fits in what is left of ``--budget``; what does not fit, and a definition stopped at the
-budget, is listed as left for a later call (``left.txt``, which ``--definitions-from`` reads).
-``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every implementation whose kictl latency run of
-that definition the registry already holds on that GPU product (a definition with none left is skipped);
+starts it only if it fits in what is left of ``--budget``.  A definition that takes longer than its estimate (a
+host-bound reference) is stopped between workloads (``kictl bench --stop-after``), so the workloads it measured keep
+their records; what does not fit, and a definition stopped at the budget, is listed as left for a later call
+(``left.txt``, which ``--definitions-from`` reads).
+``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every chosen workload on which the registry already
+holds a kictl latency run of each implementation on that GPU product, and every implementation measured on all the
+workloads left (a definition with none left is skipped);
 ``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
 
 What it does, in order, per definition:
@@ -72,7 +77,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -112,6 +117,10 @@ BUILT_KEYS = Path.home() / ".cache" / "flashinfer" / "kictl-built-keys.json"
 SMOKE = ("rmsnorm_h4096", "fused_add_rmsnorm_h2048")
 SMOKE_OPTIONS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 DEFAULT_PRODUCT = "H100 SXM"
+#: ``kictl bench --stop-after``: a definition starts no workload later than this many seconds before the budget's
+#: end, so that one running long (a host-bound reference) keeps the workloads it measured; the kill at the budget
+#: (``KILLED``, 30 s after it) is only for a workload that outlasts this margin too
+STOP_MARGIN_S = 20.0
 KILLED = -9  # the exit status this script gives a kictl it stopped at the budget (kictl's own are 0 to 5)
 
 
@@ -269,19 +278,26 @@ def load_definitions(registry_root: Path) -> list[Definition]:
     return list(by_digest.values())
 
 
-def order(definitions: list[Definition]) -> list[Definition]:
-    """The bundled definitions first, then ``FAMILY_ORDER`` (other families last), each by name."""
+def order(definitions: list[Definition], unmeasured: Collection[str] = ()) -> list[Definition]:
+    """The bundled definitions first; then the first definition (by name) of each family in ``unmeasured`` (none of
+    its definitions measured on the GPU product yet: ``--skip-measured``), so that a call tries every new family's
+    implementations on the GPU before it goes deeper into one; then ``FAMILY_ORDER`` (other families last), each by
+    name."""
+    firsts = {
+        family: min(item.name for item in definitions if item.family == family)
+        for family in {item.family for item in definitions} & set(unmeasured)
+    }
 
-    def rank(item: Definition) -> tuple[int, int, str]:
+    def rank(item: Definition) -> tuple[int, int, int, str]:
         family = FAMILY_ORDER.index(item.family) if item.family in FAMILY_ORDER else len(FAMILY_ORDER)
-        return (0 if item.bundled else 1, family, item.name)
+        return (0 if item.bundled else 1, 0 if firsts.get(item.family) == item.name else 1, family, item.name)
 
     return sorted(definitions, key=rank)
 
 
-def measured(registry_root: Path, product: str) -> set[tuple[str, str]]:
-    """(definition digest, implementation digest) of every kictl latency run the registry holds on ``product``
-    (energy runs, ``kictl-nvml-energy``, measure something else and do not count)."""
+def measured(registry_root: Path, product: str) -> set[tuple[str, str, str]]:
+    """(definition digest, implementation digest, workload name) of every kictl latency run the registry holds on
+    ``product`` (energy runs, ``kictl-nvml-energy``, measure something else and do not count)."""
     from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
@@ -296,11 +312,14 @@ def measured(registry_root: Path, product: str) -> set[tuple[str, str]]:
         if (record.raw["spec"].get("harness") or {}).get("name") == "kictl"
         and (record.raw["spec"].get("comparability") or {}).get("family") != ENERGY_FAMILY
     }
+    workloads = {record.digest: record.name for record in registry.iter_records(["Workload"])}
     held = set()
     for run in registry.iter_records(["BenchmarkRun"]):
         spec = run.raw["spec"]
         if spec.get("environmentDigest") in environments and spec.get("protocolDigest") in protocols:
-            held.add((spec["definitionDigest"], spec["implementationDigest"]))
+            held.add(
+                (spec["definitionDigest"], spec["implementationDigest"], workloads.get(spec["workloadDigest"], ""))
+            )
     return held
 
 
@@ -334,7 +353,7 @@ def plan(
     wanted: list[str],
     families: list[str],
     skip: list[str],
-    held: set[tuple[str, str]] | None,
+    held: set[tuple[str, str, str]] | None,
     registry_root: Path,
     flashinfer: bool,
     limit: int = WORKLOADS_PER_DEFINITION,
@@ -371,14 +390,6 @@ def plan(
             item.reason = "no workload"
         elif [path.name for path in item.implementations] in ([], ["reference"]):
             item.reason = "; ".join([left_out_reason(item, table), *(f"dropped {text}" for text in item.dropped)])
-        elif held is not None:
-            item.implementations = [
-                path
-                for path in item.implementations
-                if (item.digest, implementation_digest(path, item.digest, registry)) not in held
-            ]
-            if not item.implementations:
-                item.reason = "every implementation measured already (--skip-measured)"
         if item.reason:
             left.append(item)
             continue
@@ -393,8 +404,32 @@ def plan(
             left.append(item)
             continue
         item.chosen = choose_workloads(measurable, WORKLOADS_PER_DEFINITION if item.bundled else limit)
+        if held is not None:
+            _leave_measured(item, held, registry)
+            if not item.chosen:
+                item.reason = "every implementation measured already (--skip-measured)"
+                left.append(item)
+                continue
         chosen.append(item)
-    return order(chosen), left
+    unmeasured: set[str] = set()
+    if held is not None:
+        measured_definitions = {digest for digest, _, _ in held}
+        unmeasured = {item.family for item in definitions} - {
+            item.family for item in definitions if item.digest in measured_definitions
+        }
+    return order(chosen, unmeasured), left
+
+
+def _leave_measured(item: Definition, held: set[tuple[str, str, str]], registry: Any) -> None:
+    """``--skip-measured``: the chosen workloads on which some implementation has no run yet, and the
+    implementations that lack a run on one of them (the rest of a definition a budget stopped part-way)."""
+    digests = {path: implementation_digest(path, item.digest, registry) for path in item.implementations}
+
+    def missing(path: Path, label: str) -> bool:
+        return (item.digest, digests[path], label) not in held
+
+    item.chosen = [label for label in item.chosen if any(missing(path, label) for path in item.implementations)]
+    item.implementations = [path for path in item.implementations if any(missing(path, label) for label in item.chosen)]
 
 
 def keyless_queries(item: Definition, axes: dict[str, int]) -> bool:
@@ -455,6 +490,11 @@ def _install_aot() -> int:
         shutil.copy2(so, target / so.name)
         count += 1
     return count
+
+
+def _stopped_line(stderr: str) -> str:
+    """kictl's own line about the workloads ``--stop-after`` left."""
+    return next((line.removeprefix("warning: ") for line in stderr.splitlines() if "(--stop-after" in line), "")
 
 
 def _rows(manifest_dir: Path) -> list[dict[str, Any]]:
@@ -639,8 +679,9 @@ def main() -> int:
             labels = [arg for label in item.chosen for arg in ("--workload", label)]
             started = time.monotonic()
             left_now = args.budget - (started - begun)
+            stop = () if args.smoke else ("--stop-after", f"{max(left_now - STOP_MARGIN_S, 0.0):.0f}")
             done = _kictl(
-                "bench", item.name, *impls, *labels, *options, "--out", str(out / "latency" / item.name),
+                "bench", item.name, *impls, *labels, *options, *stop, "--out", str(out / "latency" / item.name),
                 log=log, timeout=None if args.smoke else max(left_now + 30.0, 60.0),
             )  # fmt: skip
             summary.append(
@@ -652,6 +693,11 @@ def main() -> int:
                 shutil.rmtree(out / "latency" / item.name, ignore_errors=True)
                 not_started.append(item)
                 continue
+            stopped = _stopped_line(done.stderr)
+            if stopped:  # stopped between workloads: what it measured is packed below
+                not_started.append(item)
+                summary.append(f"{item.name}: {stopped}")
+                print(summary[-1], flush=True)
         if args.energy and item.family in ENERGY_FAMILIES:
             energy_jobs += _energy_jobs(item, (args.energy_from or out / "latency") / item.name, args.energy_processes)
         _pack(out)

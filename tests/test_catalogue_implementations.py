@@ -26,7 +26,7 @@ import pytest
 
 from kictl.bench.judge.implementation import load_implementation
 from kictl.store.registry import Registry
-from tests.bench.conftest import FAST
+from tests.bench.conftest import FAST, IMPLEMENTATIONS
 from tests.conftest import REPO_ROOT, RunCli
 
 SCRIPT = REPO_ROOT / "benchmarks" / "catalogue.py"
@@ -297,15 +297,65 @@ def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_on
         assert name not in chosen
         assert "measured already" in left[name].reason
     assert "gemm_n128_k2048" in chosen
+    # the first definition of every family with no H100 run yet comes first: each new family's implementations meet
+    # the GPU before any family goes deeper
+    held_definitions = {digest for digest, _, _ in h100}
+    measured_families = {item.family for item in DEFINITIONS.values() if item.digest in held_definitions}
+    new_families = {item.family for item in chosen.values()} - measured_families
+    assert new_families  # sampling, rope and mamba-ssu when this was written
+    firsts = [item for item in chosen.values() if not item.bundled][: len(new_families)]
+    assert {item.family for item in firsts} == new_families
+    assert all(item.name == min(x.name for x in chosen.values() if x.family == item.family) for item in firsts)
+    deeper = [item for item in chosen.values() if not item.bundled][len(new_families) :]
+    family_rank = [catalogue.FAMILY_ORDER.index(item.family) for item in deeper]
+    assert family_rank == sorted(family_rank)  # then the families in their order
     # FlashInfer-Bench's imported B200 runs are not kictl's: they measure nothing for this script
     assert catalogue.measured(REPO_ROOT, "B200") == set()
-    # one implementation measured: only the others are left to run
+    # one implementation measured on every workload: only the others are left to run, on every workload
     item = DEFINITIONS["rmsnorm_h4096"]
     registry = Registry(REPO_ROOT)
-    torch_path = REPO_ROOT / "implementations" / "rmsnorm_h4096" / "torch_rmsnorm"
-    torch_digest = catalogue.implementation_digest(torch_path, item.digest, registry)
-    partial, _ = _planned(held={(item.digest, torch_digest)}, wanted=["rmsnorm_h4096"])
+    every, _ = _planned(wanted=["rmsnorm_h4096"])
+    labels = every["rmsnorm_h4096"].chosen
+    digests = {
+        path.name: catalogue.implementation_digest(path, item.digest, registry)
+        for path in every["rmsnorm_h4096"].implementations
+    }
+    assert sorted(digests) == ["reference", "torch_rmsnorm"]
+    assert len(labels) > 2
+    torch_held = {(item.digest, digests["torch_rmsnorm"], label) for label in labels}
+    partial, _ = _planned(held=torch_held, wanted=["rmsnorm_h4096"])
     assert [path.name for path in partial["rmsnorm_h4096"].implementations] == ["reference"]
+    assert partial["rmsnorm_h4096"].chosen == labels
+    # a definition a budget stopped after two workloads: the rest of its workloads, with every implementation
+    stopped = {(item.digest, digest, label) for digest in digests.values() for label in labels[:2]}
+    rest, _ = _planned(held=stopped, wanted=["rmsnorm_h4096"])
+    assert rest["rmsnorm_h4096"].chosen == labels[2:]
+    assert sorted(path.name for path in rest["rmsnorm_h4096"].implementations) == ["reference", "torch_rmsnorm"]
+    # both measured on every workload: nothing left of it
+    _, done = _planned(held=stopped | torch_held | {(item.digest, digests["reference"], x) for x in labels})
+    assert "measured already" in done["rmsnorm_h4096"].reason
+
+
+def test_a_bench_past_its_stop_after_keeps_what_it_measured_and_the_script_lists_it(tmp_path: Path) -> None:
+    """``kictl bench --stop-after`` as this script runs it: past it no workload starts, the workloads done keep
+    their records (both implementations on b1, nothing of b7), and the script reads kictl's line about the rest."""
+    out = tmp_path / "latency" / "rmsnorm_h4096"
+    impls = [
+        arg
+        for name in ("reference", "torch_rmsnorm")
+        for arg in ("--impl", str(IMPLEMENTATIONS / "rmsnorm_h4096" / name))
+    ]
+    done = catalogue._kictl(
+        "bench", "rmsnorm_h4096", *impls, "--workload", "b1", "--workload", "b7", *FAST, "--stop-after", "0",
+        "--out", str(out), log=tmp_path / "kictl.log", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    line = catalogue._stopped_line(done.stderr)
+    assert line.startswith("stopped after "), done.stderr
+    assert line.endswith("(--stop-after 0): 1 of 2 workload(s) measured; not started: b7")
+    rows = catalogue._rows(out)
+    assert sorted(row["name"].split(".")[1] for row in rows) == ["b1", "b1"]
+    assert all(row["status"] == "passed" for row in rows)
 
 
 def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_left(tmp_path: Path) -> None:
