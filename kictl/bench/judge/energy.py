@@ -19,7 +19,9 @@ therefore:
    that and the last step before the loop ended, over the time between them.
    A step's time is known to half the polling gap (``Step.lag_ns``); the
    window spans many update periods, so that and the counter's unit (1 mJ)
-   are small against it, and both are reported (``Window.uncertainty``).
+   are small against it, and both are reported (``Window.uncertainty``).  A
+   loop whose window is known to worse than ``MAX_WINDOW_UNCERTAINTY`` (the
+   poller was held off the CPU) is run again, and fails the run if it stays so.
 3. **Per call.**  The loop's time per call is the parent's own wall time of
    the loop request over the calls made (the loop ends with a device
    synchronisation); joules per call is the board's power in the loop less
@@ -66,6 +68,12 @@ TRIALS = 3
 POLL_S = 0.0005
 #: A window must span at least this many counter steps (so at least this many update periods, less one).
 MIN_STEPS = 4
+#: A loop window whose steps' timing is known to worse than this share of its length (``Window.uncertainty``)
+#: measures nothing: the parent's poller was held off the CPU (a loaded host), so the window's watts may be off by
+#: that much.  Below the ceiling's slack (``families.energy.CEILING_SLACK``, 5%), so that a board held at its power
+#: limit still passes the ceiling; above the 0.5-1.5% (loop and idle windows together) of the 31 H200 and H100
+#: energy runs in the bundled registry.  Such a loop is run again.
+MAX_WINDOW_UNCERTAINTY = 0.04
 #: A counter increment above this power over the time since the last poll is not energy the board drew
 #: (a reset or a corrupt reading): the H200's power limit is 700 W, no board of today draws 2 kW.
 MAX_PLAUSIBLE_WATTS = 2000.0

@@ -224,7 +224,10 @@ class EnergyPhase:
         chosen, shift = 0, 0
         for n in range(self.trials):
             chosen, shift = (n + 1) % sets, secrets.randbelow(2**31)
-            for _ in range(RESIZE_ATTEMPTS):  # a loop far shorter than asked is made again, resized
+            # a loop far shorter than asked is made again, resized; one whose counter steps were seen too late to
+            # time its window (the parent's poller held off the CPU) is made again as it was
+            trial: energy.Trial | None = None
+            for attempt in range(RESIZE_ATTEMPTS):
                 # the clocks and throttle reasons in the middle of the loop (else right after it)
                 poller = energy.Poller(self.counter, self.poll_s, self.clock_reading, self.loop_s / 2)
                 poller.start()
@@ -234,16 +237,26 @@ class EnergyPhase:
                 if span is None:
                     return
                 took_s = (span[1] - span[0]) / 1e9
-                if took_s >= SHORT_LOOP * self.loop_s:
+                if took_s < SHORT_LOOP * self.loop_s and attempt + 1 < RESIZE_ATTEMPTS:
+                    count = _calls_for(self.loop_s, (span[1] - span[0]) / count)
+                    continue
+                trial = energy.trial_from_trace(trace, idle, span[0], span[1], count, int(self.settle_s * 1e9))
+                if trial.loop.uncertainty <= energy.MAX_WINDOW_UNCERTAINTY:
                     break
-                count = _calls_for(self.loop_s, (span[1] - span[0]) / count)
-            found.traces.append(trace)
+            assert trial is not None  # the last attempt always makes one
             assert span is not None
+            if trial.loop.uncertainty > energy.MAX_WINDOW_UNCERTAINTY:
+                raise energy.EnergyError(
+                    f"in {RESIZE_ATTEMPTS} loops the energy counter's steps were seen too late to time the window "
+                    f"(±{trial.loop.uncertainty:.1%}, at most ±{energy.MAX_WINDOW_UNCERTAINTY:.0%}): the parent's "
+                    "poller was held off the CPU (a loaded machine)"
+                )
+            found.traces.append(trace)
             if reading is not None:
                 clocks.append(reading)
             found.loop_spans.append(span)
             found.calls = count
-            trials.append(energy.trial_from_trace(trace, idle, span[0], span[1], count, int(self.settle_s * 1e9)))
+            trials.append(trial)
             all_steps += energy.steps(trace)
             threads = driver.worker.thread_count()
             if threads > driver.threads_armed:
