@@ -58,6 +58,18 @@ class QueryIndex:
     # ----------------------------------------------------------------- opening
 
     @classmethod
+    def in_memory(cls, registry: Registry) -> QueryIndex:
+        """The index of ``registry`` built in memory from its working tree, reading and writing nothing under its
+        ``.kictl`` folder: for a reader that must leave the registry as it is (a linked or committed index, a test
+        on the repository's own registry).  Raises ``RegistryError`` when the records cannot be read."""
+        started = time.perf_counter()
+        report = SyncReport(mode="memory")
+        conn = _connect(":memory:")
+        _build_into(conn, current_commit(registry.root), registry, report)
+        report.seconds = time.perf_counter() - started
+        return cls(registry, conn, persistent=False, report=report)
+
+    @classmethod
     def open(cls, registry: Registry) -> QueryIndex:
         """The index of ``registry``, brought up to date (or rebuilt) first.
 
@@ -72,16 +84,12 @@ class QueryIndex:
         if linked or (path.exists() and not derived_file_trusted(registry.root, f"{KICTL_DIR}/{INDEX_FILE}", head)):
             # docs/trust.md "What readers count": a committed index is someone's claim, never read or rewritten;
             # a link in its place is never followed, to read or to write (issue 41: it could lead out of the registry)
-            report.reasons.append(
+            index = cls.in_memory(registry)
+            index.report.reasons.append(
                 f"{KICTL_DIR}/{INDEX_FILE} is reached through a link: ignored; indexing in memory"
                 if linked
                 else f"git tracks {KICTL_DIR}/{INDEX_FILE}: a committed index is ignored; indexing in memory"
             )
-            conn = _connect(":memory:")
-            _build_into(conn, head, registry, report)
-            report.mode = "memory"
-            index = cls(registry, conn, persistent=False, report=report)
-            report.seconds = time.perf_counter() - started
             return index
         try:
             conn = cls._open_existing(path, head, registry, report)

@@ -10,6 +10,9 @@ from kictl import blobs, canon, families
 from kictl.definitions import compile_all
 from kictl.families.attention import causal_pairs
 from kictl.families.gpus import find_gpu
+from kictl.index.facts import WorkloadFacts
+from kictl.index.query import QueryIndex
+from kictl.rank.floors import estimate_floor
 from kictl.records import BlobInput, DefinitionSpec, RandomInput, ScalarInput, WorkloadSpec
 from kictl.store.registry import Registry
 from tests.conftest import REPO_ROOT, RunCli
@@ -184,3 +187,43 @@ def test_kictl_floor_unknown_definition_and_workload(cli: RunCli, bundled_regist
     result = cli("floor", H24, "--gpu", "H200", "--workload", "q155_kv154", "--registry", bundled_registry.root)
     assert result.exit_code == 3, result.output
     assert "q154_kv154" in result.stderr
+
+
+@pytest.mark.slow
+def test_no_published_run_is_faster_than_its_floor() -> None:
+    """Issue 42's done-when over the repository's own registry, catalogue included: every passed run (the
+    FlashInfer baselines, the torch alternatives, the references) has a floor on its GPU and is at or above it.
+    Review lints a run below its floor when it is submitted; this holds the published runs to a family module or
+    a datasheet figure changed later."""
+    registry = Registry(REPO_ROOT)
+    index = QueryIndex.in_memory(registry)  # the repository's registry is read, never written
+    try:
+        definitions = {definition.digest: definition for definition in index.definitions()}
+        workloads: dict[str, dict[str, WorkloadFacts]] = {}
+        checked: dict[str, int] = {}
+        below, without = [], []
+        for run in index.all_runs():
+            if run.status != "passed" or run.latency_ns is None:
+                continue
+            assert run.definition in definitions, run.name
+            assert run.gpu is not None, run.name
+            definition = definitions[run.definition]
+            if definition.digest not in workloads:
+                workloads[definition.digest] = {w.digest: w for w in index.workloads(definition.digest)}
+            workload = workloads[definition.digest][run.workload]
+            floor = estimate_floor(index, definition, workload, run.gpu)
+            if floor is None:
+                without.append((definition.name, run.gpu, run.name))
+                continue
+            if run.latency_ns < floor.floor_ns:
+                below.append((definition.name, run.gpu, run.name, run.latency_ns, round(floor.floor_ns)))
+            family = (run.implementation_name or "").split("_", 1)[0]
+            checked[family] = checked.get(family, 0) + 1
+    finally:
+        index.close()
+    assert below == []
+    assert without == []
+    # the 908 passed runs of 2026-12-07: the H200's and H100's of the five bundled definitions and the H100's of
+    # 33 catalogue definitions, a FlashInfer baseline on most of their workloads
+    assert sum(checked.values()) >= 900
+    assert checked.get("flashinfer", 0) >= 250, checked

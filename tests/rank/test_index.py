@@ -45,6 +45,24 @@ def test_first_open_builds_then_reuses(world: World, basic: dict[str, StoredReco
     second.close()
 
 
+def test_an_index_in_memory_reads_and_writes_nothing_under_kictl(world: World, basic: dict[str, StoredRecord]) -> None:
+    _populate(world, basic)
+    world.commit("records")
+    held = QueryIndex.in_memory(world.registry)
+    assert held.report.mode == "memory"
+    assert held.counts()["BenchmarkRun"] == 3
+    assert held.commit == world.registry.git.head()
+    held.close()
+    assert not (world.registry.kictl_dir / INDEX_FILE).exists()
+    # a stale index file there is neither read nor replaced
+    world.registry.kictl_dir.mkdir(exist_ok=True)
+    (world.registry.kictl_dir / INDEX_FILE).write_bytes(b"not an index")
+    again = QueryIndex.in_memory(world.registry)
+    assert again.counts()["BenchmarkRun"] == 3
+    again.close()
+    assert (world.registry.kictl_dir / INDEX_FILE).read_bytes() == b"not an index"
+
+
 def test_a_commit_is_applied_from_the_git_diff(world: World, basic: dict[str, StoredRecord]) -> None:
     _populate(world, basic)
     world.commit("first")
