@@ -191,6 +191,35 @@ class EnergyPhase:
                 found.last_outputs = outputs
         return started, ended
 
+    def _idle(self) -> tuple[list[energy.Poll], list[energy.Step], energy.Window]:
+        """The idle draw's window, its trace and steps; one whose edge steps the poller saw too late (as a loop's,
+        ``energy.MAX_WINDOW_UNCERTAINTY``) is watched again: an idle draw read high would take a small kernel's
+        joules to zero, below its floor (``energyAboveFloor``), a cheat's verdict for an honest run."""
+        idle: energy.Window | None = None
+        for _ in range(RESIZE_ATTEMPTS):
+            idle_trace = energy.Poller(self.counter, self.poll_s).watch(self.idle_s)
+            # the idle window must be idle: a kernel left running (a thread of the implementation's, another
+            # process) would raise the idle draw and so lower every figure; NVML's utilisation covers the window's
+            # last sample period (at most 1 s of its 1.2 s)
+            busy = self.counter.busy_percent() if hasattr(self.counter, "busy_percent") else None
+            if busy is not None and busy > IDLE_BUSY_PERCENT:
+                raise energy.EnergyError(
+                    f"the GPU was busy {busy}% of the idle window's last NVML sample period (kernels ran while the "
+                    "worker was held idle): no idle draw to subtract"
+                )
+            idle_steps = energy.steps(idle_trace)
+            if not idle_steps:
+                raise energy.EnergyError("the energy counter did not move while idle")
+            idle = energy.power_between(idle_steps, idle_trace[0].t_ns, idle_trace[-1].t_ns, "idle window")
+            if idle.uncertainty <= energy.MAX_WINDOW_UNCERTAINTY:
+                return idle_trace, idle_steps, idle
+        assert idle is not None
+        raise energy.EnergyError(
+            f"in {RESIZE_ATTEMPTS} idle windows the energy counter's steps were seen too late to time the window "
+            f"(±{idle.uncertainty:.1%}, at most ±{energy.MAX_WINDOW_UNCERTAINTY:.0%}): the parent's poller was held "
+            "off the CPU (a loaded machine)"
+        )
+
     def _measure(self, driver: Any, found: EnergyEvidence) -> None:
         evidence = driver.evidence
         sets = len(driver.timed_plans)
@@ -202,22 +231,8 @@ class EnergyPhase:
             if span is None:
                 return
             count = _calls_for(seconds, (span[1] - span[0]) / count)
-        poller = energy.Poller(self.counter, self.poll_s)
-        idle_trace = poller.watch(self.idle_s)
-        # the idle window must be idle: a kernel left running (a thread of the implementation's, another process)
-        # would raise the idle draw and so lower every figure; NVML's utilisation covers the window's last
-        # sample period (at most 1 s of its 1.2 s)
-        busy = self.counter.busy_percent() if hasattr(self.counter, "busy_percent") else None
-        if busy is not None and busy > IDLE_BUSY_PERCENT:
-            raise energy.EnergyError(
-                f"the GPU was busy {busy}% of the idle window's last NVML sample period (kernels ran while the "
-                "worker was held idle): no idle draw to subtract"
-            )
+        idle_trace, idle_steps, idle = self._idle()
         found.traces.append(idle_trace)
-        idle_steps = energy.steps(idle_trace)
-        if not idle_steps:
-            raise energy.EnergyError("the energy counter did not move while idle")
-        idle = energy.power_between(idle_steps, idle_trace[0].t_ns, idle_trace[-1].t_ns, "idle window")
         all_steps = list(idle_steps)
         trials: list[energy.Trial] = []
         clocks: list[dict[str, Any]] = []
