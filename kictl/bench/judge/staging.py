@@ -64,6 +64,19 @@ def parent_sets(plans: Sequence[wire.Plan], device: str = "cpu") -> list[list[An
     return found[1]
 
 
+def _write(
+    views: Sequence[Any], sets: Sequence[Sequence[Any]], index: int, shift: int, perturb: int, written: list[Any]
+) -> None:
+    """Input set ``index`` (random inputs rolled by ``shift``, ``perturb``'s pairs swapped) copied into the views the
+    parent writes (``None``: an input it does not; with none, no set is read), each value kept in ``written``."""
+    for k, target in enumerate(views):
+        if target is None:
+            continue
+        value = _perturbed(_rolled(sets[index][k], shift, k), perturb)
+        target.copy_(value)
+        written[k] = value
+
+
 class Stager:
     """The parent's side: writes each timed call's values into a worker's inputs region, and reads them back."""
 
@@ -85,12 +98,7 @@ class Stager:
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
-        for k, target in enumerate(self.views):
-            if target is None:
-                continue
-            value = _perturbed(_rolled(self.sets[index][k], shift, k), perturb)
-            target.copy_(value)
-            self.written[k] = value
+        _write(self.views, self.sets, index, shift, perturb, self.written)
 
     def changed(self) -> list[str]:
         """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
@@ -170,12 +178,7 @@ class DeviceStager:
         copied into the worker's timed tensors; done on the device before this returns."""
         torch = torch_module()
 
-        for k, target in enumerate(self.views):
-            if target is None:
-                continue
-            value = _perturbed(_rolled(self.sets[index][k], shift, k), perturb)
-            target.copy_(value)
-            self.written[k] = value
+        _write(self.views, self.sets, index, shift, perturb, self.written)
         if self.flush is not None:
             # the copies leave the staged values in the GPU's L2, which every context shares: evicted here, by the
             # parent, so a worker that skips its own flush before the call does not find them there
