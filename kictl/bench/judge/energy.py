@@ -20,8 +20,9 @@ therefore:
    A step's time is known to half the polling gap (``Step.lag_ns``); the
    window spans many update periods, so that and the counter's unit (1 mJ)
    are small against it, and both are reported (``Window.uncertainty``).  A
-   loop whose window is known to worse than ``MAX_WINDOW_UNCERTAINTY`` (the
-   poller was held off the CPU) is run again, and fails the run if it stays so.
+   loop or idle window known to worse than ``MAX_WINDOW_UNCERTAINTY`` (the
+   poller was held off the CPU) is measured again, and fails the run
+   (``runtime_error``, never a check's verdict) if it stays so.
 3. **Per call.**  The loop's time per call is the parent's own wall time of
    the loop request over the calls made (the loop ends with a device
    synchronisation); joules per call is the board's power in the loop less
@@ -68,11 +69,11 @@ TRIALS = 3
 POLL_S = 0.0005
 #: A window must span at least this many counter steps (so at least this many update periods, less one).
 MIN_STEPS = 4
-#: A loop window whose steps' timing is known to worse than this share of its length (``Window.uncertainty``)
+#: A loop or idle window whose steps' timing is known to worse than this share of its length (``Window.uncertainty``)
 #: measures nothing: the parent's poller was held off the CPU (a loaded host), so the window's watts may be off by
 #: that much.  Below the ceiling's slack (``families.energy.CEILING_SLACK``, 5%), so that a board held at its power
 #: limit still passes the ceiling; above the 0.5-1.5% (loop and idle windows together) of the 31 H200 and H100
-#: energy runs in the bundled registry.  Such a loop is run again.
+#: energy runs in the bundled registry.  Such a window is measured again (``energy_loop.EnergyPhase``).
 MAX_WINDOW_UNCERTAINTY = 0.04
 #: A counter increment above this power over the time since the last poll is not energy the board drew
 #: (a reset or a corrupt reading): the H200's power limit is 700 W, no board of today draws 2 kW.
