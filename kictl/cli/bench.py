@@ -170,8 +170,8 @@ def bench(
     stop_after: Annotated[
         float | None,
         typer.Option(
-            help="Start no workload after this many seconds: the workloads done keep their records, the rest are "
-            "named on stderr (one local session; a device call's budget)."
+            help="Start no workload after this many seconds (the first always starts): the workloads done keep their "
+            "records, the rest are named on stderr (one local session; a device call's budget)."
         ),
     ] = None,
     threads: Annotated[int, typer.Option(help="CPU threads each worker is pinned to (and torch may use).")] = 1,
