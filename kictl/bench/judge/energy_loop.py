@@ -63,12 +63,14 @@ PACE_CHECK = "energyLoopPace"
 CALIBRATE_S = 0.1
 MAX_LOOP_CALLS = 5_000_000
 #: A trial's loop that took less than this share of ``loop_s`` is run again with its count resized (the
-#: calls got faster since the calibration: caches, clocks), at most ``RESIZE_ATTEMPTS`` times in all.
+#: calls got faster since the calibration: caches, clocks), at most ``MEASURE_ATTEMPTS`` times in all.
 SHORT_LOOP = 0.8
 #: NVML's utilisation at the end of the idle window above which the window was not idle (a persistent kernel
 #: reads 100%; an idle board 0%).
 IDLE_BUSY_PERCENT = 20
-RESIZE_ATTEMPTS = 3
+#: How many times a trial's loop (resized, or timed too loosely: ``energy.MAX_WINDOW_UNCERTAINTY``) or the idle
+#: window is measured at most before the run fails
+MEASURE_ATTEMPTS = 3
 METHOD_TEXT = (
     "NVML's total-energy counter (nvmlDeviceGetTotalEnergyConsumption, mJ), read by kictl's parent every "
     "{poll_ms:g} ms: the idle draw over {idle_s:g} s with the worker held still, then {trials} back-to-back "
@@ -196,7 +198,7 @@ class EnergyPhase:
         ``energy.MAX_WINDOW_UNCERTAINTY``) is watched again: an idle draw read high would take a small kernel's
         joules to zero, below its floor (``energyAboveFloor``), a cheat's verdict for an honest run."""
         idle: energy.Window | None = None
-        for _ in range(RESIZE_ATTEMPTS):
+        for _ in range(MEASURE_ATTEMPTS):
             idle_trace = energy.Poller(self.counter, self.poll_s).watch(self.idle_s)
             # the idle window must be idle: a kernel left running (a thread of the implementation's, another
             # process) would raise the idle draw and so lower every figure; NVML's utilisation covers the window's
@@ -215,7 +217,7 @@ class EnergyPhase:
                 return idle_trace, idle_steps, idle
         assert idle is not None
         raise energy.EnergyError(
-            f"in {RESIZE_ATTEMPTS} idle windows the energy counter's steps were seen too late to time the window "
+            f"in {MEASURE_ATTEMPTS} idle windows the energy counter's steps were seen too late to time the window "
             f"(±{idle.uncertainty:.1%}, at most ±{energy.MAX_WINDOW_UNCERTAINTY:.0%}): the parent's poller was held "
             "off the CPU (a loaded machine)"
         )
@@ -242,7 +244,7 @@ class EnergyPhase:
             # a loop far shorter than asked is made again, resized; one whose counter steps were seen too late to
             # time its window (the parent's poller held off the CPU) is made again as it was
             trial: energy.Trial | None = None
-            for attempt in range(RESIZE_ATTEMPTS):
+            for attempt in range(MEASURE_ATTEMPTS):
                 # the clocks and throttle reasons in the middle of the loop (else right after it)
                 poller = energy.Poller(self.counter, self.poll_s, self.clock_reading, self.loop_s / 2)
                 poller.start()
@@ -252,7 +254,7 @@ class EnergyPhase:
                 if span is None:
                     return
                 took_s = (span[1] - span[0]) / 1e9
-                if took_s < SHORT_LOOP * self.loop_s and attempt + 1 < RESIZE_ATTEMPTS:
+                if took_s < SHORT_LOOP * self.loop_s and attempt + 1 < MEASURE_ATTEMPTS:
                     count = _calls_for(self.loop_s, (span[1] - span[0]) / count)
                     continue
                 trial = energy.trial_from_trace(trace, idle, span[0], span[1], count, int(self.settle_s * 1e9))
@@ -262,7 +264,7 @@ class EnergyPhase:
             assert span is not None
             if trial.loop.uncertainty > energy.MAX_WINDOW_UNCERTAINTY:
                 raise energy.EnergyError(
-                    f"in {RESIZE_ATTEMPTS} loops the energy counter's steps were seen too late to time the window "
+                    f"in {MEASURE_ATTEMPTS} loops the energy counter's steps were seen too late to time the window "
                     f"(±{trial.loop.uncertainty:.1%}, at most ±{energy.MAX_WINDOW_UNCERTAINTY:.0%}): the parent's "
                     "poller was held off the CPU (a loaded machine)"
                 )
