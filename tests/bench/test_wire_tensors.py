@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from kictl.bench.judge.inputs import InputPlan, to_wire
+from kictl.bench.wire import generators
 from kictl.bench.wire.tensors import InputSource, input_spec, materialize_one, materialize_spec
 
 SOURCES = (
@@ -74,3 +75,45 @@ def test_same_bits_compares_bytes_as_words_or_bytes_alike() -> None:
     strided = torch.randn(8, 8)[:, ::2]  # not contiguous
     assert _same_bits(strided, strided.clone())
     assert not _same_bits(strided, strided + 1)
+
+
+def test_a_kept_draw_gives_every_call_its_own_copy_of_the_same_values() -> None:
+    """The distribution judge's trials draw one generated input a hundred times: the process draws it once
+    (``generators.draw`` keeps it), and every call still gets a tensor of its own, so an implementation that
+    writes into its inputs changes nothing the next call is given."""
+    source = InputSource("probs", "generated:probability-rows", "float32", (3, 50), seed=77)
+    made: list[tuple[int, ...]] = []
+    original = generators.GENERATORS["probability-rows"]
+
+    def counted(shape: tuple[int, ...], dtype: torch.dtype, seed: int) -> torch.Tensor:
+        made.append(shape)
+        return original(shape, dtype, seed)
+
+    generators._kept.clear()
+    generators.GENERATORS["probability-rows"] = counted
+    try:
+        first = materialize_one(source, "cpu")
+        first.fill_(0.0)  # what a hostile or careless implementation may do to its inputs
+        second = materialize_one(source, "cpu")
+        third = materialize_spec(input_spec(source), "cpu")
+    finally:
+        generators.GENERATORS["probability-rows"] = original
+        generators._kept.clear()
+    assert made == [(3, 50)]
+    assert torch.equal(second, original((3, 50), torch.float32, 77))
+    assert torch.equal(third, second)
+    assert third.data_ptr() != second.data_ptr()
+    assert torch.allclose(second.sum(dim=-1), torch.ones(3))
+
+
+def test_draws_kept_are_the_newest_few_within_their_byte_limit() -> None:
+    generators._kept.clear()
+    try:
+        for seed in range(generators.KEPT_DRAWS + 2):
+            generators.draw("top-p", (4,), "float32", seed)
+        kept = [key[3] for key in generators._kept]
+        assert kept == list(range(2, generators.KEPT_DRAWS + 2))
+        generators.draw("top-p", (4,), "float32", 2)  # used again: the newest now
+        assert [key[3] for key in generators._kept][-1] == 2
+    finally:
+        generators._kept.clear()
