@@ -107,6 +107,71 @@ def test_honest_samplers_pass_over_many_inputs_and_samples_outside_the_filter_do
     assert judges.judge_distribution(inputs, greedy, limit=0.2).status == "incorrect_numerical"
 
 
+def _filtered_row(row: list[float], k: int, p: float) -> tuple[list[float], set[int]]:
+    """One row as the judge's contract states it, in plain Python: the expected distribution and support."""
+    order = sorted(range(len(row)), key=lambda token: (-max(row[token], 0.0), token))
+    kept = order[:k] if 0 < k < len(row) else order
+    mass = {token: max(row[token], 0.0) for token in kept}
+    total = sum(mass.values())
+    mass = {token: value / total for token, value in mass.items()}
+    loose = set(kept)
+    if p <= 0.0:
+        kept, loose = [order[0]], {order[0]}
+    elif p < 1.0:
+        ahead, nucleus, loose = 0.0, [], set()
+        for token in order:
+            value = mass.get(token, 0.0)
+            if ahead <= p or not nucleus:
+                nucleus.append(token)
+            if ahead <= p + judges.TOP_P_SLACK and value > 0:
+                loose.add(token)
+            ahead += value
+        kept = nucleus
+    total = sum(mass.get(token, 0.0) for token in kept)
+    return [mass.get(token, 0.0) / total if token in kept else 0.0 for token in range(len(row))], loose | set(kept)
+
+
+def test_the_expected_distribution_filters_every_row_as_the_contract_states() -> None:
+    """Rows with ties, ``k`` of 0, 1, inside and past the vocabulary, ``p`` of 0, inside and 1: the judge's
+    filtering of every row at once is the contract's, row by row."""
+    rows = torch.tensor(
+        [
+            [0.1, 0.3, 0.1, 0.2, 0.3, 0.0, 0.0, 0.0],
+            [0.125] * 8,
+            [0.5, 0.25, 0.125, 0.0625, 0.03125, 0.03125, 0.0, 0.0],
+            [0.05, 0.05, 0.4, 0.05, 0.05, 0.3, 0.05, 0.05],
+        ],
+        dtype=torch.float32,
+    )
+    for k_values in ([0, 1, 3, 9], [2, 2, 2, 2], None):
+        for p_values in ([0.0, 0.5, 0.7, 1.0], [0.35, 0.9, 0.2, 0.55], None):  # no p at a cumulative mass
+            top_k = None if k_values is None else torch.tensor(k_values, dtype=torch.int32)
+            top_p = None if p_values is None else torch.tensor(p_values, dtype=torch.float64)
+            got, support = judges.expected_distribution(rows, top_k, top_p)
+            for i in range(rows.shape[0]):
+                k = 0 if k_values is None else k_values[i]
+                p = 1.0 if p_values is None else p_values[i]
+                want, want_support = _filtered_row(rows[i].double().tolist(), k, p)
+                assert got[i].tolist() == pytest.approx(want, abs=1e-12), (k_values, p_values, i)
+                assert set(torch.nonzero(support[i]).reshape(-1).tolist()) == want_support, (k_values, p_values, i)
+
+
+def test_an_input_s_expectation_is_made_once_and_never_for_other_tensors() -> None:
+    """The parent judges a run's hundred trials and every audited call on the same inputs: their expectation
+    is made once; tensors that are not the very ones asked about (a copy, other values) get their own."""
+    probs = probability_rows((2, 300), torch.float32, 5)
+    top_k = torch.tensor([20, 50], dtype=torch.int32)
+    first = judges.expected(probs, top_k)
+    assert judges.expected(probs, top_k) is first
+    copy = judges.expected(probs.clone(), top_k)
+    assert copy is not first
+    assert torch.equal(copy.distribution, first.distribution)
+    other = judges.expected(probability_rows((2, 300), torch.float32, 6), top_k)
+    assert not torch.equal(other.distribution, first.distribution)
+    samples = [torch.multinomial(first.distribution, 1).reshape(-1) for _ in range(100)]
+    assert judges.judge_distribution({"probs": probs, "top_k": top_k}, samples, limit=0.2).status == "passed"
+
+
 # --------------------------------------------------------------------------- indices
 
 

@@ -157,43 +157,76 @@ def compare_indices(got: Any, want: Any, *, ordered: bool, required_ratio: float
 def expected_distribution(probs: Any, top_k: Any = None, top_p: Any = None) -> tuple[Any, Any]:
     """Per row, the distribution a top-k / top-p sampler draws from (top-k first, then top-p, each
     renormalised; ``k`` outside ``(0, vocab)`` and ``p >= 1`` filter nothing, ``p <= 0`` is the argmax), and
-    the support with ``TOP_P_SLACK``: float64 ``[batch, vocab]`` and bool ``[batch, vocab]``."""
+    the support with ``TOP_P_SLACK``: float64 ``[batch, vocab]`` and bool ``[batch, vocab]``.
+
+    Every row at once, in the order of its probabilities (most probable first, ties by token): a row at a
+    time took about 0.5 s a row of 129,280 tokens on the H100 machine's host."""
     torch = _torch()
 
-    rows = probs.detach().to(torch.float64).cpu()
+    rows = probs.detach().to(torch.float64).cpu().clamp(min=0)
     batch, vocab = rows.shape
-    out = torch.zeros_like(rows)
-    support = torch.zeros(rows.shape, dtype=torch.bool)
-    for i in range(batch):
-        row = rows[i].clamp(min=0)
-        order = torch.argsort(row, descending=True, stable=True)
-        keep = torch.ones(vocab, dtype=torch.bool)
-        k = int(top_k.reshape(-1)[i]) if top_k is not None else 0
-        if 0 < k < vocab:
-            keep = torch.zeros(vocab, dtype=torch.bool)
-            keep[order[:k]] = True
-        row = torch.where(keep, row, torch.zeros_like(row))
-        row = row / row.sum()
-        loose = keep.clone()
-        p = float(top_p.reshape(-1)[i]) if top_p is not None else 1.0
-        if p <= 0.0:
-            keep = torch.zeros(vocab, dtype=torch.bool)
-            keep[int(torch.argmax(row))] = True
-            loose = keep.clone()
-        elif p < 1.0:
-            values = row[order]
-            before = torch.cumsum(values, 0) - values  # mass of the tokens ahead of each
-            kept_sorted = before <= p
-            kept_sorted[0] = True
-            keep = torch.zeros(vocab, dtype=torch.bool)
-            keep[order[kept_sorted]] = True
-            loose = torch.zeros(vocab, dtype=torch.bool)
-            loose[order[before <= p + TOP_P_SLACK]] = True
-            loose &= row > 0
-        row = torch.where(keep, row, torch.zeros_like(row))
-        out[i] = row / row.sum()
-        support[i] = loose | keep
+    order = torch.argsort(rows, dim=-1, descending=True, stable=True)
+    ranked = torch.gather(rows, -1, order)
+    position = torch.arange(vocab).expand(batch, vocab)
+    if top_k is None:
+        k = torch.zeros(batch, dtype=torch.int64)
+    else:
+        k = top_k.detach().reshape(-1).to(torch.int64).cpu()
+    k = torch.where((k > 0) & (k < vocab), k, torch.full_like(k, vocab))
+    keep = position < k[:, None]  # top-k, most probable first
+    ranked = torch.where(keep, ranked, torch.zeros_like(ranked))
+    ranked = ranked / ranked.sum(-1, keepdim=True)
+    loose = keep.clone()
+    if top_p is not None:
+        p = top_p.detach().reshape(-1).to(torch.float64).cpu()[:, None]
+        before = torch.cumsum(ranked, -1) - ranked  # mass of the tokens ahead of each
+        nucleus = before <= p
+        nucleus[:, 0] = True
+        filtered = p < 1.0
+        keep = torch.where(filtered, nucleus, keep)
+        loose = torch.where(filtered, (before <= p + TOP_P_SLACK) & (ranked > 0), loose)
+        greedy = p <= 0.0  # the argmax: the first token in this order
+        first = position == 0
+        keep = torch.where(greedy, first, keep)
+        loose = torch.where(greedy, first, loose)
+    ranked = torch.where(keep, ranked, torch.zeros_like(ranked))
+    ranked = ranked / ranked.sum(-1, keepdim=True)
+    out = torch.empty_like(ranked).scatter_(-1, order, ranked)
+    support = torch.empty_like(keep).scatter_(-1, order, loose | keep)
     return out, support
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """One input's expected distribution, its support and its cells (``cells``)."""
+
+    distribution: Any
+    support: Any
+    cell: Any
+    mass: Any
+
+
+#: The last inputs' expectations, held with the tensors they came from: the parent judges a hundred trials and
+#: every audited call of a run, of every implementation, on the same two inputs, and each expectation of
+#: ``probs [256, 129280]`` took seconds (stop 54: 137 s of one workload's judging on the H100 machine).
+_EXPECTED: list[tuple[tuple[Any, ...], Expected]] = []
+_EXPECTED_KEPT = 2
+
+
+def expected(probs: Any, top_k: Any = None, top_p: Any = None) -> Expected:
+    """``expected_distribution`` and ``cells`` of these very tensors, made once while they are among the
+    last ``_EXPECTED_KEPT`` asked about (the caller does not change them in between: the judge's inputs are
+    the parent's own)."""
+    key = (probs, top_k, top_p)
+    for held, found in _EXPECTED:
+        if all(a is b for a, b in zip(held, key, strict=True)):
+            return found
+    distribution, support = expected_distribution(probs, top_k, top_p)
+    cell, mass = cells(distribution)
+    found = Expected(distribution, support, cell, mass)
+    _EXPECTED.insert(0, (key, found))
+    del _EXPECTED[_EXPECTED_KEPT:]
+    return found
 
 
 def cells(distribution: Any) -> tuple[Any, Any]:
@@ -213,8 +246,11 @@ def cells(distribution: Any) -> tuple[Any, Any]:
     return cell, mass
 
 
-def judge_samples(samples: Sequence[Any], distribution: Any, support: Any, *, limit: float) -> Judged:
-    """``samples`` (one ``[batch]`` integer tensor per trial) against the expected ``distribution``."""
+def judge_samples(
+    samples: Sequence[Any], distribution: Any, support: Any, *, limit: float, cell_mass: tuple[Any, Any] | None = None
+) -> Judged:
+    """``samples`` (one ``[batch]`` integer tensor per trial) against the expected ``distribution``
+    (``cell_mass``: its ``cells``, where the caller has them)."""
     torch = _torch()
 
     batch, vocab = distribution.shape
@@ -237,7 +273,7 @@ def judge_samples(samples: Sequence[Any], distribution: Any, support: Any, *, li
             f"(token {token}, row {where[1]})"
         )
         return Judged("incorrect_numerical", detail, None, None, 1.0 - outside / drawn.numel())
-    cell, mass = cells(distribution)
+    cell, mass = cell_mass if cell_mass is not None else cells(distribution)
     observed = torch.zeros(CELLS, dtype=torch.float64)
     observed.scatter_add_(0, cell[rows, drawn].reshape(-1), torch.ones(drawn.numel(), dtype=torch.float64))
     expected = mass.sum(0) * drawn.shape[0]
@@ -259,5 +295,5 @@ def judge_distribution(inputs: dict[str, Any], samples: Sequence[Any], *, limit:
     ``top_p``, by name) and the samples of every trial on it."""
     if "probs" not in inputs:
         return Judged("incorrect_numerical", "the distribution judge needs a probs input", None, None, None)
-    distribution, support = expected_distribution(inputs["probs"], inputs.get("top_k"), inputs.get("top_p"))
-    return judge_samples(samples, distribution, support, limit=limit)
+    found = expected(inputs["probs"], inputs.get("top_k"), inputs.get("top_p"))
+    return judge_samples(samples, found.distribution, found.support, limit=limit, cell_mass=(found.cell, found.mass))
