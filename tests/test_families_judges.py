@@ -118,7 +118,8 @@ def _filtered_row(row: list[float], k: int, p: float) -> tuple[list[float], set[
     if p <= 0.0:
         kept, loose = [order[0]], {order[0]}
     elif p < 1.0:
-        ahead, nucleus, loose = 0.0, [], set()
+        ahead, loose = 0.0, set()
+        nucleus: list[int] = []
         for token in order:
             value = mass.get(token, 0.0)
             if ahead <= p or not nucleus:
