@@ -6,9 +6,10 @@ import contextlib
 import errno
 import os
 import re
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -262,7 +263,8 @@ def bench(
     timing is recorded sample by sample, driven and checked by kictl. The
     BenchmarkRun records and the records they name are added to the registry, or
     written to --out. Exit 0 when every run passed, 1 when some did not (the
-    records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU.
+    records are written all the same), 2 usage, 3 unknown names, 4 I/O, 5 no GPU;
+    interrupted (Ctrl-C, SIGTERM), 130 or 143 after writing the workloads finished.
     """
     began = time.perf_counter()
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
@@ -334,6 +336,7 @@ def bench(
             iterations=iterations,
             trials=trials,
         )
+    caught = _Caught()  # the signal that interrupts a local session (``_interruptible``)
     with _progress(lines=timings) as say:
         if scaled or skip_existing:
             report, outcome = run_bench_jobs(
@@ -355,7 +358,17 @@ def bench(
             for failure in outcome.device_failures:
                 err(f"warning: worker {failure.worker} failed, its job retried elsewhere: {failure.detail[:200]}")
         else:
-            report = run_bench(target, definition, impl, options, progress=say)
+            with _interruptible(caught):
+                try:
+                    report = run_bench(target, definition, impl, options, progress=say)
+                except KeyboardInterrupt:  # before the first workload began: nothing was measured
+                    err(f"interrupted ({caught.name}): no workload finished, nothing written")
+                    raise typer.Exit(128 + caught.value) from None
+            if report.interrupted and not report.runs:
+                for warning in report.warnings:
+                    err(f"warning: {warning}")
+                err(f"interrupted ({caught.name}): no workload finished, nothing written")
+                raise typer.Exit(128 + caught.value)
     if device.strip().lower() == "auto":  # said once the run is done, so that an error stays the first line
         if resolve_device(device) == "cpu":
             err("note: no CUDA GPU is available: --device auto ran on the CPU (--device cpu says so quietly)")
@@ -433,12 +446,51 @@ def bench(
     for label, reason in report.skipped:
         err(f"warning: workload {label} skipped, no runs recorded: {reason}")
     sys.stdout.flush()
+    if report.interrupted:  # the workloads finished are written above; the shell's status for the signal
+        raise typer.Exit(128 + caught.value)
     if report.skipped:
         raise CheckFailed(
             f"{len(report.skipped)} workload(s) skipped, {len(failed)} of {len(report.runs)} runs did not pass"
         )
     if failed:
         raise CheckFailed(f"{len(failed)} of {len(report.runs)} runs did not pass")
+
+
+class _Caught:
+    """The signal that interrupted a session: SIGINT (Ctrl-C's) unless SIGTERM's handler says otherwise."""
+
+    def __init__(self) -> None:
+        self.signal = signal.SIGINT
+
+    @property
+    def name(self) -> str:
+        return self.signal.name
+
+    @property
+    def value(self) -> int:
+        return int(self.signal)
+
+
+@contextlib.contextmanager
+def _interruptible(caught: _Caught) -> Iterator[None]:
+    """While one local session runs, SIGTERM (a job runner's or a budget's stop) interrupts it as Ctrl-C does: the
+    session keeps the workloads it finished (``BenchReport.interrupted``), and ``caught`` says which signal came.
+    The handler before is restored on leaving, so that the records are then written whole."""
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, _frame: object) -> None:
+        caught.signal = signal.Signals(signum)
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (kictl called from a library's thread): SIGTERM keeps its action
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_energy(run: object) -> dict[str, object] | None:

@@ -140,8 +140,12 @@ class BenchReport:
     #: implementation name -> request type -> [count, parent's wall ns] over the session's runs
     #: (``loop.RunDriver.requests``), for ``kictl bench --timings``
     requests: dict[str, dict[str, list[int]]] = field(default_factory=dict)
-    #: workload labels not started: the session was past ``--stop-after`` (``BenchOptions.stop_after_s``)
+    #: workload labels not started: the session was past ``--stop-after`` (``BenchOptions.stop_after_s``), or not
+    #: finished: it was interrupted (``interrupted``)
     left: list[str] = field(default_factory=list)
+    #: an interrupt (Ctrl-C, or the SIGTERM ``kictl bench`` turns into one) ended the session between or inside
+    #: workloads: the workloads finished keep their records, the one running has none
+    interrupted: bool = False
 
     @property
     def all_passed(self) -> bool:

@@ -417,6 +417,8 @@ class _Session:
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
+        #: the last workload whose runs all joined the report (``judge``)
+        self.judged: StoredRecord | None = None
         #: the GPU timer, resolved from the first worker's Ready (CUPTI attached or not)
         self.timer_name: str | None = None
         self.nvml: Any = None
@@ -773,10 +775,11 @@ class _Session:
         """Every run of a workload judged and its record built; the workload and its runs join the report."""
         summaries = [self.record_run(impl, driver, env, context, refs) for impl, driver, env in drivers]
         speedups(summaries, self.implementations)
-        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
-        self.say(f"{workload.name}: done ({done})")
         self.report.records.append(workload)
         self.report.runs.extend(summaries)
+        self.judged = workload  # its runs are all in the report: an interrupt from here on keeps them
+        done = ", ".join(f"{summary.implementation} {summary.status}" for summary in summaries)
+        self.say(f"{workload.name}: done ({done})")
 
     def _prepare(
         self, workload: StoredRecord, context: WorkloadContext, plans: _Plans, drivers: list[RunDriver]
@@ -1116,23 +1119,40 @@ def _session(session: _Session, workloads: list[StoredRecord], began: float) -> 
     """Every workload in turn (``began``: the bench's start on the monotonic clock, for ``--stop-after``)."""
     finished = False
     stop_after = session.options.stop_after_s
+    report = session.report
     try:
         for done, workload in enumerate(workloads):
             elapsed = time.monotonic() - began
             if done and stop_after is not None and elapsed >= stop_after:
                 # between workloads only: each run is whole, and the workloads done keep their records
-                session.report.left = [item.name for item in workloads[done:]]
-                session.report.warnings.append(
+                report.left = [item.name for item in workloads[done:]]
+                report.warnings.append(
                     f"stopped after {elapsed:.0f} s (--stop-after {stop_after:g}): {done} of "
-                    f"{len(workloads)} workload(s) measured; not started: {', '.join(session.report.left)}"
+                    f"{len(workloads)} workload(s) measured; not started: {', '.join(report.left)}"
                 )
                 break
-            session.workload(workload)
-        finished = True
+            held = len(report.records), len(report.runs)
+            try:
+                session.workload(workload)
+            except KeyboardInterrupt:
+                # Ctrl-C, or a SIGTERM (kictl bench turns it into one): a workload whose runs had all joined the
+                # report (``_Session.judge``) is done; one still running keeps nothing, not even a workload record
+                # its runs never joined.  The workers are stopped below, not kept.
+                if session.judged is workload:
+                    done += 1
+                else:
+                    del report.records[held[0] :], report.runs[held[1] :]
+                report.interrupted = True
+                report.left = [item.name for item in workloads[done:]]
+                report.warnings.append(
+                    f"interrupted after {time.monotonic() - began:.0f} s: {done} of {len(workloads)} workload(s) "
+                    f"measured; not finished: {', '.join(report.left)}"
+                )
+                break
+        finished = not report.interrupted
     finally:
         with session.clock.phase("stop"):
             session.close(keep=finished)
-    report = session.report
     report.phases = session.clock.report()
     report.records = [
         session.definition,
