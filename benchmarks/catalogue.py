@@ -34,8 +34,9 @@ each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITI
 ``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``CACHED_SECONDS`` for one the carried
 cache holds (``BUILT_KEYS``, written into the cache as each is built), ``WARM_SECONDS`` for one built already) and
 starts it only if it fits in what is left of ``--budget``.  A definition that takes longer than its estimate (a
-host-bound reference) is stopped between workloads (``kictl bench --stop-after``), so the workloads it measured keep
-their records; what does not fit, and a definition stopped at the budget, is listed as left for a later call
+host-bound reference) is stopped between workloads (``kictl bench --stop-after``), and one whose workload is still
+running at the budget is interrupted (SIGTERM), so the workloads it measured keep their records; what does not fit,
+and a definition stopped at the budget, is listed as left for a later call
 (``left.txt``, which ``--definitions-from`` reads).
 ``--skip-measured [PRODUCT]`` (default ``H100 SXM``) leaves out every chosen workload on which the registry already
 holds a kictl latency run of each implementation on that GPU product, and every implementation measured on all the
@@ -73,6 +74,7 @@ import importlib.util
 import json
 import math
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -118,10 +120,13 @@ SMOKE = ("rmsnorm_h4096", "fused_add_rmsnorm_h2048")
 SMOKE_OPTIONS = ("--device", "cpu", "--warmup", "1", "--iterations", "3", "--trials", "1", "--rounds", "1")
 DEFAULT_PRODUCT = "H100 SXM"
 #: ``kictl bench --stop-after``: a definition starts no workload later than this many seconds before the budget's
-#: end, so that one running long (a host-bound reference) keeps the workloads it measured; the kill at the budget
-#: (``KILLED``, 30 s after it) is only for a workload that outlasts this margin too
+#: end, so that one running long (a host-bound reference) keeps the workloads it measured.  A workload that
+#: outlasts this margin too is interrupted at the budget (SIGTERM: kictl writes the workloads it finished and exits
+#: ``INTERRUPTED``); one that does not end within ``GRACE_S`` of that is killed (``KILLED``: nothing written)
 STOP_MARGIN_S = 20.0
-KILLED = -9  # the exit status this script gives a kictl it stopped at the budget (kictl's own are 0 to 5)
+GRACE_S = 30.0
+INTERRUPTED = 128 + signal.SIGTERM  # kictl bench's status after a SIGTERM, its finished workloads written
+KILLED = -9  # the exit status this script gives a kictl it had to kill (kictl's own are 0 to 5, or INTERRUPTED)
 
 
 @dataclass
@@ -141,14 +146,32 @@ class Definition:
     dropped: list[str] = field(default_factory=list)
 
 
-def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "kictl", *args]
-    started = time.monotonic()
+def _stopped(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
+    """``command`` run to its end; past ``timeout`` it gets SIGTERM (kictl bench then keeps the workloads it
+    finished), and ``GRACE_S`` later it is killed (``KILLED``)."""
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired as expired:
-        stderr = expired.stderr.decode(errors="replace") if isinstance(expired.stderr, bytes) else ""
-        done = subprocess.CompletedProcess(command, KILLED, "", f"{stderr}\nkilled after {timeout:.0f} s (budget)\n")
+        stdout, stderr = process.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+    except subprocess.TimeoutExpired:
+        assert timeout is not None
+    process.send_signal(signal.SIGTERM)
+    try:
+        stdout, stderr = process.communicate(timeout=GRACE_S)
+        note = f"interrupted after {timeout:.0f} s (budget)"
+        return subprocess.CompletedProcess(command, process.returncode, stdout, f"{stderr}\n{note}\n")
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, stderr = process.communicate()
+        return subprocess.CompletedProcess(
+            command, KILLED, "", f"{stderr}\nkilled after {timeout + GRACE_S:.0f} s (budget)\n"
+        )
+
+
+def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """kictl with ``args`` (``_stopped``), its command line, exit status and stderr appended to ``log``."""
+    started = time.monotonic()
+    done = _stopped([sys.executable, "-m", "kictl", *args], timeout)
     with log.open("a") as handle:
         handle.write(f"$ kictl {' '.join(args)}  # exit {done.returncode}, {time.monotonic() - started:.1f} s\n")
         handle.write(done.stderr)
@@ -493,8 +516,15 @@ def _install_aot() -> int:
 
 
 def _stopped_line(stderr: str) -> str:
-    """kictl's own line about the workloads ``--stop-after`` left."""
-    return next((line.removeprefix("warning: ") for line in stderr.splitlines() if "(--stop-after" in line), "")
+    """kictl's own line about the workloads ``--stop-after`` or an interrupt left."""
+    return next(
+        (
+            line.removeprefix("warning: ")
+            for line in stderr.splitlines()
+            if "(--stop-after" in line or line.startswith("warning: interrupted after ")
+        ),
+        "",
+    )
 
 
 def _rows(manifest_dir: Path) -> list[dict[str, Any]]:
@@ -694,7 +724,7 @@ def main() -> int:
                 not_started.append(item)
                 continue
             stopped = _stopped_line(done.stderr)
-            if stopped:  # stopped between workloads: what it measured is packed below
+            if stopped:  # stopped between workloads or interrupted inside one: what it finished is packed below
                 not_started.append(item)
                 summary.append(f"{item.name}: {stopped}")
                 print(summary[-1], flush=True)

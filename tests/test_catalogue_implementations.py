@@ -16,6 +16,7 @@ import dataclasses
 import importlib.util
 import itertools
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -386,12 +387,23 @@ def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_lef
     assert all(f"plan: {name} (" in again.stdout for name in wanted)
 
 
-def test_a_kictl_past_the_budget_is_stopped_and_reported_as_killed(tmp_path: Path) -> None:
+def test_a_kictl_past_the_budget_is_interrupted_then_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the budget a kictl gets SIGTERM (``kictl bench`` then writes the workloads it finished:
+    tests/bench/test_interrupt.py), and one that outlives ``GRACE_S`` after it is killed, nothing kept."""
     log = tmp_path / "kictl.log"
     done = catalogue._kictl("definitions", "list", log=log, timeout=0.001)
-    assert done.returncode == catalogue.KILLED
-    assert "killed after" in log.read_text()
+    assert done.returncode == -signal.SIGTERM  # a command without a handler ends at the signal
+    assert "interrupted after 0 s (budget)" in log.read_text()
     assert catalogue._kictl("definitions", "list", log=log, timeout=120).returncode == 0
+    monkeypatch.setattr(catalogue, "GRACE_S", 1.0)
+    deaf = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    )
+    killed = catalogue._stopped([sys.executable, "-c", deaf], timeout=1.0)
+    assert killed.returncode == catalogue.KILLED
+    assert "killed after 2 s (budget)" in killed.stderr
+    line = "warning: interrupted after 41 s: 1 of 3 workload(s) measured; not finished: b7, b64"
+    assert catalogue._stopped_line(f"wrote 8 records to x.json\n{line}\n") == line.removeprefix("warning: ")
 
 
 # --------------------------------------------------------------------------- the torch implementations, on the CPU
