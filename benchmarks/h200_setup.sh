@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Source this on the lent H200 (from the repository root) before any GPU script here:
 #   . benchmarks/h200_setup.sh
-# It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its
-# libcupti; see docs/bench.md for the list) into /tmp/site, unpacks the carried bubblewrap .deb into
+# It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its libcupti, as
+# benchmarks/carry.sh builds them here) into /tmp/site, unpacks the carried bubblewrap .deb into
 # /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.tgz) so kernels are not rebuilt.
 # a warm machine keeps /tmp between calls: install once per set of wheels
 if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then

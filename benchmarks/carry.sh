@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds, on this machine, what a device call carries (the lent GPU machine has no network):
+#
+#   bash benchmarks/carry.sh      then: run(..., carry=[".whl", ".deb", ".fi_cache"])
+#
+# .whl/  the wheels benchmarks/h200_setup.sh installs there, for its Python 3.12 on x86_64: kictl's dependencies,
+#        flashinfer-python and apache-tvm-ffi, cupti-python and libcupti (nvidia-cuda-cupti, slimmed to libcupti
+#        itself: the profiler libraries it loads only for the range profiler are 40 MB of a 64 MiB carry);
+# .deb/  bubblewrap, unpacked there for kictl's sandbox;
+# .fi_cache/  left as it is: FlashInfer's JIT cache comes back from a call (KICTL_SAVE_FI_CACHE=1) and goes in here.
+#
+# The versions are the ones every figure in RESULTS.md since 2026-11-30 was measured with; the image's own torch,
+# triton, numpy and nvidia-ml-py are used as they are. Idempotent: a wheel already here is not fetched again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .whl .deb .fi_cache
+platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 --platform manylinux_2_17_x86_64
+  --platform manylinux2014_x86_64 --platform any)
+pins=(
+  flashinfer-python==0.6.18.post1 apache-tvm-ffi==0.1.15.post2 cupti-python==13.0.1 nvidia-cuda-cupti==13.0.85
+  typer==0.29.2 click==8.5.1 rich==15.0.0 shellingham==1.5.4 markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0
+  pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0
+  rfc8785==0.1.4 cryptography==51.0.1 cffi==2.1.1 pycparser==3.12 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3
+  einops==0.8.2 tabulate==0.10.0 tqdm==4.70.1
+)
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+  "${platforms[@]}" -d .whl "${pins[@]}"
+cupti=$(ls .whl/nvidia_cuda_cupti-13.0.85-*.whl)
+if unzip -l "$cupti" | grep -q libnvperf_host; then
+  work=$(mktemp -d)
+  unzip -q "$cupti" -d "$work"
+  rm -rf "$work"/nvidia/cu13/include "$work"/nvidia/cu13/lib/{libnvperf_host,libnvperf_target,libcheckpoint,libpcsamplingutil}.so
+  record=$(ls -d "$work"/*.dist-info)/RECORD
+  grep -v 'cu13/include\|libnvperf\|libcheckpoint\|libpcsampling' "$record" >"$work/RECORD" && mv "$work/RECORD" "$record"
+  rm "$cupti" && (cd "$work" && zip -qr "$OLDPWD/$cupti" .) && rm -rf "$work"
+fi
+ls .deb/bubblewrap_*.deb >/dev/null 2>&1 || (cd .deb && apt-get download bubblewrap >/dev/null 2>&1)
+du -sh .whl .deb .fi_cache
