@@ -252,16 +252,31 @@ def check_result(
         raise RecordError("the run's ExecutionEnvironment was not sent")
     if environment is not None and seam.environment_digest(environment) != environment_record.digest:
         raise RecordError("the run's environment is not the one the worker reported at start")
-    expected = seam.expected_protocol_digests(
+    expected = seam.expected_protocols(
         plan.settings,
         plan.records[job.workload_digest],
         environment_record.raw["spec"],
         context,
         plan.records.get(job.definition_digest),
     )
-    if protocol.digest not in expected:
-        raise RecordError("the run's protocol is not the one the job's settings give")
+    if all(protocol.digest != record.digest for record in expected):
+        differ = _differing(protocol.raw.get("spec"), expected[0].raw.get("spec")) if expected else []
+        raise RecordError(
+            "the run's protocol is not the one the job's settings give" + (f" ({'; '.join(differ)})" if differ else "")
+        )
     return records
+
+
+def _differing(sent: Any, expected: Any, path: str = "") -> list[str]:
+    """The first few members where two JSON values differ, each as ``path: sent != expected`` (for an error)."""
+    if isinstance(sent, dict) and isinstance(expected, dict):
+        found: list[str] = []
+        for key in sorted(set(sent) | set(expected), key=str):
+            found += _differing(sent.get(key), expected.get(key), f"{path}.{key}" if path else str(key))
+        return found[:3]
+    if sent == expected:
+        return []
+    return [f"{path or 'spec'}: {str(sent)[:80]!r} != {str(expected)[:80]!r}"]
 
 
 __all__ = [

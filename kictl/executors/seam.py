@@ -146,14 +146,14 @@ def environment_digest(environment: Mapping[str, Any]) -> str:
     return environment_record(dict(environment)).digest
 
 
-def expected_protocol_digests(
+def expected_protocols(
     settings: BenchSettings,
     workload: StoredRecord,
     environment: Mapping[str, Any],
     context: Mapping[str, Any] | None = None,
     definition: StoredRecord | None = None,
-) -> frozenset[str]:
-    """The digests of the BenchmarkProtocol a run of ``settings`` on ``workload`` may name.
+) -> list[StoredRecord]:
+    """The BenchmarkProtocol records a run of ``settings`` on ``workload`` may name.
 
     One per timer the session may resolve (``kictl.bench.judge.session.possible_timers``): on CUDA with the
     default timer, CUPTI's where it attaches and CUDA events' where it does not (the protocol says which).
@@ -172,7 +172,7 @@ def expected_protocol_digests(
     contract = spec if isinstance(spec, DefinitionSpec) else None
     tolerance = tolerance_for(workload, options, contract)
     default = default_tolerance(workload, options, contract)
-    return frozenset(
+    return [
         protocol_record(
             protocol_spec(
                 device,
@@ -185,8 +185,21 @@ def expected_protocol_digests(
                 timer,
                 default,
             )
-        ).digest
+        )
         for timer in possible_timers(options, device)
+    ]
+
+
+def expected_protocol_digests(
+    settings: BenchSettings,
+    workload: StoredRecord,
+    environment: Mapping[str, Any],
+    context: Mapping[str, Any] | None = None,
+    definition: StoredRecord | None = None,
+) -> frozenset[str]:
+    """The digests of ``expected_protocols``."""
+    return frozenset(
+        record.digest for record in expected_protocols(settings, workload, environment, context, definition)
     )
 
 
@@ -255,6 +268,7 @@ __all__ = [
     "device_kind",
     "environment_digest",
     "expected_protocol_digests",
+    "expected_protocols",
     "kept_workers",
     "options_for",
     "protocol_context",

@@ -69,7 +69,16 @@ def _bench_signalled(out: Path, workloads: list[str], when: str, signum: int) ->
     ]
     command = [sys.executable, "-m", "kictl", "bench", RMSNORM, *impls, *SLOW, "--out", str(out)]
     command += [arg for label in workloads for arg in ("--workload", label)]
-    process = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # Ctrl-C's SIGINT as a terminal delivers it: a process started with SIGINT ignored (by a test runner's
+        # worker) keeps it ignored, and Python then installs no KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     assert process.stderr is not None
     seen: list[str] = []
     workers: dict[int, bytes] = {}
