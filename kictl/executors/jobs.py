@@ -230,11 +230,11 @@ def done_job_ids(
                     job.definition_digest,
                     job.workload_digest,
                     job.implementation_digest,
-                    protocol,
+                    protocol.digest,
                     seam.environment_digest(env),
                 )
                 in present
-                for protocol in seam.expected_protocol_digests(
+                for protocol in seam.expected_protocols(
                     plan.settings, workload, env, context, plan.records.get(job.definition_digest)
                 )
             )

@@ -20,7 +20,7 @@ so that a change to the bench's worker protocol is met here and nowhere else:
   about its device and its machine at start (the context holds whatever the
   protocol record takes from the machine rather than from the settings:
   nothing today; the sandbox's isolation once the bench records it).
-* ``expected_protocol_digests`` / ``environment_digest``: what a run of a job
+* ``expected_protocols`` / ``environment_digest``: what a run of a job
   in an environment would name, for ``--skip-existing`` and for the driver's
   check of what comes back.
 """
@@ -190,19 +190,6 @@ def expected_protocols(
     ]
 
 
-def expected_protocol_digests(
-    settings: BenchSettings,
-    workload: StoredRecord,
-    environment: Mapping[str, Any],
-    context: Mapping[str, Any] | None = None,
-    definition: StoredRecord | None = None,
-) -> frozenset[str]:
-    """The digests of ``expected_protocols``."""
-    return frozenset(
-        record.digest for record in expected_protocols(settings, workload, environment, context, definition)
-    )
-
-
 def run_job(payload: JobPayload, device: str) -> list[dict[str, Any]]:
     """Run one job on ``device`` with the bench machinery; the records it produced, as JSON values.
 
@@ -267,7 +254,6 @@ __all__ = [
     "close_workers",
     "device_kind",
     "environment_digest",
-    "expected_protocol_digests",
     "expected_protocols",
     "kept_workers",
     "options_for",

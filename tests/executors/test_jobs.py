@@ -203,7 +203,7 @@ def test_a_gpu_run_may_name_the_cupti_or_the_events_protocol(shared_registry: Re
     from kictl.bench.judge.options import check_options
     from kictl.bench.judge.results import protocol_record, protocol_spec
     from kictl.bench.judge.session import tolerance_for
-    from kictl.executors.seam import expected_protocol_digests
+    from kictl.executors.seam import expected_protocols
 
     workload = next(iter(shared_registry.iter_records(["Workload"])))
     environment = {"hardware": {"product": "H200", "l2CacheBytes": 50 * 2**20}, "software": {}}
@@ -217,13 +217,14 @@ def test_a_gpu_run_may_name_the_cupti_or_the_events_protocol(shared_registry: Re
         )
         return protocol_record(spec).digest
 
+    def expected_protocol_digests(settings: BenchSettings) -> set[str]:
+        return {record.digest for record in expected_protocols(settings, workload, environment, context)}
+
     default = BenchOptions(device="cuda")
-    found = expected_protocol_digests(settings_from(default, "cuda"), workload, environment, context)
+    found = expected_protocol_digests(settings_from(default, "cuda"))
     assert found == {digest(default, "cupti_device_time"), digest(default, "cuda_events")}
     assert len(found) == 2
     events = dataclasses.replace(default, timer="events")
-    assert expected_protocol_digests(settings_from(events, "cuda"), workload, environment, context) == {
-        digest(events, "cuda_events")
-    }
+    assert expected_protocol_digests(settings_from(events, "cuda")) == {digest(events, "cuda_events")}
     cpu = BenchOptions(device="cpu")
-    assert len(expected_protocol_digests(settings_from(cpu, "cpu"), workload, environment, context)) == 1
+    assert len(expected_protocol_digests(settings_from(cpu, "cpu"))) == 1
