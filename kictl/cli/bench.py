@@ -361,8 +361,8 @@ def bench(
             with _interruptible(caught):
                 try:
                     report = run_bench(target, definition, impl, options, progress=say)
-                except KeyboardInterrupt:  # before the first workload began: nothing was measured
-                    err(f"interrupted ({caught.name}): no workload finished, nothing written")
+                except KeyboardInterrupt:  # while the workers started, or a second interrupt while they stopped
+                    err(f"interrupted ({caught.name}): nothing written")
                     raise typer.Exit(128 + caught.value) from None
             if report.interrupted and not report.runs:
                 for warning in report.warnings:

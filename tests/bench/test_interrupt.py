@@ -61,13 +61,15 @@ def _still_running(processes: dict[int, bytes]) -> list[int]:
     return alive
 
 
-def _bench_signalled(out: Path, workloads: list[str], when: str, signum: int) -> tuple[int, str, str, list[int]]:
+def _bench_signalled(
+    out: Path, workloads: list[str], when: str, signum: int, *extra: str
+) -> tuple[int, str, str, list[int]]:
     """``kictl bench`` signalled with ``signum`` once a progress line contains every word of ``when``: its exit
     status, stdout, stderr and the processes under it then that outlived it."""
     impls = [
         arg for name in ("reference", "torch_rmsnorm") for arg in ("--impl", str(IMPLEMENTATIONS / RMSNORM / name))
     ]
-    command = [sys.executable, "-m", "kictl", "bench", RMSNORM, *impls, *SLOW, "--out", str(out)]
+    command = [sys.executable, "-m", "kictl", "bench", RMSNORM, *impls, *SLOW, *extra, "--out", str(out)]
     command += [arg for label in workloads for arg in ("--workload", label)]
     process = subprocess.Popen(
         command,
@@ -118,4 +120,18 @@ def test_ctrl_c_before_any_workload_finished_writes_nothing(tmp_path: Path) -> N
     assert status == 128 + signal.SIGINT, stderr
     assert outlived == []
     assert "interrupted (SIGINT): no workload finished, nothing written" in stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_sigterm_while_the_workers_start_ends_them_and_writes_nothing(tmp_path: Path) -> None:
+    """SIGTERM as soon as the first worker is starting, before any is ready, with unsandboxed workers (no
+    bubblewrap to end them with their parent): kictl itself must stop every one, and has nothing to write."""
+    out = tmp_path / "out"
+    status, _, stderr, outlived = _bench_signalled(
+        out, ["b1"], "worker reference starting", signal.SIGTERM, "--no-sandbox"
+    )
+    assert status == 128 + signal.SIGTERM, stderr
+    assert outlived == []
+    assert "interrupted (SIGTERM): " in stderr
+    assert "nothing written" in stderr
     assert not out.exists() or not any(out.iterdir())

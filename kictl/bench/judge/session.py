@@ -295,10 +295,9 @@ def run_bench(
         session = _Session(
             registry, definition, loaded, options, device, counts, base, say, isolation, worker_factory, clock, kept
         )
-        with clock.phase("start"):
-            session.spawn()
-        try:
+        try:  # an interrupt or a failure while the workers start ends the ones started
             with clock.phase("start"):
+                session.spawn()
                 if named is not None:
                     resolve_device(options.device)  # no GPU after all: EnvError, the workers are ended below
                 session.open_device()
