@@ -146,7 +146,7 @@ class Definition:
     dropped: list[str] = field(default_factory=list)
 
 
-def _stopped(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
+def _run_within(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
     """``command`` run to its end; past ``timeout`` it gets SIGTERM (kictl bench then keeps the workloads it
     finished), and ``GRACE_S`` later it is killed (``KILLED``)."""
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -169,9 +169,9 @@ def _stopped(command: list[str], timeout: float | None) -> subprocess.CompletedP
 
 
 def _kictl(*args: str, log: Path, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """kictl with ``args`` (``_stopped``), its command line, exit status and stderr appended to ``log``."""
+    """kictl with ``args`` (``_run_within``), its command line, exit status and stderr appended to ``log``."""
     started = time.monotonic()
-    done = _stopped([sys.executable, "-m", "kictl", *args], timeout)
+    done = _run_within([sys.executable, "-m", "kictl", *args], timeout)
     with log.open("a") as handle:
         handle.write(f"$ kictl {' '.join(args)}  # exit {done.returncode}, {time.monotonic() - started:.1f} s\n")
         handle.write(done.stderr)

@@ -404,7 +404,7 @@ def test_a_kictl_past_the_budget_is_interrupted_then_killed(tmp_path: Path, monk
     deaf = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
     )
-    killed = catalogue._stopped([sys.executable, "-c", deaf], timeout=1.0)
+    killed = catalogue._run_within([sys.executable, "-c", deaf], timeout=1.0)
     assert killed.returncode == catalogue.KILLED
     assert "killed after 2 s (budget)" in killed.stderr
     line = "warning: interrupted after 41 s: 1 of 3 workload(s) measured; not finished: b7, b64"
