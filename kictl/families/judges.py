@@ -247,14 +247,11 @@ def cells(distribution: Any) -> tuple[Any, Any]:
     return cell, mass
 
 
-def judge_samples(
-    samples: Sequence[Any], distribution: Any, support: Any, *, limit: float, cell_mass: tuple[Any, Any] | None = None
-) -> Judged:
-    """``samples`` (one ``[batch]`` integer tensor per trial) against the expected ``distribution``
-    (``cell_mass``: its ``cells``, where the caller has them)."""
+def judge_samples(samples: Sequence[Any], want: Expected, *, limit: float) -> Judged:
+    """``samples`` (one ``[batch]`` integer tensor per trial) against the expected distribution ``want``."""
     torch = _torch()
 
-    batch, vocab = distribution.shape
+    batch, vocab = want.distribution.shape
     if not samples:
         return Judged("incorrect_numerical", "no samples to judge", None, None, None)
     drawn = torch.stack([item.detach().reshape(-1).to(torch.int64).cpu() for item in samples])  # [trials, batch]
@@ -264,7 +261,7 @@ def judge_samples(
         bad = drawn[(drawn < 0) | (drawn >= vocab)][:3].tolist()
         return Judged("incorrect_numerical", f"samples {bad} are outside the vocabulary [0, {vocab})", None, None, 0.0)
     rows = torch.arange(batch).expand_as(drawn)
-    inside = support[rows, drawn]
+    inside = want.support[rows, drawn]
     outside = int(torch.count_nonzero(~inside))
     if outside:
         where = torch.nonzero(~inside)[0].tolist()
@@ -274,19 +271,18 @@ def judge_samples(
             f"(token {token}, row {where[1]})"
         )
         return Judged("incorrect_numerical", detail, None, None, 1.0 - outside / drawn.numel())
-    cell, mass = cell_mass if cell_mass is not None else cells(distribution)
     observed = torch.zeros(CELLS, dtype=torch.float64)
-    observed.scatter_add_(0, cell[rows, drawn].reshape(-1), torch.ones(drawn.numel(), dtype=torch.float64))
-    expected = mass.sum(0) * drawn.shape[0]
+    observed.scatter_add_(0, want.cell[rows, drawn].reshape(-1), torch.ones(drawn.numel(), dtype=torch.float64))
+    wanted = want.mass.sum(0) * drawn.shape[0]
     count = drawn.numel()
-    variation = 0.5 * float((observed / count - expected / count).abs().sum())
+    variation = 0.5 * float((observed / count - wanted / count).abs().sum())
     if not math.isfinite(variation):  # pragma: no cover - a distribution of NaNs is the inputs' fault
         return Judged("incorrect_numerical", "the expected distribution is not finite", None, None, None)
     if variation <= limit:
         return Judged("passed", None, variation, None, 1.0)
     detail = (
         f"total variation {variation:.3f} > {limit:g} over {count} samples in {CELLS} cells per row "
-        f"(observed {[int(v) for v in observed.tolist()]}, expected {[round(v, 1) for v in expected.tolist()]})"
+        f"(observed {[int(v) for v in observed.tolist()]}, expected {[round(v, 1) for v in wanted.tolist()]})"
     )
     return Judged("incorrect_numerical", detail, variation, None, None)
 
@@ -296,5 +292,4 @@ def judge_distribution(inputs: dict[str, Any], samples: Sequence[Any], *, limit:
     ``top_p``, by name) and the samples of every trial on it."""
     if "probs" not in inputs:
         return Judged("incorrect_numerical", "the distribution judge needs a probs input", None, None, None)
-    found = expected(inputs["probs"], inputs.get("top_k"), inputs.get("top_p"))
-    return judge_samples(samples, found.distribution, found.support, limit=limit, cell_mass=(found.cell, found.mass))
+    return judge_samples(samples, expected(inputs["probs"], inputs.get("top_k"), inputs.get("top_p")), limit=limit)
