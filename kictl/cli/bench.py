@@ -457,10 +457,11 @@ def bench(
 
 
 class _Caught:
-    """The signal that interrupted a session: SIGINT (Ctrl-C's) unless SIGTERM's handler says otherwise."""
+    """The signal that interrupted a session: SIGINT (Ctrl-C's) unless the handler says otherwise."""
 
     def __init__(self) -> None:
         self.signal = signal.SIGINT
+        self.came = False
 
     @property
     def name(self) -> str:
@@ -475,22 +476,32 @@ class _Caught:
 def _interruptible(caught: _Caught) -> Iterator[None]:
     """While one local session runs, SIGTERM (a job runner's or a budget's stop) interrupts it as Ctrl-C does: the
     session keeps the workloads it finished (``BenchReport.interrupted``), and ``caught`` says which signal came.
-    The handler before is restored on leaving, so that the records are then written whole."""
-    previous = signal.getsignal(signal.SIGTERM)
+    After the first, both signals are ignored until kictl exits: a second Ctrl-C while the workers stop would
+    otherwise lose the records about to be written (SIGKILL still ends it at once).  Without an interrupt the
+    handlers before are restored on leaving.  A SIGINT the process was started with ignored stays ignored."""
+    watched = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        watched.append(signal.SIGINT)
+    previous = {signum: signal.getsignal(signum) for signum in watched}
 
-    def on_term(signum: int, _frame: object) -> None:
-        caught.signal = signal.Signals(signum)
+    def on_signal(signum: int, _frame: object) -> None:
+        caught.signal, caught.came = signal.Signals(signum), True
+        for each in watched:
+            signal.signal(each, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     try:
-        signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (kictl called from a library's thread): SIGTERM keeps its action
+        for signum in watched:
+            signal.signal(signum, on_signal)
+    except ValueError:  # not the main thread (kictl called from a library's thread): the signals keep their action
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not caught.came:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _run_energy(run: object) -> dict[str, object] | None:
