@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Builds, on this machine, what a device call carries (the lent GPU machine has no network):
 #
-#   bash benchmarks/carry.sh      then: run(..., carry=[".whl", ".deb", ".fi_cache"])
+#   bash benchmarks/carry.sh      then: run(..., carry=[".whl", ".deb", ".fi_cache", ".source"])
 #
 # .whl/  the wheels benchmarks/h200_setup.sh installs there, for its Python 3.12 on x86_64: kictl's dependencies,
 #        flashinfer-python and apache-tvm-ffi, cupti-python and libcupti (nvidia-cuda-cupti, slimmed to libcupti
 #        itself: the profiler libraries it loads only for the range profiler are 40 MB of a 64 MiB carry);
 # .deb/  bubblewrap, unpacked there for kictl's sandbox;
-# .fi_cache/  left as it is: FlashInfer's JIT cache comes back from a call (KICTL_SAVE_FI_CACHE=1) and goes in here.
+# .fi_cache/  left as it is: FlashInfer's JIT cache comes back from a call (KICTL_SAVE_FI_CACHE=1) and goes in here;
+# .source/  kictl.tree, HEAD and the blobs of kictl/ at HEAD: the device's .git is stale, so device.sh points
+#        KICTL_SOURCE_MANIFEST at it and the records name the commit that ran. Run this again before every call
+#        (a second run takes about a second), and carry .source too.
 #
 # The versions are the ones every figure in RESULTS.md since 2026-11-30 was measured with; the image's own torch,
 # triton, numpy and nvidia-ml-py are used as they are. Idempotent: a wheel already here is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .whl .deb .fi_cache
+mkdir -p .whl .deb .fi_cache .source
+{ git rev-parse HEAD && git ls-tree -r HEAD -- kictl; } >.source/kictl.tree.tmp && mv .source/kictl.tree.tmp .source/kictl.tree
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 --platform manylinux_2_17_x86_64
   --platform manylinux2014_x86_64 --platform any)
 pins=(
@@ -36,3 +40,4 @@ if unzip -l "$cupti" | grep -q libnvperf_host; then
 fi
 ls .deb/bubblewrap_*.deb >/dev/null 2>&1 || (cd .deb && apt-get download bubblewrap >/dev/null 2>&1)
 du -sh .whl .deb .fi_cache
+echo "carry.sh: .source/kictl.tree names $(git rev-parse --short HEAD)$(git status --porcelain -- kictl | grep -q . && echo ', but kictl/ has changes: records will say +dirty')"

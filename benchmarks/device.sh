@@ -5,10 +5,10 @@
 #   bash benchmarks/device.sh SCRIPT PART [ARGS...]  a script of parts, e.g. bash benchmarks/device.sh walls.py gpu
 #   bash benchmarks/device.sh gpu-tests            the `gpu`-marked tests (python -m pytest -m gpu tests/bench)
 #
-# Run from the repository root with .whl/, .deb/ and .fi_cache/ carried (benchmarks/h200_setup.sh says what they
-# hold). SCRIPT is a file in benchmarks/; it gets `--out $OUT/<name>` (after PART, a first argument that is not an
-# option) unless ARGS give `--out` or the script takes none (KICTL_DEVICE_NO_OUT=1); <name> is the script's name,
-# with -PART. The whole log goes to $OUT/<name>.log, its tail to stdout.
+# Run from the repository root with .whl/, .deb/, .fi_cache/ and .source/ carried (benchmarks/carry.sh makes them,
+# benchmarks/h200_setup.sh says what they hold). SCRIPT is a file in benchmarks/; it gets `--out $OUT/<name>`
+# (after PART, a first argument that is not an option) unless ARGS give `--out` or the script takes none
+# (KICTL_DEVICE_NO_OUT=1); <name> is the script's name, with -PART. The whole log goes to $OUT/<name>.log, its tail to stdout.
 # Environment: KICTL_DEVICE_TIMEOUT (seconds, default 540: a device call may last 600), KICTL_SAVE_FI_CACHE=1
 # saves the FlashInfer JIT cache to $OUT/fi_cache.tgz (put it in .fi_cache/ for later calls), KICTL_NCU=1 runs
 # the script under Nsight Compute (the gpu__time_duration metric, every kernel, CSV to $OUT/<name>.ncu.csv).
@@ -45,6 +45,8 @@ else
 fi
 . benchmarks/h200_setup.sh >/dev/null || exit 5
 export FLASHINFER_WORKSPACE_BASE=$HOME KICTL_SANDBOX_CACHE=$HOME/.cache/flashinfer
+# the device's .git is stale: the commit that runs is the one benchmarks/carry.sh wrote into the carried .source/
+[ -f .source/kictl.tree ] && export KICTL_SOURCE_MANIFEST=$PWD/.source/kictl.tree
 echo "device.sh: ${cmd[*]} (limit ${limit} s)"
 timeout "$limit" "${cmd[@]}" >"$OUT/$name.log" 2>&1
 status=$?

@@ -13,6 +13,8 @@ and whether stateful setup was timed.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 import re
 import subprocess
 from collections.abc import Sequence
@@ -55,9 +57,18 @@ def harness_identity() -> dict[str, str]:
     return identity
 
 
+#: A source manifest: the first line a commit, then ``git ls-tree -r <commit> -- kictl`` (``mode blob sha\tpath``).
+#: A copy of kictl without its git history (a device machine's copy of the working tree, whose ``.git`` is stale)
+#: names one here, and the harness commit is that commit, or that commit "+dirty" when a file differs from it.
+SOURCE_MANIFEST_ENV = "KICTL_SOURCE_MANIFEST"
+
+
 def _source_commit() -> str | None:
     """HEAD of the git checkout kictl's package lies in ("+dirty" when its files changed), else None."""
     package = Path(kictl.__file__).resolve().parent
+    manifest = os.environ.get(SOURCE_MANIFEST_ENV)
+    if manifest:
+        return manifest_commit(Path(manifest), package)
     try:
         head = subprocess.run(
             ["git", "-C", str(package), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
@@ -74,6 +85,34 @@ def _source_commit() -> str | None:
     if len(head) != 40:
         return None
     return head + ("+dirty" if dirty else "")
+
+
+def manifest_commit(manifest: Path, package: Path) -> str | None:
+    """The manifest's commit, "+dirty" unless ``package``'s files are exactly the blobs it lists; None if unreadable.
+
+    Files git ignores (``__pycache__``, ``*.pyc``) are not compared; any other file added, missing or changed is
+    dirt.  A manifest that cannot be read or parsed gives None: no commit is claimed rather than a wrong one.
+    """
+    try:
+        commit, *lines = manifest.read_text(encoding="utf-8").splitlines()
+        listed = {}
+        for line in lines:
+            meta, name = line.split("\t", 1)
+            _mode, kind, blob = meta.split()
+            if kind == "blob":
+                listed[name] = blob
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    root = package.parent
+    present: dict[str, str] = {}
+    for path in sorted(package.rglob("*")):
+        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        data = path.read_bytes()
+        present[path.relative_to(root).as_posix()] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return commit + ("" if present == listed else "+dirty")
 
 
 INPUT_POLICY = (
