@@ -7,7 +7,8 @@ in-place kernels that write their inputs, the CUDA-core decode kernel's query gr
 computes what the API documents with plain torch.  The wrapper's outputs are compared with the definition's
 reference on a catalogue workload, and the inputs are checked to be left unchanged.  What this catches: an
 argument in the wrong place (heads for head size, page size for heads), a last-page length or a KV length
-computed wrongly, a group FlashInfer's decode kernel is not built for, an in-place kernel run on the inputs.
+computed wrongly, a group FlashInfer's decode kernel is not built for, an in-place kernel run on the inputs, a
+layout the kernel refuses (the Mamba kernel's per-head parameters broadcast with stride 0).
 What it cannot catch: FlashInfer's own numerics, JIT builds, and anything of the GPU; the device call does.
 """
 
@@ -271,6 +272,12 @@ def _selective_state_update(
     pad_slot_id: int = -1,
 ) -> Any:
     assert z is None
+    # the wheel's checks (csrc/selective_state_update.cu): per-head parameters broadcast over head_dim, stride 0
+    assert (dt.stride(1), dt.stride(2)) == (1, 0), f"dt.stride(1) must be 1, got {dt.stride(1)}"
+    assert A.stride() == (1, 0, 0), f"A must be broadcast per head, got strides {A.stride()}"
+    assert D.stride() == (1, 0), f"D must be broadcast per head, got strides {D.stride()}"
+    assert dt_bias is None or dt_bias.stride() == (1, 0), f"dt_bias strides {dt_bias.stride()}"
+    assert state.stride()[1:] == (state.shape[2] * state.shape[3], state.shape[3], 1)
     step = dt.float() + (dt_bias.float() if dt_bias is not None else 0.0)
     step = torch.nn.functional.softplus(step) if dt_softplus else step
     ratio = x.shape[1] // B.shape[1]

@@ -113,6 +113,14 @@ def _valid(spec: DefinitionSpec, axes: dict[str, int], made: dict[str, Any]) -> 
         assert bool((made["top_p"] <= 1).all())
     if "positions" in made:
         assert all(0 <= p < axes["max_seq_len"] for p in made["positions"].tolist())
+    if spec.family == "mamba-ssu":  # Mamba-2's per-head parameters, broadcast over head_dim as FlashInfer takes them
+        for name, free in (("dt", 2), ("A", 1), ("D", 1), ("dt_bias", 1)):
+            tensor = made[name]
+            assert tensor.device.type != "meta", f"{spec.name}: {name} is drawn as independent random values"
+            first = tensor[(slice(None),) * free + (slice(0, 1),) * (tensor.dim() - free)]
+            assert torch.equal(tensor, first.expand(tensor.shape)), f"{spec.name}: {name} is not one value per head"
+            assert tensor.float().std() > 0, name  # and not one value for all
+        assert bool((made["A"] < 0).all())
 
 
 def _constraints_hold(spec: DefinitionSpec, axes: dict[str, int], made: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import torch
 from kictl.bench.judge.inputs import InputPlan, to_wire
 from kictl.bench.wire import generators
 from kictl.bench.wire.tensors import InputSource, input_spec, materialize_one, materialize_spec
+from kictl.errors import RecordError
 
 SOURCES = (
     InputSource("indices", "values", "int32", (2, 3), values=(0, 1, -1, 2**31 - 1, -(2**31), 6)),
@@ -119,3 +120,24 @@ def test_draws_kept_are_the_newest_few_within_their_byte_limit() -> None:
         assert [key[3] for key in generators._kept][-1] == 2
     finally:
         generators._kept.clear()
+
+
+@pytest.mark.parametrize(("name", "free"), [("per-head", 1), ("per-token-head", 2), ("per-head-decay", 1)])
+def test_per_head_generators_tie_every_later_axis(name: str, free: int) -> None:
+    shape = (3, 5, 4, 2)[: free + 2]
+    made = generators.draw(name, shape, "bfloat16", 11)
+    assert tuple(made.shape) == shape
+    assert made.is_contiguous()
+    heads = made.reshape(*shape[:free], -1)
+    assert torch.equal(heads, heads[..., :1].expand(heads.shape))  # one value along the tied axes
+    assert heads[..., 0].unique().numel() == heads[..., 0].numel()  # a different one per head (or token and head)
+    assert torch.equal(made, generators.draw(name, shape, "bfloat16", 11))
+    assert not torch.equal(made, generators.draw(name, shape, "bfloat16", 12))
+    if name == "per-head-decay":
+        assert bool((made >= -16).all())
+        assert bool((made <= -1).all())
+
+
+def test_a_per_token_head_generator_refuses_too_few_axes() -> None:
+    with pytest.raises(RecordError, match="2 axes at least"):
+        generators.draw("per-token-head", (4,), "float32", 1)

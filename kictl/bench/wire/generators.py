@@ -12,7 +12,14 @@ with ``draw`` on the CPU (the same values on any device) before moving them to i
 ``fp8-paged-index-cache``
     DeepSeek's packed FP8 key cache ``[num_pages, page_size, 1, head_dim + 4]`` (bytes as int8): per page,
     ``page_size * head_dim`` FP8 E4M3 values then ``page_size`` float32 scales in ``[0.5, 1.5)``; random bytes
-    would hold NaN and infinite scales.
+    would hold NaN and infinite scales;
+``per-head``, ``per-token-head``
+    one ``N(0, 1)`` value per index of the first axis (``per-head``) or of the first two (``per-token-head``),
+    the same along every later axis: Mamba-2's per-head parameters (``D``, ``dt_bias``) and time steps (``dt``),
+    which its layers hold per head and broadcast over ``head_dim`` ("TIE_HDIM"), as FlashInfer's kernel takes them;
+``per-head-decay``
+    ``per-head`` with each head's value drawn uniformly in ``[-16, -1]``: Mamba-2's ``A = -exp(A_log)``, negative
+    (a decaying state) in its initial range.
 
 A process keeps its last few draws (``draw``): the distribution judge's trials call an implementation a
 hundred times on one input (``kictl.bench.judge.session``), and drawing ``probs [128, 128256]`` in float64 on the
@@ -67,10 +74,40 @@ def fp8_paged_index_cache(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
     return packed.view(torch.int8).reshape(shape).to(dtype)
 
 
+def _tied(shape: tuple[int, ...], free: int, values: Any) -> Any:
+    """``values`` (the shape of ``shape``'s first ``free`` axes) repeated along the rest, as a dense tensor."""
+    if len(shape) < free:
+        raise RecordError(f"a per-head input needs {free} axes at least, not {list(shape)}")
+    view = values.reshape(shape[:free] + (1,) * (len(shape) - free))
+    return view.expand(shape).contiguous()
+
+
+def per_head(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    torch = torch_module()
+
+    return _tied(shape, 1, torch.randn(shape[:1], generator=_generator(seed))).to(dtype)
+
+
+def per_token_head(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    torch = torch_module()
+
+    return _tied(shape, 2, torch.randn(shape[:2], generator=_generator(seed))).to(dtype)
+
+
+def per_head_decay(shape: tuple[int, ...], dtype: Any, seed: int) -> Any:
+    torch = torch_module()
+
+    decay = -1.0 - 15.0 * torch.rand(shape[:1], generator=_generator(seed))
+    return _tied(shape, 1, decay).to(dtype)
+
+
 GENERATORS: dict[str, Callable[[tuple[int, ...], Any, int], Any]] = {
     "probability-rows": probability_rows,
     "top-p": top_p,
     "fp8-paged-index-cache": fp8_paged_index_cache,
+    "per-head": per_head,
+    "per-token-head": per_token_head,
+    "per-head-decay": per_head_decay,
 }
 
 
