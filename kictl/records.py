@@ -358,6 +358,8 @@ class Measurement(WireModel):
     timer: str
     primary_statistic: Statistic
     warmup: NonNegativeInt | None = None
+    #: Seconds after which the warm-up ended early, counted from the end of its first call; then one more call.
+    warmup_time_budget_s: NonNegativeFloat | None = None
     iterations: NonNegativeInt | None = None
     trials: NonNegativeInt | None = None
     l2_flush: bool | None = None
@@ -462,6 +464,8 @@ class Timing(WireModel):
     median_relative_error: NonNegativeFloat | None = None
     #: Why the timed calls stopped (a fixed count, the target error reached, the time budget spent).
     stop_reason: str | None = None
+    #: Warm-up calls made, where the protocol's warm-up time budget ended them before its count.
+    warmup_calls: NonNegativeInt | None = None
     #: Timed calls whose outputs kictl's parent fetched and checked (chosen after each call returned).
     audited: NonNegativeInt | None = None
     #: The CPUs the worker was pinned to.

@@ -116,6 +116,7 @@ def _options(settings: ProtocolSettings, device: str, timeout_s: float, workload
         matched_ratio=settings.matched_ratio,
         # the original's budget: a capped count is capped again, an exact one (no budget recorded) stays exact
         time_budget_s=settings.time_budget_s,
+        warmup_budget=settings.warmup_budget_s is not None,
         workloads=tuple(workloads),
     )
 

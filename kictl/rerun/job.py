@@ -59,6 +59,8 @@ class ProtocolSettings:
     matched_ratio: float | None
     #: seconds of timed calls the original's count stopped at (a GPU's default count is capped; adaptive counts)
     time_budget_s: float | None = None
+    #: seconds of warm-up calls after which the original's warm-up ended early (``None``: its count was exact)
+    warmup_budget_s: float | None = None
 
     @classmethod
     def from_protocol(cls, protocol: StoredRecord) -> ProtocolSettings:
@@ -86,6 +88,7 @@ class ProtocolSettings:
             rtol=spec.correctness.rtol,
             matched_ratio=spec.correctness.required_matched_ratio,
             time_budget_s=measurement.time_budget_s,
+            warmup_budget_s=measurement.warmup_time_budget_s,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -105,6 +108,7 @@ class ProtocolSettings:
             "rtol": self.rtol,
             "requiredMatchedRatio": self.matched_ratio,
             "timeBudgetS": self.time_budget_s,
+            "warmupTimeBudgetS": self.warmup_budget_s,
         }
 
 

@@ -12,7 +12,7 @@ import torch
 
 from kictl.bench.judge import loop as loop_module
 from kictl.bench.judge import session as session_module
-from kictl.bench.judge.options import GPU_COUNT_BUDGET_S, fixed_count_budget
+from kictl.bench.judge.options import GPU_COUNT_BUDGET_S, fixed_count_budget, warmup_budget
 from kictl.bench.judge.session import BenchOptions, BenchReport, check_options, resolve_device, run_bench
 from kictl.errors import EnvError, UsageError
 from kictl.store.registry import Registry
@@ -270,6 +270,34 @@ def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Regi
     measurement = protocol.raw["spec"]["measurement"]
     assert (measurement["iterations"], measurement["timeBudgetS"]) == (100, 0.05)
     assert "100x1 (or 0.05 s)" in protocol.raw["metadata"]["title"]
+
+
+def test_a_budgeted_warm_up_ends_early_for_slow_calls_and_the_records_say_so(shared_registry: Registry) -> None:
+    """Where a time budget caps the fixed count, it caps the warm-up: counted from the first call's end, then one
+    more call settles them; a fast implementation makes the whole count."""
+    behaviours = {
+        "reference": Behaviour(),
+        "impl0": Behaviour(delays={"call": 0.03}),  # 30 ms a call: the budget is spent after the third
+        "impl1": Behaviour(),
+    }
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=10, iterations=20, time_budget_s=0.05),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+    slow, fast = (run.run.raw["spec"]["timing"] if run.run else {} for run in report.runs)
+    assert slow["warmupCalls"] == 4
+    assert behaviours["impl0"].requests.count("call") == 4 + 20
+    assert "warmupCalls" not in fast
+    assert behaviours["impl1"].requests.count("call") == 10 + 20
+    (protocol,) = [r for r in report.records if r.kind == "BenchmarkProtocol"]
+    assert protocol.raw["spec"]["measurement"]["warmupTimeBudgetS"] == 0.05
+    assert "after 10 warm-up (or 0.05 s after the first)" in protocol.raw["metadata"]["title"]
+    assert warmup_budget(BenchOptions(), "cuda:0", 100) == GPU_COUNT_BUDGET_S
+    assert warmup_budget(BenchOptions(iterations=100), "cuda:0", 100) is None  # an explicit count is exact
+    assert warmup_budget(BenchOptions(), "cpu", None) is None  # the CPU's adaptive count: its warm-up is exact
 
 
 def test_the_gpus_default_count_is_capped_and_an_explicit_one_is_exact() -> None:

@@ -138,6 +138,9 @@ class LoopOptions:
     trials: int
     target_relative_error: float | None
     time_budget_s: float | None
+    #: Seconds of warm-up calls after which the warm-up ends early (``None``: the count is exact): counted from
+    #: the end of the first call (a JIT build or a lazy start), and then one more call settles them all.
+    warmup_budget_s: float | None = None
     min_calls: int = 10
     max_calls: int = 5000
     timer: str = "perf_counter_ns"
@@ -194,6 +197,8 @@ class RunEvidence:
     thread_window_ns: int = 0
     threads_allowed: int = 1
     stop_reason: str | None = None
+    #: warm-up calls made, where ``LoopOptions.warmup_budget_s`` ended them before ``LoopOptions.warmup``
+    warmup_calls: int | None = None
     relative_error: float | None = None
     cpus: tuple[int, ...] = ()
 
@@ -518,11 +523,15 @@ class RunDriver:
         if not self.armed or self.evidence.failure is not None:
             return
         self.say(f"{self.label}: {self.options.warmup} warm-up call(s)")
-        for n in range(self.options.warmup):
+        last = self.options.warmup
+        budget = self.options.warmup_budget_s
+        first_done: int | None = None
+        n = 0
+        while n < last:
             if not self._stage(n % len(self.timed_plans), secrets.randbelow(SHIFTS)):
                 return
             # the last warm-up call settles them all: the timed calls start with none waiting
-            answer = self._ask(wire.Call(settle=n == self.options.warmup - 1), wire.Sample)
+            answer = self._ask(wire.Call(settle=n == last - 1), wire.Sample)
             if answer is None:
                 return
             assert isinstance(answer, wire.Sample)
@@ -533,6 +542,14 @@ class RunDriver:
                 self.warmup_calls.add(self.call_number)
             if not self._settled(answer.settled):
                 return
+            n += 1
+            now = time.perf_counter_ns()
+            if first_done is None:
+                first_done = now
+            elif budget is not None and n < last - 1 and now - first_done >= budget * 1e9:
+                last = n + 1  # the budget is spent: one more call, which settles the rest
+                self.evidence.warmup_calls = last
+                self.say(f"{self.label}: warm-up budget of {budget:g} s spent: {last} warm-up call(s)")
         if self.warmup_calls:
             self._missing(len(self.warmup_calls), "the last warm-up call's answer, which was to settle them")
             return

@@ -27,7 +27,7 @@ import kictl
 from kictl import canon
 from kictl.bench.judge import correctness
 from kictl.bench.judge.implementation import LoadedImplementation
-from kictl.bench.judge.options import BenchOptions, adaptive_budget, fixed_count_budget
+from kictl.bench.judge.options import BenchOptions, adaptive_budget, fixed_count_budget, warmup_budget
 from kictl.bench.wire import timers
 from kictl.bench.worker.timing import LAUNCH_PHASES
 from kictl.errors import RegistryError
@@ -274,6 +274,9 @@ def protocol_spec(
         budget = fixed_count_budget(options, device)
         if budget is not None:
             measurement["timeBudgetS"] = budget
+        budget = warmup_budget(options, device, iterations)
+        if budget is not None and warmup > 3:  # a shorter warm-up has no call to spare (three at least)
+            measurement["warmupTimeBudgetS"] = budget
     else:
         measurement["targetRelativeError"] = options.target_error
         measurement["timeBudgetS"] = adaptive_budget(options)
@@ -316,10 +319,10 @@ def protocol_record(spec: dict[str, Any]) -> StoredRecord:
         count = f"{measurement['iterations']}x{measurement['trials']} (or {measurement['timeBudgetS']:g} s)"
     else:
         count = f"{measurement['iterations']}x{measurement['trials']}"
-    title = (
-        f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of {count} "
-        f"after {measurement['warmup']} warm-up"
-    )
+    warm = f"{measurement['warmup']} warm-up"
+    if "warmupTimeBudgetS" in measurement:
+        warm += f" (or {measurement['warmupTimeBudgetS']:g} s after the first)"
+    title = f"kictl bench: {measurement['timer']}, {measurement['primaryStatistic']} of {count} after {warm}"
     if not measurement.get("isolation", "").startswith("bubblewrap"):
         name += ".unsandboxed"
     raw = {

@@ -67,6 +67,7 @@ from kictl.bench.judge.options import (
     pinned_cpus,
     resolve_device,
     usable_cpus,
+    warmup_budget,
 )
 from kictl.bench.judge.phases import PhaseClock
 from kictl.bench.judge.results import (
@@ -591,6 +592,7 @@ class _Session:
             time_budget_s=(
                 adaptive_budget(self.options) if iterations is None else fixed_count_budget(self.options, self.device)
             ),
+            warmup_budget_s=warmup_budget(self.options, self.device, iterations),
             timer=timer,
             time_setup=self.options.time_setup,
             flush_bytes=flush_bytes(self.device, env["hardware"]),

@@ -252,6 +252,8 @@ def evaluate(
             timing["medianRelativeError"] = round(evidence.relative_error, 6)
         if evidence.stop_reason:
             timing["stopReason"] = evidence.stop_reason
+        if evidence.warmup_calls is not None:
+            timing["warmupCalls"] = evidence.warmup_calls
         timing["audited"] = len(evidence.audits)
         if evidence.cpus:
             timing["cpus"] = list(evidence.cpus)
