@@ -231,18 +231,23 @@ def test_adaptive_repetition_stops_at_the_target(shared_registry: Registry) -> N
     assert measurement["isolation"].startswith("none: --no-sandbox")
 
 
+def _all_three(registry: Registry, behaviours: dict[str, Behaviour], **options: Any) -> Any:
+    """Both honest implementations and the reference on ``b1`` on the CPU, one correctness round, fake workers."""
+    return run_bench(
+        registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, **options),
+        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
+    )
+
+
 def test_an_adaptive_count_spends_its_budget_on_the_whole_call_not_the_request_alone(shared_registry: Registry) -> None:
     """The CPU's adaptive count stops when the run's calls, with the parent's own work for each (here a slow
     audit), have taken the budget: counting the requests alone, these microsecond calls would run to the
     maximum count while each audit took 30 ms."""
     slow_audits = {label: Behaviour(delays={"audit": 0.03}) for label in ("reference", "impl0", "impl1")}
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=0, target_error=1e-9, time_budget_s=0.15),
-        worker_factory=lambda label: FakeWorker(label, slow_audits[label]),
-    )
+    report = _all_three(shared_registry, slow_audits, warmup=0, target_error=1e-9, time_budget_s=0.15)
     for run in report.runs:
         timing = run.run.raw["spec"]["timing"] if run.run else {}
         assert timing["stopReason"] == "time budget of 0.15 s spent", timing
@@ -255,13 +260,7 @@ def test_an_adaptive_count_spends_its_budget_on_the_whole_call_not_the_request_a
 def test_a_fixed_count_stops_when_its_time_budget_is_spent(shared_registry: Registry) -> None:
     """A count capped by --time-budget (the GPU's default 100x3 is, at 1 s) stops early, after 20 calls at least."""
     slow = {label: Behaviour(delays={"call": 0.004}) for label in ("reference", "impl0", "impl1")}
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=0, iterations=100, time_budget_s=0.05),
-        worker_factory=lambda label: FakeWorker(label, slow[label]),
-    )
+    report = _all_three(shared_registry, slow, warmup=0, iterations=100, time_budget_s=0.05)
     for run in report.runs:
         timing = run.run.raw["spec"]["timing"] if run.run else {}
         assert timing["stopReason"] == "time budget of 0.05 s spent after 20 of 100 timed calls", timing
@@ -280,13 +279,7 @@ def test_a_budgeted_warm_up_ends_early_for_slow_calls_and_the_records_say_so(sha
         "impl0": Behaviour(delays={"call": 0.03}),  # 30 ms a call: the budget is spent after the third
         "impl1": Behaviour(),
     }
-    report = run_bench(
-        shared_registry,
-        RMSNORM,
-        [str(path) for path in HONEST_IMPLS],
-        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=10, iterations=20, time_budget_s=0.05),
-        worker_factory=lambda label: FakeWorker(label, behaviours[label]),
-    )
+    report = _all_three(shared_registry, behaviours, warmup=10, iterations=20, time_budget_s=0.05)
     slow, fast = (run.run.raw["spec"]["timing"] if run.run else {} for run in report.runs)
     assert slow["warmupCalls"] == 4
     assert behaviours["impl0"].requests.count("call") == 4 + 20
