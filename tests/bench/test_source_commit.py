@@ -60,6 +60,13 @@ def test_an_unreadable_manifest_claims_no_commit(tmp_path: Path, text: str) -> N
     assert manifest_commit(tmp_path / "absent.tree", package) is None
 
 
+def test_a_file_that_cannot_be_read_claims_no_commit(tmp_path: Path) -> None:
+    package, _commit, text = _package(tmp_path)
+    (tmp_path / "kictl.tree").write_text(text)
+    (package / "loop.py").symlink_to(package / "loop.py")  # a link to itself: reading it fails
+    assert manifest_commit(tmp_path / "kictl.tree", package) is None
+
+
 def test_the_manifest_of_this_checkout_agrees_with_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What benchmarks/carry.sh writes, read back beside this checkout, says what git itself says."""
     root = Path(kictl.__file__).resolve().parent.parent

@@ -88,7 +88,8 @@ def _source_commit() -> str | None:
 
 
 def manifest_commit(manifest: Path, package: Path) -> str | None:
-    """The manifest's commit, "+dirty" unless ``package``'s files are exactly the blobs it lists; None if unreadable.
+    """The manifest's commit, "+dirty" unless ``package``'s files are exactly the blobs it lists; None if either
+    cannot be read.
 
     Files git ignores (``__pycache__``, ``*.pyc``) are not compared; any other file added, missing or changed is
     dirt.  A manifest that cannot be read or parsed gives None: no commit is claimed rather than a wrong one.
@@ -107,11 +108,14 @@ def manifest_commit(manifest: Path, package: Path) -> str | None:
         return None
     root = package.parent
     present: dict[str, str] = {}
-    for path in sorted(package.rglob("*")):
-        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
-            continue
-        data = path.read_bytes()
-        present[path.relative_to(root).as_posix()] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    try:
+        for path in sorted(package.rglob("*")):
+            if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
+                continue
+            data = path.read_bytes()
+            present[path.relative_to(root).as_posix()] = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    except OSError:  # a file that cannot be read cannot be vouched for
+        return None
     return commit + ("" if present == listed else "+dirty")
 
 
