@@ -17,7 +17,9 @@ Which implementations (docs/importing.md, "Implementations of a whole family"): 
 its own, ``implementations/<definition>/`` (the five bundled ones), is measured with that folder's
 implementations, as before; every other definition with the family implementations that
 ``implementations/families/serves.json`` maps to it (its family and its input names), the definition's
-reference first.  A definition that only its reference would serve is left out and listed with the reason.
+reference first.  A definition that only its reference serves (``leftOut`` in serves.json: a FlashInfer kernel
+built for Blackwell only, or no torch alternative written yet) is measured last, its reference alone, so that its
+leaderboard on the GPU product holds real data; the plan says why only the reference.
 
 Which workloads: all of a suite of at most eight; from a larger suite eight, by this rule: a workload's size is
 the product of its variable axes but the allocation-only ones (``ALLOCATION_AXES``: the page pool, the state
@@ -144,6 +146,8 @@ class Definition:
     bundled: bool = False
     reason: str = ""
     dropped: list[str] = field(default_factory=list)
+    #: why only the reference serves it (measured last, its reference alone); empty when others do
+    reference_only: str = ""
 
 
 def _run_within(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
@@ -305,15 +309,16 @@ def order(definitions: list[Definition], unmeasured: Collection[str] = ()) -> li
     """The bundled definitions first; then the first definition (by name) of each family in ``unmeasured`` (none of
     its definitions measured on the GPU product yet: ``--skip-measured``), so that a call tries every new family's
     implementations on the GPU before it goes deeper into one; then ``FAMILY_ORDER`` (other families last), each by
-    name."""
+    name; the definitions only their reference serves after all of them, in the same order."""
     firsts = {
-        family: min(item.name for item in definitions if item.family == family)
+        family: min((bool(item.reference_only), item.name) for item in definitions if item.family == family)[1]
         for family in {item.family for item in definitions} & set(unmeasured)
     }
 
-    def rank(item: Definition) -> tuple[int, int, int, str]:
+    def rank(item: Definition) -> tuple[int, int, int, int, str]:
         family = FAMILY_ORDER.index(item.family) if item.family in FAMILY_ORDER else len(FAMILY_ORDER)
-        return (0 if item.bundled else 1, 0 if firsts.get(item.family) == item.name else 1, family, item.name)
+        first = 0 if firsts.get(item.family) == item.name else 1
+        return (1 if item.reference_only else 0, 0 if item.bundled else 1, first, family, item.name)
 
     return sorted(definitions, key=rank)
 
@@ -411,8 +416,10 @@ def plan(
             item.reason = "skipped (--skip)"
         elif not item.workloads:
             item.reason = "no workload"
-        elif [path.name for path in item.implementations] in ([], ["reference"]):
+        elif [path.name for path in item.implementations] == []:
             item.reason = "; ".join([left_out_reason(item, table), *(f"dropped {text}" for text in item.dropped)])
+        elif [path.name for path in item.implementations] == ["reference"]:
+            item.reference_only = left_out_reason(item, table)
         if item.reason:
             left.append(item)
             continue
@@ -684,6 +691,7 @@ def main() -> int:
             f"[{', '.join(path.name for path in item.implementations)}] x {len(item.chosen)} of "
             f"{len(item.workloads)} workload(s), estimated {seconds:.0f} s, {projected:.0f} s in all"
             + "".join(f"; dropped {text}" for text in item.dropped)
+            + (f"; reference only: {item.reference_only}" if item.reference_only else "")
         )
     summary.extend(f"left out: {item.name} ({item.family}): {item.reason}" for item in left)
     print("\n".join(summary), flush=True)

@@ -158,23 +158,38 @@ def test_every_definition_of_the_served_families_gets_the_reference_flashinfer_a
             assert item.reason, name
 
 
-def test_gdn_decode_and_prefill_are_served_mtp_and_blackwell_only_families_are_left_out_with_the_reason() -> None:
+def test_definitions_only_their_reference_serves_are_measured_last_with_the_reason() -> None:
     chosen, left = _planned()
     for item in DEFINITIONS.values():
         names = [path.name for path in chosen[item.name].implementations] if item.name in chosen else []
+        only = chosen[item.name].reference_only if item.name in chosen else None
         if item.name.startswith("gdn_decode_"):
             assert names == ["reference", "flashinfer_gdn_decode", "torch_gdn_decode"]
         elif item.name.startswith("gdn_prefill_"):
             assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
         elif item.name.startswith("gdn_mtp_"):
-            assert "gated_delta_rule_mtp" in left[item.name].reason
+            assert names == ["reference"]
+            assert only
+            assert "gated_delta_rule_mtp" in only
         elif item.family == "moe":
-            assert "Blackwell (sm100) only" in left[item.name].reason
+            assert names == ["reference"]
+            assert only
+            assert "Blackwell (sm100) only" in only
         elif item.name.startswith("dsa_sparse_attention_"):
-            assert "trtllm_batch_decode_with_kv_cache_mla" in left[item.name].reason
+            assert names == ["reference"]
+            assert only
+            assert "trtllm_batch_decode_with_kv_cache_mla" in only
         elif item.name.startswith("dsa_topk_indexer_"):
-            assert "names no FlashInfer API" in left[item.name].reason
-    assert len([name for name, item in left.items() if "Blackwell" in item.reason]) == 19 + 2
+            assert names == ["reference"]
+            assert only
+            assert "names no FlashInfer API" in only
+        if only:
+            assert not left.get(item.name), item.name
+    assert len([name for name, item in chosen.items() if "Blackwell" in item.reference_only]) == 19 + 2
+    # every definition only its reference serves comes after every other one: a call measures kernels first
+    order = [item.reference_only != "" for item in chosen.values()]
+    assert order == sorted(order)
+    assert order.count(True) == 19 + 2 + 1 + 3
     # FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: without cutlass they are dropped, and said so
     chosen, left = _planned(importable=lambda name: name != "cutlass", families=["gdn"])
     assert [path.name for path in chosen["gdn_decode_qk4_v8_d128_k_last"].implementations] == [
@@ -184,10 +199,10 @@ def test_gdn_decode_and_prefill_are_served_mtp_and_blackwell_only_families_are_l
     assert (
         "flashinfer_gdn_decode (needs the Python module cutlass" in chosen["gdn_decode_qk4_v8_d128_k_last"].dropped[0]
     )
-    assert (
-        "dropped flashinfer_gdn_prefill (needs the Python module cutlass"
-        in left["gdn_prefill_qk4_v8_d128_k_last"].reason
-    )
+    prefill = chosen["gdn_prefill_qk4_v8_d128_k_last"]
+    assert [path.name for path in prefill.implementations] == ["reference"]
+    assert "flashinfer_gdn_prefill (needs the Python module cutlass" in prefill.dropped[0]
+    assert list(chosen)[-3:] == sorted(name for name in chosen if name.startswith(("gdn_mtp_", "gdn_prefill_")))[-3:]
 
 
 def test_a_reference_returning_output_dot_to_gives_its_order_to_the_outputs() -> None:
@@ -307,14 +322,16 @@ def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_on
     # the first definition of every family with no H100 run yet comes first: each new family's implementations meet
     # the GPU before any family goes deeper
     measured_families = {item.family for item in DEFINITIONS.values() if item.digest in held_definitions}
-    new_families = {item.family for item in chosen.values()} - measured_families
+    kernels = [item for item in chosen.values() if not item.reference_only]  # those only a reference serves: last
+    new_families = {item.family for item in kernels} - measured_families
     assert new_families  # sampling, rope and mamba-ssu when this was written
-    firsts = [item for item in chosen.values() if not item.bundled][: len(new_families)]
+    firsts = [item for item in kernels if not item.bundled][: len(new_families)]
     assert {item.family for item in firsts} == new_families
-    assert all(item.name == min(x.name for x in chosen.values() if x.family == item.family) for item in firsts)
-    deeper = [item for item in chosen.values() if not item.bundled][len(new_families) :]
+    assert all(item.name == min(x.name for x in kernels if x.family == item.family) for item in firsts)
+    deeper = [item for item in kernels if not item.bundled][len(new_families) :]
     family_rank = [catalogue.FAMILY_ORDER.index(item.family) for item in deeper]
     assert family_rank == sorted(family_rank)  # then the families in their order
+    assert list(chosen.values())[len(kernels) :] == [item for item in chosen.values() if item.reference_only]
     # FlashInfer-Bench's imported B200 runs are not kictl's: they measure nothing for this script
     assert catalogue.measured(REPO_ROOT, "B200") == set()
     # one implementation measured on every workload: only the others are left to run, on every workload
