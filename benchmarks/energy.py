@@ -1,29 +1,31 @@
-"""Energy per call on a GPU with `kictl bench --measure energy` (issue 31): the table in RESULTS.md.
+"""Energy per call on a GPU with `kictl bench --measure energy` (issues 31, 43): the tables in RESULTS.md.
 
-Claim (README.md "Energy per call", docs/bench.md; RESULTS.md "Energy per call"): separate processes agree
-within 5% on workloads that draw clearly above idle, and a power-hungry variant ranks below the honest kernel.
-Machine and command: the H200 (after `. benchmarks/h200_setup.sh`), `python3 benchmarks/energy.py --out $OUT/e
---budget 250 --no-sandbox --definition gqa_paged_prefill_causal_h24_kv4_d128_ps1`.
+Claim (README.md "Energy per call", docs/bench.md; RESULTS.md "Energy per call on the H100"): separate processes
+agree within 5% on workloads of at least 50 µs, and a power-hungry variant of the FlashInfer wrapper, within 3% of
+its latency, ranks below it on energy. Machine and command: the H100, `bash benchmarks/device.sh energy.py
+--budget 480` (the FlashInfer cache carried).
 
 Runs, one `kictl bench` process at a time (each a separate process, so three of them are three independent
-measurements), for each definition given:
+measurements), sandboxed unless `--no-sandbox`, for each process number and each definition given:
 
-- process 1: the definition's reference, its bundled torch implementation and (for the h24 ps1 prefill
-  definition) the power-hungry variant, on every workload;
-- processes 2 and 3: the torch implementation and the hungry variant again;
+- the definition's FlashInfer wrapper (`implementations/<definition>/flashinfer_wrapper`) and one power-hungry
+  variant of it per `--hungry BLOCKS` (default 16 and 132), on the workloads where the wrapper took at least 50 µs
+  on the H100 (`LONG_WORKLOADS`; `--workload` names others);
+- in process 1 also the reference, unless `--no-reference`;
 
 then prints per workload and implementation: joules per call (idle subtracted) of each process, their spread
-(max - min) / median, the board's average watts, the idle watts, the cold-L2 latency, and the hungry variant's
-energy and latency against the honest kernel's.
+(max - min) / median, the board's average watts, the idle watts, the cold-L2 latency, and each hungry variant's
+energy and latency against the FlashInfer wrapper's in the same process.
 
-The power-hungry variant is the bundled torch_sdpa implementation with `tests/assets/energy/hungry_tail.py`
-appended: the same outputs, plus a Triton kernel of 16 blocks on a side stream spinning on fused multiply-adds
-(16 of the 132 SMs) for ~70% of the call's device time (calibrated in setup()).
+A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS` and `SPIN_SHARE` set and
+`tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on a
+side stream spinning on fused multiply-adds for `SPIN_SHARE` of the call's device time (calibrated in setup()),
+launched with the wrapper's kernel so that it runs inside its time.
 
-    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...]
+    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS ...]
 
 Writes each process's manifest under DIR/pN-<definition>/, the raw counter readings under DIR/traces/ and the
-table to DIR/energy_table.md. Needs a CUDA GPU with NVML's energy counter (exits 5 otherwise, as kictl does).
+tables to DIR/energy_table.md. Needs a CUDA GPU with NVML's energy counter (exits 5 otherwise, as kictl does).
 """
 
 from __future__ import annotations
@@ -38,26 +40,42 @@ import time
 from pathlib import Path
 from typing import Any
 
+from catalogue import _install_aot  # benchmarks/ is this script's folder, first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
-PREFILL = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
-TORCH_IMPL = {
-    "gqa_paged_prefill_causal_h24_kv4_d128_ps1": "torch_sdpa",
-    "gqa_paged_prefill_causal_h20_kv4_d128_ps64": "torch_sdpa",
-    "gqa_paged_decode_h32_kv8_d128_ps1": "torch_batched",
-}
-HUNGRY = "torch_sdpa_hungry"
+DEFAULT_DEFINITIONS = ("gqa_paged_decode_h32_kv8_d128_ps1", "gqa_paged_prefill_causal_h20_kv4_d128_ps64")
+HONEST = "flashinfer_wrapper"
+HUNGRY = "flashinfer_hungry"
+SPIN_SHARE = 0.6
 
 
-def hungry_file(folder: Path) -> Path:
-    """The power-hungry variant: the bundled torch_sdpa source with the hungry tail appended."""
-    base = (ROOT / "implementations" / PREFILL / "torch_sdpa" / "attention.py").read_text()
+def hungry_files(definition: str, blocks: list[int], folder: Path) -> list[Path]:
+    """The power-hungry variants of a definition's FlashInfer wrapper, one entry file per block count."""
+    wrapper = ROOT / "implementations" / definition / HONEST
+    entry = json.loads((wrapper / "implementation.json").read_text())["entryPoint"].split("::")[0]
+    base = (wrapper / entry).read_text()
     tail = (ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
-    path = folder / f"{HUNGRY}.py"
-    path.write_text(base + tail)
-    return path
+    paths = []
+    for count in blocks:
+        path = folder / definition / f"{HUNGRY}_b{count}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{base}\n\nSPIN_BLOCKS = {count}\nSPIN_SHARE = {SPIN_SHARE}\n\n{tail}")
+        paths.append(path)
+    return paths
 
 
-def bench(definition: str, impls: list[str], out: Path, args: argparse.Namespace, env: dict[str, str]) -> float:
+#: the workloads on which the FlashInfer wrapper took at least 50 µs on the H100 (its latency records of
+#: 2026-12-06 in the registry; RESULTS.md "The catalogue on the H100"): shorter calls cannot be told apart by the
+#: energy counter's 100 ms steps within a loop of a second
+LONG_WORKLOADS = {
+    "gqa_paged_decode_h32_kv8_d128_ps1": ["b128x_kv1024", "b64x_kv512", "b8x_kv8192"],
+    "gqa_paged_prefill_causal_h20_kv4_d128_ps64": ["b4x_q1024_p128", "b8x_q128_p64", "q1117_p1117", "q2048_p32"],
+}
+
+
+def bench(
+    definition: str, impls: list[str], workloads: list[str], out: Path, args: argparse.Namespace, env: dict[str, str]
+) -> float:
     command = [
         sys.executable,
         "-m",
@@ -69,17 +87,15 @@ def bench(definition: str, impls: list[str], out: Path, args: argparse.Namespace
         "energy",
         "--device",
         "cuda",
-        "--energy-loop",
-        str(args.loop),
-        "--energy-trials",
-        str(args.trials),
-        "--rounds",
-        "1",
         "--out",
         str(out),
         "--json",
-        *[part for workload in args.workload or () for part in ("--workload", workload)],
+        *[part for workload in workloads for part in ("--workload", workload)],
     ]
+    if args.loop is not None:
+        command += ["--energy-loop", str(args.loop)]
+    if args.trials is not None:
+        command += ["--energy-trials", str(args.trials)]
     if args.no_sandbox:
         command.append("--no-sandbox")
     started = time.perf_counter()
@@ -91,6 +107,24 @@ def bench(definition: str, impls: list[str], out: Path, args: argparse.Namespace
     if done.returncode not in (0, 1):
         print(done.stderr[-3000:], flush=True)
     return time.perf_counter() - started
+
+
+def warm(definition: str, workloads: list[str], out: Path, env: dict[str, str]) -> None:
+    """Build the wrapper's FlashInfer modules outside the sandbox (one call), as benchmarks/catalogue.py does."""
+    command = [
+        sys.executable,
+        "-m",
+        "kictl",
+        "bench",
+        definition,
+        "--impl",
+        str(ROOT / "implementations" / definition / HONEST),
+    ]
+    command += ["--workload", workloads[0]] if workloads else []
+    command += ["--no-sandbox", "--warmup", "1", "--iterations", "1", "--trials", "1", "--rounds", "1"]
+    started = time.perf_counter()
+    done = subprocess.run([*command, "--out", str(out / "warm")], cwd=ROOT, env=env, capture_output=True, text=True)
+    print(f"warm {definition}: exit {done.returncode} in {time.perf_counter() - started:.0f} s", flush=True)
 
 
 def runs_of(out: Path) -> list[dict[str, Any]]:
@@ -148,26 +182,26 @@ def table(results: dict[str, list[list[dict[str, Any]]]]) -> list[str]:
 
 
 def hungry_lines(processes: list[list[dict[str, Any]]]) -> list[str]:
-    """The hungry variant against the honest torch_sdpa, per workload and process."""
+    """Each hungry variant against the honest FlashInfer wrapper, per workload and process."""
     lines = [
         "",
-        "| workload | process | torch_sdpa J/call | hungry J/call | energy ratio | latency ratio | ranks below |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| workload | process | variant | FlashInfer J/call | hungry J/call | energy ratio | latency ratio "
+        "| ranks below |",
+        "|---|---:|---|---:|---:|---:|---:|---|",
     ]
     for number, process in enumerate(processes, start=1):
         by = {(r["workload"], r["implementation"]): r for r in process if r["status"] == "passed" and r["energy"]}
-        for workload in sorted({w for w, _ in by}):
-            honest = next(
-                (r for (w, i), r in by.items() if w == workload and i.startswith("torch_sdpa") and HUNGRY not in i),
-                None,
-            )
-            hungry = next((r for (w, i), r in by.items() if w == workload and i.startswith(HUNGRY)), None)
-            if honest is None or hungry is None:
+        for workload, impl in sorted(by):
+            if not impl.startswith(HUNGRY):
+                continue
+            hungry = by[workload, impl]
+            honest = next((r for (w, i), r in by.items() if w == workload and i.startswith(HONEST)), None)
+            if honest is None:
                 continue
             e_ratio = hungry["energy"]["joulesPerCall"] / honest["energy"]["joulesPerCall"]
             l_ratio = hungry["latencyNs"] / honest["latencyNs"]
             lines.append(
-                f"| {workload} | {number} | {joules(honest['energy']['joulesPerCall'])} | "
+                f"| {workload} | {number} | {impl} | {joules(honest['energy']['joulesPerCall'])} | "
                 f"{joules(hungry['energy']['joulesPerCall'])} | {e_ratio:.2f} | {l_ratio:.3f} | "
                 f"{'yes' if e_ratio > 1 else 'no'} |"
             )
@@ -177,41 +211,44 @@ def hungry_lines(processes: list[list[dict[str, Any]]]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds: later processes are skipped after")
-    parser.add_argument("--definition", action="append", default=None)
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds: no process is started after")
+    parser.add_argument("--definition", action="append", default=None, help="a bundled attention definition")
     parser.add_argument("--processes", type=int, default=3)
-    parser.add_argument("--loop", type=float, default=1.0)
-    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--hungry", type=int, action="append", default=None, help="a variant's spinning blocks")
+    parser.add_argument("--loop", type=float, default=None, help="--energy-loop (kictl's default if not given)")
+    parser.add_argument("--trials", type=int, default=None, help="--energy-trials (kictl's default if not given)")
     parser.add_argument("--no-sandbox", action="store_true")
     parser.add_argument("--workload", action="append", default=None, help="only these workloads (repeatable)")
     parser.add_argument("--no-reference", action="store_true", help="leave the reference out of process 1")
+    parser.add_argument("--hungry-processes", type=int, default=1, help="the first N processes run the variants")
     args = parser.parse_args()
-    definitions = args.definition or [PREFILL]
+    definitions = args.definition or list(DEFAULT_DEFINITIONS)
+    blocks = args.hungry or [16, 132]
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "KICTL_ENERGY_TRACES": str(args.out / "traces")}
-    variant = hungry_file(args.out)
     began = time.perf_counter()
+    for definition in definitions:
+        warm(definition, args.workload or LONG_WORKLOADS.get(definition, []), args.out, env)
+    print(f"flashinfer: {_install_aot()} module(s) installed as AOT", flush=True)
     results: dict[str, list[list[dict[str, Any]]]] = {}
-    # the prefill definition in every process first (the three-process agreement and the hungry variant),
-    # then the other definitions once each, while the budget lasts
-    jobs = [(n, PREFILL) for n in range(1, args.processes + 1) if PREFILL in definitions]
-    jobs += [(1, d) for d in definitions if d != PREFILL]
-    for number, definition in jobs:
-        if time.perf_counter() - began > args.budget:
-            print(f"budget spent: process {number} of {definition} skipped", flush=True)
-            continue
-        impl_dir = ROOT / "implementations" / definition
-        impls = [str(impl_dir / TORCH_IMPL[definition])]
-        if number == 1 and definition == PREFILL and not args.no_reference:
-            impls.insert(0, str(impl_dir / "reference"))
-        if definition == PREFILL:
-            impls.append(str(variant))
-        out = args.out / f"p{number}-{definition}"
-        bench(definition, impls, out, args, env)
-        results.setdefault(definition, []).append(runs_of(out))
+    for number in range(1, args.processes + 1):
+        for definition in definitions:
+            if time.perf_counter() - began > args.budget:
+                print(f"budget spent: process {number} of {definition} skipped", flush=True)
+                continue
+            folder = ROOT / "implementations" / definition
+            impls = [str(folder / HONEST)]
+            if number <= args.hungry_processes:
+                impls += map(str, hungry_files(definition, blocks, args.out / "variants"))
+            if number == 1 and not args.no_reference:
+                impls.insert(0, str(folder / "reference"))
+            workloads = args.workload or LONG_WORKLOADS.get(definition, [])
+            out = args.out / f"p{number}-{definition}"
+            bench(definition, impls, workloads, out, args, env)
+            results.setdefault(definition, []).append(runs_of(out))
     lines = table(results)
-    if PREFILL in results:
-        lines += hungry_lines(results[PREFILL])
+    for definition, processes in results.items():
+        lines += ["", f"**{definition}**", *hungry_lines(processes)]
     text = "\n".join(lines)
     (args.out / "energy_table.md").write_text(text + "\n")
     print(text)
