@@ -84,8 +84,9 @@ class LoadedImplementation:
     def name(self) -> str:
         return self.record.name
 
-    def load_message(self) -> wire.Load:
-        """What a worker needs to import it: the record's sources as bytes, with the record's sha256 of each."""
+    def load_message(self, constants: tuple[wire.Constant, ...] = ()) -> wire.Load:
+        """What a worker needs to import it: the record's sources as bytes, with the record's sha256 of each, and
+        the definition's ``constants`` (its constant axes), which ``run()`` may take as keyword-only parameters."""
         spec = self.record.model.spec
         assert isinstance(spec, ImplementationSpec)
         files = tuple(
@@ -96,7 +97,7 @@ class LoadedImplementation:
             )
             for source in spec.sources
         )
-        return wire.Load(files=files, entry=self.entry_file, function=self.function)
+        return wire.Load(files=files, entry=self.entry_file, function=self.function, constants=constants)
 
 
 def _source(path: Path, relative: str) -> dict[str, str]:

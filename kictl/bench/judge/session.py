@@ -91,7 +91,7 @@ from kictl.definitions import signature
 from kictl.errors import EnvError, NotFoundError, RecordError, UsageError
 from kictl.families import judges
 from kictl.families.gpus import find_gpu
-from kictl.records import DefinitionSpec, StoredRecord, Workload, WorkloadSpec
+from kictl.records import ConstAxis, DefinitionSpec, StoredRecord, Workload, WorkloadSpec
 from kictl.store.registry import Registry
 
 ProgressCallback = Callable[[str], None]
@@ -366,6 +366,12 @@ class _Session:
         assert isinstance(spec, DefinitionSpec)
         self.spec = spec
         self.order = signature(spec, source=f"{definition.name} reference")
+        #: the constant axes, which an implementation's run() may take as keyword-only parameters (docs/bench.md)
+        self.constants = tuple(
+            wire.Constant(name=name, value=axis.value)
+            for name, axis in spec.axes.items()
+            if isinstance(axis, ConstAxis)
+        )
         self.implementations = implementations
         self.options = options
         self.device = device
@@ -630,7 +636,7 @@ class _Session:
                 env = self.wait_ready(worker)
             driver = RunDriver(
                 worker,
-                impl.load_message(),
+                impl.load_message(self.constants),
                 plans.rounds,
                 plans.setup,
                 plans.timed,

@@ -195,6 +195,14 @@ class Ping(Message):
 
 
 @dataclass(frozen=True, slots=True)
+class Constant:
+    """A definition's constant axis, by name."""
+
+    name: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
 class Load(Message):
     """Import these sources (after checking each file's sha256) and find ``function`` in ``entry``."""
 
@@ -202,6 +210,9 @@ class Load(Message):
     files: tuple[SourceFile, ...]
     entry: str
     function: str
+    #: the definition's constant axes: ``run(...)`` and ``setup(...)`` get those they name as keyword-only
+    #: parameters (an implementation that serves a whole family, told one definition from another: MoE's top_k)
+    constants: tuple[Constant, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,9 +42,11 @@ import ctypes
 import ctypes.util
 import dataclasses
 import faulthandler
+import functools
 import gc
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -106,6 +108,22 @@ class OutputStructureError(Exception):
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     """The last ``lines`` lines of ``text``."""
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def with_constants(function: Callable[..., Any], constants: Sequence[wire.Constant]) -> Callable[..., Any]:
+    """``function`` with the definition's constant axes it names as keyword-only parameters bound (docs/bench.md,
+    "Constants"): one implementation serves every definition of a family whose inputs do not say them (MoE's
+    ``top_k``). A function that names none, or whose signature cannot be read, is called as it is."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return function
+    bound = {
+        constant.name: constant.value
+        for constant in constants
+        if constant.name in parameters and parameters[constant.name].kind is inspect.Parameter.KEYWORD_ONLY
+    }
+    return functools.partial(function, **bound) if bound else function
 
 
 def _traceback_tail(folder: str | None = None) -> str:
@@ -432,7 +450,9 @@ class Worker:
         if not callable(run):
             raise Failure("compile_error", f"{request.entry} defines no function {request.function}(...)")
         setup = getattr(loaded, "setup", None)
-        self.run, self.setup = run, setup if callable(setup) else None
+        self.run, self.setup = with_constants(run, request.constants), None
+        if callable(setup):
+            self.setup = with_constants(setup, request.constants)
         # what the imports made lives as long as the worker: the collections after each run (finish) need not
         # walk it again (torch's and FlashInfer's objects: 0.1-0.2 s a collection)
         gc.collect()
