@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kictl.bench.wire.values import PROBE_PAIRS, _perturbed
+from kictl.bench.wire.values import PROBE_PAIRS, _perturbed, _rolled, input_shift
 
 
 def _values(dtype: torch.dtype, shape: tuple[int, ...] = (64, 4096)) -> torch.Tensor:
@@ -90,3 +90,31 @@ def test_a_probe_moves_each_value_to_a_neighbours_place() -> None:
     moved = (_perturbed(original, 4242) - original).reshape(-1)
     assert set(moved.unique().tolist()) == {-1, 0, 1}
     assert int((moved != 0).sum()) == 2 * PROBE_PAIRS
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.bfloat16, torch.float32, torch.int32, torch.bool]
+)
+def test_a_roll_moves_the_bits_of_any_type_without_a_roll_kernel_for_it(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent rolls a GPU run's timed inputs on the device, where torch has no ``roll`` for the float8 types
+    (``"roll_cuda" not implemented for 'Float8_e4m3fn'``: every FP8 MoE run failed at staging on the H100). A
+    roll that refuses every floating type, as CUDA's refuses float8, stands in for that device here."""
+    original = _values(dtype, (33, 17))
+    expected = original.reshape(-1).view(torch.uint8).reshape(-1, original.element_size())
+    plain_roll = torch.Tensor.roll
+
+    def integer_roll_only(self: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        if self.dtype.is_floating_point:
+            raise NotImplementedError(f'"roll_cuda" not implemented for {self.dtype}')
+        return plain_roll(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.Tensor, "roll", integer_roll_only)
+    for position in (0, 1, 3):
+        rolled = _rolled(original, 7, position)
+        assert rolled.dtype == original.dtype
+        assert rolled.shape == original.shape
+        shift = input_shift(7, position) % original.numel()
+        moved = rolled.reshape(-1).view(torch.uint8).reshape(-1, original.element_size())
+        assert torch.equal(moved, expected.roll(shift, dims=0)), position

@@ -53,19 +53,33 @@ def input_shift(shift: int, position: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
+#: an integer type of each width, to move values of any type bit for bit
+_RAW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
 def _rolled(tensor: Any, shift: int, position: int = 0) -> Any:
     """``tensor``'s values moved ``input_shift(shift, position)`` places along its flattened order (a fresh
-    tensor); ``position`` is the input's place among the call's inputs."""
+    tensor); ``position`` is the input's place among the call's inputs.
+
+    The values move bit for bit, through an integer view of their width where there is one: torch's CUDA
+    ``roll`` has no kernel for the float8 types (``"roll_cuda" not implemented for 'Float8_e4m3fn'``, H100,
+    2026-12-07: every FP8 MoE run failed at staging), and a move of bits needs none."""
+    torch = torch_module()
+
     shift = input_shift(shift, position)
     if tensor.numel() < 2 or shift % tensor.numel() == 0:
         return tensor
-    return tensor.reshape(-1).roll(shift % tensor.numel()).reshape(tensor.shape)
+    flat = tensor.reshape(-1)
+    raw = _RAW.get(tensor.element_size())
+    if raw is not None:
+        moved = flat.contiguous().view(getattr(torch, raw)).roll(shift % tensor.numel()).view(tensor.dtype)
+        return moved.reshape(tensor.shape)
+    return flat.roll(shift % tensor.numel()).reshape(tensor.shape)
 
 
 #: A probe (``loop.step``) swaps this many pairs of neighbouring values in each random input of the previous call's
 #: values.
 PROBE_PAIRS = 8
-_RAW = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def _perturbed(tensor: Any, seed: int) -> Any:
