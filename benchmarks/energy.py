@@ -24,8 +24,9 @@ launched with the wrapper's kernel so that it runs inside its time.
 
     python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS ...]
 
-Writes each process's manifest under DIR/pN-<definition>/, the raw counter readings under DIR/traces/ and the
-tables to DIR/energy_table.md. Needs a CUDA GPU with NVML's energy counter (exits 5 otherwise, as kictl does).
+Writes each process's manifest under DIR/pN-<definition>/ and the raw counter readings under DIR/traces/, packed
+into DIR/records.tgz at the end, and the tables to DIR/energy_table.md. Needs a CUDA GPU with NVML's energy
+counter (exits 5 otherwise, as kictl does).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 from typing import Any
@@ -252,7 +254,22 @@ def main() -> int:
     text = "\n".join(lines)
     (args.out / "energy_table.md").write_text(text + "\n")
     print(text)
+    pack(args.out)
     return 0
+
+
+def pack(out: Path) -> None:
+    """Everything but the table into ``records.tgz``, the loose files removed: the device tool brings a few files
+    back (the manifests, answers and counter traces of one call are dozens), and ``kictl submit`` reads the
+    manifests once unpacked."""
+    loose = sorted(path for path in out.rglob("*") if path.is_file() and path.name != "energy_table.md")
+    with tarfile.open(out / "records.tgz", "w:gz") as archive:
+        for path in loose:
+            archive.add(path, arcname=str(path.relative_to(out)))
+    for path in loose:
+        path.unlink()
+    for folder in sorted((p for p in out.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        folder.rmdir()
 
 
 if __name__ == "__main__":

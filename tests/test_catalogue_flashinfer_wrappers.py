@@ -15,10 +15,12 @@ What it cannot catch: FlashInfer's own numerics, JIT builds, and anything of the
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import math
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -445,3 +447,40 @@ def test_the_sampling_wrapper_calls_the_function_the_definition_names(
     assert CALLS == [function]
     assert samples.dtype == torch.int64
     assert samples.shape == (2,)
+
+
+@pytest.mark.parametrize(
+    ("definition", "workload"),
+    [("gqa_paged_decode_h32_kv8_d128_ps1", "b1_kv73"), ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q16_p1")],
+)
+def test_the_power_hungry_variant_keeps_the_wrappers_answers_before_and_after_setup(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, definition: str, workload: str
+) -> None:
+    """benchmarks/energy.py's variant of a bundled FlashInfer wrapper (its source with the hungry tail appended).
+    kictl's correctness rounds call run() before setup(), and the wrapper's run() then plans through the module's
+    setup(), which the tail replaces: the replacement must hand the plan back (the H100 call of 2026-12-07 failed
+    every variant run with ``'NoneType' object has no attribute 'run'``). On the CPU the spin never starts, so the
+    variant's answers are the wrapper's; Triton is a stand-in here, only to import the tail."""
+    triton = ModuleType("triton")
+    language = ModuleType("triton.language")
+    triton.jit = lambda function: function  # type: ignore[attr-defined]
+    triton.language = language  # type: ignore[attr-defined]
+    language.constexpr = int  # type: ignore[attr-defined]
+    for name, module in {**_stand_in(), "triton": triton, "triton.language": language}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+    energy = importlib.import_module("energy")
+    (variant,) = energy.hungry_files(definition, [16], tmp_path)
+    spec = importlib.util.spec_from_file_location("hungry_variant", variant)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    definition_spec, args = _inputs(definition, workload)
+    before = module.run(*args)  # a correctness round: no setup() yet
+    module.setup(*args)
+    after = module.run(*args)
+    want = _reference(definition_spec, args)
+    for name, a, b, c in zip(signature(definition_spec).outputs, before, after, want, strict=True):
+        _close(a, c, name)
+        assert torch.equal(a, b), name
