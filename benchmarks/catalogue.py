@@ -44,6 +44,10 @@ and a definition stopped at the budget, is listed as left for a later call
 holds a kictl latency run of each implementation on that GPU product, and every implementation measured on all the
 workloads left (a definition with none left is skipped);
 ``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
+A chosen workload whose reference would take over ``MAX_WORKLOAD_SECONDS`` (``REFERENCE_CALLS`` calls, at the time a
+call its largest measured workload on that product predicts, in proportion to size) is left out and listed: some
+references loop in Python and take seconds a call (``gqa_paged_prefill_causal_h40_kv10_d128_ps1``: 13 s on
+``b1_q512``), and one such workload would spend a whole call.
 
 What it does, in order, per definition:
 
@@ -126,6 +130,15 @@ DEFAULT_PRODUCT = "H100 SXM"
 #: outlasts this margin too is interrupted at the budget (SIGTERM: kictl writes the workloads it finished and exits
 #: ``INTERRUPTED``); one that does not end within ``GRACE_S`` of that is killed (``KILLED``: nothing written)
 STOP_MARGIN_S = 20.0
+#: a workload makes about this many calls of the definition's reference: three correctness rounds, the warm-up (3
+#: once the time budget is spent), the timed minimum and the audited calls' reference outputs (stop 55's
+#: ``h5_kv1_ps64`` ``b1_q2048``: 150 s at 3.7 s a call, before the warm-up cap)
+REFERENCE_CALLS = 30
+#: a chosen workload whose reference is predicted to need longer than this (``REFERENCE_CALLS`` calls, at the
+#: per-call time its measured runs on this product predict) is left for a call of its own: stop 56's call 4 spent
+#: 223 s of a 225-s budget on one workload of ``gqa_paged_prefill_causal_h40_kv10_d128_ps1`` (13 s a call) and
+#: measured nothing
+MAX_WORKLOAD_SECONDS = 120.0
 GRACE_S = 30.0
 INTERRUPTED = 128 + signal.SIGTERM  # kictl bench's status after a SIGTERM, its finished workloads written
 KILLED = -9  # the exit status this script gives a kictl it had to kill (kictl's own are 0 to 5, or INTERRUPTED)
@@ -351,6 +364,56 @@ def measured(registry_root: Path, product: str) -> set[tuple[str, str, str]]:
     return held
 
 
+def reference_seconds(registry_root: Path, product: str) -> dict[tuple[str, str], float]:
+    """(definition digest, workload name) -> seconds a call of the definition's reference took on ``product``, from
+    the kictl latency runs the registry holds (the slowest, where there are several)."""
+    from kictl.store.registry import Registry
+
+    registry = Registry(registry_root)
+    environments = {
+        record.digest
+        for record in registry.iter_records(["ExecutionEnvironment"])
+        if (record.raw["spec"].get("hardware") or {}).get("product") == product
+    }
+    references = {
+        record.digest
+        for record in registry.iter_records(["Implementation"])
+        if record.raw["spec"].get("definitionReference") or record.name.split("_", 1)[0] == "reference"
+    }
+    workloads = {record.digest: record.name for record in registry.iter_records(["Workload"])}
+    seconds: dict[tuple[str, str], float] = {}
+    for run in registry.iter_records(["BenchmarkRun"]):
+        spec = run.raw["spec"]
+        latency = ((spec.get("timing") or {}).get("latencyNs") or {}).get("median")
+        if spec.get("environmentDigest") not in environments or spec.get("implementationDigest") not in references:
+            continue
+        if isinstance(latency, int) and latency > 0:
+            key = (spec["definitionDigest"], workloads.get(spec["workloadDigest"], ""))
+            seconds[key] = max(seconds.get(key, 0.0), latency / 1e9)
+    return seconds
+
+
+def _leave_slow(item: Definition, seconds: dict[tuple[str, str], float]) -> None:
+    """Leave out the chosen workloads whose reference would take longer than ``MAX_WORKLOAD_SECONDS``: its
+    per-call time predicted from the largest workload measured on this product, in proportion to the size
+    (``workload_size``; most slow references loop over queries or pages in Python), times ``REFERENCE_CALLS``."""
+    sizes = dict(item.workloads)
+    known = [(workload_size(sizes[label]), took, label) for (digest, label), took in seconds.items()
+             if digest == item.digest and label in sizes]  # fmt: skip
+    if not known:
+        return
+    size, took, label = max(known)
+    slow = [
+        w for w in item.chosen if took * workload_size(sizes[w]) / max(size, 1) * REFERENCE_CALLS > MAX_WORKLOAD_SECONDS
+    ]
+    if slow:
+        item.chosen = [w for w in item.chosen if w not in slow]
+        item.dropped.append(
+            f"{len(slow)} workload(s) whose reference would take over {MAX_WORKLOAD_SECONDS:.0f} s a workload "
+            f"({took:.2f} s a call on {label}, scaled by size: {', '.join(slow)})"
+        )
+
+
 def implementation_digest(implementation: Path, definition_digest: str, registry: Any) -> str:
     """The digest of the Implementation record ``kictl bench --impl implementation`` makes for the definition."""
     from kictl.bench.judge.implementation import load_implementation
@@ -386,6 +449,7 @@ def plan(
     flashinfer: bool,
     limit: int = WORKLOADS_PER_DEFINITION,
     importable: Callable[[str], bool] | None = None,
+    reference_times: dict[tuple[str, str], float] | None = None,
 ) -> tuple[list[Definition], list[Definition]]:
     """(definitions to measure, in order; definitions left out, each with its reason).
 
@@ -438,6 +502,12 @@ def plan(
             _leave_measured(item, held, registry)
             if not item.chosen:
                 item.reason = "every implementation measured already (--skip-measured)"
+                left.append(item)
+                continue
+        if reference_times:
+            _leave_slow(item, reference_times)
+            if not item.chosen:
+                item.reason = "; ".join(item.dropped)
                 left.append(item)
                 continue
         chosen.append(item)
@@ -675,6 +745,7 @@ def main() -> int:
         registry_root=args.registry,
         flashinfer=not args.smoke,
         limit=max(args.workloads, 1),
+        reference_times=None if args.smoke else reference_seconds(args.registry, args.skip_measured or DEFAULT_PRODUCT),
     )
     if args.smoke:
         for item in chosen:

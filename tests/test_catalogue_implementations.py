@@ -359,6 +359,34 @@ def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_on
     assert "measured already" in done["rmsnorm_h4096"].reason
 
 
+def test_a_workload_whose_reference_would_outrun_a_call_is_left_for_one_of_its_own() -> None:
+    """The H100's measured reference calls predict the rest, in proportion to size: ``h40_kv10_ps1``'s reference
+    took 1.74 s a call on ``b1_q128`` (and about 13 s on ``b1_q512``, which a call then spent its budget on)."""
+    seconds = catalogue.reference_seconds(REPO_ROOT, "H100 SXM")
+    slow = DEFINITIONS["gqa_paged_prefill_causal_h40_kv10_d128_ps1"]
+    assert seconds[slow.digest, "b1_q128"] > 1.0
+    assert catalogue.reference_seconds(REPO_ROOT, "B200") == {}
+    held = catalogue.measured(REPO_ROOT, "H100 SXM")
+    chosen, left = _planned(
+        held=held, reference_times=seconds, wanted=[slow.name, "gqa_paged_prefill_causal_h5_kv1_d128_ps1"]
+    )
+    assert slow.name not in chosen
+    assert "scaled by size" in left[slow.name].reason
+    assert "1.74 s a call on b1_q128" in left[slow.name].reason
+    # a fast reference loses nothing: the same plan as without the times
+    fast = "gqa_paged_decode_h5_kv1_d128_ps1"
+    assert _planned(reference_times=seconds, wanted=[fast])[0][fast].chosen == _planned(wanted=[fast])[0][fast].chosen
+    # part of a suite: the workloads up to about MAX_WORKLOAD_SECONDS stay, the larger are listed
+    sizes = dict(slow.workloads)
+    smallest = min(sizes, key=lambda label: catalogue.workload_size(sizes[label]))
+    per_call = catalogue.MAX_WORKLOAD_SECONDS / catalogue.REFERENCE_CALLS / 2  # half the cap at the smallest
+    chosen, _ = _planned(reference_times={(slow.digest, smallest): per_call}, wanted=[slow.name])
+    kept = chosen[slow.name]
+    assert smallest in kept.chosen
+    assert 0 < len(kept.chosen) < len(catalogue.choose_workloads(kept.workloads))
+    assert "scaled by size" in kept.dropped[-1]
+
+
 def test_a_bench_past_its_stop_after_keeps_what_it_measured_and_the_script_lists_it(tmp_path: Path) -> None:
     """``kictl bench --stop-after`` as this script runs it: past it no workload starts, the workloads done keep
     their records (both implementations on b1, nothing of b7), and the script reads kictl's line about the rest."""
