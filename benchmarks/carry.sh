@@ -5,7 +5,8 @@
 #
 # .whl/  the wheels benchmarks/h200_setup.sh installs there, for its Python 3.12 on x86_64: kictl's dependencies,
 #        flashinfer-python and apache-tvm-ffi, cupti-python and libcupti (nvidia-cuda-cupti, slimmed to libcupti
-#        itself: the profiler libraries it loads only for the range profiler are 40 MB of a 64 MiB carry);
+#        itself: the profiler libraries it loads only for the range profiler are 40 MB of a 64 MiB carry), and
+#        flashinfer-bench with safetensors and docstring-parser (suite_speed.py --flashinfer-bench runs its harness);
 # .deb/  bubblewrap, unpacked there for kictl's sandbox;
 # .fi_cache/  left as it is: FlashInfer's JIT cache comes back from a call (KICTL_SAVE_FI_CACHE=1) and goes in here;
 # .source/  kictl.tree, HEAD and the blobs of kictl/ at HEAD: the device's .git is stale, so device.sh points
@@ -26,6 +27,7 @@ pins=(
   pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 typing-extensions==4.16.0
   rfc8785==0.1.4 cryptography==51.0.1 cffi==2.1.1 pycparser==3.12 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3
   einops==0.8.2 tabulate==0.10.0 tqdm==4.70.1
+  flashinfer-bench==0.1.2 safetensors==0.8.0 docstring-parser==0.18.0
 )
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
   "${platforms[@]}" -d .whl "${pins[@]}"

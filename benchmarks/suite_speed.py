@@ -1,8 +1,9 @@
 """How long a whole ``kictl bench`` suite takes on one device, and where the time goes (issue 16).
 
 Claim (README.md "Performance", docs/bench.md; RESULTS.md "Suite time"): the h24 attention suite (FlashInfer and
-the reference, one sandboxed `kictl bench` process) takes 18.7-25.0 s on the H200, against an aim of 12 s. Machine
-and command: the H200, `bash benchmarks/device.sh suite_speed.py --repeats 2`; `--smoke` on any CPU
+the reference, one sandboxed `kictl bench` process) takes 18.7-25.0 s on the H200 and 23.5-25.5 s on the H100,
+against an aim of 10x faster than FlashInfer-Bench's harness on the same suite (issue 43). Machine and command: the
+H100, `bash benchmarks/device.sh suite_speed.py --repeats 2 --flashinfer-bench`; `--smoke` on any CPU
 (tests/bench/test_suite_speed.py runs it).
 
 Runs one definition's suite end to end as a user would, ``python -m kictl
@@ -32,6 +33,15 @@ missing (``--no-precompile`` to skip): the sandboxed workers run with
 ``pip --no-compile`` (as ``h200_setup.sh`` does) is compiled from source by
 every worker at every start, which is a cold cache of its own, like a cold
 JIT cache.  The time it took is printed.
+
+``--flashinfer-bench`` then runs FlashInfer-Bench's own harness on the same suite in the same call, as
+many times: the definition, its workloads (the index tensors kictl synthesises from the axes, written as
+safetensors) and the FlashInfer wrapper as a solution, in a FlashInfer Trace folder written with kictl's
+exporter (``kictl.exporters.flashinfer_trace``), then ``flashinfer-bench run --local DIR --definitions DEF
+--solutions SOL`` with its defaults (10 warm-up runs, 50 iterations, 3 trials; it checks against the
+definition's reference itself), one process each time; and prints both walls and their ratio, the issue's
+aim being kictl at least 10x faster.  FlashInfer-Bench 0.1.2 and its safetensors and docstring-parser are
+carried as wheels (``benchmarks/carry.sh``).
 
 ``--smoke`` runs a small CPU suite instead (rmsnorm_h4096, the reference and
 the torch implementation, workloads b1 and b7, the GPU protocol's fixed
@@ -202,6 +212,83 @@ def report(results: list[dict[str, Any]], prepared: list[str], out: Path | None)
     return lines
 
 
+def flashinfer_bench_folder(definition_name: str, folder: Path) -> str:
+    """A FlashInfer Trace folder for FlashInfer-Bench's harness: ``definition_name``, every workload of it in the
+    registry, and its FlashInfer wrapper as a solution; the solution's name."""
+    from kictl.bench.judge.implementation import load_implementation
+    from kictl.exporters import flashinfer_trace as fi
+    from kictl.records import DefinitionSpec, WorkloadSpec
+    from kictl.store.registry import Registry
+
+    registry = Registry(ROOT)
+    definition = registry.resolve(definition_name, ["Definition"])
+    spec = definition.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    wrapper = ROOT / "implementations" / definition_name / "flashinfer_wrapper"
+    implementation = load_implementation(str(wrapper), definition, registry).record
+    op_type = fi.op_type_for_family(spec.family)
+    solution = fi.solution_document(implementation, spec.name, kictl_measured=True, hardware="NVIDIA_H100")
+    files = {
+        f"definitions/{op_type}/{spec.name}.json": fi._json(fi.definition_document(definition)),
+        f"solutions/{op_type}/{spec.name}/{solution['name']}.json": fi._json(solution),
+    }
+    lines = []
+    for workload in registry.iter_records(["Workload"]):
+        workload_spec = workload.model.spec
+        assert isinstance(workload_spec, WorkloadSpec)
+        if workload_spec.definition_digest != definition.digest:
+            continue
+        inputs, blobs = fi.workload_inputs(registry, definition, workload, f"blob/workloads/{op_type}/{spec.name}")
+        files.update(blobs)
+        document = {"uuid": fi.workload_uuid(workload, inputs), "axes": dict(workload_spec.axes), "inputs": inputs}
+        lines.append({"definition": spec.name, "workload": document, "solution": None, "evaluation": None})
+    files[f"workloads/{op_type}/{spec.name}.jsonl"] = fi._jsonl(lines)
+    fi.write_tree(folder, files)
+    return str(solution["name"])
+
+
+def run_flashinfer_bench(definition_name: str, number: int, scratch: Path, out: Path | None) -> dict[str, Any]:
+    """One process of FlashInfer-Bench's harness on the suite: its wall time, and each workload's evaluation."""
+    folder = scratch / f"fib{number}"
+    solution = flashinfer_bench_folder(definition_name, folder)
+    command = [
+        sys.executable, "-c", "from flashinfer_bench.cli.main import cli; cli()", "run", "--local", str(folder),
+        "--definitions", definition_name, "--solutions", solution,
+    ]  # fmt: skip
+    began = time.perf_counter()
+    done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - began
+    evaluations: dict[str, str] = {}
+    for path in sorted(folder.glob("traces/**/*.jsonl")):
+        for line in path.read_text().splitlines():
+            trace = json.loads(line)
+            evaluation = trace.get("evaluation") or {}
+            latency = (evaluation.get("performance") or {}).get("latency_ms")
+            axes = ",".join(f"{k}={v}" for k, v in sorted(trace["workload"]["axes"].items()))
+            status = str(evaluation.get("status"))
+            evaluations[axes] = status if latency is None else f"{status} {latency * 1000:.2f} µs"
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"fib{number}.stderr.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
+    return {"run": number, "exit": done.returncode, "wallS": round(wall, 3), "evaluations": evaluations,
+            "tail": (done.stdout + done.stderr).strip().splitlines()[-8:]}  # fmt: skip
+
+
+def comparison(kictl_runs: list[dict[str, Any]], fib_runs: list[dict[str, Any]]) -> list[str]:
+    """Both harnesses' walls on the suite, and how many times faster kictl's median is."""
+    mine = statistics.median(run["wallS"] for run in kictl_runs)
+    theirs = statistics.median(run["wallS"] for run in fib_runs)
+    lines = ["| harness | walls s | median s |", "|---|---|---:|"]
+    for name, runs, middle in (("kictl bench", kictl_runs, mine), ("flashinfer-bench run", fib_runs, theirs)):
+        walls = ", ".join(f"{run['wallS']:.1f}" for run in runs)
+        lines.append(f"| {name} | {walls} | {middle:.1f} |")
+    lines.append(f"\nkictl is {theirs / mine:.1f}x faster (medians; the aim is 10x)")
+    for run in fib_runs:
+        lines.append(f"flashinfer-bench run {run['run']}: exit {run['exit']}, {len(run['evaluations'])} traces")
+        lines += [f"  {axes}: {text}" for axes, text in sorted(run["evaluations"].items())]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3, help="kictl bench processes, one after another")
@@ -213,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write suite_speed.json and suite_speed.md here")
     parser.add_argument(
         "--no-precompile", action="store_true", help="leave the packages' bytecode as it is (a cold cache)"
+    )
+    parser.add_argument(
+        "--flashinfer-bench", action="store_true", help="then FlashInfer-Bench's harness on the suite, as many times"
     )
     parser.add_argument("bench_args", nargs="*", help="after --: more kictl bench arguments")
     args = parser.parse_args(argv)
@@ -236,6 +326,19 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(result["stderrTail"]), file=sys.stderr)
             # written after every run, so that a time box that ends the script early keeps what finished
             lines = report(results, prepared, args.out)
+        if args.flashinfer_bench:
+            theirs = []
+            for number in range(1, args.repeats + 1):
+                theirs.append(
+                    run_flashinfer_bench(args.definition or SUITE_DEFINITION, number, Path(scratch), args.out)
+                )
+                print(f"flashinfer-bench run {number}: exit {theirs[-1]['exit']}, {theirs[-1]['wallS']:.2f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                if theirs[-1]["exit"] != 0:
+                    print("\n".join(theirs[-1]["tail"]), file=sys.stderr)
+                lines = [*report(results, prepared, args.out), "", *comparison(results, theirs)]
+                if args.out is not None:
+                    (args.out / "suite_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
     return 0 if all(result["exit"] == 0 for result in results) else 1
 

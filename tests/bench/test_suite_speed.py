@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -46,3 +47,30 @@ def test_smoke_suite_prints_phases_and_medians(tmp_path: Path) -> None:
     assert (tmp_path / "suite_speed.md").read_text() == table
     # the workers' packages got their bytecode first (here: the venv's torch, already compiled: nothing to do)
     assert any(line.startswith("precompile torch: ") for line in table.splitlines())
+
+
+def test_the_suite_is_written_for_flashinfer_benchs_own_harness(tmp_path: Path) -> None:
+    """``--flashinfer-bench``: the same definition, its seven workloads and the FlashInfer wrapper as a solution,
+    read back by FlashInfer-Bench 0.1.2's own loader (its harness needs CUDA: the device call runs it)."""
+    data = pytest.importorskip("flashinfer_bench.data")
+    spec = importlib.util.spec_from_file_location("suite_speed", REPO_ROOT / "benchmarks" / "suite_speed.py")
+    assert spec is not None
+    assert spec.loader is not None
+    suite_speed = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite_speed)
+    definition = suite_speed.SUITE_DEFINITION
+    solution = suite_speed.flashinfer_bench_folder(definition, tmp_path / "fib")
+    trace_set = data.TraceSet.from_path(str(tmp_path / "fib"))
+    assert list(trace_set.definitions) == [definition]
+    assert [s.name for s in trace_set.solutions[definition]] == [solution]
+    assert solution.startswith("flashinfer_wrapper_")
+    workloads = trace_set.workloads[definition]
+    assert len(workloads) == 7
+    # the index tensors kictl synthesises from the axes go as safetensors; q, k and v are drawn by the harness
+    inputs = workloads[0].workload.inputs
+    assert {name for name, item in inputs.items() if item.type == "safetensors"} == {
+        "qo_indptr",
+        "kv_indptr",
+        "kv_indices",
+    }
+    assert inputs["q"].type == "random"
