@@ -85,7 +85,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,12 +336,9 @@ def order(definitions: list[Definition], unmeasured: Collection[str] = ()) -> li
     return sorted(definitions, key=rank)
 
 
-def measured(registry_root: Path, product: str) -> set[tuple[str, str, str]]:
-    """(definition digest, implementation digest, workload name) of every kictl latency run the registry holds on
-    ``product`` (energy runs, ``kictl-nvml-energy``, measure something else and do not count)."""
-    from kictl.store.registry import Registry
-
-    registry = Registry(registry_root)
+def _latency_runs(registry: Any, product: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """(spec, workload name) of every kictl latency run the registry holds on ``product`` (energy runs,
+    ``kictl-nvml-energy``, measure something else and do not count)."""
     environments = {
         record.digest
         for record in registry.iter_records(["ExecutionEnvironment"])
@@ -354,14 +351,19 @@ def measured(registry_root: Path, product: str) -> set[tuple[str, str, str]]:
         and (record.raw["spec"].get("comparability") or {}).get("family") != ENERGY_FAMILY
     }
     workloads = {record.digest: record.name for record in registry.iter_records(["Workload"])}
-    held = set()
     for run in registry.iter_records(["BenchmarkRun"]):
         spec = run.raw["spec"]
         if spec.get("environmentDigest") in environments and spec.get("protocolDigest") in protocols:
-            held.add(
-                (spec["definitionDigest"], spec["implementationDigest"], workloads.get(spec["workloadDigest"], ""))
-            )
-    return held
+            yield spec, workloads.get(spec["workloadDigest"], "")
+
+
+def measured(registry_root: Path, product: str) -> set[tuple[str, str, str]]:
+    """(definition digest, implementation digest, workload name) of every kictl latency run the registry holds on
+    ``product``."""
+    from kictl.store.registry import Registry
+
+    runs = _latency_runs(Registry(registry_root), product)
+    return {(spec["definitionDigest"], spec["implementationDigest"], workload) for spec, workload in runs}
 
 
 def reference_seconds(registry_root: Path, product: str) -> dict[tuple[str, str], float]:
@@ -370,25 +372,16 @@ def reference_seconds(registry_root: Path, product: str) -> dict[tuple[str, str]
     from kictl.store.registry import Registry
 
     registry = Registry(registry_root)
-    environments = {
-        record.digest
-        for record in registry.iter_records(["ExecutionEnvironment"])
-        if (record.raw["spec"].get("hardware") or {}).get("product") == product
-    }
     references = {
         record.digest
         for record in registry.iter_records(["Implementation"])
         if record.raw["spec"].get("definitionReference") or record.name.split("_", 1)[0] == "reference"
     }
-    workloads = {record.digest: record.name for record in registry.iter_records(["Workload"])}
     seconds: dict[tuple[str, str], float] = {}
-    for run in registry.iter_records(["BenchmarkRun"]):
-        spec = run.raw["spec"]
+    for spec, workload in _latency_runs(registry, product):
         latency = ((spec.get("timing") or {}).get("latencyNs") or {}).get("median")
-        if spec.get("environmentDigest") not in environments or spec.get("implementationDigest") not in references:
-            continue
-        if isinstance(latency, int) and latency > 0:
-            key = (spec["definitionDigest"], workloads.get(spec["workloadDigest"], ""))
+        if spec.get("implementationDigest") in references and isinstance(latency, int) and latency > 0:
+            key = (spec["definitionDigest"], workload)
             seconds[key] = max(seconds.get(key, 0.0), latency / 1e9)
     return seconds
 

@@ -113,15 +113,8 @@ def bench(
 
 def warm(definition: str, workloads: list[str], out: Path, env: dict[str, str]) -> None:
     """Build the wrapper's FlashInfer modules outside the sandbox (one call), as benchmarks/catalogue.py does."""
-    command = [
-        sys.executable,
-        "-m",
-        "kictl",
-        "bench",
-        definition,
-        "--impl",
-        str(ROOT / "implementations" / definition / HONEST),
-    ]
+    wrapper = str(ROOT / "implementations" / definition / HONEST)
+    command = [sys.executable, "-m", "kictl", "bench", definition, "--impl", wrapper]
     command += ["--workload", workloads[0]] if workloads else []
     command += ["--no-sandbox", "--warmup", "1", "--iterations", "1", "--trials", "1", "--rounds", "1"]
     started = time.perf_counter()
