@@ -85,6 +85,19 @@ def test_only_keyword_only_parameters_are_bound() -> None:
     assert with_constants(keyword, ())(3, top_k=2) == (3, 2, 1)
     assert with_constants(len, constants) is len  # no keyword-only parameter (or no signature): as it is
 
+    class Hostile:
+        """A run() whose signature raises when read: called as it is, its own code's failure is its own."""
+
+        @property
+        def __signature__(self) -> None:
+            raise RuntimeError("no signature for you")
+
+        def __call__(self, x: int) -> int:
+            return x
+
+    hostile = Hostile()
+    assert with_constants(hostile, constants) is hostile
+
 
 def test_the_load_message_carries_the_constants_over_the_wire() -> None:
     message = wire.Load(files=(), entry="x.py", function="run", constants=(wire.Constant(name="top_k", value=8),))

@@ -116,7 +116,7 @@ def with_constants(function: Callable[..., Any], constants: Sequence[wire.Consta
     ``top_k``). A function that names none, or whose signature cannot be read, is called as it is."""
     try:
         parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):
+    except Exception:  # no signature (a builtin), or the implementation's own code raised reading it: its call's to own
         return function
     bound = {
         constant.name: constant.value
