@@ -57,6 +57,7 @@ every refusal beside the field it concerns.
 from __future__ import annotations
 
 import array
+import ast
 import contextlib
 import json
 import os
@@ -188,6 +189,12 @@ def solution_document(record: StoredRecord, definition: str, *, kictl_measured: 
         parts = Path(source.path).parts
         if Path(source.path).is_absolute() or ".." in parts:
             raise RecordError(f"source path {source.path!r} leads outside the solution's folder")
+    constants = _keyword_only(spec)
+    if constants:
+        raise RecordError(
+            f"its entry point takes the definition's constant axes as keyword-only parameters "
+            f"({', '.join(constants)}), which FlashInfer-Bench does not pass"
+        )
     build: dict[str, Any] = {
         "language": spec.runtime,
         "target_hardware": list(spec.target_hardware) if spec.target_hardware else [hardware],
@@ -212,6 +219,24 @@ def solution_document(record: StoredRecord, definition: str, *, kictl_measured: 
     document["spec"] = build
     document["sources"] = [{"path": source.path, "content": source.content} for source in spec.sources]
     return document
+
+
+def _keyword_only(spec: ImplementationSpec) -> list[str]:
+    """The keyword-only parameters without a default of a Python entry point (kictl fills those named after the
+    definition's constant axes, docs/bench.md; FlashInfer-Bench calls with the inputs alone)."""
+    if spec.runtime != "python" or "::" not in spec.entry_point:
+        return []
+    path, function = spec.entry_point.rsplit("::", 1)
+    source = next((item.content for item in spec.sources if item.path == path), None)
+    try:
+        tree = ast.parse(source or "")
+    except SyntaxError:
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == function:
+            arguments = node.args
+            return [a.arg for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True) if d is None]
+    return []
 
 
 def _tensor_bytes(dtype: str, values: list[int]) -> tuple[str, tuple[int, ...], bytes]:

@@ -9,6 +9,7 @@ apply table from it; the table must pick the leaderboard's #1 everywhere.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -277,6 +278,25 @@ def test_what_flashinfer_bench_cannot_hold_is_refused_with_the_reason(signed: Si
     raw["spec"]["runtime"] = "fortran"
     with pytest.raises(RecordError, match="runtime 'fortran' is none of FlashInfer-Bench's languages"):
         solution_document(record_from_value(raw), "gemm_n64_k64", kictl_measured=True, hardware="H200")
+    # a run() that takes the definition's constants as keyword-only parameters (kictl fills them, FlashInfer-Bench
+    # calls with the inputs alone): refused; one whose keyword-only parameter has a default is callable there
+    raw = json.loads(json.dumps(tiled.raw))
+    entry_file, function = raw["spec"]["entryPoint"].split("::")
+    sources = raw["spec"]["sources"]
+    for keyword, refused in (("*, N", True), ("*, N=64", False)):
+        raw["spec"]["sources"] = []
+        for item in sources:
+            told = item["content"].replace(f"def {function}(A, B)", f"def {function}(A, B, {keyword})")
+            assert told != item["content"] or item["path"] != entry_file
+            raw["spec"]["sources"].append(
+                {**item, "content": told, "sha256": hashlib.sha256(told.encode()).hexdigest()}
+            )
+        record = record_from_value(raw)
+        if refused:
+            with pytest.raises(RecordError, match=r"keyword-only parameters \(N\)"):
+                solution_document(record, "gemm_n64_k64", kictl_measured=True, hardware="H200")
+        else:
+            assert solution_document(record, "gemm_n64_k64", kictl_measured=True, hardware="H200")["sources"]
     document = solution_document(tiled, "gemm_n64_k64", kictl_measured=True, hardware="H200")
     assert document["spec"]["destination_passing_style"] is False
     assert (
