@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -120,6 +121,7 @@ def warm(definition: str, workloads: list[str], out: Path, env: dict[str, str]) 
     started = time.perf_counter()
     done = subprocess.run([*command, "--out", str(out / "warm")], cwd=ROOT, env=env, capture_output=True, text=True)
     print(f"warm {definition}: exit {done.returncode} in {time.perf_counter() - started:.0f} s", flush=True)
+    shutil.rmtree(out / "warm", ignore_errors=True)  # one call's records, not for the registry
 
 
 def runs_of(out: Path) -> list[dict[str, Any]]:
