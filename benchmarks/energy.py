@@ -220,6 +220,9 @@ def main() -> int:
     parser.add_argument("--hungry-processes", type=int, default=1, help="the first N processes run the variants")
     args = parser.parse_args()
     definitions = args.definition or list(DEFAULT_DEFINITIONS)
+    for definition in definitions:
+        if not (ROOT / "implementations" / definition / HONEST / "implementation.json").is_file():
+            parser.error(f"{definition}: no implementations/{definition}/{HONEST} (a bundled attention definition)")
     blocks = args.hungry or [16, 132]
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "KICTL_ENERGY_TRACES": str(args.out / "traces")}

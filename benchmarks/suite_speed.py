@@ -113,8 +113,12 @@ def precompile(packages: tuple[str, ...] = PRECOMPILE) -> list[str]:
     return lines
 
 
+def definition_of(args: argparse.Namespace) -> str:
+    return str(args.definition or (SMOKE_DEFINITION if args.smoke else SUITE_DEFINITION))
+
+
 def bench_command(args: argparse.Namespace, out: Path) -> list[str]:
-    definition = args.definition or (SMOKE_DEFINITION if args.smoke else SUITE_DEFINITION)
+    definition = definition_of(args)
     impls = args.impl or list(SMOKE_IMPLS if args.smoke else SUITE_IMPLS)
     device = args.device or ("cpu" if args.smoke else "cuda")
     command = [sys.executable, "-m", "kictl", "bench", definition]
@@ -282,7 +286,11 @@ def comparison(kictl_runs: list[dict[str, Any]], fib_runs: list[dict[str, Any]])
     for name, runs, middle in (("kictl bench", kictl_runs, mine), ("flashinfer-bench run", fib_runs, theirs)):
         walls = ", ".join(f"{run['wallS']:.1f}" for run in runs)
         lines.append(f"| {name} | {walls} | {middle:.1f} |")
-    lines.append(f"\nkictl is {theirs / mine:.1f}x faster (medians; the aim is 10x)")
+    failed = [run for run in fib_runs if run["exit"] != 0 or not run["evaluations"]]
+    if failed:  # a harness that stopped early is no time to compare with
+        lines.append(f"\nno ratio: {len(failed)} of {len(fib_runs)} flashinfer-bench run(s) failed or traced nothing")
+    else:
+        lines.append(f"\nkictl is {theirs / mine:.1f}x faster (medians; the aim is 10x)")
     for run in fib_runs:
         lines.append(f"flashinfer-bench run {run['run']}: exit {run['exit']}, {len(run['evaluations'])} traces")
         lines += [f"  {axes}: {text}" for axes, text in sorted(run["evaluations"].items())]
@@ -308,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
+    if args.flashinfer_bench and not (ROOT / "implementations" / definition_of(args) / "flashinfer_wrapper").is_dir():
+        parser.error(f"--flashinfer-bench needs implementations/{definition_of(args)}/flashinfer_wrapper")
     results = []
     prepared = [] if args.no_precompile else precompile()
     for line in prepared:
@@ -329,9 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.flashinfer_bench:
             theirs = []
             for number in range(1, args.repeats + 1):
-                theirs.append(
-                    run_flashinfer_bench(args.definition or SUITE_DEFINITION, number, Path(scratch), args.out)
-                )
+                theirs.append(run_flashinfer_bench(definition_of(args), number, Path(scratch), args.out))
                 print(f"flashinfer-bench run {number}: exit {theirs[-1]['exit']}, {theirs[-1]['wallS']:.2f} s",
                       file=sys.stderr, flush=True)  # fmt: skip
                 if theirs[-1]["exit"] != 0:

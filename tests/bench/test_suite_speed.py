@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,15 @@ from tests.conftest import REPO_ROOT
 pytestmark = pytest.mark.slow
 
 FEWER_CALLS = ("--warmup", "1", "--iterations", "20", "--trials", "1")
+
+
+def _script() -> Any:
+    spec = importlib.util.spec_from_file_location("suite_speed", REPO_ROOT / "benchmarks" / "suite_speed.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_smoke_suite_prints_phases_and_medians(tmp_path: Path) -> None:
@@ -53,11 +63,7 @@ def test_the_suite_is_written_for_flashinfer_benchs_own_harness(tmp_path: Path) 
     """``--flashinfer-bench``: the same definition, its seven workloads and the FlashInfer wrapper as a solution,
     read back by FlashInfer-Bench 0.1.2's own loader (its harness needs CUDA: the device call runs it)."""
     data = pytest.importorskip("flashinfer_bench.data")
-    spec = importlib.util.spec_from_file_location("suite_speed", REPO_ROOT / "benchmarks" / "suite_speed.py")
-    assert spec is not None
-    assert spec.loader is not None
-    suite_speed = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(suite_speed)
+    suite_speed = _script()
     definition = suite_speed.SUITE_DEFINITION
     solution = suite_speed.flashinfer_bench_folder(definition, tmp_path / "fib")
     trace_set = data.TraceSet.from_path(str(tmp_path / "fib"))
@@ -74,3 +80,13 @@ def test_the_suite_is_written_for_flashinfer_benchs_own_harness(tmp_path: Path) 
         "kv_indices",
     }
     assert inputs["q"].type == "random"
+
+
+def test_a_flashinfer_bench_run_that_failed_gives_no_ratio() -> None:
+    """Its harness stopping early (here: no CUDA) is no time to compare kictl's with."""
+    suite_speed = _script()
+    kictl = [{"run": 1, "wallS": 20.0}]
+    failed = [{"run": 1, "exit": 1, "wallS": 1.4, "evaluations": {}}]
+    assert "no ratio: 1 of 1" in "\n".join(suite_speed.comparison(kictl, failed))
+    passed = [{"run": 1, "exit": 0, "wallS": 100.0, "evaluations": {"len_indptr=2": "PASSED 9.00 µs"}}]
+    assert "kictl is 5.0x faster" in "\n".join(suite_speed.comparison(kictl, passed))
