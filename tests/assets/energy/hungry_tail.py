@@ -3,16 +3,22 @@
 # Appended by benchmarks/energy.py to an honest implementation's entry file (the FlashInfer wrapper of a bundled
 # attention definition): the same maths, plus redundant work that changes no output. Each call first launches, on
 # a side stream, a Triton kernel of SPIN_BLOCKS blocks that runs chains of fused multiply-adds on registers for
-# about SPIN_SHARE of the call's device time (calibrated in setup()), so it runs beside the honest kernel, inside
-# its time, on issue slots a memory-bound kernel leaves idle; the call's stream waits for it at the end. The
-# latency (the span of the call's device work) should stay within a few percent; the energy per call should rise.
-# benchmarks/energy.py writes SPIN_BLOCKS and SPIN_SHARE above this fragment, one pair per variant.
+# SPIN_SHARE of the wrapper's own device time, so that it runs beside the honest kernel, inside its time, on issue
+# slots a memory-bound kernel leaves idle; the call's stream waits for it at the end. The latency (the span of the
+# call's device work) should stay within a few percent; the energy per call should rise.
+#
+# The calibration (setup(), once, on the first CUDA inputs) times the wrapper's device work, not its host path:
+# a spin on the calling stream keeps the GPU busy while several calls are enqueued behind it, and the events
+# around those calls then read the kernels alone. Timing one call on an idle GPU reads the host's launch path
+# (MEASURED.md: 50 µs for a 12.5 µs kernel): the H100 call of 2026-12-07 calibrated that way spun 1.2-6.5x the
+# wrapper's latency. benchmarks/energy.py writes SPIN_BLOCKS and SPIN_SHARE above this fragment, one pair per
+# variant.
 
 import triton
 import triton.language as tl
 
 SPIN_BLOCKS = globals().get("SPIN_BLOCKS", 16)
-SPIN_SHARE = globals().get("SPIN_SHARE", 0.7)
+SPIN_SHARE = globals().get("SPIN_SHARE", 0.6)
 SPIN_WIDTH = 128
 _SPIN = {"iterations": 0}
 
@@ -42,16 +48,38 @@ _run_plain = run
 _setup_plain = globals().get("setup")
 
 
-def _device_ms(function, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        function()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return sorted(times)[len(times) // 2]
+def _elapsed_ms(enqueue, delay_iterations=0):
+    """Device milliseconds of what enqueue() puts on the current stream, behind a spin of delay_iterations (so
+    that the host enqueues all of it before the GPU starts), and whether the host was done first."""
+    stream = torch.cuda.current_stream()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    if delay_iterations:
+        _spin(stream, delay_iterations)
+    start.record()
+    enqueue()
+    ahead = not start.query()  # the GPU had not reached the start event when the host was done
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop), ahead
+
+
+def _iterations_per_ms():
+    probe = 200000  # about half a millisecond on an H100: the events' own overhead is small beside it
+    _spin(torch.cuda.current_stream(), probe)  # compiles
+    times = sorted(_elapsed_ms(lambda: _spin(torch.cuda.current_stream(), probe))[0] for _ in range(5))
+    return probe / max(times[2], 1e-6)
+
+
+def _device_ms_per_call(args, rate, calls=5):
+    """The wrapper's device time per call, back to back (warm L2: a lower bound of the cold-L2 call kictl times)."""
+    _run_plain(*args)
+    delay_ms = 2.0
+    for _ in range(6):
+        ms, ahead = _elapsed_ms(lambda: [_run_plain(*args) for _ in range(calls)], int(rate * delay_ms))
+        if ahead:
+            return ms / calls
+        delay_ms *= 2  # the host was slower than the delay: longer, until it is ahead
+    raise RuntimeError(f"hungry variant: could not get the host {calls} calls ahead of a {delay_ms:g} ms spin")
 
 
 def setup(*args):
@@ -59,15 +87,14 @@ def setup(*args):
     # and the spin is calibrated once, on the first CUDA inputs
     plan = _setup_plain(*args) if _setup_plain is not None else None
     first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-    if _SPIN["iterations"] or first is None or not first.is_cuda:
+    if _SPIN["iterations"] or _SPIN.get("calibrating") or first is None or not first.is_cuda:
         return plan
+    _SPIN["calibrating"] = True  # the wrapper's calls below may plan through this setup() again
     _SPIN["buffer"] = torch.zeros(SPIN_BLOCKS * SPIN_WIDTH, dtype=torch.float32, device=first.device)
     _SPIN["stream"] = torch.cuda.Stream(device=first.device)
-    call_ms = _device_ms(lambda: _run_plain(*args))
-    probe = 20000
-    _spin(torch.cuda.current_stream(), probe)
-    spin_ms = _device_ms(lambda: _spin(torch.cuda.current_stream(), probe))
-    _SPIN["iterations"] = max(1, int(probe * SPIN_SHARE * call_ms / max(spin_ms, 1e-6)))
+    rate = _iterations_per_ms()
+    call_ms = _device_ms_per_call(args, rate)
+    _SPIN["iterations"] = max(1, int(rate * SPIN_SHARE * call_ms))
     torch.cuda.synchronize()
     return plan
 
