@@ -40,8 +40,10 @@ safetensors) and the FlashInfer wrapper as a solution, in a FlashInfer Trace fol
 exporter (``kictl.exporters.flashinfer_trace``), then ``flashinfer-bench run --local DIR --definitions DEF
 --solutions SOL`` with its defaults (10 warm-up runs, 50 iterations, 3 trials; it checks against the
 definition's reference itself), one process each time; and prints both walls and their ratio, the issue's
-aim being kictl at least 10x faster.  FlashInfer-Bench 0.1.2 and its safetensors and docstring-parser are
-carried as wheels (``benchmarks/carry.sh``).
+aim being kictl at least 10x faster.  A run that traced nothing, or whose reference step failed (its log
+gives only ``str(exc)``, empty for a bare ``assert``), is followed by that step replayed workload by workload
+(``REFERENCE_STEP``), which prints the exception's type and line.  FlashInfer-Bench 0.1.2 and its safetensors and
+docstring-parser are carried as wheels (``benchmarks/carry.sh``).
 
 ``--smoke`` runs a small CPU suite instead (rmsnorm_h4096, the reference and
 the torch implementation, workloads b1 and b7, the GPU protocol's fixed
@@ -251,6 +253,59 @@ def flashinfer_bench_folder(definition_name: str, folder: Path) -> str:
     return str(solution["name"])
 
 
+#: FlashInfer-Bench's reference step on each workload of a trace folder, as its runner takes it (0.1.2's
+#: ``DefaultEvaluator.build_baseline``: build the definition's reference, load the safetensors inputs, draw the rest
+#: with ``gen_inputs``, call ``run(*inputs)`` once), with what its runner's log line leaves out ("failed while
+#: running reference ...: " and ``str(exc)``, empty for a bare ``assert``): the exception's type and where it rose.
+REFERENCE_STEP = """
+import sys, traceback
+import torch
+from flashinfer_bench.bench.evaluators.utils import normalize_result
+from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
+from flashinfer_bench.compile import BuilderRegistry
+from flashinfer_bench.data import TraceSet
+
+def why(exc):
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {exc} ({frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}: {frame.line})"
+
+device = "cuda:0" if torch.cuda.is_available() else "cpu"
+trace_set = TraceSet.from_path(sys.argv[1])
+definition = trace_set.definitions[sys.argv[2]]
+try:
+    reference = BuilderRegistry.get_instance().build_reference(definition)
+except Exception as exc:
+    raise SystemExit(f"reference step: the reference does not build: {why(exc)}")
+for trace in trace_set.workloads.get(definition.name, []):
+    workload = trace.workload
+    axes = ",".join(f"{k}={v}" for k, v in sorted(workload.axes.items()))
+    try:
+        blobs = load_safetensors(definition, workload, trace_set.root)
+        inputs = gen_inputs(definition, workload, device=device, safe_tensors=blobs)
+        with torch.no_grad():
+            normalize_result(definition, reference(*inputs), device)
+        if device != "cpu":
+            torch.cuda.synchronize(device)
+        print(f"reference step {axes}: ok on {device}", flush=True)
+    except Exception as exc:
+        print(f"reference step {axes}: {why(exc)} on {device}", flush=True)
+"""
+
+
+def reference_step(folder: Path, definition_name: str, scratch: Path) -> list[str]:
+    """``REFERENCE_STEP`` in a process of its own: one line a workload (after a run of FlashInfer-Bench's harness
+    that traced nothing, to say why; its time is no part of the run's wall)."""
+    command = [sys.executable, "-c", REFERENCE_STEP, str(folder), definition_name]
+    try:
+        done = subprocess.run(command, cwd=scratch, capture_output=True, text=True, check=False, timeout=300)
+    except subprocess.TimeoutExpired:
+        return ["reference step: no answer in 300 s"]
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0:
+        lines += (done.stderr.strip().splitlines() or [f"reference step: exit {done.returncode}"])[-3:]
+    return lines
+
+
 def run_flashinfer_bench(definition_name: str, number: int, scratch: Path, out: Path | None) -> dict[str, Any]:
     """One process of FlashInfer-Bench's harness on the suite: its wall time, and each workload's evaluation."""
     folder = scratch / f"fib{number}"
@@ -270,12 +325,18 @@ def run_flashinfer_bench(definition_name: str, number: int, scratch: Path, out: 
             latency = (evaluation.get("performance") or {}).get("latency_ms")
             axes = ",".join(f"{k}={v}" for k, v in sorted(trace["workload"]["axes"].items()))
             status = str(evaluation.get("status"))
+            if latency is None:  # the last line of its log says why (a traceback's ends with the exception)
+                why = (str(evaluation.get("log") or "").strip().splitlines() or [""])[-1]
+                status = f"{status}: {why[:300]}" if why else status
             evaluations[axes] = status if latency is None else f"{status} {latency * 1000:.2f} µs"
+    # its runner logs a failed reference step as "failed while running reference ...: str(exc)", often empty
+    failed_reference = "failed while running reference" in done.stdout + done.stderr
+    diagnosis = reference_step(folder, definition_name, scratch) if failed_reference or not evaluations else []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"fib{number}.stderr.txt").write_text(done.stdout + done.stderr, encoding="utf-8")
     return {"run": number, "exit": done.returncode, "wallS": round(wall, 3), "evaluations": evaluations,
-            "tail": (done.stdout + done.stderr).strip().splitlines()[-8:]}  # fmt: skip
+            "tail": (done.stdout + done.stderr).strip().splitlines()[-8:], "referenceStep": diagnosis}  # fmt: skip
 
 
 def comparison(kictl_runs: list[dict[str, Any]], fib_runs: list[dict[str, Any]]) -> list[str]:
@@ -294,6 +355,7 @@ def comparison(kictl_runs: list[dict[str, Any]], fib_runs: list[dict[str, Any]])
     for run in fib_runs:
         lines.append(f"flashinfer-bench run {run['run']}: exit {run['exit']}, {len(run['evaluations'])} traces")
         lines += [f"  {axes}: {text}" for axes, text in sorted(run["evaluations"].items())]
+        lines += [f"  {line}" for line in run.get("referenceStep", [])]
     return lines
 
 
@@ -344,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr, flush=True)  # fmt: skip
                 if theirs[-1]["exit"] != 0:
                     print("\n".join(theirs[-1]["tail"]), file=sys.stderr)
+                if theirs[-1]["referenceStep"]:
+                    print("\n".join(theirs[-1]["referenceStep"]), file=sys.stderr)
                 lines = [*report(results, prepared, args.out), "", *comparison(results, theirs)]
                 if args.out is not None:
                     (args.out / "suite_speed.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

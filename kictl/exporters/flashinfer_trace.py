@@ -71,6 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from kictl import blobs, canon, families
+from kictl.definitions import signature
 from kictl.errors import CheckFailed, EnvError, KictlError, RecordError, RegistryError, UsageError
 from kictl.exporters import timed_inputs
 from kictl.exporters.selection import (
@@ -144,7 +145,11 @@ def _file_name(name: str, digest: str) -> str:
 def definition_document(record: StoredRecord) -> dict[str, Any]:
     """A Definition record as a FlashInfer Trace definition (members in the schema's order).
 
-    Raises ``RecordError`` when FlashInfer-Bench cannot hold it (a dtype it lacks).
+    Its ``inputs`` and ``outputs`` are in the order of the reference's ``run`` (``kictl.definitions.signature``),
+    not the record's sorted one: FlashInfer-Bench makes the inputs in the definition's order and calls
+    ``run(*inputs)`` with them, the reference and every solution alike (``gen_inputs``, ``build_baseline``), and
+    reads returned tuples in the outputs' order.  Raises ``RecordError`` when FlashInfer-Bench cannot hold it (a
+    dtype it lacks, a reference whose ``run`` does not take exactly the inputs).
     """
     spec = record.model.spec
     assert isinstance(spec, DefinitionSpec)
@@ -157,8 +162,9 @@ def definition_document(record: StoredRecord) -> dict[str, Any]:
     if "description" in raw:
         document["description"] = raw["description"]
     document["axes"] = raw["axes"]
-    document["inputs"] = raw["inputs"]
-    document["outputs"] = raw["outputs"]
+    order = signature(spec, source=f"{spec.name} reference")
+    document["inputs"] = {name: raw["inputs"][name] for name in order.inputs}
+    document["outputs"] = {name: raw["outputs"][name] for name in order.outputs}
     for member in ("constraints", "tags"):
         if member in raw:
             document[member] = raw[member]

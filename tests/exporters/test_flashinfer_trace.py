@@ -8,6 +8,7 @@ apply table from it; the table must pick the leaderboard's #1 everywhere.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -24,12 +25,14 @@ from kictl.exporters.flashinfer_trace import (
     export_flashinfer_trace,
     no_advisories,
     solution_document,
+    workload_inputs,
 )
 from kictl.exporters.selection import ExportReport, refusal, select_winners
 from kictl.index.query import QueryIndex
 from kictl.rank import workload_leaderboard
-from kictl.records import record_from_value
-from tests.conftest import RunCli
+from kictl.records import WorkloadSpec, record_from_value
+from kictl.store.registry import Registry
+from tests.conftest import REPO_ROOT, RunCli
 from tests.exporters.conftest import Signed
 
 
@@ -319,3 +322,68 @@ def test_the_selection_is_public_and_is_what_the_export_holds(signed: Signed, tm
     assert sorted(candidate.row.run.digest for candidate in chosen) == sorted(item.run for item in written.exported)
     assert {item.run: item.reason for item in report.left_out} == {item.run: item.reason for item in written.left_out}
     assert all(candidate.row.rank == 1 for candidate in chosen)
+
+
+def test_flashinfer_bench_calls_the_exported_reference_with_its_inputs_in_order(
+    tmp_path: Path, fib_cache: None
+) -> None:
+    """FlashInfer-Bench makes a workload's inputs in the definition's order and calls ``run(*inputs)`` with them
+    (``gen_inputs``, ``DefaultEvaluator.build_baseline``): the exported definition lists its inputs and outputs in
+    the reference's order, not the record's sorted one (in which the paged-attention reference got ``k_cache``
+    for ``q`` and failed its first assert, which FlashInfer-Bench's harness logs as an empty message).  Its own
+    reference step, replayed on the CPU on a bundled definition and workload exported as suite_speed.py does."""
+    pytest.importorskip("flashinfer_bench")
+    torch = pytest.importorskip("torch")
+    from flashinfer_bench.bench.evaluators.utils import normalize_result
+    from flashinfer_bench.bench.utils import gen_inputs, load_safetensors
+    from flashinfer_bench.compile import BuilderRegistry
+    from flashinfer_bench.data import TraceSet
+
+    registry = Registry(REPO_ROOT)
+    name = "gqa_paged_prefill_causal_h24_kv4_d128_ps1"
+    definition = registry.resolve(name, ["Definition"])
+    (workload,) = [
+        record
+        for record in registry.iter_records(["Workload"])
+        if isinstance(record.model.spec, WorkloadSpec)
+        and record.model.spec.definition_digest == definition.digest
+        and record.name == "b4x_q64_kv256"
+    ]
+    assert isinstance(workload.model.spec, WorkloadSpec)
+    inputs, files = workload_inputs(registry, definition, workload, f"blob/workloads/gqa_paged/{name}")
+    line = {"uuid": "b4x", "axes": dict(workload.model.spec.axes), "inputs": inputs}
+    files[f"definitions/gqa_paged/{name}.json"] = json.dumps(definition_document(definition)).encode()
+    files[f"workloads/gqa_paged/{name}.jsonl"] = json.dumps(
+        {"definition": name, "workload": line, "solution": None, "evaluation": None}
+    ).encode()
+    out = tmp_path / "fib"
+    for relative, data in files.items():
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        (out / relative).write_bytes(data)
+    trace_set = TraceSet.from_path(str(out))
+    fib_definition = trace_set.definitions[name]
+    (trace,) = trace_set.workloads[name]
+    assert list(fib_definition.inputs) == "q k_cache v_cache qo_indptr kv_indptr kv_indices sm_scale".split()
+    assert list(fib_definition.outputs) == ["output", "lse"]  # the order run() returns them in
+    reference = BuilderRegistry.get_instance().build_reference(fib_definition)
+    tensors = load_safetensors(fib_definition, trace.workload, trace_set.root)
+    args = gen_inputs(fib_definition, trace.workload, device="cpu", safe_tensors=tensors)
+    outputs = normalize_result(fib_definition, reference(*args), "cpu")
+    assert [(tuple(item.shape), item.dtype) for item in outputs] == [
+        ((256, 24, 128), torch.bfloat16),
+        ((256, 24), torch.float32),
+    ]
+    assert [item.dtype for item in outputs] == fib_definition.torch_output_dtypes
+
+
+def test_every_bundled_definition_is_exported_in_its_references_order() -> None:
+    """Over half the bundled definitions' references take their inputs in an order other than the sorted one."""
+    registry = Registry(REPO_ROOT)
+    unsorted = 0
+    for record in registry.iter_records(["Definition"]):
+        document = definition_document(record)
+        run = next(node for node in ast.parse(document["reference"]).body if getattr(node, "name", "") == "run")
+        assert isinstance(run, ast.FunctionDef)
+        assert list(document["inputs"]) == [arg.arg for arg in (*run.args.posonlyargs, *run.args.args)], record.name
+        unsorted += list(document["inputs"]) != sorted(document["inputs"])
+    assert unsorted > 0
