@@ -45,9 +45,11 @@ holds a kictl latency run of each implementation on that GPU product, and every 
 workloads left (a definition with none left is skipped);
 ``--skip NAME`` skips definitions by name; ``--plan`` prints the plan and stops (no GPU needed).
 A chosen workload whose reference would take over ``MAX_WORKLOAD_SECONDS`` (``REFERENCE_CALLS`` calls, at the time a
-call its largest measured workload on that product predicts, in proportion to size) is left out and listed: some
-references loop in Python and take seconds a call (``gqa_paged_prefill_causal_h40_kv10_d128_ps1``: 13 s on
-``b1_q512``), and one such workload would spend a whole call.
+call its largest measured workload on that product predicts, in proportion to size; for a definition not measured
+yet, a sibling's: the same family and variable axes) is left out and listed: some references loop in Python and
+take seconds a call (``gqa_paged_prefill_causal_h40_kv10_d128_ps1``: 13 s on ``b1_q512``), and one such workload
+would spend a whole call.  The estimate counts the kept workloads' predicted reference calls too (stop 57:
+``gqa_paged_prefill_causal_h6_kv1_d128_ps1``, never measured, was estimated at 126 s and took 348 s for 5 of 8).
 
 What it does, in order, per definition:
 
@@ -85,7 +87,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,6 +163,9 @@ class Definition:
     dropped: list[str] = field(default_factory=list)
     #: why only the reference serves it (measured last, its reference alone); empty when others do
     reference_only: str = ""
+    #: chosen workload -> seconds a call of the reference is predicted to take there (``_leave_slow``), for
+    #: ``estimate``: a host-bound reference, not the run count, sets a slow definition's time
+    reference_calls: dict[str, float] = field(default_factory=dict)
 
 
 def _run_within(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
@@ -386,24 +391,47 @@ def reference_seconds(registry_root: Path, product: str) -> dict[tuple[str, str]
     return seconds
 
 
-def _leave_slow(item: Definition, seconds: dict[tuple[str, str], float]) -> None:
-    """Leave out the chosen workloads whose reference would take longer than ``MAX_WORKLOAD_SECONDS``: its
-    per-call time predicted from the largest workload measured on this product, in proportion to the size
-    (``workload_size``; most slow references loop over queries or pages in Python), times ``REFERENCE_CALLS``."""
+def _per_call(
+    item: Definition, seconds: dict[tuple[str, str], float], siblings: list[Definition]
+) -> tuple[float, int, str]:
+    """(seconds a call, at what size, said how) of ``item``'s reference: its own largest workload measured on this
+    product, else a sibling's largest (same family, same variable axes: the same reference code at other head
+    counts), the sibling's whose call is the slowest for its size."""
     sizes = dict(item.workloads)
-    known = [(workload_size(sizes[label]), took, label) for (digest, label), took in seconds.items()
-             if digest == item.digest and label in sizes]  # fmt: skip
-    if not known:
+    own = [(workload_size(sizes[label]), took, label) for (digest, label), took in seconds.items()
+           if digest == item.digest and label in sizes]  # fmt: skip
+    if own:
+        size, took, label = max(own)
+        return took, size, f"{took:.2f} s a call on {label}"
+    best: tuple[float, int, str] | None = None
+    for sibling in siblings:
+        theirs = dict(sibling.workloads)
+        known = [(max(workload_size(theirs[label]), 1), took, label) for (digest, label), took in seconds.items()
+                 if digest == sibling.digest and label in theirs]  # fmt: skip
+        if known:
+            size, took, label = max(known)  # its largest: a small workload's fixed cost would not scale
+            if best is None or took / size > best[0] / best[1]:
+                best = (took, size, f"{took:.2f} s a call on {sibling.name}'s {label}")
+    return best if best is not None else (0.0, 1, "")
+
+
+def _leave_slow(item: Definition, seconds: dict[tuple[str, str], float], siblings: Sequence[Definition] = ()) -> None:
+    """Leave out the chosen workloads whose reference would take longer than ``MAX_WORKLOAD_SECONDS``: its
+    per-call time predicted from the largest workload measured on this product (or a sibling's, ``_per_call``), in
+    proportion to the size (``workload_size``; most slow references loop over queries or pages in Python), times
+    ``REFERENCE_CALLS``.  The kept workloads' predictions go into ``item.reference_calls`` for ``estimate``."""
+    took, size, said = _per_call(item, seconds, siblings)
+    if not said:
         return
-    size, took, label = max(known)
-    slow = [
-        w for w in item.chosen if took * workload_size(sizes[w]) / max(size, 1) * REFERENCE_CALLS > MAX_WORKLOAD_SECONDS
-    ]
+    sizes = dict(item.workloads)
+    predicted = {w: took * workload_size(sizes[w]) / max(size, 1) for w in item.chosen}
+    slow = [w for w in item.chosen if predicted[w] * REFERENCE_CALLS > MAX_WORKLOAD_SECONDS]
+    item.reference_calls = {w: predicted[w] for w in item.chosen if w not in slow}
     if slow:
         item.chosen = [w for w in item.chosen if w not in slow]
         item.dropped.append(
             f"{len(slow)} workload(s) whose reference would take over {MAX_WORKLOAD_SECONDS:.0f} s a workload "
-            f"({took:.2f} s a call on {label}, scaled by size: {', '.join(slow)})"
+            f"({said}, scaled by size: {', '.join(slow)})"
         )
 
 
@@ -498,7 +526,10 @@ def plan(
                 left.append(item)
                 continue
         if reference_times:
-            _leave_slow(item, reference_times)
+            siblings = [other for other in definitions if other.family == item.family and other is not item
+                        and {name for _, axes in other.workloads for name in axes}
+                        == {name for _, axes in item.workloads for name in axes}]  # fmt: skip
+            _leave_slow(item, reference_times, siblings)
             if not item.chosen:
                 item.reason = "; ".join(item.dropped)
                 left.append(item)
@@ -559,6 +590,8 @@ def estimate(item: Definition, warmed: set[tuple[Any, ...]], cached: frozenset[s
     """Seconds this definition is expected to take, FlashInfer builds included (a module in the carried cache
     only loads: ``CACHED_SECONDS``)."""
     seconds = DEFINITION_SECONDS + RUN_SECONDS * len(item.implementations) * len(item.chosen)
+    if any(path.name == "reference" for path in item.implementations):
+        seconds += REFERENCE_CALLS * sum(item.reference_calls.get(label, 0.0) for label in item.chosen)
     for implementation in item.implementations:
         if uses_flashinfer(implementation):
             key = warm_key(implementation, item)

@@ -387,6 +387,39 @@ def test_a_workload_whose_reference_would_outrun_a_call_is_left_for_one_of_its_o
     assert "scaled by size" in kept.dropped[-1]
 
 
+def test_a_definition_never_measured_takes_its_siblings_reference_time_and_the_estimate_counts_it() -> None:
+    """Stop 57's first call planned ``gqa_paged_prefill_causal_h6_kv1_d128_ps1`` at 126 s for 8 workloads with no
+    H100 run of its own, and spent 348 s on 5 of them (its reference: 4.2 s a call on ``b1_q2048``). A sibling (the
+    same family and variable axes: the same reference at other head counts) measured on this product predicts it:
+    its largest measured workload, scaled by size; and the estimate counts ``REFERENCE_CALLS`` calls of it."""
+    new, sibling = (
+        DEFINITIONS["gqa_paged_prefill_causal_h6_kv1_d128_ps64"],
+        DEFINITIONS["gqa_paged_prefill_causal_h5_kv1_d128_ps64"],
+    )
+    sizes = dict(sibling.workloads)
+    small, large = min(sizes, key=lambda label: catalogue.workload_size(sizes[label])), "b2_q1024"
+    # the largest says the time: a small workload's fixed cost (slow for its size) would drop everything
+    times = {(sibling.digest, large): 3.7, (sibling.digest, small): 0.05}
+    chosen, _ = _planned(reference_times=times, wanted=[new.name])
+    item = chosen[new.name]
+    assert f"3.70 s a call on {sibling.name}'s {large}" in item.dropped[-1]
+    assert 0 < len(item.chosen) < len(catalogue.choose_workloads(item.workloads))
+    assert sorted(item.reference_calls) == sorted(item.chosen)
+    mine = dict(item.workloads)
+    for label in item.chosen:
+        want = 3.7 * catalogue.workload_size(mine[label]) / catalogue.workload_size(sizes[large])
+        assert item.reference_calls[label] == pytest.approx(want)
+    plain = catalogue.estimate(dataclasses.replace(item, reference_calls={}), set())
+    assert catalogue.estimate(item, set()) == pytest.approx(
+        plain + catalogue.REFERENCE_CALLS * sum(item.reference_calls.values())
+    )
+    # its own runs come first; another family's times predict nothing
+    own = {(new.digest, item.chosen[0]): 0.001, **times}
+    assert "3.70 s" not in " ".join(_planned(reference_times=own, wanted=[new.name])[0][new.name].dropped)
+    gemm = DEFINITIONS["gemm_n2048_k4096"]
+    assert _planned(reference_times=times, wanted=[gemm.name])[0][gemm.name].reference_calls == {}
+
+
 def test_a_bench_past_its_stop_after_keeps_what_it_measured_and_the_script_lists_it(tmp_path: Path) -> None:
     """``kictl bench --stop-after`` as this script runs it: past it no workload starts, the workloads done keep
     their records (both implementations on b1, nothing of b7), and the script reads kictl's line about the rest."""
