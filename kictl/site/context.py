@@ -83,6 +83,23 @@ class SiteContext:
     _floors: dict[tuple[str, str], list[FloorEstimate] | str] = field(default_factory=dict)
     #: record digest -> (its JSON as the file holds it, the digest recomputed from it), for the manifests
     manifest_entries: dict[str, tuple[Any, str] | str] = field(default_factory=dict)
+    _measured_gpus: tuple[str, ...] | None = None
+
+    def measured_gpus(self) -> tuple[str, ...]:
+        """The GPU products this registry holds a passed run on, of any definition: each definition page says, for
+        every one of them, what it holds there or that it is not measured there."""
+        if self._measured_gpus is None:
+            self._measured_gpus = tuple(
+                sorted(
+                    {
+                        run.gpu
+                        for runs in self.runs_by_definition.values()
+                        for run in runs
+                        if run.status == "passed" and run.gpu and run.digest not in self.reruns
+                    }
+                )
+            )
+        return self._measured_gpus
 
     def definition_board(self, definition: str, gpu: str | None = None) -> DefinitionBoard:
         """``kictl leaderboard DEF [--gpu G]``, computed once per build."""

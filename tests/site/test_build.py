@@ -246,3 +246,36 @@ def test_the_front_page_leads_with_the_definitions_and_their_best_results(site_w
     assert "<b>H200</b>" in row
     assert "flashinfer_wrapper" in row
     assert re.search(r"\(\d+ of \d+ records", row)
+
+
+def _per_gpu_items(out: Path, name: str) -> dict[str, str]:
+    page = page_of(out, f"d/{name}/index.html")
+    start = page.index('id="per-gpu"')
+    section = page[start : page.index("</section>", start)]
+    return dict(re.findall(r"<li><strong>(.*?)</strong>: (.*?)</li>", section))
+
+
+def test_each_definition_page_says_per_gpu_what_it_holds_and_not_measured_only_where_true(
+    site_world: SiteWorld,
+) -> None:
+    """Issue 43: the pages show what is known per GPU product. For every product the registry holds passed runs on,
+    a definition page links its boards there or says "not measured on" it, and says so only where no run of that
+    definition passed there (the bundled registry: three definitions on the H200 and the H100, two on the H100
+    only)."""
+    with QueryIndex.open(site_world.registry) as index:
+        passed = [run for run in index.all_runs() if run.status == "passed" and run.gpu]
+        names = {d.digest: d.name for d in index.definitions()}
+    gpus = sorted({run.gpu for run in passed if run.gpu})
+    on = {(names[run.definition], run.gpu) for run in passed}
+    said = {name: _per_gpu_items(site_world.out, name) for name in names.values()}
+    for name, items in said.items():
+        assert sorted(items) == gpus, name
+        for gpu, text in items.items():
+            if (name, gpu) in on:
+                assert "not measured" not in text, (name, gpu)
+                assert 'href="#board-' in text, (name, gpu)
+            else:
+                assert text == f"not measured on {gpu}", (name, gpu)
+    texts = [text for items in said.values() for text in items.values()]
+    assert any(text.startswith("not measured on") for text in texts)  # both cases are met
+    assert any("records on" in text for text in texts)

@@ -45,7 +45,8 @@ from kictl.site.pages.common import (
 )
 
 if TYPE_CHECKING:
-    from kictl.index.facts import DefinitionFacts
+    from kictl.index.facts import DefinitionFacts, RunFacts
+    from kictl.rank import DefinitionBoard
     from kictl.site.context import SiteContext
 
 # --------------------------------------------------------------------------- definition
@@ -188,6 +189,32 @@ def _floor_section(
     return "\n".join(parts), files, documents_list
 
 
+def _per_gpu(ctx: SiteContext, board: DefinitionBoard, runs: Sequence[RunFacts]) -> str:
+    """Per GPU product this registry holds passed runs on: this definition's boards there (linked), or that it is
+    not measured there, and why when runs exist but none passed."""
+    items = []
+    for gpu in ctx.measured_gpus():
+        sections = [(number, section) for number, section in enumerate(board.boards) if section.gpu == gpu]
+        if sections:
+            parts = [
+                f'<a href="#board-{number + 1}">{esc(section.comparability)}</a>: records on '
+                f"{len(section.records)} of {len(board.workloads)} workloads"
+                for number, section in sections
+            ]
+            items.append(f"<li><strong>{esc(gpu)}</strong>: {'; '.join(parts)}</li>")
+            continue
+        tried = [run for run in runs if run.gpu == gpu]
+        why = f" ({len(tried)} run(s), none passed)" if tried else ""
+        items.append(f"<li><strong>{esc(gpu)}</strong>: not measured on {esc(gpu)}{why}</li>")
+    if not items:
+        return ""
+    return (
+        '<section aria-labelledby="per-gpu"><h2 id="per-gpu">Per GPU</h2>'
+        "<p>Every GPU product this registry holds passed runs on, with this definition's boards there.</p>"
+        f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
 def render_definition(ctx: SiteContext, digest: str) -> Files:
     definition = ctx.definitions[digest]
     path = definition_path(ctx, definition)
@@ -220,6 +247,7 @@ def render_definition(ctx: SiteContext, digest: str) -> Files:
             ]
         ),
     ]
+    body.append(_per_gpu(ctx, board, runs))
     board_gpus: list[str] = []
     for number, section in enumerate(board.boards):
         if section.gpu not in board_gpus:
