@@ -55,7 +55,7 @@ from kictl.store.registry import Registry
 from kictl.trust.readers import reader_policy
 
 #: Bump when a page's layout changes, so that an incremental build renders every page again.
-SITE_FORMAT = 3
+SITE_FORMAT = 4
 
 
 @dataclass
@@ -409,6 +409,7 @@ def _build_into(
                 sorted(w.digest for w in ctx.workloads.values() if w.definition == digest),
                 [(i.digest, added_commit(i.digest)) for i in index.implementations(digest)],
                 gpu_products,
+                ctx.measured_gpus(),  # its Per GPU list: the products any definition has a passed run on
                 ctx.base_url,
             )
             site_pages.append(

@@ -3,6 +3,7 @@ rebuilds are byte-identical and ``--incremental`` renders only what changed."""
 
 from __future__ import annotations
 
+import copy
 import filecmp
 import json
 import re
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kictl.index.query import QueryIndex
+from kictl.records import record_from_value
 from kictl.site import build_site
 from kictl.store.registry import Registry
 from tests.conftest import RunCli
@@ -266,16 +268,52 @@ def test_each_definition_page_says_per_gpu_what_it_holds_and_not_measured_only_w
         passed = [run for run in index.all_runs() if run.status == "passed" and run.gpu]
         names = {d.digest: d.name for d in index.definitions()}
     gpus = sorted({run.gpu for run in passed if run.gpu})
-    on = {(names[run.definition], run.gpu) for run in passed}
+    on = {(names[run.definition], run.gpu) for run in passed if run.definition}
     said = {name: _per_gpu_items(site_world.out, name) for name in names.values()}
     for name, items in said.items():
         assert sorted(items) == gpus, name
         for gpu, text in items.items():
             if (name, gpu) in on:
                 assert "not measured" not in text, (name, gpu)
-                assert 'href="#board-' in text, (name, gpu)
+                assert 'href="#board-' in text or "none on a board here" in text, (name, gpu)
             else:
                 assert text == f"not measured on {gpu}", (name, gpu)
     texts = [text for items in said.values() for text in items.values()]
     assert any(text.startswith("not measured on") for text in texts)  # both cases are met
     assert any("records on" in text for text in texts)
+
+
+def test_a_first_run_on_a_new_gpu_product_renders_every_definition_page_again(
+    site_world: SiteWorld, tmp_path: Path
+) -> None:
+    """Every definition page's Per GPU list names the products any definition has a passed run on: an incremental
+    build after the registry's first run on a new product renders them all again (each now says "not measured on"
+    it but the one measured there), and ends where a full build ends."""
+    registry = Registry(shutil.copytree(site_world.registry.root, tmp_path / "registry", symlinks=True))
+    out = tmp_path / "out"
+    with QueryIndex.open(registry) as index:
+        definition = index.resolve_definition(DEFINITION)
+        template = next(run for run in index.runs_of_definition(definition.digest) if run.status == "passed")
+        names = [d.name for d in index.definitions()]
+    # the machine's record first, built: the products the environments name change then, not the measured ones
+    environment = copy.deepcopy(registry.load(template.environment).raw)
+    environment["metadata"]["name"] = "a-b200-node"
+    environment["spec"]["hardware"]["product"] = "B200"
+    (stored,) = registry.add([record_from_value(environment)])
+    commit_all(registry.root, "a B200 node")
+    build_site(registry, out)
+    assert all("B200" not in _per_gpu_items(out, name) for name in names)
+    raw = copy.deepcopy(registry.load(template.digest).raw)
+    raw["metadata"] = {"name": raw["metadata"]["name"] + ".b200"}
+    raw["spec"]["environmentDigest"] = stored.record.digest
+    raw["spec"]["timing"].pop("samples", None)
+    (run,) = registry.add([record_from_value(raw)])
+    commit_all(registry.root, "the first run on a B200")
+    report = build_site(registry, out, incremental=True)
+    assert report.rendered >= len(names)
+    for name in names:
+        text = _per_gpu_items(out, name)["B200"]
+        assert ("records on" in text) if name == DEFINITION else (text == "not measured on B200"), (name, text)
+    build_site(registry, tmp_path / "full")
+    assert _differences(filecmp.dircmp(out, tmp_path / "full")) == [], "the incremental build differs from a full one"
+    assert (out / "r" / run.record.digest / "index.html").is_file()

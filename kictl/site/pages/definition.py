@@ -191,7 +191,7 @@ def _floor_section(
 
 def _per_gpu(ctx: SiteContext, board: DefinitionBoard, runs: Sequence[RunFacts]) -> str:
     """Per GPU product this registry holds passed runs on: this definition's boards there (linked), or that it is
-    not measured there, and why when runs exist but none passed."""
+    not measured there (and how many of its runs there failed), or how many passed runs of it there no board holds."""
     items = []
     for gpu in ctx.measured_gpus():
         sections = [(number, section) for number, section in enumerate(board.boards) if section.gpu == gpu]
@@ -204,8 +204,14 @@ def _per_gpu(ctx: SiteContext, board: DefinitionBoard, runs: Sequence[RunFacts])
             items.append(f"<li><strong>{esc(gpu)}</strong>: {'; '.join(parts)}</li>")
             continue
         tried = [run for run in runs if run.gpu == gpu]
-        why = f" ({len(tried)} run(s), none passed)" if tried else ""
-        items.append(f"<li><strong>{esc(gpu)}</strong>: not measured on {esc(gpu)}{why}</li>")
+        shown_not = [run for run in tried if run.status == "passed"]
+        if shown_not:  # measured, but no run of it is one this page ranks (its evidence, a defect)
+            text = (
+                f"{len(shown_not)} passed run(s), none on a board here (evidence shown: {board.min_evidence} or better)"
+            )
+        else:
+            text = f"not measured on {gpu}" + (f" ({len(tried)} run(s), none passed)" if tried else "")
+        items.append(f"<li><strong>{esc(gpu)}</strong>: {esc(text)}</li>")
     if not items:
         return ""
     return (
