@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import importlib.util
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import pytest
@@ -357,3 +359,14 @@ def bundled_registry(tmp_path: Path) -> Registry:
 def bundled_results(tmp_path: Path) -> Registry:
     """A copy of the whole bundled registry, with its signed H200 results, in its own git repository."""
     return copy_bundled(tmp_path / "bundled-results", results=True)
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """The Python file at ``path`` executed as a module named ``name`` (a script of benchmarks/, an implementation's
+    entry file), not put in ``sys.modules``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -9,14 +9,13 @@ enqueued more slowly than the GPU runs them), so that a calibration against the 
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import REPO_ROOT, load_module
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
@@ -36,12 +35,7 @@ def _variant(tmp_path: Path, share: float) -> ModuleType:
     tail = (REPO_ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     path = tmp_path / "hungry_variant.py"
     path.write_text(f"{HONEST}\n\nSPIN_BLOCKS = 16\nSPIN_SHARE = {share}\n\n{tail}")
-    spec = importlib.util.spec_from_file_location("hungry_variant", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("hungry_variant", path)
 
 
 def test_the_variant_spins_its_share_of_the_device_time_and_keeps_the_latency(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.bench.conftest import UNSANDBOXED
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, load_module
 
 pytestmark = pytest.mark.slow
 
@@ -20,12 +19,7 @@ FEWER_CALLS = ("--warmup", "1", "--iterations", "20", "--trials", "1")
 
 
 def _script() -> Any:
-    spec = importlib.util.spec_from_file_location("suite_speed", REPO_ROOT / "benchmarks" / "suite_speed.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("suite_speed", REPO_ROOT / "benchmarks" / "suite_speed.py")
 
 
 def test_smoke_suite_prints_phases_and_medians(tmp_path: Path) -> None:
