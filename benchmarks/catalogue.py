@@ -392,7 +392,7 @@ def reference_seconds(registry_root: Path, product: str) -> dict[tuple[str, str]
 
 
 def _per_call(
-    item: Definition, seconds: dict[tuple[str, str], float], siblings: list[Definition]
+    item: Definition, seconds: dict[tuple[str, str], float], siblings: Sequence[Definition]
 ) -> tuple[float, int, str]:
     """(seconds a call, at what size, said how) of ``item``'s reference: its own largest workload measured on this
     product, else a sibling's largest (same family, same variable axes: the same reference code at other head
