@@ -718,6 +718,32 @@ def _warm(item: Definition, warmed: set[tuple[Any, ...]], out: Path, log: Path) 
     return f"{item.name}: flashinfer: {installed} module(s) installed as AOT in {time.monotonic() - started:.0f} s"
 
 
+def _check_names(parser: argparse.ArgumentParser, args: argparse.Namespace, definitions: list[Definition]) -> None:
+    """A definition, family or GPU product the registry and the datasheet table do not know stops the script in one
+    line (exit 2) before any GPU work: a misspelt ``--definition`` would otherwise plan nothing and spend a call."""
+    from kictl.families.gpus import find_gpu
+    from kictl.lookup import closest
+
+    names = [item.name for item in definitions]
+    families = sorted({item.family for item in definitions})
+    for option, given, known in (("--definition", args.definition, names), ("--skip", args.skip, names),
+                                 ("--family", args.family, families)):  # fmt: skip
+        for name in given:
+            if name not in known:
+                near = closest(name, known)
+                parser.error(
+                    f"{option} {name}: no such {option[2:]}" + (f" (closest: {', '.join(near)})" if near else "")
+                )
+    if args.skip_measured:
+        gpu = find_gpu(args.skip_measured)
+        if gpu is None:
+            parser.error(
+                f"--skip-measured {args.skip_measured}: not a GPU product of the datasheet table "
+                f"(e.g. {DEFAULT_PRODUCT})"
+            )
+        args.skip_measured = gpu.product  # the records' name of it ("h100 sxm" -> "H100 SXM", as kictl's index says)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -756,6 +782,8 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="a CPU check of this script's path")
     parser.add_argument("--registry", type=Path, default=ROOT)
     args = parser.parse_args()
+    definitions = load_definitions(args.registry)
+    _check_names(parser, args, definitions)
     out: Path = args.out
     begun = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
@@ -763,7 +791,7 @@ def main() -> int:
     options = list(SMOKE_OPTIONS) if args.smoke else []
     held = measured(args.registry, args.skip_measured) if args.skip_measured else None
     chosen, left = plan(
-        load_definitions(args.registry),
+        definitions,
         wanted=list(SMOKE) if args.smoke else [*args.definition, *_names(args.definitions_from)],
         families=args.family,
         skip=args.skip,

@@ -448,6 +448,63 @@ def test_a_bench_past_its_stop_after_keeps_what_it_measured_and_the_script_lists
     assert all(row["status"] == "passed" for row in rows)
 
 
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (
+            ["--definition", "gemm_n4096_k409"],
+            "--definition gemm_n4096_k409: no such definition (closest: gemm_n4096_k4096",
+        ),
+        (["--skip", "rmsnorm_h40960"], "--skip rmsnorm_h40960: no such skip (closest: rmsnorm_h4096"),
+        (["--family", "gem"], "--family gem: no such family (closest: gemm)"),
+        (["--skip-measured", "H1000"], "--skip-measured H1000: not a GPU product of the datasheet table"),
+    ],
+)
+def test_a_name_the_registry_does_not_know_stops_the_script_in_one_line(
+    tmp_path: Path, arguments: list[str], said: str
+) -> None:
+    """A misspelt definition planned nothing and exited 0 (and an unknown product measured everything again): on the
+    GPU machine that is a device call spent. Now exit 2, one line, before any work."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), "--plan", *arguments],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "out").exists()
+
+
+def test_skip_measured_takes_a_products_alias_as_the_records_name_it(tmp_path: Path) -> None:
+    """``--skip-measured H100`` is the H100 SXM the records name: the same plan as with the full name."""
+    done = [
+        subprocess.run(
+            [
+                sys.executable,
+                str(SCRIPT),
+                "--out",
+                str(tmp_path / product),
+                "--plan",
+                "--skip-measured",
+                product,
+                "--family",
+                "gemm",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+            cwd=REPO_ROOT,
+        )
+        for product in ("H100", "H100 SXM")
+    ]
+    assert done[0].returncode == done[1].returncode == 0, done[0].stderr
+    assert done[0].stdout == done[1].stdout
+    assert "measured already" in done[0].stdout
+
+
 def test_a_budget_too_small_for_any_definition_starts_none_and_lists_them_as_left(tmp_path: Path) -> None:
     wanted = ["gemm_n128_k2048", "rmsnorm_h128"]
     done = subprocess.run(
