@@ -484,6 +484,10 @@ def plan(
     table = serves()
     chosen: list[Definition] = []
     left: list[Definition] = []
+    #: (family, variable axes) of each definition: those that share it are siblings (``_leave_slow``)
+    shape = {
+        id(item): (item.family, frozenset(name for _, axes in item.workloads for name in axes)) for item in definitions
+    }
     for item in definitions:
         if (wanted and item.name not in wanted) or (families and item.family not in families):
             continue
@@ -526,9 +530,8 @@ def plan(
                 left.append(item)
                 continue
         if reference_times:
-            siblings = [other for other in definitions if other.family == item.family and other is not item
-                        and {name for _, axes in other.workloads for name in axes}
-                        == {name for _, axes in item.workloads for name in axes}]  # fmt: skip
+            siblings = [other for other in definitions
+                        if other is not item and shape[id(other)] == shape[id(item)]]  # fmt: skip
             _leave_slow(item, reference_times, siblings)
             if not item.chosen:
                 item.reason = "; ".join(item.dropped)
