@@ -3,7 +3,7 @@
 #   . benchmarks/h200_setup.sh
 # It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its libcupti, as
 # benchmarks/carry.sh builds them here) into /tmp/site, unpacks the carried bubblewrap .deb into
-# /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.tgz) so kernels are not rebuilt.
+# /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.txz or *.tgz) so kernels are not rebuilt.
 # a warm machine keeps /tmp between calls: install once per set of wheels
 if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
@@ -17,8 +17,8 @@ export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_
 if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
   mkdir -p /tmp/bw && dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export KICTL_BWRAP=/tmp/bw/usr/bin/bwrap PATH=/tmp/bw/usr/bin:$PATH
 fi
-if ls .fi_cache/*.tgz >/dev/null 2>&1; then
-  for f in .fi_cache/*.tgz; do tar xzf "$f" -C "$HOME"; done
+if ls .fi_cache/*.txz .fi_cache/*.tgz >/dev/null 2>&1; then
+  for f in .fi_cache/*.txz .fi_cache/*.tgz; do [ -f "$f" ] && tar xf "$f" -C "$HOME"; done
   # the wheels were just installed, so their sources are newer than the cached builds: make the builds
   # newer again, or ninja rebuilds every kernel (in every sandboxed worker's private copy of the cache)
   find "$HOME/.cache/flashinfer" -type f -exec touch {} +
