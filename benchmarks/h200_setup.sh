@@ -17,8 +17,9 @@ export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_
 if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
   mkdir -p /tmp/bw && dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export KICTL_BWRAP=/tmp/bw/usr/bin/bwrap PATH=/tmp/bw/usr/bin:$PATH
 fi
-if ls .fi_cache/*.txz .fi_cache/*.tgz >/dev/null 2>&1; then
-  for f in .fi_cache/*.txz .fi_cache/*.tgz; do [ -f "$f" ] && tar xf "$f" -C "$HOME"; done
+caches=$(ls .fi_cache/*.txz .fi_cache/*.tgz 2>/dev/null)  # either kind may be absent: ls then fails, and says nothing
+if [ -n "$caches" ]; then
+  for f in $caches; do tar xf "$f" -C "$HOME"; done
   # the wheels were just installed, so their sources are newer than the cached builds: make the builds
   # newer again, or ninja rebuilds every kernel (in every sandboxed worker's private copy of the cache)
   find "$HOME/.cache/flashinfer" -type f -exec touch {} +
