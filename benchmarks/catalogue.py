@@ -34,7 +34,8 @@ none of whose definitions the registry holds a run of on that product (every new
 goes deeper); then the families in ``FAMILY_ORDER``, each by name.  Before
 each definition the script estimates its time (``RUN_SECONDS`` a run, ``DEFINITION_SECONDS`` for its processes,
 ``BUILD_SECONDS`` for a FlashInfer module not yet built in this call, ``CACHED_SECONDS`` for one the carried
-cache holds (``BUILT_KEYS``, written into the cache as each is built), ``WARM_SECONDS`` for one built already) and
+cache holds (``BUILT_KEYS``, written into the cache as each is built), ``WARM_SECONDS`` for one built already,
+``JUDGED_SECONDS_PER_BYTE`` for each byte of the ``JUDGED_OUTPUTS`` outputs a run's judging reads) and
 starts it only if it fits in what is left of ``--budget``.  A definition that takes longer than its estimate (a
 host-bound reference) is stopped between workloads (``kictl bench --stop-after``), and one whose workload is still
 running at the budget is interrupted (SIGTERM), so the workloads it measured keep their records; what does not fit,
@@ -136,6 +137,12 @@ STOP_MARGIN_S = 20.0
 #: once the time budget is spent), the timed minimum and the audited calls' reference outputs (stop 55's
 #: ``h5_kv1_ps64`` ``b1_q2048``: 150 s at 3.7 s a call, before the warm-up cap)
 REFERENCE_CALLS = 30
+#: seconds a byte of an output the parent judges costs (the reference's output for it, sent to the parent, and the
+#: comparison): stop 58's H100 GEMMs spent 1.1 s on each audit of a 352 MB output, 2.2-2.4 ns a byte at 176 and
+#: 352 MB, so that ``gemm_n34816_k5120`` took 161 s where the plan said 37
+JUDGED_SECONDS_PER_BYTE = 2.5e-9
+#: outputs judged per run: the three correctness rounds and about 20 audited timed calls (``audited`` in a record)
+JUDGED_OUTPUTS = 23
 #: a chosen workload whose reference is predicted to need longer than this (``REFERENCE_CALLS`` calls, at the
 #: per-call time its measured runs on this product predict) is left for a call of its own: stop 56's call 4 spent
 #: 223 s of a 225-s budget on one workload of ``gqa_paged_prefill_causal_h40_kv10_d128_ps1`` (13 s a call) and
@@ -166,6 +173,8 @@ class Definition:
     #: chosen workload -> seconds a call of the reference is predicted to take there (``_leave_slow``), for
     #: ``estimate``: a host-bound reference, not the run count, sets a slow definition's time
     reference_calls: dict[str, float] = field(default_factory=dict)
+    #: the definition's spec (``kictl.records.DefinitionSpec``), for its outputs' sizes (``output_bytes``)
+    spec: Any = None
 
 
 def _run_within(command: list[str], timeout: float | None) -> subprocess.CompletedProcess[str]:
@@ -315,7 +324,7 @@ def load_definitions(registry_root: Path) -> list[Definition]:
         model = record.model.spec
         assert isinstance(model, DefinitionSpec)
         inputs = list(signature(model).inputs)  # the reference's run(...) order: the record's keys are sorted
-        by_digest[record.digest] = Definition(record.name, spec["family"], record.digest, inputs, axes)
+        by_digest[record.digest] = Definition(record.name, spec["family"], record.digest, inputs, axes, spec=model)
     for workload in registry.iter_records(["Workload"]):
         owner = by_digest.get(workload.raw["spec"]["definitionDigest"])
         if owner is not None:
@@ -589,10 +598,28 @@ def built_keys() -> set[str]:
     return {text for text in found if isinstance(text, str)} if isinstance(found, list) else set()
 
 
+def output_bytes(item: Definition, label: str) -> int:
+    """The bytes of the definition's outputs on workload ``label`` (0 where its axes do not say)."""
+    from kictl.errors import RecordError
+    from kictl.families import full_axes, tensor_bytes
+
+    axes = dict(item.workloads).get(label)
+    if item.spec is None or axes is None:
+        return 0
+    try:
+        full = full_axes(item.spec, axes)
+        return sum(tensor_bytes(item.spec, name, full) for name in item.spec.outputs)
+    except (RecordError, KeyError):
+        return 0
+
+
 def estimate(item: Definition, warmed: set[tuple[Any, ...]], cached: frozenset[str] = frozenset()) -> float:
     """Seconds this definition is expected to take, FlashInfer builds included (a module in the carried cache
-    only loads: ``CACHED_SECONDS``)."""
+    only loads: ``CACHED_SECONDS``), and the judging of each run's outputs (``JUDGED_OUTPUTS`` of each workload's
+    ``output_bytes``): a large GEMM's 570 MB output, not its runs, sets its time."""
     seconds = DEFINITION_SECONDS + RUN_SECONDS * len(item.implementations) * len(item.chosen)
+    judged = sum(output_bytes(item, label) for label in item.chosen)
+    seconds += JUDGED_SECONDS_PER_BYTE * JUDGED_OUTPUTS * len(item.implementations) * judged
     if any(path.name == "reference" for path in item.implementations):
         seconds += REFERENCE_CALLS * sum(item.reference_calls.get(label, 0.0) for label in item.chosen)
     for implementation in item.implementations:

@@ -426,6 +426,29 @@ def test_a_definition_never_measured_takes_its_siblings_reference_time_and_the_e
     assert _planned(reference_times=times, wanted=[gemm.name])[0][gemm.name].reference_calls == {}
 
 
+def test_the_estimate_counts_the_outputs_the_parent_judges() -> None:
+    """Stop 58 planned every GEMM at 37 s; ``gemm_n34816_k5120`` took 161 s, most of it judging 23 outputs a run of
+    up to 570 MB (1.1 s an audit at 352 MB). The estimate counts each chosen workload's output bytes, from the
+    definition's shapes and dtypes at the workload's axes, so a GEMM of wide outputs is planned longer than a
+    narrow one with the same workloads and runs."""
+    chosen, _ = _planned(wanted=["gemm_n34816_k5120", "gemm_n256_k3072"])
+    wide, narrow = chosen["gemm_n34816_k5120"], chosen["gemm_n256_k3072"]
+    assert len(wide.chosen) == len(narrow.chosen)
+    assert len(wide.implementations) == len(narrow.implementations)
+    for item, n in ((wide, 34816), (narrow, 256)):
+        axes = dict(item.workloads)
+        for label in item.chosen:
+            assert catalogue.output_bytes(item, label) == axes[label]["M"] * n * 2  # C is M x N float16
+    extra = catalogue.estimate(wide, set()) - catalogue.estimate(narrow, set())
+    judged = sum(catalogue.output_bytes(wide, w) - catalogue.output_bytes(narrow, w) for w in wide.chosen)
+    want = catalogue.JUDGED_SECONDS_PER_BYTE * catalogue.JUDGED_OUTPUTS * len(wide.implementations) * judged
+    assert extra == pytest.approx(want)
+    assert extra > 60
+    # a definition whose axes do not give its outputs' shapes is planned as before, not refused
+    assert catalogue.output_bytes(dataclasses.replace(wide, spec=None), wide.chosen[0]) == 0
+    assert catalogue.output_bytes(wide, "no such workload") == 0
+
+
 def test_a_bench_past_its_stop_after_keeps_what_it_measured_and_the_script_lists_it(tmp_path: Path) -> None:
     """``kictl bench --stop-after`` as this script runs it: past it no workload starts, the workloads done keep
     their records (both implementations on b1, nothing of b7), and the script reads kictl's line about the rest."""
