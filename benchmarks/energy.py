@@ -19,8 +19,9 @@ energy and latency against the FlashInfer wrapper's in the same process.
 
 A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS` and `SPIN_SHARE` set and
 `tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on a
-side stream spinning on fused multiply-adds for `SPIN_SHARE` of the call's device time (calibrated in setup()),
-launched with the wrapper's kernel so that it runs inside its time.
+side stream spinning on fused multiply-adds for `SPIN_SHARE` of the call's device time, launched with the
+wrapper's kernel so that it runs inside its time. setup() calibrates it once per workload and shortens it until the
+variant's calls take at most 2% longer than the wrapper's, measured there.
 
     python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS ...]
 

@@ -463,7 +463,11 @@ def test_the_power_hungry_variant_keeps_the_wrappers_answers_before_and_after_se
     variant's answers are the wrapper's; Triton is a stand-in here, only to import the tail."""
     triton = ModuleType("triton")
     language = ModuleType("triton.language")
-    triton.jit = lambda function: function  # type: ignore[attr-defined]
+
+    def jit(function: Any = None, **options: Any) -> Any:  # @triton.jit and @triton.jit(do_not_specialize=...)
+        return function if function is not None else (lambda inner: inner)
+
+    triton.jit = jit  # type: ignore[attr-defined]
     triton.language = language  # type: ignore[attr-defined]
     language.constexpr = int  # type: ignore[attr-defined]
     for name, module in {**_stand_in(), "triton": triton, "triton.language": language}.items():
