@@ -64,6 +64,31 @@ def test_digests_tell_bit_identical_outputs_apart_by_shape_dtype_and_bytes() -> 
     assert audits.digest([base]) != audits.digest([base, base])
 
 
+def test_a_large_output_is_hashed_in_chunks_and_one_changed_byte_anywhere_changes_the_digest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Above ``DIGEST_CHUNK`` bytes the chunks are hashed in threads (stop 58: 1.1 s an audit of a 352 MB GEMM
+    output, most of it two single-threaded sha256 passes). The digest is still equal exactly for bit-identical
+    outputs: a byte changed in the first, a middle or the last chunk, or at a chunk's edge, changes it, and the
+    number of threads does not."""
+    monkeypatch.setattr(audits, "DIGEST_CHUNK", 1024)
+    base = torch.arange(3000, dtype=torch.float32)  # 12,000 bytes: 12 chunks, the last one short
+    whole = audits.digest([base])
+    assert whole == audits.digest([base.clone()])
+    for index in (0, 255, 256, 1500, 2999):  # 256 floats = the first chunk's last element and the next's first
+        changed = base.clone()
+        changed.view(torch.int32)[index] ^= 1
+        assert audits.digest([changed]) != whole, index
+    assert audits.digest([base[:2999]]) != whole
+    monkeypatch.setattr(audits, "DIGEST_THREADS", 1)
+    assert audits.digest([base]) == whole
+    # under the chunk size a tensor is hashed whole, another digest of the same bytes: digests are compared
+    # within one kictl process only (``outputsFresh``), never written, so the chunk size is free to change
+    monkeypatch.setattr(audits, "DIGEST_CHUNK", 1 << 20)
+    assert audits.digest([base]) != whole
+    assert audits.digest([base]) == audits.digest([base.clone()])
+
+
 def test_a_session_holds_the_default_budget_unless_it_is_lowered(monkeypatch: pytest.MonkeyPatch) -> None:
     """A session makes its ``Pending`` with no budget (kictl/bench/judge/session.py): it holds the default, 256
     MiB; the tests below lower the module's budget to show the bound with fewer and smaller audits."""
