@@ -45,6 +45,16 @@ def test_a_finding_keeps_digests_and_what_was_wrong_not_the_tensors() -> None:
     assert found.wrong is None
     assert found.poisoned == ()
     assert found.digest == found.reference_digest == audits.digest([want.clone()])
+    # bit-identical outputs share the reference's digest without a second hash; any other bytes get their own
+    close = want.clone()
+    close.view(torch.int32)[0, 0] ^= 1  # one bit: within tolerance, other bytes
+    near = _judge([close], [want])
+    assert near.wrong is None
+    assert near.digest != near.reference_digest == found.digest
+    negative_zero = torch.zeros(8, 8)
+    assert (
+        _judge([-negative_zero], [negative_zero]).digest != _judge([-negative_zero], [negative_zero]).reference_digest
+    )
     assert not any(isinstance(value, torch.Tensor) for value in (found.digest, found.wrong, *found.poisoned))
     bad = want.clone()
     bad[0, 0] = 5.0

@@ -158,9 +158,7 @@ def integrity_checks(
     poisoned = _poisoned(context, calls, refs) + [line for _, found in findings for line in found.poisoned]
     checks[Check.OUTPUTS_FULLY_WRITTEN.value] = result(FAILED, "; ".join(poisoned)) if poisoned else result(PASSED)
     # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
-    digests = [
-        (label, audit_findings.digest(out), audit_findings.digest(refs[label])) for label, out in calls if label in refs
-    ]
+    digests = [(label, *audit_findings.digests(out, refs[label])) for label, out in calls if label in refs]
     seen: set[str] = set()
     for key, found in findings:
         if key not in seen:
