@@ -10,9 +10,8 @@
 # (after PART, a first argument that is not an option) unless ARGS give `--out` or the script takes none
 # (KICTL_DEVICE_NO_OUT=1); <name> is the script's name, with -PART. The whole log goes to $OUT/<name>.log, its tail to stdout.
 # Environment: KICTL_DEVICE_TIMEOUT (seconds, default 540: a device call may last 600), KICTL_SAVE_FI_CACHE=1
-# saves the FlashInfer JIT cache to $OUT/fi_cache.txz (put it in .fi_cache/ for later calls; only the built modules
-# and kictl's list of them: h200_setup.sh installs the modules as AOT kernels, so no object file or source is
-# needed, and the whole carry must stay under 64 MiB), KICTL_NCU=1 runs
+# saves the FlashInfer JIT cache's built modules to $OUT/fi_cache.txz (benchmarks/fi_cache.sh; put it in .fi_cache/
+# for later calls), KICTL_NCU=1 runs
 # the script under Nsight Compute (the gpu__time_duration metric, every kernel, CSV to $OUT/<name>.ncu.csv).
 set -u
 if [ $# -lt 1 ]; then
@@ -54,8 +53,7 @@ timeout "$limit" "${cmd[@]}" >"$OUT/$name.log" 2>&1
 status=$?
 tail -n 40 "$OUT/$name.log"
 if [ "${KICTL_SAVE_FI_CACHE:-0}" = 1 ]; then
-  (cd "$HOME" && find .cache/flashinfer \( -name '*.so' -o -name kictl-built-keys.json \) | sort |
-    tar cJf "$OUT/fi_cache.txz" -T -) 2>/dev/null
+  bash benchmarks/fi_cache.sh save "$OUT/fi_cache.txz" || echo "device.sh: FlashInfer's cache not saved" >&2
 fi
 echo "device.sh: exit $status"
 exit "$status"
