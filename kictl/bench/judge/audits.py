@@ -70,15 +70,20 @@ def _hash_bytes(found: Any, data: memoryview) -> None:
     found.update(b"chunks:" + b"".join(parts))
 
 
+def _flat_bytes(tensor: Any) -> Any:
+    """The tensor's bytes as one flat uint8 tensor (a view where it is contiguous)."""
+    torch = torch_module()
+
+    return tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
 def digest(outputs: Sequence[Any]) -> str:
     """sha256 over each tensor's shape, dtype and bytes (a large tensor's bytes as the digests of their chunks,
     ``DIGEST_CHUNK``): equal exactly for bit-identical outputs."""
-    torch = torch_module()
-
     found = hashlib.sha256(str(len(outputs)).encode())
     for tensor in outputs:
         found.update(f"|{tuple(tensor.shape)}|{tensor.dtype}|".encode())
-        flat = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
+        flat = _flat_bytes(tensor)
         if flat.numel():
             _hash_bytes(found, memoryview(flat.numpy()).cast("B"))
     return found.hexdigest()
@@ -137,9 +142,7 @@ def _same_bytes(outputs: Sequence[Any], reference: Sequence[Any]) -> bool:
     for tensor, want in zip(outputs, reference, strict=True):
         if not isinstance(want, torch.Tensor) or tensor.shape != want.shape or tensor.dtype != want.dtype:
             return False
-        mine = tensor.detach().contiguous().reshape(-1).view(torch.uint8)
-        theirs = want.detach().contiguous().reshape(-1).view(torch.uint8)
-        if not torch.equal(mine, theirs):
+        if not torch.equal(_flat_bytes(tensor), _flat_bytes(want)):
             return False
     return True
 

@@ -71,10 +71,13 @@ def _elapsed_ms(enqueue, delay_iterations=0):
 
 
 def _iterations_per_ms():
+    if "rate" in _SPIN:  # the spin's speed is the GPU's, not the workload's: probed once
+        return _SPIN["rate"]
     probe = 200000  # about half a millisecond on an H100: the events' own overhead is small beside it
     _spin(torch.cuda.current_stream(), probe)  # compiles
     times = [_elapsed_ms(lambda: _spin(torch.cuda.current_stream(), probe))[0] for _ in range(5)]
-    return probe / max(min(times), 1e-6)  # the least: another process's share of the GPU only lengthens one
+    _SPIN["rate"] = probe / max(min(times), 1e-6)  # the least: another process's share of the GPU only lengthens one
+    return _SPIN["rate"]
 
 
 def _device_ms_per_call(args, rate, call=None, calls=5, readings=5):
