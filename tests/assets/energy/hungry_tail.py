@@ -53,6 +53,13 @@ def _spin(stream, iterations):
 
 _run_plain = run
 _setup_plain = globals().get("setup")
+# The FlashInfer wrappers plan in run() when the index tensors are not among the last SLOTS planned for, and kictl
+# rotates its timed calls over more input sets than that: every timed call plans on the host first. The wrapper's
+# span starts at its first kernel, after the plan; a spin launched before the plan would start the variant's span
+# that much earlier (the 2026-12-07 21:20 call: q1117_p1117 at 2.5x and 7.0x the wrapper's latency). The entry's
+# plan lookup (_planned, where it has one) runs first, so that the spin starts beside the kernel, as it would in a
+# variant written by hand.
+_prepare = globals().get("_planned")
 
 
 def _elapsed_ms(enqueue, delay_iterations=0):
@@ -130,13 +137,17 @@ def setup(*args):
             _SPIN["stream"] = torch.cuda.Stream(device=first.device)
         rate = _iterations_per_ms()
         plain_ms = _device_ms_per_call(args, rate)
-        iterations = max(1, int(rate * SPIN_SHARE * plain_ms))
+        iterations, kept = max(1, int(rate * SPIN_SHARE * plain_ms)), 0
         for _ in range(10):  # the loop closed: shorter until the variant keeps the wrapper's time
             _SPIN["iterations"] = iterations
-            if _device_ms_per_call(args, rate, call=_run_hungry) <= (1 + LATENCY_SLACK) * plain_ms or iterations == 1:
+            if _device_ms_per_call(args, rate, call=_run_hungry) <= (1 + LATENCY_SLACK) * plain_ms:
+                kept = iterations
+                break
+            if iterations == 1:
                 break
             iterations = max(1, int(iterations * 0.7))
-        _SPIN["by_shape"][key] = iterations
+        # no spin that keeps the latency: on this workload the variant is the wrapper (0: run() calls it plainly)
+        _SPIN["by_shape"][key] = _SPIN["iterations"] = kept
         torch.cuda.synchronize()
     finally:
         _SPIN["calibrating"] = False
@@ -151,6 +162,8 @@ def run(*args):
 
 
 def _run_hungry(*args):
+    if _prepare is not None:
+        _prepare(*args)  # the wrapper's plan for these index tensors, if not cached, before the spin starts the span
     side = _SPIN["stream"]
     side.wait_stream(torch.cuda.current_stream())
     _spin(side, _SPIN["iterations"])
