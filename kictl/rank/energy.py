@@ -224,10 +224,16 @@ def bounds_of(index: QueryIndex, pairs: Sequence[tuple[RunFacts, RunEnergy]]) ->
     return out
 
 
+def joules_tie(first: float, first_spread: float, second: float, second_spread: float, tolerance: float) -> bool:
+    """Whether two joules-per-call figures take the same rank on an energy board: they differ by no more than the
+    larger of the policy's tolerance and either run's own trial spread, relative to the first (the leader)."""
+    allowed = max(tolerance, first_spread, second_spread)
+    return abs(second - first) <= allowed * max(first, 1e-30)
+
+
 def _ties(a: EnergyRow | EnergyFigures, b: EnergyFigures, tolerance: float) -> bool:
     first = a.figures if isinstance(a, EnergyRow) else a
-    allowed = max(tolerance, first.spread, b.spread)
-    return abs(b.joules_per_call - first.joules_per_call) <= allowed * max(first.joules_per_call, 1e-30)
+    return joules_tie(first.joules_per_call, first.spread, b.joules_per_call, b.spread, tolerance)
 
 
 def pareto_front(points: Sequence[tuple[str, float, float]]) -> set[str]:
