@@ -25,6 +25,7 @@ wrapper's kernel so that it runs inside its time. setup() calibrates it once per
 variant's calls take at most 2% longer than the wrapper's, measured there.
 
     python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS ...]
+    python3 benchmarks/energy.py --out DIR --calibration [--definition NAME ...]   # each variant's setup(), printed
 
 Writes each process's manifest under DIR/pN-<definition>/ and the raw counter readings under DIR/traces/, packed
 into DIR/records.tgz at the end, and the tables to DIR/energy_table.md. Needs a CUDA GPU with NVML's energy
@@ -223,6 +224,62 @@ def hungry_lines(processes: list[list[dict[str, Any]]], tolerance: float | None 
     return lines
 
 
+def calibration_lines(
+    definition: str, blocks: list[int], workloads: list[str], folder: Path, device: str = "cuda"
+) -> list[str]:
+    """Each variant's calibration (its setup()) on each workload, in this process, outside kictl: the wrapper's
+    device time a call, every spin the closed loop tried (its time alone and the variant's time a call) and the one
+    kept. kictl's workers keep no log a call can return, so this is where the figures behind a variant's energy
+    and latency are read (issue 43)."""
+    import importlib.util
+
+    import torch
+
+    from kictl.bench.judge.inputs import materialize_one, plan_inputs
+    from kictl.definitions import signature
+    from kictl.records import DefinitionSpec
+    from kictl.store.registry import Registry
+
+    registry = Registry(ROOT)
+    record = registry.resolve(definition, ["Definition"])
+    spec = record.model.spec
+    assert isinstance(spec, DefinitionSpec)
+    by_name = {
+        w.name: w
+        for w in registry.iter_records(["Workload"])
+        if w.raw["spec"]["definitionDigest"] == record.digest and w.name in workloads
+    }
+    if missing := sorted(set(workloads) - set(by_name)):
+        raise SystemExit(f"energy.py: {definition} has no workload {', '.join(missing)}")
+    lines = [
+        "",
+        f"**{definition}: calibration**",
+        "",
+        "| variant | workload | wrapper ms/call | spins tried: iterations, ms alone → variant ms/call | kept |",
+        "|---|---|---:|---|---:|",
+    ]
+    for path in hungry_files(definition, blocks, folder):
+        loaded = importlib.util.spec_from_file_location(f"calibrate_{path.stem}", path)
+        assert loaded is not None
+        assert loaded.loader is not None
+        module = importlib.util.module_from_spec(loaded)
+        loaded.loader.exec_module(module)
+        for name, workload in sorted(by_name.items()):
+            plan = plan_inputs(spec, workload, signature(spec).inputs, None, offset=0)
+            args = [materialize_one(source, device) for source in plan.sources]
+            before = len(module._SPIN["log"])
+            module.setup(*args)
+            if len(module._SPIN["log"]) == before:  # not CUDA inputs: the tail does not spin, nothing calibrated
+                lines.append(f"| {path.stem} | {name} | - | not calibrated: inputs on {device} | - |")
+            else:
+                torch.cuda.synchronize()
+                entry = module._SPIN["log"][-1]
+                tried = "; ".join(f"{n}, {alone:.4f} → {ms:.4f}" for n, alone, ms in entry["tried"])
+                lines.append(f"| {path.stem} | {name} | {entry['plain_ms']:.4f} | {tried} | {entry['kept']} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -236,6 +293,9 @@ def main() -> int:
     parser.add_argument("--workload", action="append", default=None, help="only these workloads (repeatable)")
     parser.add_argument("--no-reference", action="store_true", help="leave the reference out of process 1")
     parser.add_argument("--hungry-processes", type=int, default=1, help="the first N processes run the variants")
+    parser.add_argument(
+        "--calibration", action="store_true", help="only calibrate each variant on each workload, here, and print it"
+    )
     args = parser.parse_args()
     definitions = args.definition or list(DEFAULT_DEFINITIONS)
     for definition in definitions:
@@ -248,6 +308,13 @@ def main() -> int:
     for definition in definitions:
         warm(definition, args.workload or LONG_WORKLOADS.get(definition, []), args.out, env)
     print(f"flashinfer: {_install_aot()} module(s) installed as AOT", flush=True)
+    if args.calibration:
+        lines = []
+        for definition in definitions:
+            workloads = args.workload or LONG_WORKLOADS.get(definition, [])
+            lines += calibration_lines(definition, blocks, workloads, args.out / "variants")
+        (args.out / "calibration.md").write_text("\n".join(lines) + "\n")
+        return 0
     results: dict[str, list[list[dict[str, Any]]]] = {}
     for number in range(1, args.processes + 1):
         for definition in definitions:

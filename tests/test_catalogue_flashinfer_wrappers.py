@@ -474,6 +474,21 @@ def _hungry_variant(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, definition:
     return module
 
 
+def test_energy_py_calibration_loads_each_variant_and_workload(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``energy.py --calibration`` (the figures behind a variant's energy and latency, read on a GPU) loads every
+    variant with the workloads' inputs and calls its setup(); on the CPU nothing is calibrated and each row says so.
+    A workload the definition does not have is a one-line exit, before any device time is spent on it."""
+    _hungry_variant(monkeypatch, tmp_path, "gqa_paged_decode_h32_kv8_d128_ps1")  # the stand-ins, energy importable
+    energy = importlib.import_module("energy")
+    definition = "gqa_paged_decode_h32_kv8_d128_ps1"
+    lines = energy.calibration_lines(definition, [16, 132], ["b1_kv73", "b16x_kv1024"], tmp_path / "v", "cpu")
+    rows = [line for line in lines if line.startswith("| flashinfer_hungry")]
+    assert len(rows) == 4, lines
+    assert all("not calibrated: inputs on cpu" in row for row in rows)
+    with pytest.raises(SystemExit, match="has no workload b9_kv9"):
+        energy.calibration_lines(definition, [16], ["b1_kv73", "b9_kv9"], tmp_path / "v", "cpu")
+
+
 @pytest.mark.parametrize(
     ("definition", "workload"),
     [("gqa_paged_decode_h32_kv8_d128_ps1", "b1_kv73"), ("gqa_paged_prefill_causal_h20_kv4_d128_ps64", "q16_p1")],

@@ -27,7 +27,9 @@ SPIN_SHARE = globals().get("SPIN_SHARE", 0.6)
 SPIN_WIDTH = 128
 #: the variant's calls may take this much longer than the wrapper's, measured in setup(), before the spin shrinks
 LATENCY_SLACK = 0.02
-_SPIN = {"iterations": 0, "by_shape": {}}  # iterations for the workload being run, and per workload's shapes
+_SPIN = {"iterations": 0, "by_shape": {}, "log": []}  # iterations for the workload run, per workload's shapes
+# "log": one entry per calibration (benchmarks/energy.py --calibration prints them): the wrapper's device ms a call,
+# each spin tried (iterations, its ms alone, the variant's ms a call) and the one kept
 
 
 @triton.jit(do_not_specialize=["iterations"])  # the probe and the calibrated spin: one compiled kernel
@@ -137,10 +139,12 @@ def setup(*args):
             _SPIN["stream"] = torch.cuda.Stream(device=first.device)
         rate = _iterations_per_ms()
         plain_ms = _device_ms_per_call(args, rate)
-        iterations, kept = max(1, int(rate * SPIN_SHARE * plain_ms)), 0
+        iterations, kept, tried = max(1, int(rate * SPIN_SHARE * plain_ms)), 0, []
         for _ in range(10):  # the loop closed: shorter until the variant keeps the wrapper's time
             _SPIN["iterations"] = iterations
-            if _device_ms_per_call(args, rate, call=_run_hungry) <= (1 + LATENCY_SLACK) * plain_ms:
+            variant_ms = _device_ms_per_call(args, rate, call=_run_hungry)
+            tried.append((iterations, iterations / rate, variant_ms))
+            if variant_ms <= (1 + LATENCY_SLACK) * plain_ms:
                 kept = iterations
                 break
             if iterations == 1:
@@ -148,6 +152,7 @@ def setup(*args):
             iterations = max(1, int(iterations * 0.7))
         # no spin that keeps the latency: on this workload the variant is the wrapper (0: run() calls it plainly)
         _SPIN["by_shape"][key] = _SPIN["iterations"] = kept
+        _SPIN["log"].append({"shapes": repr(key), "plain_ms": plain_ms, "tried": tried, "kept": kept, "rate": rate})
         torch.cuda.synchronize()
     finally:
         _SPIN["calibrating"] = False
