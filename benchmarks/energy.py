@@ -18,13 +18,14 @@ then prints per workload and implementation: joules per call (idle subtracted) o
 energy and latency against the FlashInfer wrapper's in the same process, with its rank on the energy board (the
 board's tie rule, `kictl.rank.energy.joules_tie`) and whether the claim holds there.
 
-A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS` and `SPIN_SHARE` set and
+A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS`, `SPIN_SHARE` and `SPIN_KIND` set and
 `tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on a
-side stream spinning on fused multiply-adds for `SPIN_SHARE` of the call's device time, launched with the
-wrapper's kernel so that it runs inside its time. setup() calibrates it once per workload and shortens it until the
-variant's calls take at most 2% longer than the wrapper's, measured there.
+side stream spinning for `SPIN_SHARE` of the call's device time on fused multiply-adds (`fma`) or on bfloat16
+matrix products on the tensor cores (`mma`), launched with the wrapper's kernel so that it runs inside its time.
+setup() calibrates it once per workload and shortens it until the variant's calls take at most 2% longer than the
+wrapper's, measured there.
 
-    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS ...]
+    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS[mma] ...]
     python3 benchmarks/energy.py --out DIR --calibration [--definition NAME ...]   # each variant's setup(), printed
 
 Writes each process's manifest under DIR/pN-<definition>/ and the raw counter readings under DIR/traces/, packed
@@ -60,17 +61,31 @@ SPIN_SHARE = 0.6
 LATENCY_CLAIM = 0.03
 
 
-def hungry_files(definition: str, blocks: list[int], folder: Path) -> list[Path]:
-    """The power-hungry variants of a definition's FlashInfer wrapper, one entry file per block count."""
+#: the variants run by default: 16 and 132 blocks of the FMA spin, 132 of the tensor-core spin
+DEFAULT_VARIANTS = ("16", "132", "132mma")
+
+
+def variant(text: str) -> tuple[int, str]:
+    """``--hungry`` BLOCKS[mma]: the spinning blocks and the spin's kind (``fma`` unless ``mma`` follows)."""
+    kind = "mma" if text.endswith("mma") else "fma"
+    count = text.removesuffix("mma")
+    if not count.isdigit() or not 1 <= int(count) <= 4096:
+        raise argparse.ArgumentTypeError(f"{text!r}: a block count from 1 to 4096, 'mma' after it for tensor cores")
+    return int(count), kind
+
+
+def hungry_files(definition: str, blocks: list[tuple[int, str]], folder: Path) -> list[Path]:
+    """The power-hungry variants of a definition's FlashInfer wrapper, one entry file per (blocks, kind)."""
     wrapper = ROOT / "implementations" / definition / HONEST
     entry = json.loads((wrapper / "implementation.json").read_text())["entryPoint"].split("::")[0]
     base = (wrapper / entry).read_text()
     tail = (ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     paths = []
-    for count in blocks:
-        path = folder / definition / f"{HUNGRY}_b{count}.py"
+    for count, kind in blocks:
+        path = folder / definition / f"{HUNGRY}_b{count}{'_mma' if kind == 'mma' else ''}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(f"{base}\n\nSPIN_BLOCKS = {count}\nSPIN_SHARE = {SPIN_SHARE}\n\n{tail}")
+        settings = f"SPIN_BLOCKS = {count}\nSPIN_SHARE = {SPIN_SHARE}\nSPIN_KIND = {kind!r}\n"
+        path.write_text(f"{base}\n\n{settings}\n{tail}")
         paths.append(path)
     return paths
 
@@ -225,7 +240,7 @@ def hungry_lines(processes: list[list[dict[str, Any]]], tolerance: float | None 
 
 
 def calibration_lines(
-    definition: str, blocks: list[int], workloads: list[str], folder: Path, device: str = "cuda"
+    definition: str, blocks: list[tuple[int, str]], workloads: list[str], folder: Path, device: str = "cuda"
 ) -> list[str]:
     """Each variant's calibration (its setup()) on each workload, in this process, outside kictl: the wrapper's
     device time a call, every spin the closed loop tried (its time alone and the variant's time a call) and the one
@@ -286,7 +301,13 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=480.0, help="seconds: no process is started after")
     parser.add_argument("--definition", action="append", default=None, help="a bundled attention definition")
     parser.add_argument("--processes", type=int, default=3)
-    parser.add_argument("--hungry", type=int, action="append", default=None, help="a variant's spinning blocks")
+    parser.add_argument(
+        "--hungry",
+        type=variant,
+        action="append",
+        default=None,
+        help="a variant: its spinning blocks, 'mma' after them for the tensor-core spin (default 16, 132, 132mma)",
+    )
     parser.add_argument("--loop", type=float, default=None, help="--energy-loop (kictl's default if not given)")
     parser.add_argument("--trials", type=int, default=None, help="--energy-trials (kictl's default if not given)")
     parser.add_argument("--no-sandbox", action="store_true")
@@ -301,7 +322,7 @@ def main() -> int:
     for definition in definitions:
         if not (ROOT / "implementations" / definition / HONEST / "implementation.json").is_file():
             parser.error(f"{definition}: no implementations/{definition}/{HONEST} (a bundled attention definition)")
-    blocks = args.hungry or [16, 132]
+    blocks = args.hungry or [variant(text) for text in DEFAULT_VARIANTS]
     args.out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "KICTL_ENERGY_TRACES": str(args.out / "traces")}
     began = time.perf_counter()

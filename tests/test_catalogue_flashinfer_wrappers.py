@@ -14,6 +14,7 @@ What it cannot catch: FlashInfer's own numerics, JIT builds, and anything of the
 
 from __future__ import annotations
 
+import argparse
 import functools
 import importlib
 import importlib.util
@@ -465,7 +466,7 @@ def _hungry_variant(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, definition:
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
     energy = importlib.import_module("energy")
-    (variant,) = energy.hungry_files(definition, [16], tmp_path)
+    (variant,) = energy.hungry_files(definition, [(16, "fma")], tmp_path)
     spec = importlib.util.spec_from_file_location("hungry_variant", variant)
     assert spec is not None
     assert spec.loader is not None
@@ -481,12 +482,18 @@ def test_energy_py_calibration_loads_each_variant_and_workload(monkeypatch: pyte
     _hungry_variant(monkeypatch, tmp_path, "gqa_paged_decode_h32_kv8_d128_ps1")  # the stand-ins, energy importable
     energy = importlib.import_module("energy")
     definition = "gqa_paged_decode_h32_kv8_d128_ps1"
-    lines = energy.calibration_lines(definition, [16, 132], ["b1_kv73", "b16x_kv1024"], tmp_path / "v", "cpu")
+    variants = [energy.variant(text) for text in energy.DEFAULT_VARIANTS]
+    assert variants == [(16, "fma"), (132, "fma"), (132, "mma")]
+    lines = energy.calibration_lines(definition, variants, ["b1_kv73", "b16x_kv1024"], tmp_path / "v", "cpu")
     rows = [line for line in lines if line.startswith("| flashinfer_hungry")]
-    assert len(rows) == 4, lines
+    assert len(rows) == 6, lines
+    assert sum(row.startswith("| flashinfer_hungry_b132_mma |") for row in rows) == 2, rows
     assert all("not calibrated: inputs on cpu" in row for row in rows)
     with pytest.raises(SystemExit, match="has no workload b9_kv9"):
-        energy.calibration_lines(definition, [16], ["b1_kv73", "b9_kv9"], tmp_path / "v", "cpu")
+        energy.calibration_lines(definition, [(16, "fma")], ["b1_kv73", "b9_kv9"], tmp_path / "v", "cpu")
+    for bad in ("0", "mma", "16fma", "-3"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            energy.variant(bad)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ redundant work on a side stream for ``SPIN_SHARE`` of the honest call's device t
 variants spun 1.2-6.5x the wrapper's latency. Here the honest call is host-bound on purpose (80 tiny kernels,
 enqueued more slowly than the GPU runs them), so that a calibration against the host's time fails this test. The
 19:08 call calibrated once per process, and kictl runs every workload in one worker: every workload spun as long as
-the first. Here two workloads of different sizes are calibrated in one module, and each keeps its own spin.
+the first. Here two workloads of different sizes are calibrated in one module, and each keeps its own spin; for
+both spins, the CUDA cores' fused multiply-adds and the tensor cores' matrix products.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ def run(x):
 """
 
 
-def _variant(tmp_path: Path, share: float) -> ModuleType:
+def _variant(tmp_path: Path, share: float, kind: str) -> ModuleType:
     tail = (REPO_ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     path = tmp_path / "hungry_variant.py"
-    path.write_text(f"{HONEST}\n\nSPIN_BLOCKS = 16\nSPIN_SHARE = {share}\n\n{tail}")
+    path.write_text(f"{HONEST}\n\nSPIN_BLOCKS = 16\nSPIN_SHARE = {share}\nSPIN_KIND = {kind!r}\n\n{tail}")
     return load_module("hungry_variant", path)
 
 
@@ -55,8 +56,9 @@ def _least_ms(module: ModuleType, x: torch.Tensor, rate: float, calls: int = 5) 
     return float(min(taken))
 
 
-def test_the_variant_keeps_the_latency_and_calibrates_each_workload(tmp_path: Path) -> None:
-    module = _variant(tmp_path, 0.6)
+@pytest.mark.parametrize("kind", ["fma", "mma"])
+def test_the_variant_keeps_the_latency_and_calibrates_each_workload(tmp_path: Path, kind: str) -> None:
+    module = _variant(tmp_path, 0.6, kind)
     small, large = torch.randn(1 << 16, device="cuda"), torch.randn(1 << 22, device="cuda")
     want = module.run(small)  # before setup(): the honest call
     module.setup(small)

@@ -24,7 +24,14 @@ import triton.language as tl
 
 SPIN_BLOCKS = globals().get("SPIN_BLOCKS", 16)
 SPIN_SHARE = globals().get("SPIN_SHARE", 0.6)
+# "fma": chains of fused multiply-adds on the CUDA cores; "mma": chains of bfloat16 matrix products on the tensor
+# cores, which a memory-bound kernel (paged decode) leaves idle and which draw the most power per SM (issue 43:
+# the H100 call of 2026-12-07 21:15 found the FMA spin's energy within the board's tie rule everywhere)
+SPIN_KIND = globals().get("SPIN_KIND", "fma")
 SPIN_WIDTH = 128
+SPIN_TILE = 64  # the "mma" spin's square tile: one 64x64x64 product an iteration
+#: iterations the speed probe runs (about half a millisecond on an H100 for each kind)
+PROBE_ITERATIONS = {"fma": 200000, "mma": 2000}
 #: the variant's calls may take this much longer than the wrapper's, measured in setup(), before the spin shrinks
 LATENCY_SLACK = 0.02
 _SPIN = {"iterations": 0, "by_shape": {}, "log": []}  # iterations for the workload run, per workload's shapes
@@ -47,10 +54,25 @@ def _spin_kernel(buffer, iterations, BLOCK: tl.constexpr):
     tl.store(buffer + offsets, a + b + c + d)
 
 
+@triton.jit(do_not_specialize=["iterations"])
+def _spin_mma_kernel(buffer, iterations, TILE: tl.constexpr):
+    rows = tl.arange(0, TILE)
+    tile = buffer + tl.program_id(0) * TILE * TILE + rows[:, None] * TILE + rows[None, :]
+    a = tl.load(tile).to(tl.bfloat16)
+    b = (tl.load(tile) * 0.5).to(tl.bfloat16)
+    acc = tl.zeros((TILE, TILE), dtype=tl.float32)
+    for _ in range(iterations):
+        acc = tl.dot(a, b, acc)
+    tl.store(tile, acc)
+
+
 def _spin(stream, iterations):
     buffer = _SPIN["buffer"]
     with torch.cuda.stream(stream):
-        _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=SPIN_WIDTH, num_warps=4)
+        if SPIN_KIND == "mma":
+            _spin_mma_kernel[(SPIN_BLOCKS,)](buffer, iterations, TILE=SPIN_TILE, num_warps=4)
+        else:
+            _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=SPIN_WIDTH, num_warps=4)
 
 
 _run_plain = run
@@ -82,7 +104,7 @@ def _elapsed_ms(enqueue, delay_iterations=0):
 def _iterations_per_ms():
     if "rate" in _SPIN:  # the spin's speed is the GPU's, not the workload's: probed once
         return _SPIN["rate"]
-    probe = 200000  # about half a millisecond on an H100: the events' own overhead is small beside it
+    probe = PROBE_ITERATIONS[SPIN_KIND]  # about half a millisecond: the events' own overhead is small beside it
     _spin(torch.cuda.current_stream(), probe)  # compiles
     times = [_elapsed_ms(lambda: _spin(torch.cuda.current_stream(), probe))[0] for _ in range(5)]
     _SPIN["rate"] = probe / max(min(times), 1e-6)  # the least: another process's share of the GPU only lengthens one
@@ -135,7 +157,12 @@ def setup(*args):
     _SPIN["calibrating"] = True  # the wrapper's calls below may plan through this setup() again
     try:
         if "buffer" not in _SPIN:
-            _SPIN["buffer"] = torch.zeros(SPIN_BLOCKS * SPIN_WIDTH, dtype=torch.float32, device=first.device)
+            # small nonzero values: a product of zeros toggles few bits and draws less than real data would; the
+            # "mma" tile's sums grow by at most 64 * 1e-6 an iteration, far from overflow
+            size = SPIN_BLOCKS * (SPIN_TILE * SPIN_TILE if SPIN_KIND == "mma" else SPIN_WIDTH)
+            generator = torch.Generator(device=first.device).manual_seed(0)
+            values = torch.rand(size, generator=generator, device=first.device, dtype=torch.float32)
+            _SPIN["buffer"] = values * 1e-3
             _SPIN["stream"] = torch.cuda.Stream(device=first.device)
         rate = _iterations_per_ms()
         plain_ms = _device_ms_per_call(args, rate)
