@@ -77,13 +77,6 @@ def _spin(stream, iterations):
 
 _run_plain = run
 _setup_plain = globals().get("setup")
-# The FlashInfer wrappers plan in run() when the index tensors are not among the last SLOTS planned for, and kictl
-# rotates its timed calls over more input sets than that: every timed call plans on the host first. The wrapper's
-# span starts at its first kernel, after the plan; a spin launched before the plan would start the variant's span
-# that much earlier (the 2026-12-07 21:20 call: q1117_p1117 at 2.5x and 7.0x the wrapper's latency). The entry's
-# plan lookup (_planned, where it has one) runs first, so that the spin starts beside the kernel, as it would in a
-# variant written by hand.
-_prepare = globals().get("_planned")
 
 
 def _elapsed_ms(enqueue, delay_iterations=0):
@@ -194,8 +187,6 @@ def run(*args):
 
 
 def _run_hungry(*args):
-    if _prepare is not None:
-        _prepare(*args)  # the wrapper's plan for these index tensors, if not cached, before the spin starts the span
     side = _SPIN["stream"]
     side.wait_stream(torch.cuda.current_stream())
     _spin(side, _SPIN["iterations"])
