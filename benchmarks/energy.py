@@ -20,7 +20,7 @@ board's tie rule, `kictl.rank.energy.joules_tie`) and whether the claim holds th
 
 A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS`, `SPIN_SHARE` and `SPIN_KIND` set and
 `tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on a
-side stream spinning for `SPIN_SHARE` of the call's device time on fused multiply-adds (`fma`) or on bfloat16
+side stream spinning for `SPIN_SHARE` of the call's device time on fused multiply-adds (`fma`) or on float16
 matrix products on the tensor cores (`mma`), launched with the wrapper's kernel so that it runs inside its time.
 setup() calibrates it once per workload and shortens it until the variant's calls take at most 2% longer than the
 wrapper's, measured there.

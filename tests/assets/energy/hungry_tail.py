@@ -24,7 +24,7 @@ import triton.language as tl
 
 SPIN_BLOCKS = globals().get("SPIN_BLOCKS", 16)
 SPIN_SHARE = globals().get("SPIN_SHARE", 0.6)
-# "fma": chains of fused multiply-adds on the CUDA cores; "mma": chains of bfloat16 matrix products on the tensor
+# "fma": chains of fused multiply-adds on the CUDA cores; "mma": chains of float16 matrix products on the tensor
 # cores, which a memory-bound kernel (paged decode) leaves idle and which draw the most power per SM (issue 43:
 # the H100 call of 2026-12-07 21:15 found the FMA spin's energy within the board's tie rule everywhere)
 SPIN_KIND = globals().get("SPIN_KIND", "fma")
@@ -58,8 +58,8 @@ def _spin_kernel(buffer, iterations, BLOCK: tl.constexpr):
 def _spin_mma_kernel(buffer, iterations, TILE: tl.constexpr):
     rows = tl.arange(0, TILE)
     tile = buffer + tl.program_id(0) * TILE * TILE + rows[:, None] * TILE + rows[None, :]
-    a = tl.load(tile).to(tl.bfloat16)
-    b = (tl.load(tile) * 0.5).to(tl.bfloat16)
+    a = tl.load(tile).to(tl.float16)
+    b = (tl.load(tile) * 0.5).to(tl.float16)
     acc = tl.zeros((TILE, TILE), dtype=tl.float32)
     for _ in range(iterations):
         acc = tl.dot(a, b, acc)
