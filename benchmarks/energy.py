@@ -270,8 +270,8 @@ def calibration_lines(
         "",
         f"**{definition}: calibration**",
         "",
-        "| variant | workload | wrapper ms/call | spins tried: iterations, ms alone → variant ms/call | kept |",
-        "|---|---|---:|---|---:|",
+        "| variant | workload | wrapper ms/call | spins tried: iterations, ms alone → variant ms | kept | launch |",
+        "|---|---|---:|---|---:|---|",
     ]
     for path in hungry_files(definition, blocks, folder):
         loaded = importlib.util.spec_from_file_location(f"calibrate_{path.stem}", path)
@@ -285,12 +285,13 @@ def calibration_lines(
             before = len(module._SPIN["log"])
             module.setup(*args)
             if len(module._SPIN["log"]) == before:  # not CUDA inputs: the tail does not spin, nothing calibrated
-                lines.append(f"| {path.stem} | {name} | - | not calibrated: inputs on {device} | - |")
+                lines.append(f"| {path.stem} | {name} | - | not calibrated: inputs on {device} | - | - |")
             else:
                 torch.cuda.synchronize()
                 entry = module._SPIN["log"][-1]
                 tried = "; ".join(f"{n}, {alone:.4f} → {ms:.4f}" for n, alone, ms in entry["tried"])
-                lines.append(f"| {path.stem} | {name} | {entry['plain_ms']:.4f} | {tried} | {entry['kept']} |")
+                cells = f"{entry['plain_ms']:.4f} | {tried} | {entry['kept']} | {entry['launch']}"
+                lines.append(f"| {path.stem} | {name} | {cells} |")
             print(lines[-1], flush=True)
     return lines
 

@@ -66,13 +66,45 @@ def _spin_mma_kernel(buffer, iterations, TILE: tl.constexpr):
     tl.store(tile, acc)
 
 
-def _spin(stream, iterations):
+def _launch(iterations):
+    """The spin kernel on the current stream (Triton's launcher: tens of µs of Python on the host)."""
     buffer = _SPIN["buffer"]
+    if SPIN_KIND == "mma":
+        _spin_mma_kernel[(SPIN_BLOCKS,)](buffer, iterations, TILE=SPIN_TILE, num_warps=4)
+    else:
+        _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=SPIN_WIDTH, num_warps=4)
+
+
+def _spin(stream, iterations):
     with torch.cuda.stream(stream):
-        if SPIN_KIND == "mma":
-            _spin_mma_kernel[(SPIN_BLOCKS,)](buffer, iterations, TILE=SPIN_TILE, num_warps=4)
+        _launch(iterations)
+
+
+def _graph(iterations):
+    """The spin of ``iterations`` captured once as a CUDA graph (``None`` where capture fails): a replay costs the
+    host a few µs where Triton's launcher costs tens. The H100 call of 2026-12-07 21:15 found the variant's energy
+    loop host-bound on the short workloads (114 µs a call against the wrapper's 67-70 µs: the GPU idled between
+    calls and the joules a call fell), so the variant's calls replay the calibrated spin."""
+    graphs = _SPIN.setdefault("graphs", {})
+    if iterations not in graphs and graphs.get("failed") is None:
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                _launch(iterations)
+            graphs[iterations] = graph
+        except Exception as exc:  # a direct launch from here on; the calibration log says why
+            graphs["failed"] = f"{type(exc).__name__}: {exc}"
+    return graphs.get(iterations)
+
+
+def _spin_call(stream, iterations):
+    """The variant's spin beside the wrapper: the captured graph replayed on ``stream``, else a direct launch."""
+    graph = _graph(iterations)
+    with torch.cuda.stream(stream):
+        if graph is not None:
+            graph.replay()
         else:
-            _spin_kernel[(SPIN_BLOCKS,)](buffer, iterations, BLOCK=SPIN_WIDTH, num_warps=4)
+            _launch(iterations)
 
 
 _run_plain = run
@@ -172,7 +204,11 @@ def setup(*args):
             iterations = max(1, int(iterations * 0.7))
         # no spin that keeps the latency: on this workload the variant is the wrapper (0: run() calls it plainly)
         _SPIN["by_shape"][key] = _SPIN["iterations"] = kept
-        _SPIN["log"].append({"shapes": repr(key), "plain_ms": plain_ms, "tried": tried, "kept": kept, "rate": rate})
+        graphs = _SPIN.get("graphs", {})
+        launch = "direct: " + graphs["failed"] if "failed" in graphs else "graph"
+        _SPIN["log"].append(
+            {"shapes": repr(key), "plain_ms": plain_ms, "tried": tried, "kept": kept, "rate": rate, "launch": launch}
+        )
         torch.cuda.synchronize()
     finally:
         _SPIN["calibrating"] = False
@@ -189,7 +225,7 @@ def run(*args):
 def _run_hungry(*args):
     side = _SPIN["stream"]
     side.wait_stream(torch.cuda.current_stream())
-    _spin(side, _SPIN["iterations"])
+    _spin_call(side, _SPIN["iterations"])
     result = _run_plain(*args)
     torch.cuda.current_stream().wait_stream(side)
     return result
