@@ -56,6 +56,8 @@ def _spin_kernel(buffer, iterations, BLOCK: tl.constexpr):
 
 @triton.jit(do_not_specialize=["iterations"])
 def _spin_mma_kernel(buffer, iterations, TILE: tl.constexpr):
+    # the operands in the buffer's first half, each block's product stored in its second half: the operands stay
+    # the small values they were drawn as, call after call (stored back over them, the sums would grow to inf)
     rows = tl.arange(0, TILE)
     tile = buffer + tl.program_id(0) * TILE * TILE + rows[:, None] * TILE + rows[None, :]
     a = tl.load(tile).to(tl.float16)
@@ -63,7 +65,7 @@ def _spin_mma_kernel(buffer, iterations, TILE: tl.constexpr):
     acc = tl.zeros((TILE, TILE), dtype=tl.float32)
     for _ in range(iterations):
         acc = tl.dot(a, b, acc)
-    tl.store(tile, acc)
+    tl.store(tile + tl.num_programs(0) * TILE * TILE, acc)
 
 
 def _launch(iterations):
@@ -183,8 +185,9 @@ def setup(*args):
     try:
         if "buffer" not in _SPIN:
             # small nonzero values: a product of zeros toggles few bits and draws less than real data would; the
-            # "mma" tile's sums grow by at most 64 * 1e-6 an iteration, far from overflow
-            size = SPIN_BLOCKS * (SPIN_TILE * SPIN_TILE if SPIN_KIND == "mma" else SPIN_WIDTH)
+            # "mma" tile's sums grow by at most 64 * 5e-7 an iteration (operands below 1e-3 and 5e-4), far from
+            # overflow, and its operands and products lie in two halves
+            size = SPIN_BLOCKS * (2 * SPIN_TILE * SPIN_TILE if SPIN_KIND == "mma" else SPIN_WIDTH)
             generator = torch.Generator(device=first.device).manual_seed(0)
             values = torch.rand(size, generator=generator, device=first.device, dtype=torch.float32)
             _SPIN["buffer"] = values * 1e-3
