@@ -284,8 +284,9 @@ def calibration_lines(
             args = [materialize_one(source, device) for source in plan.sources]
             before = len(module._SPIN["log"])
             module.setup(*args)
-            if len(module._SPIN["log"]) == before:  # not CUDA inputs: the tail does not spin, nothing calibrated
-                lines.append(f"| {path.stem} | {name} | - | not calibrated: inputs on {device} | - | - |")
+            if len(module._SPIN["log"]) == before:  # CPU inputs (no spin there), or shapes calibrated already
+                why = f"inputs on {device}" if device != "cuda" else "the shapes of a workload above"
+                lines.append(f"| {path.stem} | {name} | - | not calibrated: {why} | - | - |")
             else:
                 torch.cuda.synchronize()
                 entry = module._SPIN["log"][-1]
