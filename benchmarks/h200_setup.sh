@@ -13,7 +13,14 @@ if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
   python3 -m compileall -q -j 0 /tmp/site >/dev/null 2>&1
   ls .whl >/tmp/site/.wheels
 fi
+# wheels carried in two parts (benchmarks/carry_parts.sh: nvidia-cutlass-dsl), joined where both came
+bash benchmarks/carry_parts.sh join /tmp/site .carry_a .carry_b ||
+  echo "h200_setup.sh: the two-part wheels were not joined (above); going on without them" >&2
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# nvidia-cutlass-dsl puts `cutlass` on sys.path from a .pth file, which a PYTHONPATH folder does not run
+if [ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ]; then
+  export PYTHONPATH=$PYTHONPATH:/tmp/site/nvidia_cutlass_dsl/dsl_packages
+fi
 export LD_LIBRARY_PATH=/tmp/site/nvidia/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
   mkdir -p /tmp/bw && dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export KICTL_BWRAP=/tmp/bw/usr/bin/bwrap PATH=/tmp/bw/usr/bin:$PATH

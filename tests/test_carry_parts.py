@@ -1,0 +1,83 @@
+"""benchmarks/carry_parts.sh: wheels too large for one device call, split in two carries and joined there, run
+here with real zip, xz and tar on real wheels' layout (a wheel is a zip of the files pip --target puts in place)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+from tests.conftest import REPO_ROOT
+
+SCRIPT = REPO_ROOT / "benchmarks" / "carry_parts.sh"
+
+
+def _parts(*args: str | int | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["bash", SCRIPT, *map(str, args)], capture_output=True, text=True, env=dict(os.environ))
+
+
+def _wheels(folder: Path) -> dict[str, bytes]:
+    """Two wheels, one with a large incompressible library (as nvidia-cutlass-dsl-libs-cu13's), and the files
+    they hold, by the path they take in a site folder."""
+    folder.mkdir()
+    files = {
+        "nvidia_cutlass_dsl/cu13/lib/libcute_dsl_runtime.so": os.urandom(300_000),
+        "nvidia_cutlass_dsl/dsl_packages/cutlass/__init__.py": b"VERSION = '4.8.1'\n",
+        "nvidia_cutlass_dsl-4.8.1.dist-info/METADATA": b"Name: nvidia-cutlass-dsl\n",
+        "nvidia_cutlass_dsl_packages.pth": b"import sys\n",
+    }
+    names = list(files)
+    for wheel, own in (("libs", names[:1]), ("dsl", names[1:])):
+        with zipfile.ZipFile(folder / f"{wheel}-4.8.1-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as archive:
+            for name in own:
+                archive.writestr(name, files[name])
+    return files
+
+
+def test_split_then_join_puts_every_wheel_s_files_in_the_site_once(tmp_path: Path) -> None:
+    files = _wheels(tmp_path / "wheels")
+    a, b, site = tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / "site"
+    split = _parts("split", tmp_path / "wheels", 200_000, a, b)
+    assert split.returncode == 0, split.stderr
+    assert (a / "part.0").stat().st_size == 200_000  # what one call carries, at most
+    assert (b / "part.1").stat().st_size > 0
+    joined = _parts("join", site, a, b)
+    assert joined.returncode == 0, joined.stderr
+    for name, content in files.items():
+        assert (site / name).read_bytes() == content, name
+    # joined once: a second setup on the warm machine leaves the site as it is
+    (site / "nvidia_cutlass_dsl_packages.pth").write_bytes(b"touched\n")
+    again = _parts("join", site, a, b)
+    assert again.returncode == 0, again.stderr
+    assert (site / "nvidia_cutlass_dsl_packages.pth").read_bytes() == b"touched\n"
+
+
+def test_join_does_nothing_without_parts_and_refuses_a_missing_or_foreign_part(tmp_path: Path) -> None:
+    _wheels(tmp_path / "wheels")
+    a, b, site = tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / "site"
+    nothing = _parts("join", site, a, b)  # the usual call: no part carried, nothing done, setup goes on
+    assert nothing.returncode == 0, nothing.stderr
+    assert not site.exists()
+    assert _parts("split", tmp_path / "wheels", 100_000, a, b).returncode == 0
+    (a / "part.0").rename(tmp_path / "part.0")  # the first call's part lost (the machine was not kept warm)
+    missing = _parts("join", site, a, b)
+    assert missing.returncode == 1
+    assert "one part is missing" in missing.stderr
+    (tmp_path / "part.0").rename(a / "part.0")
+    with (b / "part.1").open("ab") as tail:  # a part from another split
+        tail.write(b"x")
+    foreign = _parts("join", site, a, b)
+    assert foreign.returncode == 1
+    assert "do not make the whole" in foreign.stderr
+    assert not (site / "nvidia_cutlass_dsl").exists()
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert _parts().returncode == 2
+    assert _parts("join", tmp_path).returncode == 2
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_wheel = _parts("split", empty, 10, tmp_path / "a", tmp_path / "b")
+    assert no_wheel.returncode == 2
+    assert "no wheel" in no_wheel.stderr
