@@ -29,7 +29,7 @@ case "${1:-}" in
     trap 'rm -rf "$work"' EXIT
     mkdir "$work/raw"
     for wheel in "${found[@]}"; do
-      unzip -q -o "$wheel" -d "$work/raw"
+      python3 -m zipfile -e "$wheel" "$work/raw"
     done
     tar cf - -C "$work/raw" . | xz -6 -T0 -c >"$work/whole.txz"
     mkdir -p "$a" "$b"
