@@ -50,7 +50,7 @@ from typing import Any
 from catalogue import _install_aot  # benchmarks/ is this script's folder, first on sys.path
 
 from kictl.policy import EnergyPolicy
-from kictl.rank.energy import joules_tie
+from kictl.rank.energy import joules_tie, tie_allowance
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DEFINITIONS = ("gqa_paged_decode_h32_kv8_d128_ps1", "gqa_paged_prefill_causal_h20_kv4_d128_ps64")
@@ -230,7 +230,7 @@ def hungry_lines(processes: list[list[dict[str, Any]]], tolerance: float | None 
             )
             rank = "tied" if tied else "below" if e_ratio > 1 else "above"
             holds = rank == "below" and l_ratio <= 1 + LATENCY_CLAIM
-            allowed = max(tolerance, theirs["spread"], mine["spread"])
+            allowed = tie_allowance(tolerance, theirs["spread"], mine["spread"])
             lines.append(
                 f"| {workload} | {number} | {impl} | {joules(theirs['joulesPerCall'])} | "
                 f"{joules(mine['joulesPerCall'])} | {e_ratio:.2f} | {l_ratio:.3f} | "

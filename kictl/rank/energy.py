@@ -224,11 +224,16 @@ def bounds_of(index: QueryIndex, pairs: Sequence[tuple[RunFacts, RunEnergy]]) ->
     return out
 
 
+def tie_allowance(tolerance: float, first_spread: float, second_spread: float) -> float:
+    """The relative difference under which two energy figures tie: the policy's tolerance, or either run's own
+    trial spread where larger."""
+    return max(tolerance, first_spread, second_spread)
+
+
 def joules_tie(first: float, first_spread: float, second: float, second_spread: float, tolerance: float) -> bool:
-    """Whether two joules-per-call figures take the same rank on an energy board: they differ by no more than the
-    larger of the policy's tolerance and either run's own trial spread, relative to the first (the leader)."""
-    allowed = max(tolerance, first_spread, second_spread)
-    return abs(second - first) <= allowed * max(first, 1e-30)
+    """Whether two joules-per-call figures take the same rank on an energy board: they differ by no more than
+    ``tie_allowance``, relative to the first (the leader)."""
+    return abs(second - first) <= tie_allowance(tolerance, first_spread, second_spread) * max(first, 1e-30)
 
 
 def _ties(a: EnergyRow | EnergyFigures, b: EnergyFigures, tolerance: float) -> bool:
