@@ -7,6 +7,11 @@
 #        flashinfer-python and apache-tvm-ffi, cupti-python and libcupti (nvidia-cuda-cupti, slimmed to libcupti
 #        itself: the profiler libraries it loads only for the range profiler are 40 MB of a 64 MiB carry), and
 #        flashinfer-bench with safetensors and docstring-parser (suite_speed.py --flashinfer-bench runs its harness);
+#        downloaded into .wheels/ (not carried) and packed into .whl/ as one xz tarball of their files
+#        (benchmarks/carry_parts.sh split, one part): 20 MB, where the wheels are 37 MB. The device tool's
+#        64 MiB is of the size of a tar of what travels, as far as stop 60 could tell (refused at 64.06 MiB as a
+#        tar, taken at 63.41): 512 bytes a file besides its content, so the registry's 5,336 small files make the
+#        tracked files 28.5 MiB, not 20;
 # .deb/  bubblewrap, unpacked there for kictl's sandbox;
 # .fi_cache/  left as it is: FlashInfer's JIT cache comes back from a call (KICTL_SAVE_FI_CACHE=1) and goes in here;
 # .source/  kictl.tree, HEAD and the blobs of kictl/ at HEAD: the device's .git is stale, so device.sh points
@@ -17,7 +22,9 @@
 # triton, numpy and nvidia-ml-py are used as they are. Idempotent: a wheel already here is not fetched again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mkdir -p .whl .deb .fi_cache .source
+mkdir -p .wheels .whl .deb .fi_cache .source
+# the wheels themselves were carried in .whl/ before stop 60: kept, not fetched again
+find .whl -mindepth 1 -maxdepth 1 -type f -name "*.whl" -exec mv -t .wheels {} +
 { git rev-parse HEAD && git ls-tree -r HEAD -- kictl; } >.source/kictl.tree.tmp && mv .source/kictl.tree.tmp .source/kictl.tree
 platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 --platform manylinux_2_17_x86_64
   --platform manylinux2014_x86_64 --platform any)
@@ -30,8 +37,8 @@ pins=(
   flashinfer-bench==0.1.2 safetensors==0.8.0 docstring-parser==0.18.0
 )
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
-  "${platforms[@]}" -d .whl "${pins[@]}"
-cupti=$(ls .whl/nvidia_cuda_cupti-13.0.85-*.whl)
+  "${platforms[@]}" -d .wheels "${pins[@]}"
+cupti=$(ls .wheels/nvidia_cuda_cupti-13.0.85-*.whl)
 if unzip -l "$cupti" | grep -q libnvperf_host; then
   work=$(mktemp -d)
   unzip -q "$cupti" -d "$work"
@@ -39,6 +46,13 @@ if unzip -l "$cupti" | grep -q libnvperf_host; then
   record=$(ls -d "$work"/*.dist-info)/RECORD
   grep -v 'cu13/include\|libnvperf\|libcheckpoint\|libpcsampling' "$record" >"$work/RECORD" && mv "$work/RECORD" "$record"
   rm "$cupti" && (cd "$work" && zip -qr "$OLDPWD/$cupti" .) && rm -rf "$work"
+fi
+# packed again only where the set of wheels changed (30 s on two cores)
+listing=$(cd .wheels && ls -l --time-style=+ ./*.whl | awk '{print $5, $NF}')
+if [ "$(cat .whl/wheels.txt 2>/dev/null)" != "$listing" ]; then
+  rm -rf .whl && mkdir .whl
+  bash benchmarks/carry_parts.sh split .wheels 1000000000000 .whl .whl >/dev/null
+  echo "$listing" >.whl/wheels.txt
 fi
 ls .deb/bubblewrap_*.deb >/dev/null 2>&1 || (cd .deb && apt-get download bubblewrap >/dev/null 2>&1)
 # KICTL_CARRY_CUTLASS=1: nvidia-cutlass-dsl for FlashInfer's GDN kernels (CuTe DSL), in two parts for two calls

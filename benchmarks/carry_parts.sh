@@ -28,9 +28,20 @@ case "${1:-}" in
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     mkdir "$work/raw"
-    for wheel in "${found[@]}"; do
-      python3 -m zipfile -e "$wheel" "$work/raw"
-    done
+    # unpacked as pip --target --no-deps puts a wheel's files, the executable bit kept (a zip keeps it in the
+    # high bits of external_attr; `python3 -m zipfile -e` drops it)
+    python3 - "$work/raw" "${found[@]}" <<'PY'
+import os
+import sys
+import zipfile
+
+for wheel in sys.argv[2:]:
+    with zipfile.ZipFile(wheel) as archive:
+        for info in archive.infolist():
+            path = archive.extract(info, sys.argv[1])
+            if not info.is_dir() and (info.external_attr >> 16) & 0o111:
+                os.chmod(path, 0o755)
+PY
     tar cf - -C "$work/raw" . | xz -6 -T0 -c >"$work/whole.txz"
     mkdir -p "$a" "$b"
     rm -f "$a"/part.* "$b"/part.*
@@ -51,7 +62,9 @@ case "${1:-}" in
     fi
     want=$(cat "$b/part.sha256")
     mkdir -p "$site"
-    [ "$(cat "$site/.parts" 2>/dev/null)" = "$want" ] && exit 0
+    # one mark per set of parts: the usual wheels (.whl) and nvidia-cutlass-dsl's (.carry_b) join the same site
+    mark="$site/.parts.$(basename "$b" | tr -d .)"
+    [ "$(cat "$mark" 2>/dev/null)" = "$want" ] && exit 0
     got=$(cat "$a/part.0" "$b/part.1" | sha256sum | cut -d' ' -f1)
     if [ "$got" != "$want" ]; then
       echo "carry_parts.sh: the parts in $a and $b do not make the whole they were split from" >&2
@@ -60,7 +73,7 @@ case "${1:-}" in
     cat "$a/part.0" "$b/part.1" | xz -d -c | tar xf - -C "$site"
     # bytecode once here: kictl's sandboxed workers import from read-only binds and would compile at every start
     python3 -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
-    echo "$want" >"$site/.parts"
+    echo "$want" >"$mark"
     ;;
   *)
     echo "usage: carry_parts.sh split WHEELS BYTES A B | join SITE A B" >&2

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Source this on the lent H200 (from the repository root) before any GPU script here:
 #   . benchmarks/h200_setup.sh
-# It installs the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its libcupti, as
-# benchmarks/carry.sh builds them here) into /tmp/site, unpacks the carried bubblewrap .deb into
-# /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.txz or *.tgz, benchmarks/fi_cache.sh) so kernels
-# are not rebuilt.
-# a warm machine keeps /tmp between calls: install once per set of wheels
-if [ "$(cat /tmp/site/.wheels 2>/dev/null)" != "$(ls .whl)" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || return 1
-  # sandboxed workers never write bytecode (read-only folders): compile it once, or every worker compiles
-  # FlashInfer's and the other carried packages' sources at every start
-  python3 -m compileall -q -j 0 /tmp/site >/dev/null 2>&1
-  ls .whl >/tmp/site/.wheels
+# It puts the wheels carried in .whl/ (kictl's dependencies, flashinfer, cupti-python and its libcupti, packed
+# by benchmarks/carry.sh here as one xz tarball of their files) into /tmp/site, unpacks the carried bubblewrap
+# .deb into /tmp/bw, and restores a carried FlashInfer JIT cache (.fi_cache/*.txz or *.tgz, benchmarks/fi_cache.sh)
+# so kernels are not rebuilt.
+# a warm machine keeps /tmp between calls: carry_parts.sh join unpacks once per set of wheels, and compiles their
+# bytecode once (sandboxed workers never write it: read-only folders), or every worker would compile FlashInfer's
+# and the other carried packages' sources at every start
+if [ ! -f .whl/part.0 ]; then
+  echo "h200_setup.sh: no packed wheels in .whl/ (run bash benchmarks/carry.sh here and carry .whl)" >&2
+  return 1
 fi
+bash benchmarks/carry_parts.sh join /tmp/site .whl .whl || return 1
 # wheels carried in two parts (benchmarks/carry_parts.sh: nvidia-cutlass-dsl), joined where both came
 bash benchmarks/carry_parts.sh join /tmp/site .carry_a .carry_b ||
   echo "h200_setup.sh: the two-part wheels were not joined (above); going on without them" >&2

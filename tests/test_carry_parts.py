@@ -81,3 +81,37 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     no_wheel = _parts("split", empty, 10, tmp_path / "a", tmp_path / "b")
     assert no_wheel.returncode == 2
     assert "no wheel" in no_wheel.stderr
+
+
+def test_the_usual_wheels_pack_as_one_part_beside_a_two_part_set_and_keep_their_executable_bit(
+    tmp_path: Path,
+) -> None:
+    """benchmarks/carry.sh packs the usual wheels into .whl/ as one part (A and B the same folder); h200_setup.sh
+    joins them and then the two-part set into one site, each once."""
+    cutlass = _wheels(tmp_path / "cutlass")
+    usual = tmp_path / "usual"
+    usual.mkdir()
+    info = zipfile.ZipInfo("pydantic_core/_pydantic_core.so")
+    info.external_attr = 0o100755 << 16
+    with zipfile.ZipFile(usual / "pydantic_core-2.50.5-cp312-cp312-any.whl", "w") as archive:
+        archive.writestr(info, b"\x7fELF")
+        archive.writestr("pydantic_core/__init__.py", b"")
+    whl, a, b, site = tmp_path / ".whl", tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / "site"
+    assert _parts("split", usual, 10**12, whl, whl).returncode == 0
+    assert (whl / "part.1").stat().st_size == 0
+    assert _parts("split", tmp_path / "cutlass", 200_000, a, b).returncode == 0
+    for round_ in range(2):
+        for first, second in ((whl, whl), (a, b)):
+            joined = _parts("join", site, first, second)
+            assert joined.returncode == 0, joined.stderr
+        if round_ == 0:
+            (site / "pydantic_core/__init__.py").write_bytes(b"# touched\n")
+            (site / "nvidia_cutlass_dsl_packages.pth").write_bytes(b"# touched\n")
+    # the second round unpacked neither set again: each kept its own mark
+    assert (site / "pydantic_core/__init__.py").read_bytes() == b"# touched\n"
+    assert (site / "nvidia_cutlass_dsl_packages.pth").read_bytes() == b"# touched\n"
+    del cutlass["nvidia_cutlass_dsl_packages.pth"]
+    assert os.access(site / "pydantic_core/_pydantic_core.so", os.X_OK)
+    assert not os.access(site / "pydantic_core/__init__.py", os.X_OK)
+    for name, content in cutlass.items():
+        assert (site / name).read_bytes() == content, name
