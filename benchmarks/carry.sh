@@ -51,23 +51,23 @@ fi
 listing=$(cd .wheels && ls -l --time-style=+ ./*.whl | awk '{print $5, $NF}')
 if [ "$(cat .whl/wheels.txt 2>/dev/null)" != "$listing" ]; then
   rm -rf .whl && mkdir .whl
-  bash benchmarks/carry_parts.sh split .wheels 1000000000000 .whl .whl >/dev/null
+  bash benchmarks/carry_parts.sh split .wheels 1000000000000 .whl >/dev/null
   echo "$listing" >.whl/wheels.txt
 fi
 ls .deb/bubblewrap_*.deb >/dev/null 2>&1 || (cd .deb && apt-get download bubblewrap >/dev/null 2>&1)
-# KICTL_CARRY_CUTLASS=1: nvidia-cutlass-dsl for FlashInfer's GDN kernels (CuTe DSL), in two parts for two calls
-# (benchmarks/carry_parts.sh). What travels in a call is the checkout's tracked files (20 MiB, the registry most
-# of it) and the carried paths, 64 MiB in all, and the usual paths are 36 MiB: so after a usual call, carry
-# [".carry_a"] alone (command `true`), then [".carry_b", ".source"] with the command that needs cutlass, each
-# within 30 s of the last (the warm machine keeps the earlier calls' ignored paths). cuda-bindings, which it also
-# needs, is the image's.
+# KICTL_CARRY_CUTLASS=1: nvidia-cutlass-dsl for FlashInfer's GDN kernels (CuTe DSL), 69 MB packed, in three parts
+# for three calls (benchmarks/carry_parts.sh). What travels in a call is a tar of the checkout's tracked files
+# (28.5 MiB at stop 60, growing with the registry) and the carried paths, 64 MiB in all: so after a usual call,
+# carry [".carry_a"] alone (command `true`), then [".carry_b"] (`true`), then [".carry_c", ".source"] with the
+# command that needs cutlass, each within 30 s of the last (the warm machine keeps the earlier calls' ignored
+# paths). cuda-bindings, which it also needs, is the image's.
 if [ "${KICTL_CARRY_CUTLASS:-0}" = 1 ]; then
   mkdir -p .carry_wheels
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
     "${platforms[@]}" -d .carry_wheels nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
     nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu13==4.8.1 protobuf==7.36.2
-  # the first part fills a call beside the tracked files (64 MiB less 20 MiB, less a margin); the rest is 26 MB
-  bash benchmarks/carry_parts.sh split .carry_wheels 43000000 .carry_a .carry_b
+  # a part fills a call beside the tracked files (64 MiB less 28.5, less a margin for the registry's growth)
+  bash benchmarks/carry_parts.sh split .carry_wheels 30000000 .carry_a .carry_b .carry_c
 fi
-du -sh .whl .deb .fi_cache .carry_a .carry_b 2>/dev/null || true
+du -sh .whl .deb .fi_cache .carry_a .carry_b .carry_c 2>/dev/null || true
 echo "carry.sh: .source/kictl.tree names $(git rev-parse --short HEAD)$(git status --porcelain -- kictl | grep -q . && echo ', but kictl/ has changes: records will say +dirty')"

@@ -1,27 +1,32 @@
 #!/usr/bin/env bash
-# Wheels too large for one device call's carry (64 MiB in all), carried in two calls to one warm machine:
+# Wheels too large for one device call's carry (64 MiB in all), carried in several calls to one warm machine:
 #
-#   bash benchmarks/carry_parts.sh split WHEELS BYTES A B   every wheel in WHEELS unpacked, the whole packed as one
-#                                                           xz tarball, its first BYTES into A/part.0, the rest into
-#                                                           B/part.1, and the whole's sha256 into B/part.sha256
-#   bash benchmarks/carry_parts.sh join SITE A B            where both parts are here and the sha256 holds, the
-#                                                           wheels' files unpacked into SITE (as pip --target
-#                                                           --no-deps puts them), once per set of parts; nothing
-#                                                           where neither is here; exit 1 where one is missing or
-#                                                           the parts do not make the whole
+#   bash benchmarks/carry_parts.sh split WHEELS BYTES DIR...   every wheel in WHEELS unpacked, the whole packed as
+#                                                              one xz tarball and cut in parts of BYTES, the i-th
+#                                                              (from 0) into the i-th DIR as part.i, the whole's
+#                                                              sha256 into the last DIR as part.sha256; exit 2
+#                                                              where the DIRs are too few for the parts
+#   bash benchmarks/carry_parts.sh join SITE DIR...            where every part is here and the sha256 holds, the
+#                                                              wheels' files unpacked into SITE (as pip --target
+#                                                              --no-deps puts them), once per set of parts; nothing
+#                                                              where none is here; exit 1 where one is missing or
+#                                                              the parts do not make the whole
 #
 # Why (issue 43): FlashInfer's GDN kernels on Hopper are CuTe DSL kernels, which need nvidia-cutlass-dsl, and its
 # CUDA 13 library alone is a 92 MB wheel (a 193 MB MLIR compiler). Unpacked and xz-compressed the set is 69 MB,
-# and a call carries 64 MiB in all, the checkout's tracked files (20 MiB) included. The device keeps the ignored
-# files that a call does not name between calls to a warm machine (the device tool's README), so after a usual
-# call (which leaves .whl/ and the rest there), one call carries A alone (`true` as its command) and the next B,
-# each within the 30 s the machine stays warm; h200_setup.sh joins them. benchmarks/carry.sh builds A and B with
-# KICTL_CARRY_CUTLASS=1.
+# and a call carries 64 MiB in all, counted as a tar of what travels: the checkout's tracked files are 28.5 MiB
+# of it (stop 60). The device keeps the ignored files that a call does not name between calls to a warm machine
+# (the device tool's README), so after a usual call (which leaves .whl/ and the rest there), one call carries
+# each part alone (`true` as its command) and the last carries the last part with the command that needs them,
+# each within the 30 s the machine stays warm; h200_setup.sh joins them. benchmarks/carry.sh builds three parts
+# (.carry_a, .carry_b, .carry_c) with KICTL_CARRY_CUTLASS=1, and packs the usual wheels as one part in .whl.
 set -euo pipefail
 case "${1:-}" in
   split)
-    [ $# -eq 5 ] || { echo "usage: carry_parts.sh split WHEELS BYTES A B" >&2; exit 2; }
-    wheels=$2 bytes=$3 a=$4 b=$5
+    [ $# -ge 4 ] || { echo "usage: carry_parts.sh split WHEELS BYTES DIR..." >&2; exit 2; }
+    wheels=$2 bytes=$3
+    shift 3
+    dirs=("$@")
     shopt -s nullglob
     found=("$wheels"/*.whl)
     [ ${#found[@]} -gt 0 ] || { echo "carry_parts.sh: no wheel in $wheels" >&2; exit 2; }
@@ -43,40 +48,61 @@ for wheel in sys.argv[2:]:
                 os.chmod(path, 0o755)
 PY
     tar cf - -C "$work/raw" . | xz -6 -T0 -c >"$work/whole.txz"
-    mkdir -p "$a" "$b"
-    rm -f "$a"/part.* "$b"/part.*
-    head -c "$bytes" "$work/whole.txz" >"$a/part.0"
-    tail -c +"$((bytes + 1))" "$work/whole.txz" >"$b/part.1"
-    sha256sum "$work/whole.txz" | cut -d' ' -f1 >"$b/part.sha256"
-    echo "carry_parts.sh: $(du -b "$a/part.0" | cut -f1) bytes in $a, $(du -b "$b/part.1" | cut -f1) in $b"
+    size=$(stat -c %s "$work/whole.txz")
+    needed=$(((size + bytes - 1) / bytes))
+    if [ "$needed" -gt ${#dirs[@]} ]; then
+      echo "carry_parts.sh: the packed wheels are $size bytes, $needed parts of $bytes, and ${#dirs[@]} folders were named" >&2
+      exit 2
+    fi
+    for i in "${!dirs[@]}"; do
+      mkdir -p "${dirs[$i]}"
+      rm -f "${dirs[$i]}"/part.*
+    done
+    sizes=()
+    for i in "${!dirs[@]}"; do
+      dd if="$work/whole.txz" of="${dirs[$i]}/part.$i" bs=1M iflag=skip_bytes,count_bytes skip=$((i * bytes)) \
+        count="$bytes" status=none
+      sizes+=("$(stat -c %s "${dirs[$i]}/part.$i") bytes in ${dirs[$i]}")
+    done
+    sha256sum "$work/whole.txz" | cut -d' ' -f1 >"${dirs[-1]}/part.sha256"
+    (IFS=,; echo "carry_parts.sh: ${sizes[*]}")
     ;;
   join)
-    [ $# -eq 4 ] || { echo "usage: carry_parts.sh join SITE A B" >&2; exit 2; }
-    site=$2 a=$3 b=$4
-    if [ ! -f "$a/part.0" ] && [ ! -f "$b/part.1" ]; then
-      exit 0
-    fi
-    if [ ! -f "$a/part.0" ] || [ ! -f "$b/part.1" ] || [ ! -f "$b/part.sha256" ]; then
-      echo "carry_parts.sh: one part is missing ($a/part.0, $b/part.1): carry $a alone in a call, then $b in the next" >&2
+    [ $# -ge 3 ] || { echo "usage: carry_parts.sh join SITE DIR..." >&2; exit 2; }
+    site=$2
+    shift 2
+    dirs=("$@")
+    last=${dirs[-1]}
+    present=0
+    for i in "${!dirs[@]}"; do
+      [ -f "${dirs[$i]}/part.$i" ] && present=$((present + 1))
+    done
+    [ "$present" -eq 0 ] && exit 0
+    if [ "$present" -lt ${#dirs[@]} ] || [ ! -f "$last/part.sha256" ]; then
+      echo "carry_parts.sh: a part is missing (${#dirs[@]} expected, $present here): carry ${dirs[*]} each in its own call, one after the other" >&2
       exit 1
     fi
-    want=$(cat "$b/part.sha256")
+    want=$(cat "$last/part.sha256")
     mkdir -p "$site"
-    # one mark per set of parts: the usual wheels (.whl) and nvidia-cutlass-dsl's (.carry_b) join the same site
-    mark="$site/.parts.$(basename "$b" | tr -d .)"
+    # one mark per set of parts: the usual wheels (.whl) and nvidia-cutlass-dsl's (.carry_c) join the same site
+    mark="$site/.parts.$(basename "$last" | tr -d .)"
     [ "$(cat "$mark" 2>/dev/null)" = "$want" ] && exit 0
-    got=$(cat "$a/part.0" "$b/part.1" | sha256sum | cut -d' ' -f1)
+    parts=()
+    for i in "${!dirs[@]}"; do
+      parts+=("${dirs[$i]}/part.$i")
+    done
+    got=$(cat "${parts[@]}" | sha256sum | cut -d' ' -f1)
     if [ "$got" != "$want" ]; then
-      echo "carry_parts.sh: the parts in $a and $b do not make the whole they were split from" >&2
+      echo "carry_parts.sh: the parts in ${dirs[*]} do not make the whole they were split from" >&2
       exit 1
     fi
-    cat "$a/part.0" "$b/part.1" | xz -d -c | tar xf - -C "$site"
+    cat "${parts[@]}" | xz -d -c | tar xf - -C "$site"
     # bytecode once here: kictl's sandboxed workers import from read-only binds and would compile at every start
     python3 -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
     echo "$want" >"$mark"
     ;;
   *)
-    echo "usage: carry_parts.sh split WHEELS BYTES A B | join SITE A B" >&2
+    echo "usage: carry_parts.sh split WHEELS BYTES DIR... | join SITE DIR..." >&2
     exit 2
     ;;
 esac

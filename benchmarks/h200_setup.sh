@@ -12,9 +12,9 @@ if [ ! -f .whl/part.0 ]; then
   echo "h200_setup.sh: no packed wheels in .whl/ (run bash benchmarks/carry.sh here and carry .whl)" >&2
   return 1
 fi
-bash benchmarks/carry_parts.sh join /tmp/site .whl .whl || return 1
-# wheels carried in two parts (benchmarks/carry_parts.sh: nvidia-cutlass-dsl), joined where both came
-bash benchmarks/carry_parts.sh join /tmp/site .carry_a .carry_b ||
+bash benchmarks/carry_parts.sh join /tmp/site .whl || return 1
+# wheels carried in three parts (benchmarks/carry_parts.sh: nvidia-cutlass-dsl), joined where all came
+bash benchmarks/carry_parts.sh join /tmp/site .carry_a .carry_b .carry_c ||
   echo "h200_setup.sh: the two-part wheels were not joined (above); going on without them" >&2
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 # nvidia-cutlass-dsl puts `cutlass` on sys.path from a .pth file, which a PYTHONPATH folder does not run

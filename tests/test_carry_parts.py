@@ -37,18 +37,21 @@ def _wheels(folder: Path) -> dict[str, bytes]:
 
 def test_split_then_join_puts_every_wheel_s_files_in_the_site_once(tmp_path: Path) -> None:
     files = _wheels(tmp_path / "wheels")
-    a, b, site = tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / "site"
-    split = _parts("split", tmp_path / "wheels", 200_000, a, b)
+    dirs = [tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / ".carry_c"]
+    site = tmp_path / "site"
+    split = _parts("split", tmp_path / "wheels", 120_000, *dirs)  # 300 kB of random bytes: three parts
     assert split.returncode == 0, split.stderr
-    assert (a / "part.0").stat().st_size == 200_000  # what one call carries, at most
-    assert (b / "part.1").stat().st_size > 0
-    joined = _parts("join", site, a, b)
+    sizes = [(folder / f"part.{i}").stat().st_size for i, folder in enumerate(dirs)]
+    assert sizes[:2] == [120_000, 120_000]  # what one call carries, at most
+    assert 0 < sizes[2] <= 120_000
+    assert sorted(path.name for path in dirs[2].iterdir()) == ["part.2", "part.sha256"]
+    joined = _parts("join", site, *dirs)
     assert joined.returncode == 0, joined.stderr
     for name, content in files.items():
         assert (site / name).read_bytes() == content, name
     # joined once: a second setup on the warm machine leaves the site as it is
     (site / "nvidia_cutlass_dsl_packages.pth").write_bytes(b"touched\n")
-    again = _parts("join", site, a, b)
+    again = _parts("join", site, *dirs)
     assert again.returncode == 0, again.stderr
     assert (site / "nvidia_cutlass_dsl_packages.pth").read_bytes() == b"touched\n"
 
@@ -59,11 +62,14 @@ def test_join_does_nothing_without_parts_and_refuses_a_missing_or_foreign_part(t
     nothing = _parts("join", site, a, b)  # the usual call: no part carried, nothing done, setup goes on
     assert nothing.returncode == 0, nothing.stderr
     assert not site.exists()
-    assert _parts("split", tmp_path / "wheels", 100_000, a, b).returncode == 0
+    too_few = _parts("split", tmp_path / "wheels", 100_000, a, b)  # 300 kB of random bytes: four parts
+    assert too_few.returncode == 2
+    assert "4 parts of 100000, and 2 folders were named" in too_few.stderr
+    assert _parts("split", tmp_path / "wheels", 200_000, a, b).returncode == 0
     (a / "part.0").rename(tmp_path / "part.0")  # the first call's part lost (the machine was not kept warm)
     missing = _parts("join", site, a, b)
     assert missing.returncode == 1
-    assert "one part is missing" in missing.stderr
+    assert "a part is missing (2 expected, 1 here)" in missing.stderr
     (tmp_path / "part.0").rename(a / "part.0")
     with (b / "part.1").open("ab") as tail:  # a part from another split
         tail.write(b"x")
@@ -86,8 +92,8 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 def test_the_usual_wheels_pack_as_one_part_beside_a_two_part_set_and_keep_their_executable_bit(
     tmp_path: Path,
 ) -> None:
-    """benchmarks/carry.sh packs the usual wheels into .whl/ as one part (A and B the same folder); h200_setup.sh
-    joins them and then the two-part set into one site, each once."""
+    """benchmarks/carry.sh packs the usual wheels into .whl/ as one part; h200_setup.sh joins them and then a set
+    of several parts into one site, each once."""
     cutlass = _wheels(tmp_path / "cutlass")
     usual = tmp_path / "usual"
     usual.mkdir()
@@ -97,12 +103,12 @@ def test_the_usual_wheels_pack_as_one_part_beside_a_two_part_set_and_keep_their_
         archive.writestr(info, b"\x7fELF")
         archive.writestr("pydantic_core/__init__.py", b"")
     whl, a, b, site = tmp_path / ".whl", tmp_path / ".carry_a", tmp_path / ".carry_b", tmp_path / "site"
-    assert _parts("split", usual, 10**12, whl, whl).returncode == 0
-    assert (whl / "part.1").stat().st_size == 0
+    assert _parts("split", usual, 10**12, whl).returncode == 0
+    assert sorted(path.name for path in whl.iterdir()) == ["part.0", "part.sha256"]
     assert _parts("split", tmp_path / "cutlass", 200_000, a, b).returncode == 0
     for round_ in range(2):
-        for first, second in ((whl, whl), (a, b)):
-            joined = _parts("join", site, first, second)
+        for dirs in ((whl,), (a, b)):
+            joined = _parts("join", site, *dirs)
             assert joined.returncode == 0, joined.stderr
         if round_ == 0:
             (site / "pydantic_core/__init__.py").write_bytes(b"# touched\n")
