@@ -41,6 +41,10 @@ class Behaviour:
     at: str | None = None
     #: failed (compile_error / runtime_error), crashed, protocol, timeout, or raise (kictl's own bug)
     how: str = "runtime_error"
+    #: a failure's detail, where not the fake's own ("fake runtime_error at ...")
+    detail: str | None = None
+    #: how many times it misbehaves at ``at`` before it answers as asked (None: every time)
+    times: int | None = None
     sample_ns: int = 1000
     requests: list[str] = field(default_factory=list)
     #: seconds each request of a type takes (a slow import, a slow correctness call)
@@ -161,7 +165,7 @@ class FakeWorker:
         how = self.behaviour.how
         self.alive = False
         if how in ("compile_error", "runtime_error"):
-            raise ImplementationFailed(how, f"fake {how} at {self.behaviour.at}")
+            raise ImplementationFailed(how, self.behaviour.detail or f"fake {how} at {self.behaviour.at}")
         if how == "crashed":
             raise WorkerGone(CRASHED, "the worker was killed by SIGSEGV")
         if how == "protocol":
@@ -176,7 +180,9 @@ class FakeWorker:
         self.behaviour.requests.append(message.TYPE)
         if message.TYPE in self.behaviour.delays:
             time.sleep(self.behaviour.delays[message.TYPE])
-        if message.TYPE == self.behaviour.at:
+        if message.TYPE == self.behaviour.at and self.behaviour.times != 0:
+            if self.behaviour.times is not None:
+                self.behaviour.times -= 1
             self._misbehave()
         compute = self.behaviour.compute
         if isinstance(message, wire.Ping):

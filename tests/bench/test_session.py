@@ -197,6 +197,78 @@ def test_the_reference_workers_can_be_set_and_a_bad_count_is_a_usage_error(
             )
 
 
+OOM = (
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB. GPU 0 has a total capacity of "
+    "79.18 GiB of which 964.69 MiB is free."
+)
+
+
+def _pooled(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch, **behaving: Behaviour
+) -> tuple[BenchReport, dict[str, Behaviour], dict[str, FakeWorker]]:
+    """A session of the reference and torch_rmsnorm with two reference workers (as on a GPU), on two workloads."""
+    monkeypatch.setenv("KICTL_REFERENCE_WORKERS", "2")
+    behaviours = {label: behaving.get(label, Behaviour()) for label in ("reference", "reference2", "impl0", "impl1")}
+    workers: dict[str, FakeWorker] = {}
+
+    def make(label: str) -> FakeWorker:
+        workers[label] = FakeWorker(label, behaviours[label])
+        return workers[label]
+
+    report = run_bench(
+        registry,
+        RMSNORM,
+        [str(path) for path in HONEST_IMPLS],
+        BenchOptions(device="cpu", workloads=("b1", "b7"), rounds=2, warmup=0, iterations=4),
+        worker_factory=make,
+    )
+    return report, behaviours, workers
+
+
+@pytest.mark.parametrize("where", ["impl1", "reference", "reference2"])
+def test_out_of_memory_beside_several_reference_workers_is_judged_again_with_one(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Stop 60's H100 call: an FP8 MoE's reference took a 6 GiB temporary in each of kictl's four reference
+    workers, and the honest torch implementation beside them ran out of memory (runtime_error) on every workload,
+    as did the reference. The memory kictl's own workers hold must condemn nothing and skip nothing."""
+    at = "check" if where.startswith("impl") else "reference"
+    report, _, workers = _pooled(shared_registry, monkeypatch, **{where: Behaviour(at=at, detail=OOM, times=1)})
+    assert sorted((run.workload, run.status) for run in report.runs) == [("b1", "passed")] * 2 + [("b7", "passed")] * 2
+    assert not report.skipped
+    assert any("ran out of GPU memory with 2 reference workers" in warning for warning in report.warnings)
+    # every worker started again for the second attempt; the second reference worker not again, for b1 nor b7
+    assert workers["impl0"].starts == workers["impl1"].starts == workers["reference"].starts == 2
+    assert workers["reference2"].starts == 1
+    assert not workers["reference2"].alive
+
+
+def test_out_of_memory_is_judged_again_once_and_never_with_one_reference_worker(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the second attempt's failure stands, and it is the session's last retry: b7's failure stands at once
+    report, _, workers = _pooled(shared_registry, monkeypatch, impl1=Behaviour(at="check", detail=OOM))
+    assert workers["impl0"].starts == 2  # b1 judged twice, b7 once
+    statuses = {(run.workload, run.implementation.rsplit("_", 1)[0]): run.status for run in report.runs}
+    assert statuses == {
+        ("b1", "reference"): "passed",
+        ("b1", "torch_rmsnorm"): "runtime_error",
+        ("b7", "reference"): "passed",
+        ("b7", "torch_rmsnorm"): "runtime_error",
+    }
+    assert (next(run.detail for run in report.runs if run.status != "passed") or "").endswith("964.69 MiB is free.")
+    assert len([warning for warning in report.warnings if "ran out of GPU memory" in warning]) == 1
+    # another failure than an allocation's is not judged again
+    other, _, again = _pooled(shared_registry, monkeypatch, impl1=Behaviour(at="check", times=1))
+    assert [run.status for run in other.runs if run.workload == "b1"].count("runtime_error") == 1
+    assert again["impl0"].starts == 1
+    # nor with the one reference worker a CPU session has
+    monkeypatch.delenv("KICTL_REFERENCE_WORKERS")
+    single, _ = _session(shared_registry, None, reference=Behaviour(at="reference", detail=OOM, times=1))
+    assert single.runs == []
+    assert single.skipped == [("b1", f"the definition's reference failed (runtime_error): {OOM}")]
+
+
 def test_a_failing_reference_skips_the_workload_and_nothing_else(shared_registry: Registry) -> None:
     report, _ = _session(shared_registry, None, reference=Behaviour(at="reference", how="runtime_error"))
     assert report.runs == []
@@ -546,3 +618,32 @@ def test_a_workers_files_and_log_are_capped(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert done.stdout.strip() == "EFBIG", done.stderr
     assert (tmp_path / "big").stat().st_size == 4096
+
+
+def test_a_real_worker_s_out_of_memory_is_judged_again_with_one_reference_worker(
+    shared_registry: Registry, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The same with kictl's own worker processes: the failure's detail, as a worker reports torch's error, is
+    what the session recognises, and the workers it stops for the second attempt start again."""
+    monkeypatch.setenv("KICTL_REFERENCE_WORKERS", "2")
+    hungry = tmp_path / "rmsnorm_out_of_memory.py"
+    hungry.write_text(
+        "import torch\n\n\n"
+        "def run(hidden_states, weight):\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 6.00 GiB (a stand-in on the CPU)')\n"
+    )
+    said: list[str] = []
+    report = run_bench(
+        shared_registry,
+        RMSNORM,
+        [str(HONEST_IMPLS[1]), str(hungry)],
+        BenchOptions(device="cpu", workloads=("b1",), rounds=1, warmup=0, iterations=3),
+        progress=said.append,
+    )
+    statuses = {run.implementation.rsplit("_", 1)[0]: (run.status, run.detail or "") for run in report.runs}
+    assert statuses["torch_rmsnorm"] == ("passed", "")
+    status, detail = statuses["rmsnorm_out_of_memory"]
+    assert status == "runtime_error"
+    assert "OutOfMemoryError: CUDA out of memory" in detail
+    assert [line for line in said if "again from the start with one" in line], said
+    assert sum("worker impl0 (torch_rmsnorm" in line and "starting" in line for line in said) == 2

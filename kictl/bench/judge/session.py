@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import secrets
 import tempfile
 import time
@@ -115,6 +116,24 @@ WorkerFactory = Callable[[str], Any]
 
 class _Skip(Exception):
     """A workload cannot be judged (its reference failed, or kictl's worker did); no runs are recorded."""
+
+
+class _OutOfMemory(Exception):
+    """A workload's first attempt ran out of GPU memory while kictl's reference workers ran several at once: it is
+    judged again from the start, with one (``_Session.workload``); nothing of the first attempt is recorded."""
+
+
+#: What a CUDA allocation failure says in a worker's failure: torch's ``OutOfMemoryError``, the driver's and the
+#: runtime's error names and cuBLAS's
+_OUT_OF_MEMORY = re.compile(
+    r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED"
+)
+
+
+def out_of_memory(detail: str | None) -> bool:
+    """Whether a failure's detail says that a GPU allocation failed."""
+    return bool(detail) and _OUT_OF_MEMORY.search(detail or "") is not None
 
 
 # --------------------------------------------------------------------------- resolution
@@ -420,6 +439,9 @@ class _Session:
         self.reference_workers = [self.reference_worker] + [
             make(f"reference{n}", definition.digest) for n in range(2, reference_pool_size(device) + 1)
         ]
+        #: how many of them run: all, until a workload runs out of GPU memory with them (``workload``), then one
+        #: for the rest of the session
+        self.reference_pool = len(self.reference_workers)
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
@@ -445,7 +467,7 @@ class _Session:
 
     def spawn(self) -> None:
         """Start every worker that is not running, all at once (their imports overlap); ``wait_ready`` waits."""
-        for worker in self.all_workers:
+        for worker in [*self.reference_workers[: self.reference_pool], *self.workers.values()]:
             if not worker.alive:
                 self.say(f"worker {self.worker_name(worker)}: starting")
                 worker.spawn()
@@ -617,13 +639,44 @@ class _Session:
         return reading
 
     def workload(self, workload: StoredRecord) -> None:
-        """Run every implementation on one workload; a workload whose reference fails is skipped."""
-        try:
-            self._workload(workload)
-        except _Skip as exc:
-            self.report.skipped.append((workload.name, str(exc)))
+        """Run every implementation on one workload; a workload whose reference fails is skipped.
 
-    def _workload(self, workload: StoredRecord) -> None:
+        A workload that runs out of GPU memory while kictl's reference workers run several at once (the
+        reference's failure or an implementation's says so: ``out_of_memory``) is judged again from the start,
+        once, with every worker started afresh and one reference worker, for the rest of the session too: the
+        memory kictl's own workers held must not condemn an implementation, nor skip a workload. The first
+        attempt leaves no record, and the second is judged as any: a worker that claims to run out of memory
+        gains one more attempt of every implementation on that workload, no more.
+        """
+        for attempt in (1, 2):
+            retry = attempt == 1 and self.reference_pool > 1
+            try:
+                self._workload(workload, retry)
+                return
+            except _Skip as exc:
+                if not (retry and out_of_memory(str(exc))):
+                    self.report.skipped.append((workload.name, str(exc)))
+                    return
+                detail = str(exc)
+            except _OutOfMemory as exc:
+                detail = str(exc)
+            self.say(
+                f"{workload.name}: out of GPU memory with {self.reference_pool} reference workers at once "
+                f"({_last_line(detail)[:200]}); again from the start with one"
+            )
+            self.report.warnings.append(
+                f"workload {workload.name} ran out of GPU memory with {self.reference_pool} reference workers "
+                "at once: judged again from the start with one, as every later workload"
+            )
+            self.reference_pool = 1
+            for worker in self.all_workers:  # every worker's memory back to the GPU
+                worker.ask_to_stop()
+            for worker in self.all_workers:
+                worker.stop()
+                if hasattr(worker, "loaded"):
+                    worker.loaded = False
+
+    def _workload(self, workload: StoredRecord, retry: bool = False) -> None:
         phase = self.clock.phase
         with phase("inputs"):
             context, plans = self.context(workload)
@@ -696,6 +749,11 @@ class _Session:
                 _guarded(driver, driver.finish_take)
         if skipped:
             raise skipped[0]
+        if retry:
+            for _, driver, _ in drivers:
+                failure = driver.evidence.failure
+                if failure is not None and failure[0] == "runtime_error" and out_of_memory(failure[1]):
+                    raise _OutOfMemory(f"{driver.label}: {failure[1]}")
         wanted = self._waiting(context, plans, [driver for _, driver, _ in drivers])
         with phase("reference"):
             refs.update(self._audit_references(context, plans, wanted, [driver for _, driver, _ in drivers]))
@@ -885,7 +943,7 @@ class _Session:
             unique = [item for item in wanted if same[item[0]] == item[0]]
             found = self.reference_outputs(context, plans, unique)
             return {label: found[same[label]] for label, _, _, _ in wanted}
-        count = min(len(self.reference_workers), len(wanted))
+        count = min(self.reference_pool, len(wanted))
         if count <= 1:
             return self._reference_share(self.reference_worker, context, plans, wanted)
         shares = [list(wanted[n * len(wanted) // count : (n + 1) * len(wanted) // count]) for n in range(count)]

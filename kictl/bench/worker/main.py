@@ -504,7 +504,15 @@ class Worker:
             outputs = normalize(value, names)
         except OutputStructureError as exc:
             raise Failure("runtime_error", f"the reference {exc}") from None
-        return wire.Outputs(tensors=tuple(pack(t) for t in outputs), error=None, notes=())
+        packed = tuple(pack(t) for t in outputs)
+        if self.cuda:
+            # kictl's reference workers (this request is theirs alone) run several at once beside the
+            # implementations' workers, and a reference may take many times its inputs in temporaries (a 6 GiB
+            # float32 copy of an FP8 MoE's weights): the blocks torch's allocator keeps go back to the GPU after
+            # each call, so an idle reference worker holds its inputs and nothing more
+            del value, outputs, args
+            torch_module().cuda.empty_cache()
+        return wire.Outputs(tensors=packed, error=None, notes=())
 
     def check(self, request: wire.Check) -> wire.Message:
         """One call on fresh tensors holding the round's inputs; its outputs and evidence."""
