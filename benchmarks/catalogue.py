@@ -460,6 +460,14 @@ def needs(implementation: Path, table: dict[str, Any]) -> list[str]:
     return list(table["serves"].get(relative, {}).get("needs", []))
 
 
+def not_judged_reason(item: Definition, table: dict[str, Any]) -> str:
+    """Why kictl cannot judge ``item`` yet (``serves.json``'s ``notJudged``, by name pattern); empty where it can."""
+    for pattern, reason in table.get("notJudged", {}).items():
+        if fnmatch.fnmatchcase(item.name, pattern):
+            return str(reason)
+    return ""
+
+
 def left_out_reason(item: Definition, table: dict[str, Any]) -> str:
     """Why only the reference serves ``item``: ``serves.json``'s ``leftOut`` by name pattern, else by family."""
     for pattern, reason in table.get("leftOut", {}).items():
@@ -510,8 +518,11 @@ def plan(
             if missing:
                 item.implementations.remove(path)
                 item.dropped.append(f"{path.name} (needs the Python module {', '.join(missing)}, not importable here)")
+        judged_not = not_judged_reason(item, table)
         if item.name in skip:
             item.reason = "skipped (--skip)"
+        elif judged_not:
+            item.reason = f"not judged yet: {judged_not}"
         elif not item.workloads:
             item.reason = "no workload"
         elif [path.name for path in item.implementations] == []:

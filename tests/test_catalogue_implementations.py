@@ -168,10 +168,9 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
             assert names == ["reference", "flashinfer_gdn_decode", "torch_gdn_decode"]
         elif item.name.startswith("gdn_prefill_"):
             assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
-        elif item.name.startswith("gdn_mtp_"):
-            assert names == ["reference"]
-            assert only
-            assert "gated_delta_rule_mtp" in only
+        elif item.name.startswith("gdn_mtp_"):  # its reference writes an input: kictl cannot judge it yet
+            assert item.name not in chosen
+            assert left[item.name].reason.startswith("not judged yet: its reference writes its input")
         elif item.name.startswith(("moe_fp8_block_scale_ds_routing_", "trtllm_fp4_block_scale_routed_moe_")):
             assert names == ["reference"]  # the other MoE definitions: tests/test_catalogue_moe.py
             assert only
@@ -190,7 +189,7 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
     # every definition only its reference serves comes after every other one: a call measures kernels first
     order = [item.reference_only != "" for item in chosen.values()]
     assert order == sorted(order)
-    assert order.count(True) == 8 + 2 + 1 + 3
+    assert order.count(True) == 8 + 2 + 1
     # FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: without cutlass they are dropped, and said so
     chosen, left = _planned(importable=lambda name: name != "cutlass", families=["gdn"])
     assert [path.name for path in chosen["gdn_decode_qk4_v8_d128_k_last"].implementations] == [
@@ -314,12 +313,18 @@ def test_skip_measured_leaves_out_what_the_registry_holds_on_that_gpu_product_on
         assert name not in chosen
         assert "measured already" in left[name].reason
     held_definitions = {digest for digest, _, _ in h100}
-    # a GEMM with no H100 run yet is chosen, though its family has some
+    # a definition with no H100 run yet is planned, though its family has some (a GEMM until stop 60 measured the
+    # last; RMSNorms now): chosen, or left out for a reason of its own, never as measured
+    held_families = {item.family for item in DEFINITIONS.values() if item.digest in held_definitions}
     unmeasured = sorted(
-        name for name, item in DEFINITIONS.items() if item.family == "gemm" and item.digest not in held_definitions
+        name
+        for name, item in DEFINITIONS.items()
+        if item.family in held_families and item.digest not in held_definitions
     )
-    assert unmeasured
-    assert unmeasured[0] in chosen
+    assert unmeasured  # until the catalogue is measured (issue 43)
+    for name in unmeasured:
+        assert name in chosen or "measured already" not in left[name].reason, name
+    assert any(name in chosen for name in unmeasured)
     # the first definition of every family with no H100 run yet comes first: each new family's implementations meet
     # the GPU before any family goes deeper. Every family with kernels has H100 runs since stop 57 (MoE), so two
     # families' runs are taken out of what is held, as if never measured

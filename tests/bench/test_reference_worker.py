@@ -15,13 +15,14 @@ from kictl.bench.judge import sandbox
 from kictl.bench.judge.implementation import reference_load
 from kictl.bench.judge.inputs import materialize_spec, plan_inputs, to_wire, with_secret_values
 from kictl.bench.judge.runner import WorkerProcess
-from kictl.bench.judge.session import select_workloads
+from kictl.bench.judge.session import BenchOptions, run_bench, select_workloads
 from kictl.bench.wire.values import _rolled
 from kictl.bench.worker.main import unpack
 from kictl.definitions import signature
 from kictl.records import DefinitionSpec
 from kictl.store.registry import Registry
 from tests.bench.fakes import rmsnorm
+from tests.conftest import REPO_ROOT
 
 
 def test_inputs_are_made_again_for_another_plan_under_the_same_label(shared_registry: Registry, tmp_path: Path) -> None:
@@ -128,3 +129,21 @@ def test_keeping_freed_memory_spares_the_kernel_fresh_pages() -> None:
     pages = _BLOCK // resource.getpagesize()
     assert faults("plain") > pages // 2  # every page of the new block is new (huge pages would be fewer: 1/512)
     assert faults("keep") < pages // 50
+
+
+def test_a_definition_whose_reference_writes_an_input_is_not_judged(tmp_path: Path) -> None:
+    """Stop 60's H100 call: FlashInfer Trace's GDN MTP definitions give the reference an
+    ``intermediate_states_buffer`` input that it fills, and kictl judged the reference itself ``reward_hack``
+    (``inputsUnchanged``) on every workload. kictl's reference worker now sees the write in a correctness round's
+    call, and the workload is skipped with the reason: no implementation is condemned for doing what the
+    reference does."""
+    report = run_bench(
+        Registry(REPO_ROOT),
+        "gdn_mtp_qk4_v8_d128_k_last",
+        [str(REPO_ROOT / "implementations" / "families" / "reference")],
+        BenchOptions(device="cpu", workloads=("b1_t2",), rounds=1, warmup=0, iterations=2),
+    )
+    assert report.runs == []
+    ((workload, reason),) = report.skipped
+    assert workload == "b1_t2"
+    assert "it writes its input intermediate_states_buffer" in reason, reason

@@ -499,7 +499,24 @@ class Worker:
             _perturbed(_rolled(value, request.shift, k), request.perturb) if roll else value
             for k, (value, roll) in enumerate(zip(made, rolled, strict=True))
         ]
+        torch = torch_module()
+        kept: list[Any] = []
+        if not request.shift and not request.perturb:  # a correctness round's call: does the reference write?
+            tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
+            if sum(t.numel() * t.element_size() for t in tensors) <= REFERENCE_WRITES_CHECK_BYTES:
+                kept = [arg.clone() if isinstance(arg, torch.Tensor) else None for arg in args]
         value = self.call(self.run, args)
+        written = [
+            spec.name
+            for spec, arg, then in zip(request.plan.inputs, args, kept, strict=False)
+            if then is not None and not _same_bits(arg, then)
+        ]
+        if written:
+            raise Failure(
+                "runtime_error",
+                f"it writes its input {', '.join(written)}, and kictl judges no definition whose reference changes "
+                "an input yet: inputsUnchanged would condemn every implementation that does what the reference does",
+            )
         try:
             outputs = normalize(value, names)
         except OutputStructureError as exc:
@@ -510,7 +527,7 @@ class Worker:
             # implementations' workers, and a reference may take many times its inputs in temporaries (a 6 GiB
             # float32 copy of an FP8 MoE's weights): the blocks torch's allocator keeps go back to the GPU after
             # each call, so an idle reference worker holds its inputs and nothing more
-            del value, outputs, args
+            del value, outputs, args, kept
             torch_module().cuda.empty_cache()
         return wire.Outputs(tensors=packed, error=None, notes=())
 
@@ -1068,6 +1085,12 @@ def _cap_files() -> None:
 _M_MMAP_MAX = -4
 _M_TRIM_THRESHOLD = -1
 _KEPT_FREE_BYTES = (1 << 31) - 1
+
+
+#: the most input bytes a reference call copies to see whether the reference writes an input (``reference``), in
+#: the correctness rounds' calls; a reference with larger inputs is not looked at, and a write of its would show as
+#: every implementation's ``inputsUnchanged`` instead
+REFERENCE_WRITES_CHECK_BYTES = 1 << 30
 
 
 def keep_freed_memory() -> bool:
