@@ -26,6 +26,7 @@ case "${1:-}" in
     [ $# -ge 4 ] || { echo "usage: carry_parts.sh split WHEELS BYTES DIR..." >&2; exit 2; }
     wheels=$2 bytes=$3
     shift 3
+    [[ "$bytes" =~ ^[1-9][0-9]*$ ]] || { echo "carry_parts.sh: BYTES must be a whole number above 0, not '$bytes'" >&2; exit 2; }
     dirs=("$@")
     shopt -s nullglob
     found=("$wheels"/*.whl)

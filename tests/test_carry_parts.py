@@ -84,6 +84,10 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert _parts("join", tmp_path).returncode == 2
     empty = tmp_path / "empty"
     empty.mkdir()
+    for bad in ("0", "-5", "30MB", ""):
+        refused = _parts("split", empty, bad, tmp_path / "a")
+        assert refused.returncode == 2, bad
+        assert "BYTES must be a whole number above 0" in refused.stderr
     no_wheel = _parts("split", empty, 10, tmp_path / "a", tmp_path / "b")
     assert no_wheel.returncode == 2
     assert "no wheel" in no_wheel.stderr

@@ -528,7 +528,7 @@ class Worker:
             # float32 copy of an FP8 MoE's weights): the blocks torch's allocator keeps go back to the GPU after
             # each call, so an idle reference worker holds its inputs and nothing more
             del value, outputs, args, kept
-            torch_module().cuda.empty_cache()
+            torch.cuda.empty_cache()
         return wire.Outputs(tensors=packed, error=None, notes=())
 
     def check(self, request: wire.Check) -> wire.Message:
