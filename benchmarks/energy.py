@@ -18,10 +18,11 @@ then prints per workload and implementation: joules per call (idle subtracted) o
 energy and latency against the FlashInfer wrapper's in the same process, with its rank on the energy board (the
 board's tie rule, `kictl.rank.energy.joules_tie`) and whether the claim holds there.
 
-A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS`, `SPIN_SHARE` and `SPIN_KIND` set and
-`tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on a
-side stream spinning for `SPIN_SHARE` of the call's device time on fused multiply-adds (`fma`) or on float16
-matrix products on the tensor cores (`mma`), launched with the wrapper's kernel so that it runs inside its time.
+A power-hungry variant is the wrapper's entry file with `SPIN_BLOCKS`, `SPIN_SHARE`, `SPIN_KIND` and `SPIN_ORDER`
+set and `tests/assets/energy/hungry_tail.py` appended: the same outputs, plus a Triton kernel of that many blocks on
+a side stream spinning for `SPIN_SHARE` of the call's device time on fused multiply-adds (`fma`) or on float16
+matrix products on the tensor cores (`mma`), launched after the wrapper's kernels from a fork taken before them
+(`after`), so that it takes the SMs they leave idle and starts inside their time, or before them (`first`).
 setup() calibrates it once per workload and shortens it until the variant's calls take at most 2% longer than the
 wrapper's, measured there.
 
@@ -65,26 +66,37 @@ LATENCY_CLAIM = 0.03
 DEFAULT_VARIANTS = ("16", "132", "132mma")
 
 
-def variant(text: str) -> tuple[int, str]:
-    """``--hungry`` BLOCKS[mma]: the spinning blocks and the spin's kind (``fma`` unless ``mma`` follows)."""
-    kind = "mma" if text.endswith("mma") else "fma"
-    count = text.removesuffix("mma")
+Variant = tuple[int, str, str]
+
+
+def variant(text: str) -> Variant:
+    """``--hungry`` BLOCKS[mma][first]: the spinning blocks, the spin's kind (``fma`` unless ``mma`` follows) and
+    its order (``after``: launched after the wrapper's kernels, from a fork taken before them, so that it takes the
+    SMs they leave and starts inside their time; ``first``: launched before them, as until stop 60)."""
+    order = "first" if text.endswith("first") else "after"
+    rest = text.removesuffix("first")
+    kind = "mma" if rest.endswith("mma") else "fma"
+    count = rest.removesuffix("mma")
     if not count.isdigit() or not 1 <= int(count) <= 4096:
-        raise argparse.ArgumentTypeError(f"{text!r}: a block count from 1 to 4096, 'mma' after it for tensor cores")
-    return int(count), kind
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a block count from 1 to 4096, 'mma' after it for tensor cores, 'first' last to launch the "
+            "spin before the wrapper's kernels"
+        )
+    return int(count), kind, order
 
 
-def hungry_files(definition: str, blocks: list[tuple[int, str]], folder: Path) -> list[Path]:
-    """The power-hungry variants of a definition's FlashInfer wrapper, one entry file per (blocks, kind)."""
+def hungry_files(definition: str, blocks: list[Variant], folder: Path) -> list[Path]:
+    """The power-hungry variants of a definition's FlashInfer wrapper, one entry file per (blocks, kind, order)."""
     wrapper = ROOT / "implementations" / definition / HONEST
     entry = json.loads((wrapper / "implementation.json").read_text())["entryPoint"].split("::")[0]
     base = (wrapper / entry).read_text()
     tail = (ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     paths = []
-    for count, kind in blocks:
-        path = folder / definition / f"{HUNGRY}_b{count}{'_mma' if kind == 'mma' else ''}.py"
+    for count, kind, order in blocks:
+        suffix = ("_mma" if kind == "mma" else "") + ("_first" if order == "first" else "")
+        path = folder / definition / f"{HUNGRY}_b{count}{suffix}.py"
         path.parent.mkdir(parents=True, exist_ok=True)
-        settings = f"SPIN_BLOCKS = {count}\nSPIN_SHARE = {SPIN_SHARE}\nSPIN_KIND = {kind!r}\n"
+        settings = f"SPIN_BLOCKS = {count}\nSPIN_SHARE = {SPIN_SHARE}\nSPIN_KIND = {kind!r}\nSPIN_ORDER = {order!r}\n"
         path.write_text(f"{base}\n\n{settings}\n{tail}")
         paths.append(path)
     return paths
@@ -240,7 +252,7 @@ def hungry_lines(processes: list[list[dict[str, Any]]], tolerance: float | None 
 
 
 def calibration_lines(
-    definition: str, blocks: list[tuple[int, str]], workloads: list[str], folder: Path, device: str = "cuda"
+    definition: str, blocks: list[Variant], workloads: list[str], folder: Path, device: str = "cuda"
 ) -> list[str]:
     """Each variant's calibration (its setup()) on each workload, in this process, outside kictl: the wrapper's
     device time a call, every spin the closed loop tried (its time alone and the variant's time a call) and the one
@@ -308,7 +320,8 @@ def main() -> int:
         type=variant,
         action="append",
         default=None,
-        help="a variant: its spinning blocks, 'mma' after them for the tensor-core spin (default 16, 132, 132mma)",
+        help="a variant: its spinning blocks, 'mma' after them for the tensor-core spin, 'first' last to launch the "
+        "spin before the wrapper's kernels (default 16, 132, 132mma: launched after them)",
     )
     parser.add_argument("--loop", type=float, default=None, help="--energy-loop (kictl's default if not given)")
     parser.add_argument("--trials", type=int, default=None, help="--energy-trials (kictl's default if not given)")

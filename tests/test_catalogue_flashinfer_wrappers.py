@@ -466,7 +466,7 @@ def _hungry_variant(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, definition:
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
     energy = importlib.import_module("energy")
-    (variant,) = energy.hungry_files(definition, [(16, "fma")], tmp_path)
+    (variant,) = energy.hungry_files(definition, [(16, "fma", "after")], tmp_path)
     spec = importlib.util.spec_from_file_location("hungry_variant", variant)
     assert spec is not None
     assert spec.loader is not None
@@ -483,15 +483,17 @@ def test_energy_py_calibration_loads_each_variant_and_workload(monkeypatch: pyte
     energy = importlib.import_module("energy")
     definition = "gqa_paged_decode_h32_kv8_d128_ps1"
     variants = [energy.variant(text) for text in energy.DEFAULT_VARIANTS]
-    assert variants == [(16, "fma"), (132, "fma"), (132, "mma")]
+    assert variants == [(16, "fma", "after"), (132, "fma", "after"), (132, "mma", "after")]
+    assert energy.variant("132mmafirst") == (132, "mma", "first")
+    assert energy.variant("16first") == (16, "fma", "first")
     lines = energy.calibration_lines(definition, variants, ["b1_kv73", "b16x_kv1024"], tmp_path / "v", "cpu")
     rows = [line for line in lines if line.startswith("| flashinfer_hungry")]
     assert len(rows) == 6, lines
     assert sum(row.startswith("| flashinfer_hungry_b132_mma |") for row in rows) == 2, rows
     assert all("not calibrated: inputs on cpu" in row for row in rows)
     with pytest.raises(SystemExit, match="has no workload b9_kv9"):
-        energy.calibration_lines(definition, [(16, "fma")], ["b1_kv73", "b9_kv9"], tmp_path / "v", "cpu")
-    for bad in ("0", "mma", "16fma", "-3"):
+        energy.calibration_lines(definition, [(16, "fma", "after")], ["b1_kv73", "b9_kv9"], tmp_path / "v", "cpu")
+    for bad in ("0", "mma", "16fma", "-3", "first", "16firstmma"):
         with pytest.raises(argparse.ArgumentTypeError):
             energy.variant(bad)
 

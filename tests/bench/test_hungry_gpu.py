@@ -35,10 +35,11 @@ def run(x):
 """
 
 
-def _variant(tmp_path: Path, share: float, kind: str) -> ModuleType:
+def _variant(tmp_path: Path, share: float, kind: str, order: str = "after") -> ModuleType:
     tail = (REPO_ROOT / "tests" / "assets" / "energy" / "hungry_tail.py").read_text()
     path = tmp_path / "hungry_variant.py"
-    path.write_text(f"{HONEST}\n\nSPIN_BLOCKS = 16\nSPIN_SHARE = {share}\nSPIN_KIND = {kind!r}\n\n{tail}")
+    settings = f"SPIN_BLOCKS = 16\nSPIN_SHARE = {share}\nSPIN_KIND = {kind!r}\nSPIN_ORDER = {order!r}\n"
+    path.write_text(f"{HONEST}\n\n{settings}\n{tail}")
     return load_module("hungry_variant", path)
 
 
@@ -57,9 +58,10 @@ def _least_ms(module: ModuleType, x: torch.Tensor, rate: float, calls: int = 5) 
     return float(min(taken))
 
 
+@pytest.mark.parametrize("order", ["after", "first"])
 @pytest.mark.parametrize("kind", ["fma", "mma"])
-def test_the_variant_keeps_the_latency_and_calibrates_each_workload(tmp_path: Path, kind: str) -> None:
-    module = _variant(tmp_path, 0.6, kind)
+def test_the_variant_keeps_the_latency_and_calibrates_each_workload(tmp_path: Path, kind: str, order: str) -> None:
+    module = _variant(tmp_path, 0.6, kind, order)
     small, large = torch.randn(1 << 16, device="cuda"), torch.randn(1 << 22, device="cuda")
     want = module.run(small)  # before setup(): the honest call
     module.setup(small)
