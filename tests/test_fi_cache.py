@@ -7,6 +7,7 @@ FlashInfer writes it and restore it the ways the setup meets it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tarfile
@@ -65,6 +66,22 @@ def test_save_keeps_the_modules_and_the_list_and_restore_installs_them_from_eith
             installed = site / "flashinfer" / "data" / "aot" / name / f"{name}.so"
             assert installed.read_bytes() == b"\x7fELF" + name.encode() * 1000, kind
         assert (home / ".cache" / "flashinfer" / "kictl-built-keys.json").read_text() == '["decode", "rope"]'
+
+
+def test_a_warm_machine_keeps_what_an_earlier_call_built_in_the_list(tmp_path: Path) -> None:
+    """The device keeps $HOME between calls to a warm machine: the second call's restore of the carried cache
+    overwrote the list of modules the first had built, and stop 60's second call planned a 75 s build for each."""
+    _built(tmp_path / "built")
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    assert _fi_cache(["save", carried / "fi_cache.txz"], tmp_path / "built").returncode == 0
+    home = tmp_path / "warm"
+    earlier = home / ".cache" / "flashinfer"
+    earlier.mkdir(parents=True)
+    (earlier / "kictl-built-keys.json").write_text('["mla", "rope"]')  # built by the first call on this machine
+    restored = _fi_cache(["restore", carried, tmp_path / "site"], home)
+    assert restored.returncode == 0, restored.stderr
+    assert json.loads((earlier / "kictl-built-keys.json").read_text()) == ["decode", "mla", "rope"]
 
 
 def test_nothing_carried_restores_nothing_and_a_bare_machine_saves_an_empty_archive(tmp_path: Path) -> None:
