@@ -460,20 +460,22 @@ def needs(implementation: Path, table: dict[str, Any]) -> list[str]:
     return list(table["serves"].get(relative, {}).get("needs", []))
 
 
-def not_judged_reason(item: Definition, table: dict[str, Any]) -> str:
-    """Why kictl cannot judge ``item`` yet (``serves.json``'s ``notJudged``, by name pattern); empty where it can."""
-    for pattern, reason in table.get("notJudged", {}).items():
-        if fnmatch.fnmatchcase(item.name, pattern):
+def _reason(item: Definition, reasons: dict[str, Any]) -> str:
+    """The reason ``reasons`` gives ``item`` by a pattern of its name (fnmatch) or by its family; empty if none."""
+    for pattern, reason in reasons.items():
+        if fnmatch.fnmatchcase(item.name, pattern) or pattern == item.family:
             return str(reason)
     return ""
 
 
+def not_judged_reason(item: Definition, table: dict[str, Any]) -> str:
+    """Why kictl cannot judge ``item`` yet (``serves.json``'s ``notJudged``); empty where it can."""
+    return _reason(item, table.get("notJudged", {}))
+
+
 def left_out_reason(item: Definition, table: dict[str, Any]) -> str:
     """Why only the reference serves ``item``: ``serves.json``'s ``leftOut`` by name pattern, else by family."""
-    for pattern, reason in table.get("leftOut", {}).items():
-        if fnmatch.fnmatchcase(item.name, pattern) or pattern == item.family:
-            return str(reason)
-    return "no implementation of its family but the reference"
+    return _reason(item, table.get("leftOut", {})) or "no implementation of its family but the reference"
 
 
 def plan(

@@ -26,7 +26,7 @@ matrix products on the tensor cores (`mma`), launched after the wrapper's kernel
 setup() calibrates it once per workload and shortens it until the variant's calls take at most 2% longer than the
 wrapper's, measured there.
 
-    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS[mma] ...]
+    python3 benchmarks/energy.py --out DIR [--budget SECONDS] [--definition NAME ...] [--hungry BLOCKS[mma][first] ...]
     python3 benchmarks/energy.py --out DIR --calibration [--definition NAME ...]   # each variant's setup(), printed
 
 Writes each process's manifest under DIR/pN-<definition>/ and the raw counter readings under DIR/traces/, packed

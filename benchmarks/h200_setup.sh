@@ -15,7 +15,7 @@ fi
 bash benchmarks/carry_parts.sh join /tmp/site .whl || return 1
 # wheels carried in three parts (benchmarks/carry_parts.sh: nvidia-cutlass-dsl), joined where all came
 bash benchmarks/carry_parts.sh join /tmp/site .carry_a .carry_b .carry_c ||
-  echo "h200_setup.sh: the two-part wheels were not joined (above); going on without them" >&2
+  echo "h200_setup.sh: the wheels carried in parts were not joined (above); going on without them" >&2
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 # nvidia-cutlass-dsl puts `cutlass` on sys.path from a .pth file, which a PYTHONPATH folder does not run
 if [ -d /tmp/site/nvidia_cutlass_dsl/dsl_packages ]; then

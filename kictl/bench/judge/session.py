@@ -133,7 +133,7 @@ _OUT_OF_MEMORY = re.compile(
 
 def out_of_memory(detail: str | None) -> bool:
     """Whether a failure's detail says that a GPU allocation failed."""
-    return bool(detail) and _OUT_OF_MEMORY.search(detail or "") is not None
+    return detail is not None and _OUT_OF_MEMORY.search(detail) is not None
 
 
 # --------------------------------------------------------------------------- resolution
@@ -673,8 +673,6 @@ class _Session:
                 worker.ask_to_stop()
             for worker in self.all_workers:
                 worker.stop()
-                if hasattr(worker, "loaded"):
-                    worker.loaded = False
 
     def _workload(self, workload: StoredRecord, retry: bool = False) -> None:
         phase = self.clock.phase
