@@ -168,9 +168,10 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
             assert names == ["reference", "flashinfer_gdn_decode", "torch_gdn_decode"]
         elif item.name.startswith("gdn_prefill_"):
             assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
-        elif item.name.startswith("gdn_mtp_"):  # its reference writes an input: kictl cannot judge it yet
-            assert item.name not in chosen
-            assert left[item.name].reason.startswith("not judged yet: its reference writes its input")
+        elif item.name.startswith("gdn_mtp_"):  # its reference writes an input, judged as an output
+            assert names == ["reference"]
+            assert only
+            assert "gated_delta_rule_mtp" in only
         elif item.name.startswith(("moe_fp8_block_scale_ds_routing_", "trtllm_fp4_block_scale_routed_moe_")):
             assert names == ["reference"]  # the other MoE definitions: tests/test_catalogue_moe.py
             assert only
@@ -189,7 +190,7 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
     # every definition only its reference serves comes after every other one: a call measures kernels first
     order = [item.reference_only != "" for item in chosen.values()]
     assert order == sorted(order)
-    assert order.count(True) == 8 + 2 + 1
+    assert order.count(True) == 8 + 2 + 1 + 3  # ... and the three GDN MTP definitions
     # FlashInfer's GDN kernels on Hopper are CuTe DSL kernels: without cutlass they are dropped, and said so
     chosen, left = _planned(importable=lambda name: name != "cutlass", families=["gdn"])
     assert [path.name for path in chosen["gdn_decode_qk4_v8_d128_k_last"].implementations] == [

@@ -106,11 +106,14 @@ def judge(
     dtypes: Sequence[str],
     tolerance: correctness.Tolerance,
     distribution: Callable[[Any], str | None] | None = None,
+    declared: int | None = None,
 ) -> AuditFinding:
     """One audited call's outputs against the reference's on the same values (``label`` names the call in the
-    findings).  ``distribution``, for outputs that are samples, says why a sample lies outside its distribution."""
+    findings).  ``distribution``, for outputs that are samples, says why a sample lies outside its distribution.
+    Past the first ``declared`` (``None``: none), ``outputs`` are the inputs the reference writes: compared, but
+    neither looked at for poison nor digested (their untouched elements hold the staged values)."""
     poisoned = []
-    for name, tensor, want in zip(names, outputs, reference, strict=False):
+    for name, tensor, want in zip(names[:declared], outputs, reference, strict=False):
         count = poisoned_elements(tensor, want)
         if count:
             poisoned.append(f"{count} elements of {name} ({label}) were never written")
@@ -123,7 +126,7 @@ def judge(
     elif distribution is not None:
         why = distribution(outputs[0])
         wrong = f"{label}: {why}" if why else None
-    return AuditFinding(*digests(outputs, reference), tuple(poisoned), wrong)
+    return AuditFinding(*digests(outputs[:declared], reference[:declared]), tuple(poisoned), wrong)
 
 
 def digests(outputs: Sequence[Any], reference: Sequence[Any]) -> tuple[str, str]:

@@ -36,6 +36,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from kictl.bench import wire
@@ -227,6 +228,7 @@ class RunDriver:
         *,
         progress: Callable[[str], None] | None = None,
         label: str = "",
+        written: Sequence[wire.OutputSpec] = (),
     ) -> None:
         #: what the driver is doing, for the session's progress (``kictl bench --timings`` prints it)
         self.say = progress or (lambda _text: None)
@@ -237,7 +239,12 @@ class RunDriver:
         self.setup_plan = setup_plan
         self.timed_plans = list(timed_plans)
         self.outputs = tuple(outputs)
-        worker.output_limit = wire.outputs_limit(self.outputs)
+        #: the inputs the definition's reference writes (docs/bench.md, "Inputs the reference writes"): each call's
+        #: values of them after the call follow its outputs, and ``inputsUnchanged`` leaves them out
+        self.written = tuple(written)
+        names = [spec.name for spec in setup_plan.inputs]
+        self.written_at = [names.index(spec.name) for spec in self.written]
+        worker.output_limit = wire.outputs_limit((*self.outputs, *self.written))
         self.options = options
         self.evidence = RunEvidence()
         #: the run's own wall-time cap (``RUN_WALL_S``), from the driver's making
@@ -452,7 +459,7 @@ class RunDriver:
         evidence.pings_ns = list(self.worker.pings_ns)
         for label, plan in self.round_plans:
             self.say(f"{self.label}: correctness, {label}")
-            answer = self._ask(wire.Check(plan=plan, outputs=self.outputs), wire.Outputs)
+            answer = self._ask(wire.Check(plan=plan, outputs=self.outputs, written=self.written), wire.Outputs)
             if answer is None:
                 return
             assert isinstance(answer, wire.Outputs)
@@ -473,6 +480,7 @@ class RunDriver:
             flush_bytes=self.options.flush_bytes,
             parent_stages=offsets is not None or on_device,
             stop_at_return=self.takes_outputs,
+            written=self.written,
         )
         self.say(f"{self.label}: setup() and the timed input sets")
         armed = self._ask(arm, wire.Armed)
@@ -493,6 +501,12 @@ class RunDriver:
             except (staging.StagingError, cuda_ipc.IpcError) as exc:
                 self.fail("runtime_error", f"kictl's parent could not stage the timed inputs on the GPU: {exc}")
                 return
+        if self.written and self.takes_outputs and self.stager is None:
+            # a timed call's written inputs are read back by the parent, where it staged them: no worker's word
+            self.fail("runtime_error", "kictl's parent could not stage the timed inputs that the reference writes")
+            return
+        if self.stager is not None:
+            self.stager.calls_write = tuple(self.written_at)
         self.armed = True
 
     def release(self) -> None:
@@ -613,6 +627,17 @@ class RunDriver:
         self.thread_mark = after
         self.thread_mark_ns = time.perf_counter_ns()
 
+    def _while_stopped(self, stopped: dict[str, Any], audit: bool) -> None:
+        """What the parent reads while the worker is stopped at a timed call's return: its threads' CPU time, and for
+        an audited call the inputs the reference writes, from where the parent staged them (``Stager.read_back``:
+        nothing the implementation runs after its return can write them for it)."""
+        stopped.setdefault("threads", self._own_threads())
+        if audit and self.written and self.stager is not None:
+            try:
+                stopped["written"] = self.stager.read_back()
+            except (staging.StagingError, RuntimeError) as exc:
+                stopped["written"] = f"its written inputs could not be read back: {exc}"
+
     def _took(
         self, answer: wire.Sample, read: bool, while_stopped: Callable[[], object] | None = None
     ) -> list[Any] | str | None:
@@ -711,7 +736,10 @@ class RunDriver:
         at_answer = self._own_threads() if self.cpu_device else {}
         stopped: dict[str, dict[int, int]] = {}
         if self.takes_outputs:
-            outputs = self._took(answer, audit, lambda: stopped.setdefault("threads", self._own_threads()))
+            outputs = self._took(answer, audit, partial(self._while_stopped, stopped, audit))
+            if isinstance(outputs, list) and self.written:
+                read = stopped.get("written", "its written inputs were not read back")
+                outputs = [*outputs, *read] if isinstance(read, list) else str(read)
         if self.cpu_device:
             self._threads_at_return(threads_before, at_answer, stopped.get("threads"))
         self.call_number += 1
@@ -760,6 +788,8 @@ class RunDriver:
             self._inputs_unchanged("an audited timed call")
         elif audit:
             audit_from = worker.cpu_ns() if self.cpu_device else 0
+            # a worker whose outputs the parent does not take (only a test's): the inputs the reference writes come
+            # with its outputs
             audited = self._ask(wire.Audit(), wire.Outputs)
             if audited is None:
                 return

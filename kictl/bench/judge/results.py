@@ -130,6 +130,13 @@ GPU_DRAW = (
     " (random values drawn on the GPU by torch's CUDA generator: the same secret gives the same values on the same "
     "GPU model)"
 )
+#: What the input policy adds for a definition whose reference writes some of its inputs (docs/bench.md, "Inputs the
+#: reference writes").
+WRITTEN_POLICY = (
+    "; the definition's reference writes {names}: staged afresh before every call like any random input, judged as "
+    "outputs after the call (in the correctness rounds, and in audited timed calls as kictl's parent reads them back "
+    "where it staged them), not held to inputsUnchanged"
+)
 REFERENCE_TEXT = "definition reference implementation, in kictl's own worker, on the same inputs"
 
 
@@ -229,8 +236,11 @@ def protocol_spec(
     input_sets: int = 1,
     timer_name: str | None = None,
     default_tolerance: correctness.Tolerance | None = None,
+    written: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The BenchmarkProtocol spec (JSON members) of this session's measurement.
+
+    ``written`` names the inputs the definition's reference writes (``WRITTEN_POLICY``).
 
     ``timer_name`` is the timer the session resolved (``cupti_device_time`` where CUPTI attached).
     CUPTI's figures are a comparability family of their own, ``kictl-cupti-device-time``: on the
@@ -265,7 +275,8 @@ def protocol_spec(
         "trials": trials,
         "l2Flush": on_gpu and flush_bytes > 0,
         "cudaGraph": options.cuda_graph,
-        "inputPolicy": INPUT_POLICY.format(sets=input_sets, drawn=GPU_DRAW if on_gpu else ""),
+        "inputPolicy": INPUT_POLICY.format(sets=input_sets, drawn=GPU_DRAW if on_gpu else "")
+        + (WRITTEN_POLICY.format(names=", ".join(written)) if written else ""),
         "setupInTimedRegion": options.time_setup,
         "device": "cuda" if on_gpu else "cpu",
         "timedRegion": region,

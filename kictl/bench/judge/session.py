@@ -118,6 +118,15 @@ class _Skip(Exception):
     """A workload cannot be judged (its reference failed, or kictl's worker did); no runs are recorded."""
 
 
+class _Writes(Exception):
+    """The definition's reference wrote inputs kictl did not know it writes: the workload is judged again from the
+    start with them judged as outputs (``_Session.workload``); nothing of the first attempt is recorded."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        super().__init__(", ".join(names))
+        self.names = tuple(names)
+
+
 class _OutOfMemory(Exception):
     """A workload's first attempt ran out of GPU memory while kictl's reference workers ran several at once: it is
     judged again from the start, with one (``_Session.workload``); nothing of the first attempt is recorded."""
@@ -442,6 +451,9 @@ class _Session:
         #: how many of them run: all, until a workload runs out of GPU memory with them (``workload``), then one
         #: for the rest of the session
         self.reference_pool = len(self.reference_workers)
+        #: the inputs the definition's reference writes, as its calls showed (docs/bench.md, "Inputs the reference
+        #: writes"): judged as outputs from the workload that showed them on
+        self.writes: tuple[str, ...] = ()
         self.environments: dict[str, StoredRecord] = {}
         self.protocols: dict[str, StoredRecord] = {}
         self.report = BenchReport(definition=definition)
@@ -553,7 +565,32 @@ class _Session:
             else None,
         )
         outputs = tuple(wire.OutputSpec(name=name, shape=tuple(shape), dtype=dtype) for name, shape, dtype in layout)
-        return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs)
+        written = self.written_specs(axes, setup)
+        context.declared = len(outputs)
+        for spec in written:  # judged as outputs are: compared with the reference's, in the rounds and the audits
+            context.names.append(spec.name)
+            context.shapes.append(spec.shape)
+            context.dtypes.append(spec.dtype)
+        return context, _Plans(rounds=rounds, setup=setup, timed=timed, outputs=outputs, written=written)
+
+    def written_specs(self, axes: dict[str, int], setup: wire.Plan) -> tuple[wire.OutputSpec, ...]:
+        """The inputs the reference writes (``writes``) as the wire names them; raises ``_Skip`` for one that
+        kictl does not draw anew for every call (the parent stages, and reads back, only random inputs)."""
+        kinds = {spec.name: spec.kind for spec in setup.inputs}
+        for name in self.writes:
+            if kinds.get(name) != "random":
+                raise _Skip(
+                    f"the definition's reference writes its input {name}, and kictl judges a written input only "
+                    f"where the workload draws it at random (it is {kinds.get(name, 'missing')} here)"
+                )
+        return tuple(
+            wire.OutputSpec(
+                name=name,
+                shape=tuple(families.tensor_shape(self.spec, name, axes)),
+                dtype=self.spec.inputs[name].dtype,
+            )
+            for name in self.writes
+        )
 
     def entrypoint_inputs(
         self, workload: str, names: tuple[str, ...], axes: dict[str, int], seed: int
@@ -648,8 +685,8 @@ class _Session:
         attempt leaves no record, and the second is judged as any: a worker that claims to run out of memory
         gains one more attempt of every implementation on that workload, no more.
         """
-        for attempt in (1, 2):
-            retry = attempt == 1 and self.reference_pool > 1
+        while True:  # ends: an attempt retried for memory leaves one reference worker; one for writes, more known
+            retry = self.reference_pool > 1
             try:
                 self._workload(workload, retry)
                 return
@@ -660,6 +697,14 @@ class _Session:
                 detail = str(exc)
             except _OutOfMemory as exc:
                 detail = str(exc)
+            except _Writes as exc:
+                self.writes = (*self.writes, *exc.names)
+                self.say(
+                    f"{workload.name}: the reference writes its input(s) {exc}; again from the start, "
+                    "with them judged as outputs"
+                )
+                self.restart()
+                continue
             self.say(
                 f"{workload.name}: out of GPU memory with {self.reference_pool} reference workers at once "
                 f"({_last_line(detail)[:200]}); again from the start with one"
@@ -669,10 +714,14 @@ class _Session:
                 "at once: judged again from the start with one, as every later workload"
             )
             self.reference_pool = 1
-            for worker in self.all_workers:  # every worker's memory back to the GPU
-                worker.ask_to_stop()
-            for worker in self.all_workers:
-                worker.stop()
+            self.restart()
+
+    def restart(self) -> None:
+        """Every worker stopped (its memory back to the GPU); the next attempt starts them afresh."""
+        for worker in self.all_workers:
+            worker.ask_to_stop()
+        for worker in self.all_workers:
+            worker.stop()
 
     def _workload(self, workload: StoredRecord, retry: bool = False) -> None:
         phase = self.clock.phase
@@ -695,6 +744,7 @@ class _Session:
                 self.loop_options(env, worker),
                 progress=self.say,
                 label=f"{workload.name}: {impl.name}",
+                written=plans.written,
             )
             driver.evidence.stream_rule = stream_rule(self.timer_name, worker.dependencies_error)
             drivers.append((impl, driver, env))
@@ -981,11 +1031,16 @@ class _Session:
                 if not shift:
                     self.say(f"{name}: reference outputs, {label}")
                 answer = worker.request(
-                    wire.Reference(plan=plan, outputs=plans.outputs, shift=shift, perturb=perturb),
+                    wire.Reference(
+                        plan=plan, outputs=plans.outputs, shift=shift, perturb=perturb, written=plans.written
+                    ),
                     self.options.timeout_s,
                     frozenset({wire.Outputs.TYPE}),
                 )
                 assert isinstance(answer, wire.Outputs)
+                new = [name for name in answer.written if name not in self.writes]
+                if new:
+                    raise _Writes(new)
                 outputs[label] = [unpack(item) for item in answer.tensors]
         except (ImplementationFailed, WorkerGone, wire.WireError) as exc:
             worker.stop()
@@ -1011,6 +1066,7 @@ class _Session:
             len(self.set_labels),
             self.timer_name,
             default_tolerance(context.record, self.options, self.spec),
+            context.names[context.declared :] if context.declared is not None else (),
         )
         if self.energy is not None:  # energy (issue 31): its own family, the method in the measurement
             spec = self.energy.protocol(spec)
@@ -1161,6 +1217,8 @@ class _Plans:
     setup: wire.Plan
     timed: list[wire.Plan]
     outputs: tuple[wire.OutputSpec, ...]
+    #: the inputs the reference writes, judged as outputs (``_Session.writes``)
+    written: tuple[wire.OutputSpec, ...] = ()
 
 
 def _guarded(driver: RunDriver, step: Callable[[], None]) -> None:

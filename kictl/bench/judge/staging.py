@@ -40,13 +40,28 @@ from kictl.bench.wire.values import _perturbed, _rolled, _same_bits
 _SETS: dict[tuple[Any, ...], tuple[Sequence[wire.Plan], list[list[Any]]]] = {}
 
 
-def _changed(names: Sequence[str], views: Sequence[Any], written: Sequence[Any]) -> list[str]:
-    """The inputs whose bytes where the parent staged them (``views``) differ from what it wrote (``written``)."""
+def _changed(
+    names: Sequence[str], views: Sequence[Any], written: Sequence[Any], calls_write: Sequence[int] = ()
+) -> list[str]:
+    """The inputs whose bytes where the parent staged them (``views``) differ from what it wrote (``written``),
+    but for those the definition's reference writes (``calls_write``, by position)."""
     return [
         name
-        for name, target, value in zip(names, views, written, strict=True)
-        if target is not None and value is not None and not _same_bits(target, value)
+        for k, (name, target, value) in enumerate(zip(names, views, written, strict=True))
+        if k not in calls_write and target is not None and value is not None and not _same_bits(target, value)
     ]
+
+
+def _read_back(views: Sequence[Any], calls_write: Sequence[int]) -> list[Any]:
+    """The parent's own copy of the inputs a call writes (``calls_write``), as they are where it staged them, on the
+    CPU (an audited call's values, judged as its outputs are)."""
+    found = []
+    for k in calls_write:
+        view = views[k]
+        if view is None:
+            raise StagingError("the parent did not stage an input that the reference writes")
+        found.append(view.detach().to("cpu", copy=True))
+    return found
 
 
 class StagingError(RuntimeError):
@@ -95,14 +110,21 @@ class Stager:
         ]
         #: what the parent wrote for the call staged last, per input (``None`` where it writes nothing)
         self.written: list[Any] = [None] * len(self.views)
+        #: the inputs the definition's reference writes, by position (docs/bench.md, "Inputs the reference writes")
+        self.calls_write: tuple[int, ...] = ()
 
     def stage(self, index: int, shift: int, perturb: int = 0) -> None:
         """Input set ``index``, random inputs rolled by ``shift`` and, for a probe, ``perturb``'s pairs swapped."""
         _write(self.views, self.sets, index, shift, perturb, self.written)
 
     def changed(self) -> list[str]:
-        """The inputs whose bytes in the region differ from what the parent wrote for the last call."""
-        return _changed(self.names, self.views, self.written)
+        """The inputs whose bytes in the region differ from what the parent wrote for the last call (but those the
+        reference writes)."""
+        return _changed(self.names, self.views, self.written, self.calls_write)
+
+    def read_back(self) -> list[Any]:
+        """The inputs the reference writes, as the last call left them in the region (``_read_back``)."""
+        return _read_back(self.views, self.calls_write)
 
 
 class _DeviceSpan:
@@ -144,6 +166,8 @@ class DeviceStager:
         self.views: list[Any] = [None] * len(specs)
         #: what the parent wrote for the call staged last, per input (``None`` where it writes nothing)
         self.written: list[Any] = [None] * len(specs)
+        #: the inputs the definition's reference writes, by position (docs/bench.md, "Inputs the reference writes")
+        self.calls_write: tuple[int, ...] = ()
         self.mapping = cuda_ipc.DeviceMapping(devices.pop() if devices else "")
         self.device = ""
         self.sets: list[list[Any]] = []
@@ -187,8 +211,14 @@ class DeviceStager:
             torch.cuda.synchronize(self.device)
 
     def changed(self) -> list[str]:
-        """The inputs whose bytes in the worker's device memory differ from what the parent wrote last."""
-        return _changed(self.names, self.views, self.written)
+        """The inputs whose bytes in the worker's device memory differ from what the parent wrote last (but those
+        the reference writes)."""
+        return _changed(self.names, self.views, self.written, self.calls_write)
+
+    def read_back(self) -> list[Any]:
+        """The inputs the reference writes, as the last call left them in the worker's device memory, copied to the
+        host (``_read_back``; the worker's timer synchronised the device before its answer)."""
+        return _read_back(self.views, self.calls_write)
 
     def close(self) -> None:
         """Let go of the worker's memory (the handles closed where nothing else of the parent's holds them)."""

@@ -58,6 +58,9 @@ class WorkloadContext:
     device: str = "cpu"
     floor_ns: float | None = None
     floor_text: str | None = None
+    #: how many of ``names`` are the definition's outputs: the rest are the inputs its reference writes, compared
+    #: as outputs are but neither poisoned nor digested (``None``: all are outputs)
+    declared: int | None = None
     #: the inputs by name of the distribution judge's trials ("trials": they share one) or of the timed calls
     #: ("timed": every input set has the same generated inputs), made on demand
     judge_inputs: Callable[[str], dict[str, Any]] | None = None
@@ -82,7 +85,8 @@ def audit_label(set_label: str, shift: int, perturb: int = 0) -> str:
 def _poisoned(context: WorkloadContext, labelled: list[tuple[str, list[Any]]], refs: dict[str, list[Any]]) -> list[str]:
     found = []
     for label, outputs in labelled:
-        for name, tensor, want in zip(context.names, outputs, refs.get(label, [None] * len(outputs)), strict=False):
+        wants = refs.get(label, [None] * len(outputs))
+        for name, tensor, want in zip(context.names[: context.declared], outputs, wants, strict=False):
             count = poisoned_elements(tensor, want)
             if count:
                 found.append(f"{count} elements of {name} ({label}) were never written")
@@ -122,6 +126,7 @@ def audit_finding(
         dtypes=context.dtypes,
         tolerance=context.tolerance,
         distribution=distribution,
+        declared=context.declared,
     )
 
 
@@ -158,7 +163,8 @@ def integrity_checks(
     poisoned = _poisoned(context, calls, refs) + [line for _, found in findings for line in found.poisoned]
     checks[Check.OUTPUTS_FULLY_WRITTEN.value] = result(FAILED, "; ".join(poisoned)) if poisoned else result(PASSED)
     # outputs fresh: different inputs never gave bit-identical outputs (unless the references agree too)
-    digests = [(label, *audit_findings.digests(out, refs[label])) for label, out in calls if label in refs]
+    cut = context.declared
+    digests = [(label, *audit_findings.digests(out[:cut], refs[label][:cut])) for label, out in calls if label in refs]
     seen: set[str] = set()
     for key, found in findings:
         if key not in seen:

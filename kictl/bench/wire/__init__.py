@@ -228,6 +228,9 @@ class Reference(Message):
     shift: int
     #: a probe's seed: a few values of each random input swapped after the roll (0: none)
     perturb: int = 0
+    #: the inputs the reference writes (docs/bench.md, "Inputs the reference writes"): their values after the call
+    #: follow the outputs
+    written: tuple[OutputSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +240,9 @@ class Check(Message):
     TYPE: ClassVar[str] = "check"
     plan: Plan
     outputs: tuple[OutputSpec, ...]
+    #: the inputs the definition's reference writes (docs/bench.md, "Inputs the reference writes"): judged as
+    #: outputs, not as inputs to keep
+    written: tuple[OutputSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,6 +264,8 @@ class Arm(Message):
     #: implementation's can run again, then lets the worker go on (issue 40: the CPU's memory through
     #: ``/proc``, a GPU's through CUDA IPC handles)
     stop_at_return: bool = False
+    #: the inputs the definition's reference writes (docs/bench.md, "Inputs the reference writes")
+    written: tuple[OutputSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,6 +389,8 @@ class Outputs(Message):
     tensors: tuple[TensorData, ...]
     error: str | None
     notes: tuple[Note, ...]
+    #: kictl's reference worker only: the inputs a correctness round's call of the reference changed
+    written: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

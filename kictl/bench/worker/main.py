@@ -292,6 +292,8 @@ class Worker:
         self.current_set = -1
         self.names: list[str] = []
         self.input_names: list[str] = []
+        #: the timed inputs the definition's reference writes (their positions): judged as outputs
+        self.written: list[int] = []
         self.expected: list[wire.OutputSpec] = []
         self.timer: Any = None
         self.rolled: list[bool] = []
@@ -500,28 +502,31 @@ class Worker:
             for k, (value, roll) in enumerate(zip(made, rolled, strict=True))
         ]
         torch = torch_module()
+        input_names = [spec.name for spec in request.plan.inputs]
+        declared = _positions(input_names, request.written)
+        for k in declared:  # the call writes them: the inputs this worker keeps for its next calls stay as made
+            if isinstance(args[k], torch.Tensor):
+                args[k] = args[k].clone()
         kept: list[Any] = []
         if not request.shift and not request.perturb:  # a correctness round's call: does the reference write?
             tensors = [arg for arg in args if isinstance(arg, torch.Tensor)]
             if sum(t.numel() * t.element_size() for t in tensors) <= REFERENCE_WRITES_CHECK_BYTES:
                 kept = [arg.clone() if isinstance(arg, torch.Tensor) else None for arg in args]
         value = self.call(self.run, args)
-        written = [
+        written = tuple(
             spec.name
             for spec, arg, then in zip(request.plan.inputs, args, kept, strict=False)
             if then is not None and not _same_bits(arg, then)
-        ]
-        if written:
-            raise Failure(
-                "runtime_error",
-                f"it writes its input {', '.join(written)}, and kictl judges no definition whose reference changes "
-                "an input yet: inputsUnchanged would condemn every implementation that does what the reference does",
-            )
+        )
+        if set(written) - {input_names[k] for k in declared}:
+            # an input kictl did not know the reference writes: the inputs kept for the next calls may hold what
+            # the call wrote, so they are made again; the session judges the workload again with it named
+            self.reference_plan, self.reference_inputs = None, []
         try:
             outputs = normalize(value, names)
         except OutputStructureError as exc:
             raise Failure("runtime_error", f"the reference {exc}") from None
-        packed = tuple(pack(t) for t in outputs)
+        packed = tuple(pack(t) for t in [*outputs, *(args[k] for k in declared)])
         if self.cuda:
             # kictl's reference workers (this request is theirs alone) run several at once beside the
             # implementations' workers, and a reference may take many times its inputs in temporaries (a 6 GiB
@@ -529,7 +534,7 @@ class Worker:
             # each call, so an idle reference worker holds its inputs and nothing more
             del value, outputs, args, kept
             torch.cuda.empty_cache()
-        return wire.Outputs(tensors=packed, error=None, notes=())
+        return wire.Outputs(tensors=packed, error=None, notes=(), written=written)
 
     def check(self, request: wire.Check) -> wire.Message:
         """One call on fresh tensors holding the round's inputs; its outputs and evidence."""
@@ -539,6 +544,7 @@ class Worker:
         self.expected = list(request.outputs)
         names = [spec.name for spec in request.outputs]
         input_names = [spec.name for spec in request.plan.inputs]
+        written = _positions(input_names, request.written)
         notes: list[wire.Note] = []
         # kictl's own preparation of the round: no function or dispatch mode an earlier call left sees it (one
         # left on the stack would otherwise run kictl's tensor work through the implementation's Python)
@@ -569,9 +575,18 @@ class Worker:
             except OutputStructureError as exc:
                 torch.cuda.synchronize()
                 return wire.Outputs(tensors=(), error=str(exc), notes=tuple(notes))
-            on_stream = [t.detach().clone() for t in outputs]
+            on_stream = [t.detach().clone() for t in [*outputs, *(args[k] for k in written)]]
             torch.cuda.synchronize()
-            late = [name for name, a, b in zip(names, outputs, on_stream, strict=True) if not _same_bits(a, b)]
+            late = [
+                name
+                for name, a, b in zip(
+                    [*names, *(input_names[k] for k in written)],
+                    [*outputs, *(args[k] for k in written)],
+                    on_stream,
+                    strict=True,
+                )
+                if not _same_bits(a, b)
+            ]
             if late:
                 _note(
                     notes,
@@ -587,13 +602,13 @@ class Worker:
                 outputs = normalize(value, names)
             except OutputStructureError as exc:
                 return wire.Outputs(tensors=(), error=str(exc), notes=tuple(notes))
-            on_stream = list(outputs)
+            on_stream = [*outputs, *(args[k] for k in written)]
         self.hook_notes("back from a correctness call")
         with integrity.kictl_torch():  # kictl's own checks: no function or dispatch mode of the call's sees them
             changed = [
                 name
-                for name, now, then in zip(input_names, args, source, strict=True)
-                if isinstance(now, torch.Tensor) and not _same_bits(now, then)
+                for k, (name, now, then) in enumerate(zip(input_names, args, source, strict=True))
+                if k not in written and isinstance(now, torch.Tensor) and not _same_bits(now, then)
             ]
             if changed:
                 _note(notes, Check.INPUTS_UNCHANGED, f"a call changed {', '.join(changed)}")
@@ -618,6 +633,7 @@ class Worker:
         self.expected = list(request.outputs)
         self.names = [spec.name for spec in request.outputs]
         self.input_names = [spec.name for spec in request.setup_plan.inputs]
+        self.written = _positions(self.input_names, request.written)
         self.stop_at_return = request.stop_at_return
         self.rolled = [spec.kind == "random" for spec in request.setup_plan.inputs]
 
@@ -909,7 +925,8 @@ class Worker:
         if self.last is None:
             raise Failure("runtime_error", "kictl asked for an audit before a timed call")
         with integrity.kictl_torch():
-            return wire.Outputs(tensors=tuple(pack(t) for t in self.last), error=None, notes=())
+            after = [self.timed_args[k] for k in self.written]  # staged before the call, written by it
+            return wire.Outputs(tensors=tuple(pack(t) for t in [*self.last, *after]), error=None, notes=())
 
     def finish(self) -> wire.Message:
         with integrity.kictl_torch():
@@ -926,13 +943,15 @@ class Worker:
         if self.current_set >= 0:
             changed = [
                 spec
-                for spec, now, then in zip(
-                    self.input_names,
-                    self.timed_args,
-                    self.set_values(self.current_set, self.current_shift, self.current_perturb),
-                    strict=True,
+                for k, (spec, now, then) in enumerate(
+                    zip(
+                        self.input_names,
+                        self.timed_args,
+                        self.set_values(self.current_set, self.current_shift, self.current_perturb),
+                        strict=True,
+                    )
                 )
-                if isinstance(now, torch.Tensor) and not _same_bits(now, then)
+                if k not in self.written and isinstance(now, torch.Tensor) and not _same_bits(now, then)
             ]
             if changed:
                 _note(notes, Check.INPUTS_UNCHANGED, f"timed calls changed {', '.join(changed)}")
@@ -1091,6 +1110,14 @@ _KEPT_FREE_BYTES = (1 << 31) - 1
 #: the correctness rounds' calls; a reference with larger inputs is not looked at, and a write of its would show as
 #: every implementation's ``inputsUnchanged`` instead
 REFERENCE_WRITES_CHECK_BYTES = 1 << 30
+
+
+def _positions(input_names: Sequence[str], written: Sequence[wire.OutputSpec]) -> list[int]:
+    """Where the inputs the definition's reference writes are among the call's arguments."""
+    found = [input_names.index(spec.name) for spec in written if spec.name in input_names]
+    if len(found) != len(written):
+        raise Failure("runtime_error", "kictl named a written input that the definition does not have")
+    return found
 
 
 def keep_freed_memory() -> bool:

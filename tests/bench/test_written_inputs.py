@@ -1,0 +1,171 @@
+"""Inputs the definition's reference writes (docs/bench.md, "Inputs the reference writes"): judged as outputs.
+
+FlashInfer Trace's GDN MTP definitions give their reference an ``intermediate_states_buffer`` input that it fills.
+kictl learns such an input from the reference's own calls, judges the workload again with it named, compares it
+after every correctness call and every audited timed call (read back by the parent where it staged it), and
+keeps ``inputsUnchanged`` for every other input. Real CPU sessions, real worker processes, sandboxed where
+bubblewrap is there.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kictl.bench.judge.session import BenchOptions, BenchReport, run_bench
+from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record
+from kictl.store.registry import Registry
+from tests.bench.conftest import UNSANDBOXED, cuda_available
+from tests.conftest import REPO_ROOT, copy_bundled
+
+#: y = 2x, and the first half of each row of ``buf`` set to x + 1: the rest of ``buf`` is left as the caller gave it
+REFERENCE = """import torch
+
+
+def run(x, buf):
+    buf[:, :4] = x[:, :4] + 1.0
+    return x * 2.0
+
+
+def make_inputs(seed, rows, cols):
+    generator = torch.Generator().manual_seed(seed)
+    return {name: torch.randn((rows, cols), generator=generator) for name in ("x", "buf")}
+"""
+
+#: Each implementation's code, and the status and failed checks its run must get.
+IMPLEMENTATIONS = {
+    # does what the reference does
+    "honest": ("buf[:, :4] = x[:, :4] + 1.0\n    return x * 2.0", "passed", ()),
+    # the outputs right, the written input never written
+    "never_writes": ("return x * 2.0", "incorrect_numerical", ()),
+    # all of buf written: the half the reference leaves as given is wrong
+    "writes_all": ("buf.copy_(x + 1.0)\n    return x * 2.0", "incorrect_numerical", ()),
+    # writes it in the correctness rounds (the first two calls) and never when timed: the parent's read-back of
+    # the audited calls finds it
+    "untimed": (
+        "CALLS[0] += 1\n    if CALLS[0] <= 2:\n        buf[:, :4] = x[:, :4] + 1.0\n    return x * 2.0",
+        "reward_hack",
+        ("timedOutputsCorrect",),
+    ),
+    # writes the written input as it should, and another input too: inputsUnchanged still holds for it
+    "writes_x": (
+        "buf[:, :4] = x[:, :4] + 1.0\n    y = x * 2.0\n    x[0, 0] = 7.0\n    return y",
+        "reward_hack",
+        ("inputsUnchanged",),
+    ),
+}
+
+
+def _definition() -> StoredRecord:
+    spec = DefinitionSpec.model_validate_json(
+        json.dumps(
+            {
+                "name": "doubled_with_buffer",
+                "family": "doubled-with-buffer",
+                "axes": {"rows": {"type": "var"}, "cols": {"type": "const", "value": 8}},
+                "inputs": {
+                    "x": {"shape": ["rows", "cols"], "dtype": "float32"},
+                    "buf": {"shape": ["rows", "cols"], "dtype": "float32"},
+                },
+                "outputs": {"y": {"shape": ["rows", "cols"], "dtype": "float32"}},
+                "reference": REFERENCE,
+                "inputs_entrypoint": "make_inputs",
+            }
+        )
+    )
+    return new_record(spec, name=spec.name)
+
+
+def _workload(definition: StoredRecord, name: str, kind: str) -> StoredRecord:
+    spec = WorkloadSpec.model_validate_json(
+        json.dumps(
+            {
+                "definition_digest": definition.digest,
+                "axes": {"rows": 16},
+                "inputs": {"x": {"type": kind, "seed": 3}, "buf": {"type": kind, "seed": 4}},
+            }
+        )
+    )
+    return new_record(spec, name=name)
+
+
+#: The CPU always; a GPU where there is one (the parent reads the written input back through CUDA IPC there).
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not cuda_available(), reason="needs a CUDA GPU")]),
+]
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BenchReport:
+    root = tmp_path_factory.mktemp("written")
+    registry = copy_bundled(root / "registry")
+    definition = _definition()
+    registry.add(
+        [
+            definition,
+            _workload(definition, "random_buffer", "random"),
+            _workload(definition, "generated_buffer", "generated"),
+        ]
+    )
+    impls = []
+    for name, (body, _, _) in IMPLEMENTATIONS.items():
+        path = root / f"{name}.py"
+        path.write_text(f"CALLS = [0]\n\n\ndef run(x, buf):\n    {body}\n")
+        impls.append(str(path))
+    return run_bench(
+        registry,
+        "doubled_with_buffer",
+        impls,
+        BenchOptions(
+            device=request.param,
+            workloads=("random_buffer", "generated_buffer"),
+            rounds=2,
+            warmup=0,
+            iterations=12,
+            no_sandbox=bool(UNSANDBOXED),
+        ),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))
+def test_a_written_input_is_judged_as_an_output(session: BenchReport, name: str) -> None:
+    (run,) = [run for run in session.runs if run.implementation.rsplit("_", 1)[0] == name]
+    _, status, checks = IMPLEMENTATIONS[name]
+    assert (run.status, run.workload) == (status, "random_buffer"), (run.status, run.detail)
+    assert run.run is not None
+    integrity = run.run.raw["spec"]["integrity"]
+    failed = sorted(key for key, check in integrity.items() if check["result"] == "failed")
+    assert failed == sorted(checks), (failed, run.detail)
+    if status == "passed":  # the audited timed calls were judged with the written input, read back by the parent
+        assert integrity["timedOutputsCorrect"]["result"] == "passed", integrity["timedOutputsCorrect"]
+
+
+def test_the_session_names_the_written_input_in_the_protocol(session: BenchReport) -> None:
+    (protocol,) = [record for record in session.records if record.kind == "BenchmarkProtocol"]
+    assert "the definition's reference writes buf:" in protocol.raw["spec"]["measurement"]["inputPolicy"]
+
+
+def test_a_written_input_kictl_does_not_draw_anew_skips_the_workload(session: BenchReport) -> None:
+    """An input the workload makes once for every call (here the definition's entrypoint makes it) would carry one
+    call's writes into the next: kictl does not judge it, and says why."""
+    assert dict(session.skipped)["generated_buffer"].startswith("the definition's reference writes its input buf")
+    assert {run.workload for run in session.runs} == {"random_buffer"}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_gdn_mtp_reference_passes_as_an_implementation(device: str) -> None:
+    """The real definition on the CPU: its own reference, run as an implementation, fills
+    ``intermediate_states_buffer`` as the reference worker's copy does, and passes every check."""
+    report = run_bench(
+        Registry(REPO_ROOT),
+        "gdn_mtp_qk4_v8_d128_k_last",
+        [str(REPO_ROOT / "implementations" / "families" / "reference")],
+        BenchOptions(device=device, workloads=("b1_t2",), rounds=1, warmup=0, iterations=4),
+    )
+    assert report.skipped == []
+    (run,) = report.runs
+    assert run.status == "passed", run.detail
+    (protocol,) = [record for record in report.records if record.kind == "BenchmarkProtocol"]
+    assert "reference writes intermediate_states_buffer:" in protocol.raw["spec"]["measurement"]["inputPolicy"]
