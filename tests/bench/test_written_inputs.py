@@ -155,17 +155,17 @@ def test_a_written_input_kictl_does_not_draw_anew_skips_the_workload(session: Be
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_the_gdn_mtp_reference_passes_as_an_implementation(device: str) -> None:
-    """The real definition on the CPU: its own reference, run as an implementation, fills
-    ``intermediate_states_buffer`` as the reference worker's copy does, and passes every check."""
+def test_the_gdn_mtp_reference_and_torch_implementation_pass(device: str) -> None:
+    """The real definition: its own reference, run as an implementation, and ``torch_gdn_mtp`` fill
+    ``intermediate_states_buffer`` as the reference worker's copy does, and pass every check."""
+    families = REPO_ROOT / "implementations" / "families"
     report = run_bench(
         Registry(REPO_ROOT),
         "gdn_mtp_qk4_v8_d128_k_last",
-        [str(REPO_ROOT / "implementations" / "families" / "reference")],
-        BenchOptions(device=device, workloads=("b1_t2",), rounds=1, warmup=0, iterations=4),
+        [str(families / "reference"), str(families / "gdn" / "torch_gdn_mtp")],
+        BenchOptions(device=device, workloads=("b4_t2",), rounds=2, warmup=0, iterations=6),
     )
     assert report.skipped == []
-    (run,) = report.runs
-    assert run.status == "passed", run.detail
+    assert [(run.status, run.detail) for run in report.runs] == [("passed", None)] * 2
     (protocol,) = [record for record in report.records if record.kind == "BenchmarkProtocol"]
     assert "reference writes intermediate_states_buffer:" in protocol.raw["spec"]["measurement"]["inputPolicy"]
