@@ -10,9 +10,12 @@ bubblewrap is there.
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
+from kictl.bench import wire
+from kictl.bench.judge import energy_loop
 from kictl.bench.judge.session import BenchOptions, BenchReport, run_bench
 from kictl.records import DefinitionSpec, StoredRecord, WorkloadSpec, new_record
 from kictl.store.registry import Registry
@@ -169,3 +172,16 @@ def test_the_gdn_mtp_reference_and_torch_implementation_pass(device: str) -> Non
     assert [(run.status, run.detail) for run in report.runs] == [("passed", None)] * 2
     (protocol,) = [record for record in report.records if record.kind == "BenchmarkProtocol"]
     assert "reference writes intermediate_states_buffer:" in protocol.raw["spec"]["measurement"]["inputPolicy"]
+
+
+def test_no_energy_is_measured_where_the_reference_writes_an_input() -> None:
+    """An energy loop calls back to back on one staging: each call would be given what the last one wrote, which
+    the reference's copy never is. The run gets the reason, not a figure (its status is kictl's runtime_error)."""
+    phase = energy_loop.EnergyPhase("cpu", counter=object())
+    driver = SimpleNamespace(
+        evidence=SimpleNamespace(failure=None), armed=True, written=(wire.OutputSpec("buf", (16, 8), "float32"),)
+    )
+    phase.measure(driver)
+    error = phase.evidence[id(driver)].error
+    assert error is not None
+    assert "writes its input buf" in error

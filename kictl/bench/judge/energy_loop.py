@@ -161,6 +161,13 @@ class EnergyPhase:
         found = EnergyEvidence()
         self.evidence[id(driver)] = found
         try:
+            if getattr(driver, "written", ()):
+                # a loop's calls run back to back on one staging: each would be given what the last one wrote
+                raise energy.EnergyError(
+                    "the definition's reference writes its input "
+                    f"{', '.join(spec.name for spec in driver.written)}, and an energy loop's calls run back to "
+                    "back on one staging, each given what the last one wrote: kictl measures no energy of it yet"
+                )
             self._measure(driver, found)
         except energy.EnergyError as exc:
             found.error = str(exc)

@@ -684,6 +684,10 @@ class _Session:
         memory kictl's own workers held must not condemn an implementation, nor skip a workload. The first
         attempt leaves no record, and the second is judged as any: a worker that claims to run out of memory
         gains one more attempt of every implementation on that workload, no more.
+
+        A workload whose reference writes an input kictl did not know it writes (``_Writes``: kictl's own reference
+        worker says so) is judged again from the start too, with that input judged as an output for the rest of the
+        session (``writes``; docs/bench.md, "Inputs the reference writes").
         """
         while True:  # ends: an attempt retried for memory leaves one reference worker; one for writes, more known
             retry = self.reference_pool > 1
@@ -724,12 +728,27 @@ class _Session:
             worker.stop()
 
     def _workload(self, workload: StoredRecord, retry: bool = False) -> None:
+        """One attempt at ``workload`` (``_attempt``); however it ends, the parent then lets go of every worker's
+        timed inputs (a GPU stager's CUDA IPC handles keep the worker's memory mapped in the parent: an attempt
+        judged again from the start, its workers stopped, must give that memory back)."""
+        drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
+        try:
+            self._attempt(workload, retry, drivers)
+        finally:
+            for _, driver, _ in drivers:
+                driver.release()
+
+    def _attempt(
+        self,
+        workload: StoredRecord,
+        retry: bool,
+        drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]],
+    ) -> None:
         phase = self.clock.phase
         with phase("inputs"):
             context, plans = self.context(workload)
         with phase("start"):
             self.spawn()  # a worker ended by an earlier workload's failure starts again, with the others
-        drivers: list[tuple[LoadedImplementation, RunDriver, dict[str, Any]]] = []
         for impl in self.implementations:
             worker = self.workers[impl.record.digest]
             with phase("start"):
