@@ -296,6 +296,65 @@ def _selective_state_update(
     return out.to(x.dtype)
 
 
+def _gated_delta_rule_mtp(
+    q: Any,
+    k: Any,
+    v: Any,
+    initial_state: Any,
+    initial_state_indices: Any,
+    A_log: Any,
+    a: Any,
+    dt_bias: Any,
+    b: Any,
+    scale: float | None = None,
+    output: Any = None,
+    intermediate_states_buffer: Any = None,
+    ssm_state_indices: Any = None,
+    disable_state_update: bool | None = None,
+    use_qk_l2norm: bool = True,
+    output_state_indices: Any = None,
+) -> tuple[Any, Any]:
+    """``flashinfer.gdn_decode.gated_delta_rule_mtp``: its checks, and the buffer indexed by the sequence's row in
+    the batch, not by its pool slot (``flat_idx = i_n * T * HV + ...`` in the wheel's kernel)."""
+    batch, steps, heads, size = q.shape
+    v_heads = v.shape[2]
+    assert initial_state.dtype == torch.float32, "initial_state must be float32"
+    assert initial_state.shape[1:] == (v_heads, v.shape[3], size)
+    assert initial_state_indices.dtype in (torch.int32, torch.int64)
+    assert ssm_state_indices is None
+    assert output_state_indices is None
+    assert output is None
+    if intermediate_states_buffer is not None:
+        assert intermediate_states_buffer.shape[0] >= batch, "the buffer is indexed by batch row"
+        assert intermediate_states_buffer.shape[1] >= steps
+        assert intermediate_states_buffer.dtype == torch.float32
+        assert intermediate_states_buffer.is_contiguous()
+    scale = size**-0.5 if scale is None else scale
+    if use_qk_l2norm:
+        q = torch.nn.functional.normalize(q.float(), dim=-1)
+        k = torch.nn.functional.normalize(k.float(), dim=-1)
+    g = torch.exp(-torch.exp(A_log.float()) * torch.nn.functional.softplus(a.float() + dt_bias.float()))
+    beta = torch.sigmoid(b.float())
+    queries = q.float().repeat_interleave(v_heads // heads, dim=2)
+    keys = k.float().repeat_interleave(v_heads // k.shape[2], dim=2)
+    out = torch.zeros((batch, steps, v_heads, v.shape[3]), dtype=torch.bfloat16)
+    for row in range(batch):
+        slot = int(initial_state_indices[row])
+        if slot < 0:
+            continue
+        state = initial_state[slot].float()
+        for t in range(steps):
+            old = g[row, t, :, None, None] * state
+            recalled = torch.einsum("hvk,hk->hv", old, keys[row, t])
+            state = old + (beta[row, t, :, None] * (v[row, t].float() - recalled))[..., None] * keys[row, t, :, None, :]
+            out[row, t] = (scale * torch.einsum("hvk,hk->hv", state, queries[row, t])).to(torch.bfloat16)
+            if intermediate_states_buffer is not None:
+                intermediate_states_buffer[row, t] = state
+        if disable_state_update is False:
+            initial_state[slot] = state
+    return out, initial_state
+
+
 CALLS: list[str] = []
 
 
@@ -310,7 +369,7 @@ def _sampler(name: str) -> Any:
 def _stand_in() -> dict[str, ModuleType]:
     root = ModuleType("flashinfer")
     modules = {"flashinfer": root}
-    for sub in ("norm", "sampling", "mla", "mamba"):
+    for sub in ("norm", "sampling", "mla", "mamba", "gdn_decode"):
         modules[f"flashinfer.{sub}"] = ModuleType(f"flashinfer.{sub}")
         setattr(root, sub, modules[f"flashinfer.{sub}"])
     root.BatchDecodeWithPagedKVCacheWrapper = BatchDecodeWithPagedKVCacheWrapper  # type: ignore[attr-defined]
@@ -321,6 +380,7 @@ def _stand_in() -> dict[str, ModuleType]:
     modules["flashinfer.norm"].rmsnorm = _rmsnorm  # type: ignore[attr-defined]
     modules["flashinfer.norm"].fused_add_rmsnorm = _fused_add_rmsnorm  # type: ignore[attr-defined]
     modules["flashinfer.mamba"].selective_state_update = _selective_state_update  # type: ignore[attr-defined]
+    modules["flashinfer.gdn_decode"].gated_delta_rule_mtp = _gated_delta_rule_mtp  # type: ignore[attr-defined]
     for name in ("top_k_sampling_from_probs", "top_p_sampling_from_probs", "top_k_top_p_sampling_from_probs"):
         setattr(modules["flashinfer.sampling"], name, _sampler(name))
     return modules
@@ -413,6 +473,38 @@ def test_flashinfer_wrapper_keeps_flashinfers_contract_and_matches_the_reference
         _close(a, b, name)
     if "flashinfer_decode" in wrapper or "_mla_" in wrapper or "prefill" in wrapper or "ragged" in wrapper:
         assert module.run(*args)[0].equal(got[0])  # a second call reuses the plan made in setup()
+
+
+@pytest.mark.parametrize("workload", ["b4_t2", "b8_t4"])
+def test_the_gdn_mtp_wrapper_writes_each_sequences_states_to_its_pool_slot(
+    monkeypatch: pytest.MonkeyPatch, workload: str
+) -> None:
+    """FlashInfer's MTP kernel writes the intermediate states by batch row; the definition's reference by pool slot
+    (``initial_state_indices``, distinct random slots here): the wrapper's buffer after the call is the
+    reference's, and every other input is unchanged. A second call with the
+    plan made in ``setup()`` gives the same."""
+    spec, args = _inputs("gdn_mtp_qk4_v8_d128_k_last", workload)
+    names = list(signature(spec).inputs)
+    at = names.index("intermediate_states_buffer")
+    indices = args[names.index("initial_state_indices")]
+    assert not torch.equal(indices.long(), torch.arange(indices.numel())), "a workload whose slots are not the rows"
+    module = _wrapper("gdn/flashinfer_gdn_mtp", monkeypatch)
+    before = [arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in args]
+    want_args = [arg.clone() if isinstance(arg, torch.Tensor) else arg for arg in args]
+    namespace: dict[str, Any] = {}
+    exec(compile(spec.reference, f"<reference of {spec.name}>", "exec"), namespace)
+    want = namespace["run"](*want_args)  # the reference writes its own copy of the buffer
+    for call in ("run", "setup then run"):
+        args[at].copy_(before[at])
+        if call != "run":
+            module.setup(*args)
+        got = module.run(*args)
+        for name, a, b in zip(signature(spec).outputs, got, want, strict=True):
+            _close(a, b, name)
+        _close(args[at], want_args[at], "intermediate_states_buffer")
+        for k, (arg, kept) in enumerate(zip(args, before, strict=True)):
+            if k != at and isinstance(arg, torch.Tensor):
+                assert torch.equal(arg, kept), names[k]
 
 
 def test_the_decode_wrapper_takes_flashinfers_tensor_core_path_only_where_its_cuda_core_kernel_is_not_built(

@@ -169,7 +169,7 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
         elif item.name.startswith("gdn_prefill_"):
             assert names == ["reference", "flashinfer_gdn_prefill"]  # no torch alternative: the reference is one
         elif item.name.startswith("gdn_mtp_"):  # its reference writes an input, judged as an output
-            assert names == ["reference", "torch_gdn_mtp"]
+            assert names == ["reference", "flashinfer_gdn_mtp", "torch_gdn_mtp"]
         elif item.name.startswith(("moe_fp8_block_scale_ds_routing_", "trtllm_fp4_block_scale_routed_moe_")):
             assert names == ["reference"]  # the other MoE definitions: tests/test_catalogue_moe.py
             assert only
@@ -198,6 +198,10 @@ def test_definitions_only_their_reference_serves_are_measured_last_with_the_reas
     assert (
         "flashinfer_gdn_decode (needs the Python module cutlass" in chosen["gdn_decode_qk4_v8_d128_k_last"].dropped[0]
     )
+    assert [path.name for path in chosen["gdn_mtp_qk4_v8_d128_k_last"].implementations] == [
+        "reference",
+        "torch_gdn_mtp",
+    ]
     prefill = chosen["gdn_prefill_qk4_v8_d128_k_last"]
     assert [path.name for path in prefill.implementations] == ["reference"]
     assert "flashinfer_gdn_prefill (needs the Python module cutlass" in prefill.dropped[0]
