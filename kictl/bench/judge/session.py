@@ -31,7 +31,9 @@ run's phases and the records share it; the timed loop itself is ``loop`` and the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import math
 import os
 import re
 import secrets
@@ -583,7 +585,7 @@ class _Session:
                     f"the definition's reference writes its input {name}, and kictl judges a written input only "
                     f"where the workload draws it at random (it is {kinds.get(name, 'missing')} here)"
                 )
-        return tuple(
+        specs = (
             wire.OutputSpec(
                 name=name,
                 shape=tuple(families.tensor_shape(self.spec, name, axes)),
@@ -591,6 +593,8 @@ class _Session:
             )
             for name in self.writes
         )
+        # an empty one holds nothing to compare, and a GPU worker places no empty tensor where the parent can read it
+        return tuple(spec for spec in specs if math.prod(spec.shape) > 0)
 
     def entrypoint_inputs(
         self, workload: str, names: tuple[str, ...], axes: dict[str, int], seed: int
@@ -735,8 +739,9 @@ class _Session:
         try:
             self._attempt(workload, retry, drivers)
         finally:
-            for _, driver, _ in drivers:
-                driver.release()
+            for _, driver, _ in drivers:  # each one, whatever another's release raised; the attempt's own end stands
+                with contextlib.suppress(Exception):
+                    driver.release()
 
     def _attempt(
         self,
