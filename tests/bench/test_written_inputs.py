@@ -10,7 +10,9 @@ bubblewrap is there.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -100,9 +102,7 @@ DEVICES = [
 ]
 
 
-@pytest.fixture(scope="module", params=DEVICES)
-def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BenchReport:
-    root = tmp_path_factory.mktemp("written")
+def _session(root: Path, device: str, names: list[str], workloads: tuple[str, ...], **options: Any) -> BenchReport:
     registry = copy_bundled(root / "registry")
     definition = _definition()
     registry.add(
@@ -113,23 +113,38 @@ def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         ]
     )
     impls = []
-    for name, (body, _, _) in IMPLEMENTATIONS.items():
+    for name in names:
         path = root / f"{name}.py"
-        path.write_text(f"CALLS = [0]\n\n\ndef run(x, buf):\n    {body}\n")
+        path.write_text(f"CALLS = [0]\n\n\ndef run(x, buf):\n    {IMPLEMENTATIONS[name][0]}\n")
         impls.append(str(path))
     return run_bench(
         registry,
         "doubled_with_buffer",
         impls,
         BenchOptions(
-            device=request.param,
-            workloads=("random_buffer", "generated_buffer"),
+            device=device,
+            workloads=workloads,
             rounds=2,
             warmup=0,
             iterations=12,
             no_sandbox=bool(UNSANDBOXED),
+            **options,
         ),
     )
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def session(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> BenchReport:
+    root = tmp_path_factory.mktemp("written")
+    return _session(root, request.param, list(IMPLEMENTATIONS), ("random_buffer", "generated_buffer"))
+
+
+def test_a_loose_matched_ratio_forgives_no_skipped_write(tmp_path: Path) -> None:
+    """Half of ``buf`` is what the call leaves alone, and matches whether or not the call writes the rest: with
+    ``--matched-ratio 0.3`` the outputs are judged at 0.3, but the written input at every element."""
+    report = _session(tmp_path, "cpu", ["honest", "never_writes"], ("random_buffer",), matched_ratio=0.3)
+    statuses = {run.implementation.rsplit("_", 1)[0]: run.status for run in report.runs}
+    assert statuses == {"honest": "passed", "never_writes": "incorrect_numerical"}, statuses
 
 
 @pytest.mark.parametrize("name", sorted(IMPLEMENTATIONS))

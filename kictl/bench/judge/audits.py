@@ -118,7 +118,7 @@ def judge(
         if count:
             poisoned.append(f"{count} elements of {name} ({label}) were never written")
     compared = correctness.compare_round(
-        0, names, outputs, reference, shapes=shapes, dtypes=dtypes, tolerance=tolerance
+        0, names, outputs, reference, shapes=shapes, dtypes=dtypes, tolerance=tolerance, declared=declared
     )
     wrong = None
     if compared.status != "passed":

@@ -239,6 +239,7 @@ def evaluate(
                 shapes=context.shapes,
                 dtypes=context.dtypes,
                 tolerance=context.tolerance,
+                declared=context.declared,
             )
         )
     if context.tolerance.judge == "distribution" and compared and context.judge_inputs is not None:
